@@ -1,0 +1,440 @@
+//! [`Waiter`] and [`WaiterList`]: how a parked task is found again.
+//!
+//! A `Waiter` belongs to one logical task (or one sub-task of a state machine) and carries its
+//! current [`Waker`]. A `WaiterList` belongs to a piece of shared state; a `poll_*` method that
+//! finds nothing to do registers the caller's waiter in the list and returns `Pending`, and
+//! whoever changes the state calls [`WaiterList::wake_all`] afterwards.
+//!
+//! # How it works
+//!
+//! Each waiter has a *generation* counter. A list entry is `(waiter, generation at
+//! registration)`, and it is live only while the waiter's generation is unchanged. Waking an
+//! entry is a compare-and-swap from that generation to the next one, so:
+//!
+//! - a waiter registered in several lists is woken once, by whichever list fires first, and its
+//!   entries in the other lists become stale at that moment;
+//! - dropping a waiter bumps its generation, which deregisters it from every list at once,
+//!   without touching the lists (stale entries are pruned when a list would otherwise grow);
+//! - registering twice in the same list within one generation is a no-op: the waiter
+//!   remembers which lists hold a live entry for its current generation.
+//!
+//! Wakers are always invoked after the list's lock is released.
+//!
+//! # The call order every primitive follows
+//!
+//! 1. check the state; if ready, return `Ready`;
+//! 2. otherwise [`WaiterList::register`] the waiter;
+//! 3. check the state again; if it became ready, return `Ready` (the registration is then a
+//!    harmless spurious wakeup later), else return `Pending`.
+//!
+//! The mutating side stores its change first and calls [`WaiterList::wake_all`] second. Both
+//! sides put a sequentially consistent fence between their store and their load, so one of
+//! them always sees the other: no wakeup is lost, even when the list's fast path skips the
+//! lock because it looked empty.
+
+use std::fmt;
+use std::task::Waker;
+
+use crate::sync::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
+
+/// The registration handle of one task: its current [`Waker`] plus the bookkeeping that makes
+/// registration idempotent.
+///
+/// Create one per task (or per sub-task a state machine wants to wake separately), refresh its
+/// waker with [`Waiter::set_waker`] at the start of each poll, and pass `&Waiter` to `poll_*`
+/// methods. [`wait`](crate::wait) does all of this for an `async` caller.
+///
+/// Dropping a `Waiter` deregisters it from every list it is in.
+///
+/// ```
+/// use std::task::{Poll, Waker};
+/// use kio::{Waiter, WaiterList};
+///
+/// let list = WaiterList::new();
+/// let waiter = Waiter::new(Waker::noop());
+/// list.register(&waiter);
+/// list.register(&waiter); // idempotent: still one live entry
+/// assert_eq!(list.live_len(), 1);
+/// drop(waiter); // deregisters
+/// assert_eq!(list.live_len(), 0);
+/// ```
+pub struct Waiter {
+    slot: Arc<Slot>,
+}
+
+/// A set of parked [`Waiter`]s, owned by the shared state they wait on.
+///
+/// See the [module documentation](self) for the protocol.
+pub struct WaiterList {
+    /// Number of entries (live or stale) in `state.entries`; lets `wake_all` skip the lock
+    /// when nobody is registered, which is the common case for a publisher.
+    registered: AtomicUsize,
+    /// The identity of this list in waiters' memos: the address of `state.token`, or 0 before
+    /// the first registration.
+    token: AtomicUsize,
+    state: Mutex<ListState>,
+}
+
+impl Waiter {
+    /// A waiter that will wake `waker`.
+    pub fn new(waker: &Waker) -> Self {
+        Self {
+            slot: Arc::new(Slot {
+                generation: AtomicU64::new(0),
+                state: Mutex::new(SlotState {
+                    waker: Some(waker.clone()),
+                    memo_generation: 0,
+                    memo: Vec::new(),
+                }),
+            }),
+        }
+    }
+
+    /// Replaces the waker if `waker` would not wake the same task. Call it at the start of
+    /// every poll; it is cheap when the waker is unchanged.
+    pub fn set_waker(&self, waker: &Waker) {
+        let mut state = self.slot.state.lock();
+        match &state.waker {
+            Some(current) if current.will_wake(waker) => {}
+            _ => state.waker = Some(waker.clone()),
+        }
+    }
+
+    /// How many times this waiter has been woken (or invalidated). Two equal readings mean no
+    /// list woke this waiter in between.
+    pub fn generation(&self) -> u64 {
+        self.slot.generation.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        // Invalidate every entry in every list at once, then let go of the waker so that a
+        // list that is never woken again does not keep the task alive.
+        self.slot.generation.fetch_add(1, Ordering::AcqRel);
+        self.slot.state.lock().waker = None;
+    }
+}
+
+impl fmt::Debug for Waiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Waiter")
+            .field("generation", &self.generation())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WaiterList {
+    /// An empty list. Allocates nothing until the first registration.
+    pub fn new() -> Self {
+        Self {
+            registered: AtomicUsize::new(0),
+            token: AtomicUsize::new(0),
+            state: Mutex::new(ListState {
+                entries: Vec::new(),
+                spare: Vec::new(),
+                token: None,
+            }),
+        }
+    }
+
+    /// Registers `waiter` to be woken by the next [`wake_all`](Self::wake_all).
+    ///
+    /// Idempotent: registering again before being woken does nothing. After registering,
+    /// re-check the state you are waiting on (see the [module documentation](self)).
+    pub fn register(&self, waiter: &Waiter) {
+        let slot = &waiter.slot;
+        let mut slot_state = slot.state.lock();
+        let generation = slot.generation.load(Ordering::Acquire);
+        if slot_state.memo_generation != generation {
+            slot_state.memo.clear();
+            slot_state.memo_generation = generation;
+        }
+        let token = self.token.load(Ordering::Acquire);
+        if token != 0 && slot_state.memo.contains(&token) {
+            // Already registered for this generation. The fence still orders the caller's
+            // re-check after everything this waiter did before.
+            crate::sync::fence(Ordering::SeqCst);
+            return;
+        }
+
+        let mut state = self.state.lock();
+        let token = state.token_address(&self.token);
+        if state.entries.len() == state.entries.capacity() {
+            // About to grow: drop stale entries first, so a list that is rarely woken does
+            // not accumulate the registrations of waiters that moved on.
+            state.entries.retain(Entry::is_live);
+        }
+        state.entries.push(Entry {
+            slot: slot.clone(),
+            generation,
+        });
+        self.registered
+            .store(state.entries.len(), Ordering::SeqCst);
+        drop(state);
+        slot_state.memo.push(token);
+        drop(slot_state);
+        // Pairs with the fence in `wake_all`: our registration is visible to the waker, or the
+        // waker's state change is visible to our re-check.
+        crate::sync::fence(Ordering::SeqCst);
+    }
+
+    /// Wakes every registered waiter and empties the list. Wakers run after the list's lock is
+    /// released. Cheap when the list is empty.
+    pub fn wake_all(&self) {
+        crate::sync::fence(Ordering::SeqCst);
+        if self.registered.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut state = self.state.lock();
+        if state.entries.is_empty() {
+            return;
+        }
+        let mut entries = std::mem::take(&mut state.spare);
+        std::mem::swap(&mut entries, &mut state.entries);
+        self.registered.store(0, Ordering::Relaxed);
+        drop(state);
+
+        for entry in entries.drain(..) {
+            entry.wake();
+        }
+
+        // Give the allocation back so the next round of registrations does not reallocate.
+        let mut state = self.state.lock();
+        if state.spare.capacity() < entries.capacity() {
+            state.spare = entries;
+        }
+    }
+
+    /// The number of entries whose waiter has not been woken or dropped since registering.
+    /// For tests and diagnostics; takes the lock.
+    pub fn live_len(&self) -> usize {
+        let state = self.state.lock();
+        state.entries.iter().filter(|entry| entry.is_live()).count()
+    }
+}
+
+impl Default for WaiterList {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for WaiterList {
+    fn drop(&mut self) {
+        // Waiters remember this list by its token; waking them bumps their generation, which
+        // forgets the token before its address can be reused by another list.
+        self.wake_all();
+    }
+}
+
+impl fmt::Debug for WaiterList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WaiterList")
+            .field("registered", &self.registered.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The part of a waiter that lists point at.
+struct Slot {
+    /// Bumped by every wake and by the waiter's drop; an entry is live while it matches.
+    generation: AtomicU64,
+    state: Mutex<SlotState>,
+}
+
+struct SlotState {
+    waker: Option<Waker>,
+    /// The generation `memo` describes.
+    memo_generation: u64,
+    /// Tokens of the lists that hold a live entry for `memo_generation`.
+    memo: Vec<usize>,
+}
+
+impl Slot {
+    fn wake(&self, generation: u64) {
+        let won = self
+            .generation
+            .compare_exchange(
+                generation,
+                generation.wrapping_add(1),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok();
+        if won {
+            // Clone rather than take: a state machine may keep re-registering the same waiter
+            // without refreshing its waker.
+            let waker = self.state.lock().waker.clone();
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        }
+    }
+}
+
+struct ListState {
+    entries: Vec<Entry>,
+    /// An empty vector with capacity, swapped in by `wake_all`.
+    spare: Vec<Entry>,
+    /// A heap cell whose address identifies this list while it is alive. Allocated on first
+    /// registration so that lists nobody waits on cost nothing.
+    token: Option<Box<u8>>,
+}
+
+impl ListState {
+    fn token_address(&mut self, published: &AtomicUsize) -> usize {
+        let token = self.token.get_or_insert_with(|| Box::new(0));
+        let address = &**token as *const u8 as usize;
+        published.store(address, Ordering::Release);
+        address
+    }
+}
+
+struct Entry {
+    slot: Arc<Slot>,
+    generation: u64,
+}
+
+impl Entry {
+    fn is_live(&self) -> bool {
+        self.slot.generation.load(Ordering::Acquire) == self.generation
+    }
+
+    fn wake(self) {
+        self.slot.wake(self.generation);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::test_util::CountingWaker;
+
+    #[test]
+    fn wake_all_wakes_each_registered_waiter_once() {
+        let list = WaiterList::new();
+        let (a_waker, a) = CountingWaker::pair();
+        let (b_waker, b) = CountingWaker::pair();
+        let wa = Waiter::new(&a_waker);
+        let wb = Waiter::new(&b_waker);
+        list.register(&wa);
+        list.register(&wb);
+        list.wake_all();
+        assert_eq!((a.count(), b.count()), (1, 1));
+        list.wake_all();
+        assert_eq!((a.count(), b.count()), (1, 1), "a wake drains the list");
+    }
+
+    #[test]
+    fn registering_twice_in_one_generation_adds_one_entry() {
+        let list = WaiterList::new();
+        let (waker, count) = CountingWaker::pair();
+        let waiter = Waiter::new(&waker);
+        for _ in 0..10 {
+            list.register(&waiter);
+        }
+        assert_eq!(list.state.lock().entries.len(), 1);
+        list.wake_all();
+        assert_eq!(count.count(), 1);
+    }
+
+    #[test]
+    fn waiter_is_reusable_after_a_wake() {
+        let list = WaiterList::new();
+        let (waker, count) = CountingWaker::pair();
+        let waiter = Waiter::new(&waker);
+        for round in 1..=3 {
+            list.register(&waiter);
+            list.wake_all();
+            assert_eq!(count.count(), round);
+        }
+        assert_eq!(waiter.generation(), 3);
+    }
+
+    #[test]
+    fn a_wake_through_one_list_makes_other_entries_stale() {
+        let first = WaiterList::new();
+        let second = WaiterList::new();
+        let (waker, count) = CountingWaker::pair();
+        let waiter = Waiter::new(&waker);
+        first.register(&waiter);
+        second.register(&waiter);
+        first.wake_all();
+        assert_eq!(second.live_len(), 0);
+        second.wake_all();
+        assert_eq!(count.count(), 1, "woken once per generation");
+    }
+
+    #[test]
+    fn dropping_a_waiter_deregisters_it_and_releases_its_waker() {
+        let list = WaiterList::new();
+        let (waker, count) = CountingWaker::pair();
+        let waiter = Waiter::new(&waker);
+        list.register(&waiter);
+        drop(waker);
+        drop(waiter);
+        assert_eq!(list.live_len(), 0);
+        assert_eq!(count.handles(), 1, "only the test's own handle keeps the waker alive");
+        list.wake_all();
+        assert_eq!(count.count(), 0);
+    }
+
+    #[test]
+    fn stale_entries_are_pruned_instead_of_growing_the_list() {
+        let idle = WaiterList::new();
+        let busy = WaiterList::new();
+        let (waker, _count) = CountingWaker::pair();
+        let waiter = Waiter::new(&waker);
+        // A task that polls an idle cell and a busy one, woken by the busy one every time.
+        for _ in 0..10_000 {
+            idle.register(&waiter);
+            busy.register(&waiter);
+            busy.wake_all();
+        }
+        // The vector never grows past its first allocation: each time it fills, the stale
+        // entries are pruned instead.
+        assert!(idle.state.lock().entries.capacity() <= 4);
+        assert_eq!(idle.live_len(), 0);
+    }
+
+    #[test]
+    fn set_waker_redirects_a_registered_waiter() {
+        let list = WaiterList::new();
+        let (first, first_count) = CountingWaker::pair();
+        let (second, second_count) = CountingWaker::pair();
+        let waiter = Waiter::new(&first);
+        list.register(&waiter);
+        waiter.set_waker(&second);
+        list.wake_all();
+        assert_eq!((first_count.count(), second_count.count()), (0, 1));
+    }
+
+    #[test]
+    fn dropping_a_list_wakes_its_waiters() {
+        let (waker, count) = CountingWaker::pair();
+        let waiter = Waiter::new(&waker);
+        let list = WaiterList::new();
+        list.register(&waiter);
+        drop(list);
+        assert_eq!(count.count(), 1);
+    }
+
+    #[test]
+    fn a_new_list_at_a_reused_address_is_not_mistaken_for_an_old_one() {
+        // Regression guard for the memo: lists are identified by a token that outlives
+        // every live entry, and dropping a list bumps its waiters' generations.
+        let (waker, count) = CountingWaker::pair();
+        let waiter = Waiter::new(&waker);
+        for _ in 0..100 {
+            let list = WaiterList::new();
+            list.register(&waiter);
+            drop(list);
+            let list = WaiterList::new();
+            list.register(&waiter);
+            let before = count.count();
+            list.wake_all();
+            assert_eq!(count.count(), before + 1);
+        }
+    }
+}
