@@ -49,11 +49,11 @@
 
 mod sync;
 mod wait;
-mod waiter;
-mod watch;
 
 pub mod log;
 pub mod queue;
+pub mod waiter;
+pub mod watch;
 
 #[cfg(all(test, not(loom)))]
 mod test_util;

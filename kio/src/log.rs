@@ -50,9 +50,9 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::mem::MaybeUninit;
-use std::sync::{Arc as StdArc, Weak as StdWeak};
 use std::task::Poll;
 
+use crate::sync::weak::{Arc as ChunkArc, Weak as ChunkWeak};
 use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex, Ordering, UnsafeCell};
 use crate::{Waiter, WaiterList, wait};
 
@@ -71,7 +71,7 @@ pub struct LogConfig {
 /// The single writer of a log. Dropping it closes the log.
 pub struct LogWriter<T> {
     shared: Arc<Shared<T>>,
-    tail: StdArc<Chunk<T>>,
+    tail: ChunkArc<Chunk<T>>,
     /// The writer's own copy of `tail.len`, so appending never loads the shared atomic.
     tail_len: usize,
 }
@@ -79,7 +79,7 @@ pub struct LogWriter<T> {
 /// A reader of a log, at a position. Cloning gives a reader at the same position.
 pub struct LogReader<T> {
     shared: Arc<Shared<T>>,
-    chunk: StdArc<Chunk<T>>,
+    chunk: ChunkArc<Chunk<T>>,
     offset: usize,
 }
 
@@ -145,7 +145,7 @@ impl<T> LogWriter<T> {
             config.max_chunk,
             config.first_chunk
         );
-        let tail = StdArc::new(Chunk::new(0, config.first_chunk));
+        let tail = ChunkArc::new(Chunk::new(0, config.first_chunk));
         let shared = Arc::new(Shared {
             chunks: Mutex::new(VecDeque::from([tail.clone()])),
             config,
@@ -198,11 +198,11 @@ impl<T> LogWriter<T> {
         let config = &self.shared.config;
         let capacity = (self.tail.capacity() * 2).min(config.max_chunk);
         let start = self.len();
-        let next = StdArc::new(Chunk::new(start, capacity));
+        let next = ChunkArc::new(Chunk::new(start, capacity));
         self.tail.next.with_mut(|link| {
             // SAFETY: the link is written once, here, by the writer, before `has_next`
             // publishes it; readers read it only after observing `has_next`.
-            unsafe { *link = Some(StdArc::downgrade(&next)) };
+            unsafe { *link = Some(ChunkArc::downgrade(&next)) };
         });
         self.tail.has_next.store(true, Ordering::Release);
 
@@ -306,7 +306,10 @@ impl<T> LogReader<T> {
             Start::At(position) => position.clamp(oldest, end),
         };
         // The last chunk starting at or before `position`; the front one always qualifies.
-        let index = chunks.partition_point(|chunk| chunk.start <= position).max(1) - 1;
+        let index = chunks
+            .partition_point(|chunk| chunk.start <= position)
+            .max(1)
+            - 1;
         let chunk = chunks[index].clone();
         drop(chunks);
         let offset = (position - chunk.start) as usize;
@@ -335,7 +338,7 @@ impl<T> LogReader<T> {
             let next = self.chunk.next.with(|link| {
                 // SAFETY: `has_next` was observed with Acquire, so the writer's single write
                 // of the link happened before this read, and it is never written again.
-                unsafe { (*link).as_ref().and_then(StdWeak::upgrade) }
+                unsafe { (*link).as_ref().and_then(ChunkWeak::upgrade) }
             });
             match next {
                 Some(next) => {
@@ -404,7 +407,7 @@ enum Step {
 
 struct Shared<T> {
     /// Retained chunks, oldest first; the back is always the writer's tail.
-    chunks: Mutex<VecDeque<StdArc<Chunk<T>>>>,
+    chunks: Mutex<VecDeque<ChunkArc<Chunk<T>>>>,
     config: LogConfig,
     waiters: WaiterList,
     closed: AtomicBool,
@@ -417,7 +420,7 @@ struct Chunk<T> {
     len: AtomicUsize,
     /// Set once `next` holds the link to the following chunk.
     has_next: AtomicBool,
-    next: UnsafeCell<Option<StdWeak<Chunk<T>>>>,
+    next: UnsafeCell<Option<ChunkWeak<Chunk<T>>>>,
     slots: Box<[UnsafeCell<MaybeUninit<T>>]>,
 }
 
@@ -595,7 +598,10 @@ mod tests {
         for _ in 0..500 {
             writer.append(token.clone());
         }
-        assert!(StdArc::strong_count(&token) < 500, "released chunks dropped their entries");
+        assert!(
+            StdArc::strong_count(&token) < 500,
+            "released chunks dropped their entries"
+        );
         drop(writer);
         drop(reader);
         assert_eq!(StdArc::strong_count(&token), 1);

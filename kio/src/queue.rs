@@ -64,7 +64,10 @@ impl<T> Queue<T> {
     ///
     /// If `capacity` is 0: a queue that can hold nothing can never deliver anything.
     pub fn bounded(capacity: usize) -> Self {
-        assert!(capacity > 0, "kio::Queue::bounded: capacity must be at least 1");
+        assert!(
+            capacity > 0,
+            "kio::Queue::bounded: capacity must be at least 1"
+        );
         Self::with_capacity_limit(Some(capacity))
     }
 
@@ -334,7 +337,10 @@ mod tests {
         assert_eq!(count.count(), 2);
         assert_eq!(full.poll_push(&pusher, &mut slot), Poll::Ready(Err(Closed)));
         assert_eq!(slot, Some(1));
-        assert_eq!(pollster::block_on(full.push(2)), Err(TryPushError::Closed(2)));
+        assert_eq!(
+            pollster::block_on(full.push(2)),
+            Err(TryPushError::Closed(2))
+        );
     }
 
     #[test]

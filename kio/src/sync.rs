@@ -3,9 +3,9 @@
 //! Every lock, atomic and `UnsafeCell` in kio comes from here, so that the loom models in
 //! `tests/loom.rs` explore every interleaving of the real code, not of a copy.
 //!
-//! Two deliberate exceptions use std types in both builds: the `Arc`/`Weak` pair that links
-//! log chunks (loom has no `Weak`; std's reference counts are trusted, our own atomics and
-//! cells around them are still modelled).
+//! loom has no `Weak`, so [`weak`] provides the `Arc`/`Weak` pair that links log chunks: std's
+//! normally, and under loom a small model whose strong count is a loom atomic, so that loom
+//! sees the synchronization between a reader's last access and the drop of the value.
 
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
@@ -48,7 +48,9 @@ impl<T> Mutex<T> {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -86,5 +88,115 @@ impl<T> UnsafeCell<T> {
         return self.inner.with_mut(f);
         #[cfg(not(loom))]
         return f(self.inner.get());
+    }
+}
+
+/// `Arc` and `Weak` for values that are shared through weak links (log chunks).
+pub(crate) mod weak {
+    #[cfg(not(loom))]
+    pub(crate) use std::sync::{Arc, Weak};
+
+    #[cfg(loom)]
+    pub(crate) use self::model::{Arc, Weak};
+
+    /// A model of the parts of `std::sync::{Arc, Weak}` kio uses: a logical strong count on a
+    /// loom atomic over a physical std `Arc` that keeps the memory while any handle exists.
+    #[cfg(loom)]
+    mod model {
+        use std::mem::ManuallyDrop;
+        use std::ops::Deref;
+
+        use loom::cell::UnsafeCell;
+        use loom::sync::atomic::{AtomicUsize, Ordering, fence};
+
+        struct Cell<T> {
+            strong: AtomicUsize,
+            value: UnsafeCell<ManuallyDrop<T>>,
+        }
+
+        // SAFETY: the value is read through shared references while the strong count is
+        // non-zero and dropped once, by the thread that takes the count to zero.
+        unsafe impl<T: Send + Sync> Send for Cell<T> {}
+        // SAFETY: as above.
+        unsafe impl<T: Send + Sync> Sync for Cell<T> {}
+
+        pub(crate) struct Arc<T> {
+            cell: std::sync::Arc<Cell<T>>,
+        }
+
+        pub(crate) struct Weak<T> {
+            cell: std::sync::Arc<Cell<T>>,
+        }
+
+        impl<T> Arc<T> {
+            pub(crate) fn new(value: T) -> Self {
+                Self {
+                    cell: std::sync::Arc::new(Cell {
+                        strong: AtomicUsize::new(1),
+                        value: UnsafeCell::new(ManuallyDrop::new(value)),
+                    }),
+                }
+            }
+
+            pub(crate) fn downgrade(this: &Self) -> Weak<T> {
+                Weak {
+                    cell: this.cell.clone(),
+                }
+            }
+        }
+
+        impl<T> Clone for Arc<T> {
+            fn clone(&self) -> Self {
+                self.cell.strong.fetch_add(1, Ordering::Relaxed);
+                Self {
+                    cell: self.cell.clone(),
+                }
+            }
+        }
+
+        impl<T> Deref for Arc<T> {
+            type Target = T;
+
+            fn deref(&self) -> &T {
+                // SAFETY: this handle holds a strong count, so the value is not dropped.
+                self.cell.value.with(|value| unsafe { &**value })
+            }
+        }
+
+        impl<T> Drop for Arc<T> {
+            fn drop(&mut self) {
+                if self.cell.strong.fetch_sub(1, Ordering::Release) == 1 {
+                    fence(Ordering::Acquire);
+                    // SAFETY: the count reached zero: no other handle can reach the value.
+                    self.cell
+                        .value
+                        .with_mut(|value| unsafe { ManuallyDrop::drop(&mut *value) });
+                }
+            }
+        }
+
+        impl<T> Weak<T> {
+            pub(crate) fn upgrade(&self) -> Option<Arc<T>> {
+                let mut strong = self.cell.strong.load(Ordering::Relaxed);
+                loop {
+                    if strong == 0 {
+                        return None;
+                    }
+                    match self.cell.strong.compare_exchange_weak(
+                        strong,
+                        strong + 1,
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => {
+                            return Some(Arc {
+                                cell: self.cell.clone(),
+                            });
+                        }
+                        Err(actual) => strong = actual,
+                    }
+                }
+            }
+        }
     }
 }

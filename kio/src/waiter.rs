@@ -169,8 +169,7 @@ impl WaiterList {
             slot: slot.clone(),
             generation,
         });
-        self.registered
-            .store(state.entries.len(), Ordering::SeqCst);
+        self.registered.store(state.entries.len(), Ordering::SeqCst);
         drop(state);
         slot_state.memo.push(token);
         drop(slot_state);
@@ -375,7 +374,11 @@ mod tests {
         drop(waker);
         drop(waiter);
         assert_eq!(list.live_len(), 0);
-        assert_eq!(count.handles(), 1, "only the test's own handle keeps the waker alive");
+        assert_eq!(
+            count.handles(),
+            1,
+            "only the test's own handle keeps the waker alive"
+        );
         list.wake_all();
         assert_eq!(count.count(), 0);
     }

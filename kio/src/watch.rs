@@ -380,7 +380,11 @@ mod tests {
         let consumer = producer.consume();
         let (waker, count) = CountingWaker::pair();
         let waiter = Waiter::new(&waker);
-        assert!(consumer.poll_until(&waiter, |v| (*v == 2).then_some(())).is_pending());
+        assert!(
+            consumer
+                .poll_until(&waiter, |v| (*v == 2).then_some(()))
+                .is_pending()
+        );
         producer.update(|v| *v = 2);
         producer.close();
         assert!(count.count() >= 1);
@@ -441,7 +445,11 @@ mod tests {
         let producer = Producer::new(0u8);
         let peek = StdArc::new(Peek(producer.consume(), std::sync::Mutex::new(None)));
         let waiter = Waiter::new(&Waker::from(peek.clone()));
-        assert!(peek.0.poll_until(&waiter, |v| (*v == 9).then_some(())).is_pending());
+        assert!(
+            peek.0
+                .poll_until(&waiter, |v| (*v == 9).then_some(()))
+                .is_pending()
+        );
         *producer.write() = 9;
         assert_eq!(*peek.1.lock().unwrap(), Some(9));
     }

@@ -1,1 +1,145 @@
-fn main() {}
+//! Project automation, run as `cargo xtask <command>` (an alias in `.cargo/config.toml`).
+//!
+//! `cargo xtask test` is the one command CI runs: it installs missing system prerequisites,
+//! then runs every check the project has. The other commands are its parts, for use while
+//! working. No dependencies beyond std, so it builds in seconds on a fresh machine.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod bench;
+mod cmd;
+mod deps;
+mod prerequisites;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use cmd::{Failure, cargo};
+
+const HELP: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  test       everything CI runs: setup, fmt, deps, clippy, tests, loom, docs
+  check      the fast static checks: fmt, deps, clippy, docs
+  setup      install missing system packages (cmake, libclang-dev) with apt-get as root
+  fmt        cargo fmt --check
+  deps       the dependency-direction check (the sans-IO core must not depend on I/O crates)
+  clippy     clippy on every target with warnings denied, in the std and loom builds
+  unit       cargo test for the whole workspace (unit, integration and doc tests)
+  loom       the loom models of kio (RUSTFLAGS=\"--cfg loom\")
+  doc        cargo doc with warnings denied
+  bench      the benchmarks; add --instructions for callgrind instruction counts
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(command) = args.first() else {
+        eprint!("{HELP}");
+        return ExitCode::from(2);
+    };
+    let rest = &args[1..];
+    let steps: &[&str] = match command.as_str() {
+        "test" => &["setup", "fmt", "deps", "clippy", "unit", "loom", "doc"],
+        "check" => &["fmt", "deps", "clippy", "doc"],
+        "setup" | "fmt" | "deps" | "clippy" | "unit" | "loom" | "doc" | "bench" => {
+            std::slice::from_ref(command)
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .leak()
+        }
+        "help" | "--help" | "-h" => {
+            print!("{HELP}");
+            return ExitCode::SUCCESS;
+        }
+        other => {
+            eprintln!("unknown command {other:?}\n\n{HELP}");
+            return ExitCode::from(2);
+        }
+    };
+
+    let started = Instant::now();
+    let mut timings = Vec::new();
+    for step in steps {
+        println!("\n==> xtask {step}");
+        let step_started = Instant::now();
+        let result = run_step(step, rest);
+        timings.push((*step, step_started.elapsed()));
+        if let Err(failure) = result {
+            eprintln!("\nxtask {command}: step `{step}` failed: {failure}");
+            return ExitCode::FAILURE;
+        }
+    }
+    if steps.len() > 1 {
+        println!("\n==> xtask {command}: all steps passed");
+        for (step, elapsed) in &timings {
+            println!("    {step:<8} {:>7.1} s", elapsed.as_secs_f64());
+        }
+        println!(
+            "    {:<8} {:>7.1} s",
+            "total",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
+    let root = workspace_root();
+    match step {
+        "setup" => prerequisites::ensure(),
+        "fmt" => cargo(&root, &["fmt", "--all", "--check"]).run(),
+        "deps" => deps::check_workspace(&root.join("Cargo.toml")).map(|report| {
+            println!("{report}");
+        }),
+        "clippy" => {
+            cargo(
+                &root,
+                &[
+                    "clippy",
+                    "--workspace",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
+            )
+            .run()?;
+            loom_cargo(
+                &root,
+                &["clippy", "-p", "kio", "--tests", "--", "-D", "warnings"],
+            )
+            .run()
+        }
+        "unit" => cargo(&root, &["test", "--workspace"]).run(),
+        "loom" => loom_cargo(&root, &["test", "-p", "kio", "--release", "--test", "loom"])
+            // Each model sets its own bound if it needs a tighter one; this is the default.
+            .env("LOOM_MAX_PREEMPTIONS", "3")
+            .run(),
+        "doc" => cargo(&root, &["doc", "--workspace", "--no-deps"])
+            .env("RUSTDOCFLAGS", "-D warnings")
+            .run(),
+        "bench" => bench::run(&root, args),
+        other => unreachable!("step {other} is listed in main"),
+    }
+}
+
+/// A cargo command in the loom build: its own target directory, so that switching between
+/// the std and loom builds does not rebuild everything each time.
+fn loom_cargo(root: &std::path::Path, args: &[&str]) -> cmd::Command {
+    let mut args: Vec<&str> = args.to_vec();
+    let position = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+    let target_dir = root.join("target").join("loom");
+    let target_dir = target_dir.to_string_lossy().into_owned();
+    args.splice(position..position, ["--target-dir", target_dir.as_str()]);
+    cargo(root, &args).env("RUSTFLAGS", "--cfg loom")
+}
+
+fn workspace_root() -> PathBuf {
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or(manifest_dir)
+}

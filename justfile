@@ -1,0 +1,19 @@
+# Everyday recipes. Each one calls the same xtask command CI uses, so `just` is optional:
+# `cargo xtask <command>` does the same thing.
+
+# Everything CI runs: prerequisites, fmt, dependency direction, clippy, tests, loom, docs.
+test:
+    cargo xtask test
+
+# The fast static checks: fmt, dependency direction, clippy, docs.
+check:
+    cargo xtask check
+
+# The loom models of kio's concurrency protocols.
+loom:
+    cargo xtask loom
+
+# Wall-clock benchmarks, then instruction counts under callgrind.
+bench:
+    cargo xtask bench
+    cargo xtask bench --instructions

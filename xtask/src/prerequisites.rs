@@ -1,0 +1,114 @@
+//! System packages the build needs beyond the Rust toolchain, installed when missing.
+//!
+//! The quiche build (BoringSSL) needs `cmake`, and its bindings need `libclang`. On a fresh
+//! Debian machine of this project's kind neither is present. As root we install them with
+//! apt-get; otherwise we stop with one message naming the packages.
+
+use std::path::Path;
+
+use crate::cmd::{Command, Failure};
+
+/// A system package and how to tell whether it is present.
+struct Package {
+    name: &'static str,
+    present: fn() -> bool,
+}
+
+const PACKAGES: &[Package] = &[
+    Package {
+        name: "cmake",
+        present: || program_runs("cmake"),
+    },
+    Package {
+        name: "libclang-dev",
+        present: libclang_present,
+    },
+];
+
+pub(crate) fn ensure() -> Result<(), Failure> {
+    let missing: Vec<&str> = PACKAGES
+        .iter()
+        .filter(|package| !(package.present)())
+        .map(|package| package.name)
+        .collect();
+    if missing.is_empty() {
+        println!("system prerequisites present: {}", names(PACKAGES));
+        return Ok(());
+    }
+    let list = missing.join(" ");
+    if !is_root() || !program_runs("apt-get") {
+        return Err(Failure(format!(
+            "missing system packages: {list}. Install them (Debian/Ubuntu: \
+             `sudo apt-get install -y {list}`) and run this command again."
+        )));
+    }
+    println!("installing missing system packages: {list}");
+    Command::new("apt-get", &["update", "-qq"])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .run()?;
+    let mut args = vec!["install", "-y", "-qq", "--no-install-recommends"];
+    args.extend(&missing);
+    Command::new("apt-get", &args)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .run()?;
+    let still_missing: Vec<&str> = PACKAGES
+        .iter()
+        .filter(|package| !(package.present)())
+        .map(|package| package.name)
+        .collect();
+    if still_missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure(format!(
+            "apt-get finished but these packages are still not usable: {}",
+            still_missing.join(" ")
+        )))
+    }
+}
+
+fn names(packages: &[Package]) -> String {
+    packages
+        .iter()
+        .map(|p| p.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn program_runs(program: &str) -> bool {
+    std::process::Command::new(program)
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// bindgen finds `libclang.so` under an LLVM prefix; `LIBCLANG_PATH` overrides the search.
+fn libclang_present() -> bool {
+    if let Some(path) = std::env::var_os("LIBCLANG_PATH") {
+        return has_libclang(Path::new(&path));
+    }
+    let Ok(entries) = std::fs::read_dir("/usr/lib") else {
+        return false;
+    };
+    entries
+        .flatten()
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with("llvm-"))
+        .any(|entry| has_libclang(&entry.path().join("lib")))
+}
+
+/// The unversioned `libclang.so` is what `libclang-dev` adds and what bindgen loads first.
+fn has_libclang(dir: &Path) -> bool {
+    dir.join("libclang.so").exists()
+}
+
+fn is_root() -> bool {
+    // The effective uid, read from /proc: no libc dependency for one number.
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().nth(1))
+            == Some("0")
+    })
+}
