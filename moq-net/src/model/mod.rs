@@ -1,0 +1,14 @@
+//! The model: the in-memory pub/sub of broadcasts, tracks, groups and frames.
+//!
+//! A publisher writes through producers; subscribers read through consumers; a relay shares
+//! one model between all of its sessions, on every core. Everything here is `Send + Sync`,
+//! touches no transport and reads no clock. Published data is stored in [`kio::log`]s, so a
+//! subscriber reading a frame that is already there takes no lock and does not contend with
+//! the publisher or with other subscribers.
+
+mod frame;
+mod group;
+mod status;
+
+pub use frame::{Frame, FrameConsumer, FrameProducer};
+pub use group::{GroupConsumer, GroupProducer};
