@@ -55,6 +55,8 @@ struct GroupShared {
     status: Status,
     /// The first frame's timestamp, or `NO_TIMESTAMP`: the group's timestamp age.
     first_timestamp: AtomicU64,
+    /// The track's newest first timestamp plus one, raised by this group's first frame.
+    track_newest: Option<Arc<AtomicU64>>,
 }
 
 const NO_TIMESTAMP: u64 = u64::MAX;
@@ -69,12 +71,22 @@ const GROUP_LOG: LogConfig = LogConfig {
 impl GroupProducer {
     /// A new open group with this sequence number.
     pub fn new(sequence: u64) -> Self {
+        Self::with_track_clock(sequence, None)
+    }
+
+    /// A group of a track, whose first frame raises the track's newest timestamp.
+    pub(crate) fn new_in_track(sequence: u64, track_newest: Arc<AtomicU64>) -> Self {
+        Self::with_track_clock(sequence, Some(track_newest))
+    }
+
+    fn with_track_clock(sequence: u64, track_newest: Option<Arc<AtomicU64>>) -> Self {
         Self {
             frames: LogWriter::with_config(GROUP_LOG),
             shared: Arc::new(GroupShared {
                 sequence,
                 status: Status::default(),
                 first_timestamp: AtomicU64::new(NO_TIMESTAMP),
+                track_newest,
             }),
         }
     }
@@ -130,13 +142,19 @@ impl GroupProducer {
     }
 
     fn note_timestamp(&self, timestamp: u64) {
-        // Only the writer stores it, once; readers use it to judge the group's age.
-        let _ = self.shared.first_timestamp.compare_exchange(
+        // Only the first frame counts; readers use it to judge the group's age.
+        let timestamp = timestamp.min(NO_TIMESTAMP - 1);
+        let first = self.shared.first_timestamp.compare_exchange(
             NO_TIMESTAMP,
-            timestamp.min(NO_TIMESTAMP - 1),
+            timestamp,
             Ordering::Release,
             Ordering::Relaxed,
         );
+        if first.is_ok() {
+            if let Some(newest) = &self.shared.track_newest {
+                newest.fetch_max(timestamp + 1, Ordering::AcqRel);
+            }
+        }
     }
 
     fn append(&mut self, entry: FrameEntry) {

@@ -9,6 +9,8 @@
 mod frame;
 mod group;
 mod status;
+mod track;
 
 pub use frame::{Frame, FrameConsumer, FrameProducer};
 pub use group::{GroupConsumer, GroupProducer};
+pub use track::{Track, TrackConsumer, TrackProducer};

@@ -1,0 +1,567 @@
+//! Tracks: named sequences of groups, with a cache for late joiners.
+//!
+//! Groups are appended in *arrival* order to a [`kio::log`] that retains the most recent
+//! [`Track::cache_groups`]; sequence numbers may arrive out of order (a relay receives each
+//! group on its own stream). A consumer starts at the latest group (the highest sequence in
+//! the cache) or at a given sequence, and then receives every group that arrives, except:
+//!
+//! - groups below its start sequence, when it asked for one;
+//! - groups that expired: once a newer group exists, a group whose first timestamp is more
+//!   than [`Track::max_latency`] older than the newest first timestamp is skipped (spec:
+//!   moq-lite, "Expiration", timestamp age). Wall-clock age needs a clock and is applied by
+//!   the session layer, which has its runtime's;
+//! - groups it was too slow to read: the cache released them, so the consumer skips to the
+//!   oldest retained group and counts the skip ([`TrackConsumer::lagged`]).
+//!
+//! Nothing blocks the producer on a slow consumer.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
+use std::time::Duration;
+
+use kio::Waiter;
+use kio::log::{LogConfig, LogReader, LogWriter, Next, Start};
+
+use super::group::{GroupConsumer, GroupProducer};
+use super::status::Status;
+use crate::Error;
+
+/// A track's name and delivery properties (spec: moq-lite-05, TRACK_INFO).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Track {
+    /// The track's name within its broadcast.
+    pub name: String,
+    /// Publisher priority; higher is more important.
+    pub priority: u8,
+    /// Whether groups should be delivered in sequence order.
+    pub ordered: bool,
+    /// How far (in timestamp age) a non-latest group may fall behind the newest before it is
+    /// dropped from delivery.
+    pub max_latency: Duration,
+    /// Timestamp units per second. Never zero.
+    pub timescale: u64,
+    /// How many recent groups are kept for late joiners and slow readers.
+    pub cache_groups: usize,
+}
+
+impl Track {
+    /// A track named `name` with the defaults: priority 0, unordered, 5 s max latency,
+    /// millisecond timestamps, 32 cached groups.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            priority: 0,
+            ordered: false,
+            max_latency: Duration::from_secs(5),
+            timescale: 1000,
+            cache_groups: 32,
+        }
+    }
+
+    /// `max_latency` in timestamp units.
+    fn max_latency_ticks(&self) -> u64 {
+        let ticks = self.max_latency.as_millis() * u128::from(self.timescale.max(1)) / 1000;
+        u64::try_from(ticks).unwrap_or(u64::MAX)
+    }
+}
+
+/// Writes a track: creates its groups. Dropping it unfinished makes consumers see
+/// [`Error::Dropped`] once they have read the cached groups.
+///
+/// ```
+/// use moq_net::model::{Track, TrackProducer};
+///
+/// let mut track = TrackProducer::new(Track::new("chat"));
+/// let mut subscriber = track.consume(); // starts at the latest group
+///
+/// let mut group = track.append_group();
+/// group.write(0, "hello");
+/// group.finish();
+///
+/// pollster::block_on(async {
+///     let mut group = subscriber.next_group().await.unwrap().unwrap();
+///     assert_eq!(group.read_frame().await.unwrap().unwrap().payload, "hello");
+/// });
+/// ```
+#[derive(Debug)]
+pub struct TrackProducer {
+    groups: LogWriter<GroupConsumer>,
+    shared: Arc<TrackShared>,
+    presence: kio::Producer<()>,
+    next_sequence: u64,
+}
+
+/// Reads a track's groups as they arrive.
+#[derive(Debug)]
+pub struct TrackConsumer {
+    groups: LogReader<GroupConsumer>,
+    shared: Arc<TrackShared>,
+    _presence: kio::Consumer<()>,
+    /// Groups below this sequence are skipped.
+    start: u64,
+    lagged: u64,
+}
+
+#[derive(Debug)]
+struct TrackShared {
+    track: Track,
+    max_latency_ticks: u64,
+    status: Status,
+    /// One more than the highest first-frame timestamp of any group (0: none yet), shared
+    /// with the groups, which raise it when they write their first frame.
+    newest_timestamp: Arc<AtomicU64>,
+    /// The highest sequence created, or `NONE`.
+    latest_sequence: AtomicU64,
+}
+
+const NONE: u64 = u64::MAX;
+
+impl TrackProducer {
+    /// A new open track with no groups.
+    pub fn new(track: Track) -> Self {
+        let groups = LogWriter::with_config(LogConfig {
+            first_chunk: 4,
+            max_chunk: 64,
+            retain: Some(track.cache_groups.max(1)),
+        });
+        let shared = Arc::new(TrackShared {
+            max_latency_ticks: track.max_latency_ticks(),
+            track,
+            status: Status::default(),
+            newest_timestamp: Arc::new(AtomicU64::new(0)),
+            latest_sequence: AtomicU64::new(NONE),
+        });
+        Self {
+            groups,
+            shared,
+            presence: kio::Producer::new(()),
+            next_sequence: 0,
+        }
+    }
+
+    /// The track's properties.
+    pub fn track(&self) -> &Track {
+        &self.shared.track
+    }
+
+    /// Creates the group after the highest sequence created so far (0 for the first).
+    pub fn append_group(&mut self) -> GroupProducer {
+        self.create_group(self.next_sequence)
+    }
+
+    /// Creates a group with this sequence. Sequences may arrive out of order; consumers
+    /// receive groups in creation order.
+    pub fn create_group(&mut self, sequence: u64) -> GroupProducer {
+        let group = GroupProducer::new_in_track(sequence, self.shared.newest_timestamp.clone());
+        self.groups.append(group.consume());
+        self.next_sequence = self.next_sequence.max(sequence.saturating_add(1));
+        self.shared
+            .latest_sequence
+            .store(self.next_sequence - 1, Ordering::Release);
+        group
+    }
+
+    /// The highest sequence created so far.
+    pub fn latest(&self) -> Option<u64> {
+        self.shared.latest()
+    }
+
+    /// A consumer starting at the latest group.
+    pub fn consume(&self) -> TrackConsumer {
+        TrackConsumer::at_latest(
+            self.groups.reader(Start::Oldest),
+            self.shared.clone(),
+            &self.presence,
+        )
+    }
+
+    /// A consumer starting at group `sequence` (or the oldest cached group after it).
+    pub fn consume_from(&self, sequence: u64) -> TrackConsumer {
+        TrackConsumer::from_sequence(
+            self.groups.reader(Start::Oldest),
+            self.shared.clone(),
+            &self.presence,
+            sequence,
+        )
+    }
+
+    /// How many consumers exist.
+    pub fn consumer_count(&self) -> usize {
+        self.presence.consumer_count()
+    }
+
+    /// Ready when no consumer exists: nobody wants this track any more.
+    pub fn poll_unused(&self, waiter: &Waiter) -> Poll<()> {
+        self.presence.poll_unused(waiter)
+    }
+
+    /// Waits until no consumer exists.
+    pub async fn unused(&self) {
+        self.presence.unused().await
+    }
+
+    /// Ends the track: consumers read the cached groups, then see the end.
+    pub fn finish(self) {
+        self.shared.status.set(Ok(()));
+    }
+
+    /// Ends the track with an error, seen by consumers after the cached groups.
+    pub fn abort(self, error: Error) {
+        self.shared.status.set(Err(error));
+    }
+}
+
+impl Drop for TrackProducer {
+    fn drop(&mut self) {
+        // First outcome wins; the group log closes when the fields drop.
+        self.shared.status.set(Err(Error::Dropped));
+    }
+}
+
+impl TrackConsumer {
+    fn at_latest(
+        mut scan: LogReader<GroupConsumer>,
+        shared: Arc<TrackShared>,
+        presence: &kio::Producer<()>,
+    ) -> Self {
+        // Find the cached group with the highest sequence: joining is rare and the cache is
+        // small, so a scan beats an index the writer would maintain on every group.
+        let mut best: Option<(u64, u64)> = None;
+        let mut position = scan.position();
+        while let Some(next) = scan.try_next() {
+            if let Next::Item(group) = next {
+                if best.is_none_or(|(sequence, _)| group.sequence() > sequence) {
+                    best = Some((group.sequence(), position));
+                }
+            }
+            position = scan.position();
+        }
+        let start = best.map_or(Start::At(position), |(_, at)| Start::At(at));
+        Self::new(scan.reader(start), shared, presence, 0)
+    }
+
+    fn from_sequence(
+        scan: LogReader<GroupConsumer>,
+        shared: Arc<TrackShared>,
+        presence: &kio::Producer<()>,
+        sequence: u64,
+    ) -> Self {
+        Self::new(scan, shared, presence, sequence)
+    }
+
+    fn new(
+        groups: LogReader<GroupConsumer>,
+        shared: Arc<TrackShared>,
+        presence: &kio::Producer<()>,
+        start: u64,
+    ) -> Self {
+        Self {
+            groups,
+            shared,
+            _presence: presence.consume(),
+            start,
+            lagged: 0,
+        }
+    }
+
+    /// The track's properties.
+    pub fn track(&self) -> &Track {
+        &self.shared.track
+    }
+
+    /// The highest sequence created so far.
+    pub fn latest(&self) -> Option<u64> {
+        self.shared.latest()
+    }
+
+    /// How many groups this consumer skipped because it read too slowly (the cache released
+    /// them) or because they expired before it reached them.
+    pub fn lagged(&self) -> u64 {
+        self.lagged
+    }
+
+    /// The next group to deliver; `Ok(None)` once a finished track has no more; the track's
+    /// error if it was aborted or dropped.
+    pub fn poll_next_group(
+        &mut self,
+        waiter: &Waiter,
+    ) -> Poll<Result<Option<GroupConsumer>, Error>> {
+        loop {
+            let group = match self.groups.poll_next(waiter) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Next::Item(group)) => group,
+                Poll::Ready(Next::Lagged(skipped)) => {
+                    self.lagged += skipped;
+                    continue;
+                }
+                Poll::Ready(Next::Closed) => {
+                    return Poll::Ready(match self.shared.status.get() {
+                        Some(Ok(())) => Ok(None),
+                        Some(Err(error)) => Err(error),
+                        None => Err(Error::Dropped),
+                    });
+                }
+            };
+            if group.sequence() < self.start {
+                continue;
+            }
+            if self.shared.expired(group) {
+                self.lagged += 1;
+                continue;
+            }
+            return Poll::Ready(Ok(Some(group.clone())));
+        }
+    }
+
+    /// Waits for the next group.
+    pub async fn next_group(&mut self) -> Result<Option<GroupConsumer>, Error> {
+        kio::wait(|waiter| self.poll_next_group(waiter)).await
+    }
+}
+
+impl Clone for TrackConsumer {
+    /// A consumer at the same position, counted as another consumer of the track.
+    fn clone(&self) -> Self {
+        Self {
+            groups: self.groups.clone(),
+            shared: self.shared.clone(),
+            _presence: self._presence.clone(),
+            start: self.start,
+            lagged: self.lagged,
+        }
+    }
+}
+
+impl TrackShared {
+    fn latest(&self) -> Option<u64> {
+        match self.latest_sequence.load(Ordering::Acquire) {
+            NONE => None,
+            sequence => Some(sequence),
+        }
+    }
+
+    /// Timestamp age (spec: moq-lite, "Expiration"): a group is expired once a newer group
+    /// exists and its first timestamp trails the newest first timestamp by more than the
+    /// track's max latency. The latest group and groups without frames never expire here.
+    fn expired(&self, group: &GroupConsumer) -> bool {
+        if self.latest() == Some(group.sequence()) {
+            return false;
+        }
+        let Some(first) = group.first_timestamp() else {
+            return false;
+        };
+        match self.newest_timestamp.load(Ordering::Acquire) {
+            0 => false,
+            newest_plus_one => (newest_plus_one - 1).saturating_sub(first) > self.max_latency_ticks,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Waker;
+
+    fn waiter() -> Waiter {
+        Waiter::new(Waker::noop())
+    }
+
+    /// Sequences of the groups a consumer can read now, and how its read ended.
+    fn sequences(consumer: &mut TrackConsumer) -> (Vec<u64>, Option<Result<(), Error>>) {
+        let waiter = waiter();
+        let mut seen = Vec::new();
+        loop {
+            match consumer.poll_next_group(&waiter) {
+                Poll::Ready(Ok(Some(group))) => seen.push(group.sequence()),
+                Poll::Ready(Ok(None)) => return (seen, Some(Ok(()))),
+                Poll::Ready(Err(error)) => return (seen, Some(Err(error))),
+                Poll::Pending => return (seen, None),
+            }
+        }
+    }
+
+    fn group_with_timestamp(track: &mut TrackProducer, sequence: u64, timestamp: u64) {
+        let mut group = track.create_group(sequence);
+        group.write(timestamp, "x");
+        group.finish();
+    }
+
+    #[test]
+    fn a_consumer_starts_at_the_latest_group_and_receives_newer_ones() {
+        let mut track = TrackProducer::new(Track::new("t"));
+        for _ in 0..5 {
+            track.append_group().finish();
+        }
+        let mut consumer = track.consume();
+        assert_eq!(sequences(&mut consumer), (vec![4], None));
+        track.append_group().finish();
+        track.append_group().finish();
+        assert_eq!(sequences(&mut consumer), (vec![5, 6], None));
+    }
+
+    #[test]
+    fn latest_means_the_highest_sequence_even_when_groups_arrived_out_of_order() {
+        let mut track = TrackProducer::new(Track::new("t"));
+        for sequence in [0, 3, 1, 2] {
+            track.create_group(sequence).finish();
+        }
+        assert_eq!(track.latest(), Some(3));
+        let mut consumer = track.consume();
+        // Starts at 3, then receives what arrived after it, in arrival order.
+        assert_eq!(sequences(&mut consumer), (vec![3, 1, 2], None));
+    }
+
+    #[test]
+    fn a_consumer_can_start_at_a_given_sequence() {
+        let mut track = TrackProducer::new(Track::new("t"));
+        for _ in 0..10 {
+            track.append_group().finish();
+        }
+        let mut consumer = track.consume_from(7);
+        assert_eq!(sequences(&mut consumer), (vec![7, 8, 9], None));
+        track.create_group(2).finish(); // older than the start: skipped
+        track.create_group(10).finish();
+        assert_eq!(sequences(&mut consumer), (vec![10], None));
+    }
+
+    #[test]
+    fn groups_may_complete_out_of_order() {
+        let mut track = TrackProducer::new(Track::new("t"));
+        let mut consumer = track.consume();
+        let mut first = track.append_group();
+        let mut second = track.append_group();
+        let waiter = waiter();
+        let Poll::Ready(Ok(Some(mut g0))) = consumer.poll_next_group(&waiter) else {
+            panic!("group 0 is delivered before it completes");
+        };
+        let Poll::Ready(Ok(Some(mut g1))) = consumer.poll_next_group(&waiter) else {
+            panic!("group 1 is delivered before it completes");
+        };
+        second.write(1, "second");
+        second.finish();
+        assert_eq!(
+            g1.poll_read_frame(&waiter)
+                .map(|f| f.unwrap().unwrap().payload),
+            Poll::Ready("second".into())
+        );
+        assert!(
+            g0.poll_read_frame(&waiter).is_pending(),
+            "group 0 still open"
+        );
+        first.write(0, "first");
+        first.finish();
+        assert_eq!(
+            g0.poll_read_frame(&waiter)
+                .map(|f| f.unwrap().unwrap().payload),
+            Poll::Ready("first".into())
+        );
+    }
+
+    #[test]
+    fn a_slow_consumer_skips_to_cached_groups_and_sees_that_it_lagged() {
+        let mut config = Track::new("t");
+        config.cache_groups = 4;
+        let mut track = TrackProducer::new(config);
+        track.append_group().finish();
+        let mut slow = track.consume();
+        for _ in 0..1000 {
+            track.append_group().finish();
+        }
+        let (seen, end) = sequences(&mut slow);
+        assert_eq!(end, None);
+        assert_eq!(seen.last(), Some(&1000), "caught up with the newest group");
+        assert!(
+            seen.len() < 100,
+            "skipped instead of reading 1000 groups: {}",
+            seen.len()
+        );
+        assert_eq!(
+            slow.lagged() + seen.len() as u64,
+            1001,
+            "every group read or counted"
+        );
+        assert!(slow.lagged() > 900);
+    }
+
+    #[test]
+    fn expired_groups_are_skipped_by_timestamp_age() {
+        let mut config = Track::new("t");
+        config.max_latency = Duration::from_millis(100); // timescale 1000: 100 ticks
+        let mut track = TrackProducer::new(config);
+        let mut consumer = track.consume_from(0);
+        group_with_timestamp(&mut track, 0, 1_000);
+        group_with_timestamp(&mut track, 1, 1_050);
+        group_with_timestamp(&mut track, 2, 1_200); // 0 and 1 are now more than 100 behind
+        let (seen, _) = sequences(&mut consumer);
+        assert_eq!(seen, [2]);
+        assert_eq!(consumer.lagged(), 2);
+    }
+
+    #[test]
+    fn the_latest_group_and_empty_groups_never_expire_by_timestamp() {
+        let mut config = Track::new("t");
+        config.max_latency = Duration::ZERO;
+        let mut track = TrackProducer::new(config);
+        let mut consumer = track.consume_from(0);
+        track.create_group(0).finish(); // no frames: no timestamp
+        group_with_timestamp(&mut track, 1, 500);
+        let (seen, _) = sequences(&mut consumer);
+        assert_eq!(seen, [0, 1]);
+    }
+
+    #[test]
+    fn the_producer_sees_the_last_consumer_leave() {
+        let track = TrackProducer::new(Track::new("t"));
+        let waiter = waiter();
+        let first = track.consume();
+        let second = first.clone();
+        assert_eq!(track.consumer_count(), 2);
+        assert!(track.poll_unused(&waiter).is_pending());
+        drop(first);
+        assert!(track.poll_unused(&waiter).is_pending());
+        drop(second);
+        assert!(track.poll_unused(&waiter).is_ready());
+    }
+
+    #[test]
+    fn finish_abort_and_drop_are_distinct_ends() {
+        let finished = TrackProducer::new(Track::new("t"));
+        let mut a = finished.consume();
+        finished.finish();
+        assert_eq!(sequences(&mut a).1, Some(Ok(())));
+
+        let aborted = TrackProducer::new(Track::new("t"));
+        let mut b = aborted.consume();
+        aborted.abort(Error::NotFound);
+        assert_eq!(sequences(&mut b).1, Some(Err(Error::NotFound)));
+
+        let mut dropped = TrackProducer::new(Track::new("t"));
+        dropped.append_group().finish();
+        let mut c = dropped.consume();
+        drop(dropped);
+        assert_eq!(sequences(&mut c), (vec![0], Some(Err(Error::Dropped))));
+    }
+
+    #[test]
+    fn a_parked_consumer_is_woken_by_a_new_group_on_another_thread() {
+        let mut track = TrackProducer::new(Track::new("t"));
+        let mut consumer = track.consume();
+        let handle = std::thread::spawn(move || {
+            pollster::block_on(async {
+                let mut sequences = Vec::new();
+                while let Some(group) = consumer.next_group().await.unwrap() {
+                    sequences.push(group.sequence());
+                }
+                sequences
+            })
+        });
+        for _ in 0..100 {
+            track.append_group().finish();
+        }
+        track.finish();
+        let seen = handle.join().unwrap();
+        assert_eq!(seen.last(), Some(&99));
+        assert!(seen.windows(2).all(|w| w[0] < w[1]));
+    }
+}
