@@ -18,8 +18,10 @@
 //! Entries live in *chunks*: fixed arrays that never move once allocated. Chunk sizes start
 //! small (a chat group holds one frame) and double up to a limit. The writer fills a slot, then
 //! publishes it by storing the chunk's length with `Release`; a reader loads the length with
-//! `Acquire` and then reads slots below it through shared references. Readers only ever
-//! *load* shared atomics, so they never invalidate each other's cache lines.
+//! `Acquire` and then reads slots below it through shared references. Reading an entry only
+//! *loads* shared atomics, so readers never invalidate each other's cache lines per entry;
+//! they write shared state only once per chunk (a reference count, when moving to the next
+//! chunk) and when they park (the waiter list).
 //!
 //! A full chunk links to the next by a weak reference. The log keeps recent chunks alive for
 //! late joiners (all of them, or about the last [`LogConfig::retain`] entries), and each reader
@@ -64,7 +66,9 @@ pub struct LogConfig {
     /// The largest chunk; chunk sizes double from `first_chunk` up to this.
     pub max_chunk: usize,
     /// Keep at least this many recent entries for late joiners and slow readers, releasing
-    /// older chunks. `None` keeps everything until the log is dropped.
+    /// older chunks. `None` keeps everything until the log is dropped. Memory is released a
+    /// chunk at a time, so up to `max_chunk` more entries may still be stored; new readers
+    /// start within the last `retain` entries all the same ([`Start::Oldest`]).
     pub retain: Option<usize>,
 }
 
@@ -133,7 +137,8 @@ impl<T> LogWriter<T> {
     ///
     /// # Panics
     ///
-    /// If `config.first_chunk` is 0, or `config.max_chunk` is smaller than `first_chunk`.
+    /// If `config.first_chunk` is 0, `config.max_chunk` is smaller than `first_chunk`, or
+    /// `config.retain` is `Some(0)` (a log must keep at least its latest entry).
     pub fn with_config(config: LogConfig) -> Self {
         assert!(
             config.first_chunk > 0,
@@ -144,6 +149,10 @@ impl<T> LogWriter<T> {
             "kio::log::LogConfig::max_chunk ({}) must be at least first_chunk ({})",
             config.max_chunk,
             config.first_chunk
+        );
+        assert!(
+            config.retain != Some(0),
+            "kio::log::LogConfig::retain must be at least 1 (or None to keep everything)"
         );
         let tail = ChunkArc::new(Chunk::new(0, config.first_chunk));
         let shared = Arc::new(Shared {
@@ -206,15 +215,18 @@ impl<T> LogWriter<T> {
         });
         self.tail.has_next.store(true, Ordering::Release);
 
+        let mut evicted = Vec::new();
         let mut chunks = self.shared.chunks.lock();
         chunks.push_back(next.clone());
         if let Some(retain) = config.retain {
             let keep_from = start.saturating_sub(retain as u64);
             while chunks.len() > 1 && chunks.front().is_some_and(|c| c.end() <= keep_from) {
-                chunks.pop_front();
+                evicted.extend(chunks.pop_front());
             }
         }
         drop(chunks);
+        // Entries' destructors run after the lock is released.
+        drop(evicted);
         self.tail = next;
         self.tail_len = 0;
     }

@@ -94,10 +94,18 @@ impl Waiter {
     /// every poll; it is cheap when the waker is unchanged.
     pub fn set_waker(&self, waker: &Waker) {
         let mut state = self.slot.state.lock();
-        match &state.waker {
-            Some(current) if current.will_wake(waker) => {}
-            _ => state.waker = Some(waker.clone()),
+        if state
+            .waker
+            .as_ref()
+            .is_some_and(|current| current.will_wake(waker))
+        {
+            return;
         }
+        let old = state.waker.replace(waker.clone());
+        // Dropping a waker runs executor code, which may drop a cell that wakes this very
+        // waiter: never do it under the waiter's own lock.
+        drop(state);
+        drop(old);
     }
 
     /// How many times this waiter has been woken (or invalidated). Two equal readings mean no
@@ -112,7 +120,8 @@ impl Drop for Waiter {
         // Invalidate every entry in every list at once, then let go of the waker so that a
         // list that is never woken again does not keep the task alive.
         self.slot.generation.fetch_add(1, Ordering::AcqRel);
-        self.slot.state.lock().waker = None;
+        let waker = self.slot.state.lock().waker.take();
+        drop(waker); // outside the lock, as in `set_waker`
     }
 }
 
@@ -133,6 +142,7 @@ impl WaiterList {
             state: Mutex::new(ListState {
                 entries: Vec::new(),
                 spare: Vec::new(),
+                spare_wakers: Vec::new(),
                 token: None,
             }),
         }
@@ -191,17 +201,27 @@ impl WaiterList {
         }
         let mut entries = std::mem::take(&mut state.spare);
         std::mem::swap(&mut entries, &mut state.entries);
+        let mut wakers = std::mem::take(&mut state.spare_wakers);
         self.registered.store(0, Ordering::Relaxed);
         drop(state);
 
-        for entry in entries.drain(..) {
-            entry.wake();
+        // First claim every entry (bumping its generation), then run the wakers: a waker
+        // that panics cannot leave other waiters claimed-but-unwoken, because `WakeRest`
+        // wakes the remainder while unwinding.
+        wakers.extend(entries.drain(..).filter_map(Entry::claim));
+        let mut rest = WakeRest(wakers.drain(..));
+        for waker in rest.0.by_ref() {
+            waker.wake();
         }
+        drop(rest);
 
-        // Give the allocation back so the next round of registrations does not reallocate.
+        // Give the allocations back so the next round does not reallocate.
         let mut state = self.state.lock();
         if state.spare.capacity() < entries.capacity() {
             state.spare = entries;
+        }
+        if state.spare_wakers.capacity() < wakers.capacity() {
+            state.spare_wakers = wakers;
         }
     }
 
@@ -251,7 +271,9 @@ struct SlotState {
 }
 
 impl Slot {
-    fn wake(&self, generation: u64) {
+    /// Claims the wake for `generation`: bumps the generation and returns the waker to run,
+    /// or `None` if the waiter was already woken or dropped since registering.
+    fn claim(&self, generation: u64) -> Option<Waker> {
         let won = self
             .generation
             .compare_exchange(
@@ -261,13 +283,22 @@ impl Slot {
                 Ordering::Relaxed,
             )
             .is_ok();
-        if won {
-            // Clone rather than take: a state machine may keep re-registering the same waiter
-            // without refreshing its waker.
-            let waker = self.state.lock().waker.clone();
-            if let Some(waker) = waker {
-                waker.wake();
-            }
+        if !won {
+            return None;
+        }
+        // Clone rather than take: a state machine may keep re-registering the same waiter
+        // without refreshing its waker.
+        self.state.lock().waker.clone()
+    }
+}
+
+/// Wakes whatever is left if a waker panics midway through `wake_all`.
+struct WakeRest<'a>(std::vec::Drain<'a, Waker>);
+
+impl Drop for WakeRest<'_> {
+    fn drop(&mut self) {
+        for waker in self.0.by_ref() {
+            waker.wake();
         }
     }
 }
@@ -276,6 +307,8 @@ struct ListState {
     entries: Vec<Entry>,
     /// An empty vector with capacity, swapped in by `wake_all`.
     spare: Vec<Entry>,
+    /// An empty vector with capacity for the wakers `wake_all` runs.
+    spare_wakers: Vec<Waker>,
     /// A heap cell whose address identifies this list while it is alive. Allocated on first
     /// registration so that lists nobody waits on cost nothing.
     token: Option<Box<u8>>,
@@ -300,8 +333,8 @@ impl Entry {
         self.slot.generation.load(Ordering::Acquire) == self.generation
     }
 
-    fn wake(self) {
-        self.slot.wake(self.generation);
+    fn claim(self) -> Option<Waker> {
+        self.slot.claim(self.generation)
     }
 }
 
@@ -411,6 +444,30 @@ mod tests {
         waiter.set_waker(&second);
         list.wake_all();
         assert_eq!((first_count.count(), second_count.count()), (0, 1));
+    }
+
+    #[test]
+    fn a_panicking_waker_does_not_stop_the_others_from_being_woken() {
+        use std::sync::Arc as StdArc;
+        use std::task::Wake;
+        struct Panics;
+        impl Wake for Panics {
+            fn wake(self: StdArc<Self>) {
+                panic!("waker panics");
+            }
+        }
+        let list = WaiterList::new();
+        let panicking = Waiter::new(&Waker::from(StdArc::new(Panics)));
+        let (waker, count) = CountingWaker::pair();
+        let fine = Waiter::new(&waker);
+        list.register(&panicking);
+        list.register(&fine);
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| list.wake_all()));
+        assert!(result.is_err());
+        assert_eq!(count.count(), 1, "the other waiter was still woken");
+        // And both can register again: no stale memo keeps them out.
+        list.register(&fine);
+        assert_eq!(list.live_len(), 1);
     }
 
     #[test]

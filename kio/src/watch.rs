@@ -211,6 +211,8 @@ impl<T> Consumer<T> {
 
     /// Ready with `Ok(r)` as soon as `f` maps the value to `Some(r)`, or with `Err(Closed)` if
     /// the cell is closed and `f` still returns `None`.
+    ///
+    /// `f` runs under the cell's lock: it must not call back into the same cell.
     pub fn poll_until<R>(
         &self,
         waiter: &Waiter,
