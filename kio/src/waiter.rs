@@ -142,7 +142,6 @@ impl WaiterList {
             state: Mutex::new(ListState {
                 entries: Vec::new(),
                 spare: Vec::new(),
-                spare_wakers: Vec::new(),
                 token: None,
             }),
         }
@@ -201,27 +200,21 @@ impl WaiterList {
         }
         let mut entries = std::mem::take(&mut state.spare);
         std::mem::swap(&mut entries, &mut state.entries);
-        let mut wakers = std::mem::take(&mut state.spare_wakers);
         self.registered.store(0, Ordering::Relaxed);
         drop(state);
 
-        // First claim every entry (bumping its generation), then run the wakers: a waker
-        // that panics cannot leave other waiters claimed-but-unwoken, because `WakeRest`
-        // wakes the remainder while unwinding.
-        wakers.extend(entries.drain(..).filter_map(Entry::claim));
-        let mut rest = WakeRest(wakers.drain(..));
-        for waker in rest.0.by_ref() {
-            waker.wake();
+        // If a waker panics, `WakeRest` wakes the remaining entries while unwinding, so no
+        // waiter is left registered-but-never-woken.
+        let mut rest = WakeRest(entries.drain(..));
+        for entry in rest.0.by_ref() {
+            entry.wake();
         }
         drop(rest);
 
-        // Give the allocations back so the next round does not reallocate.
+        // Give the allocation back so the next round of registrations does not reallocate.
         let mut state = self.state.lock();
         if state.spare.capacity() < entries.capacity() {
             state.spare = entries;
-        }
-        if state.spare_wakers.capacity() < wakers.capacity() {
-            state.spare_wakers = wakers;
         }
     }
 
@@ -293,12 +286,12 @@ impl Slot {
 }
 
 /// Wakes whatever is left if a waker panics midway through `wake_all`.
-struct WakeRest<'a>(std::vec::Drain<'a, Waker>);
+struct WakeRest<'a>(std::vec::Drain<'a, Entry>);
 
 impl Drop for WakeRest<'_> {
     fn drop(&mut self) {
-        for waker in self.0.by_ref() {
-            waker.wake();
+        for entry in self.0.by_ref() {
+            entry.wake();
         }
     }
 }
@@ -307,8 +300,6 @@ struct ListState {
     entries: Vec<Entry>,
     /// An empty vector with capacity, swapped in by `wake_all`.
     spare: Vec<Entry>,
-    /// An empty vector with capacity for the wakers `wake_all` runs.
-    spare_wakers: Vec<Waker>,
     /// A heap cell whose address identifies this list while it is alive. Allocated on first
     /// registration so that lists nobody waits on cost nothing.
     token: Option<Box<u8>>,
@@ -333,8 +324,10 @@ impl Entry {
         self.slot.generation.load(Ordering::Acquire) == self.generation
     }
 
-    fn claim(self) -> Option<Waker> {
-        self.slot.claim(self.generation)
+    fn wake(self) {
+        if let Some(waker) = self.slot.claim(self.generation) {
+            waker.wake();
+        }
     }
 }
 
