@@ -146,16 +146,9 @@ fn parse_tree_line(line: &str) -> Option<(usize, &str)> {
 }
 
 fn cargo_tree(manifest: &Path, krate: &str) -> Result<String, Failure> {
-    let manifest = manifest.to_string_lossy();
-    let root = Path::new(manifest.as_ref())
-        .parent()
-        .unwrap_or(Path::new("."));
-    let output = cargo(
-        root,
+    tree(
+        manifest,
         &[
-            "tree",
-            "--manifest-path",
-            &manifest,
             "--package",
             krate,
             "--edges",
@@ -164,36 +157,30 @@ fn cargo_tree(manifest: &Path, krate: &str) -> Result<String, Failure> {
             "depth",
         ],
     )
-    .output()?;
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 fn workspace_members(manifest: &Path) -> Result<BTreeSet<String>, Failure> {
-    let manifest = manifest.to_string_lossy();
-    let root = Path::new(manifest.as_ref())
-        .parent()
-        .unwrap_or(Path::new("."));
     // `cargo tree --workspace --depth 0` lists exactly the members, one per line, without
     // needing a JSON parser.
-    let output = cargo(
-        root,
-        &[
-            "tree",
-            "--manifest-path",
-            &manifest,
-            "--workspace",
-            "--depth",
-            "0",
-            "--prefix",
-            "none",
-        ],
-    )
-    .output()?;
-    Ok(String::from_utf8_lossy(&output.stdout)
+    let members = tree(
+        manifest,
+        &["--workspace", "--depth", "0", "--prefix", "none"],
+    )?;
+    Ok(members
         .lines()
         .filter_map(|line| line.split_whitespace().next())
         .map(String::from)
         .collect())
+}
+
+/// `cargo tree --manifest-path MANIFEST ARGS`, as text.
+fn tree(manifest: &Path, args: &[&str]) -> Result<String, Failure> {
+    let root = manifest.parent().unwrap_or(Path::new("."));
+    let manifest = manifest.to_string_lossy();
+    let mut full = vec!["tree", "--manifest-path", manifest.as_ref()];
+    full.extend_from_slice(args);
+    let output = cargo(root, &full).output()?;
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 #[cfg(test)]

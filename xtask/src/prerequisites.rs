@@ -26,11 +26,7 @@ const PACKAGES: &[Package] = &[
 ];
 
 pub(crate) fn ensure() -> Result<(), Failure> {
-    let missing: Vec<&str> = PACKAGES
-        .iter()
-        .filter(|package| !(package.present)())
-        .map(|package| package.name)
-        .collect();
+    let missing = missing();
     if missing.is_empty() {
         println!("system prerequisites present: {}", names(PACKAGES));
         return Ok(());
@@ -51,11 +47,7 @@ pub(crate) fn ensure() -> Result<(), Failure> {
     Command::new("apt-get", &args)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .run()?;
-    let still_missing: Vec<&str> = PACKAGES
-        .iter()
-        .filter(|package| !(package.present)())
-        .map(|package| package.name)
-        .collect();
+    let still_missing = missing();
     if still_missing.is_empty() {
         Ok(())
     } else {
@@ -64,6 +56,15 @@ pub(crate) fn ensure() -> Result<(), Failure> {
             still_missing.join(" ")
         )))
     }
+}
+
+/// The packages that are not usable right now.
+fn missing() -> Vec<&'static str> {
+    PACKAGES
+        .iter()
+        .filter(|package| !(package.present)())
+        .map(|package| package.name)
+        .collect()
 }
 
 fn names(packages: &[Package]) -> String {
