@@ -26,7 +26,7 @@ const PACKAGES: &[Package] = &[
 ];
 
 pub(crate) fn ensure() -> Result<(), Failure> {
-    let missing = missing();
+    let missing = missing_packages();
     if missing.is_empty() {
         println!("system prerequisites present: {}", names(PACKAGES));
         return Ok(());
@@ -47,7 +47,7 @@ pub(crate) fn ensure() -> Result<(), Failure> {
     Command::new("apt-get", &args)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .run()?;
-    let still_missing = missing();
+    let still_missing = missing_packages();
     if still_missing.is_empty() {
         Ok(())
     } else {
@@ -59,7 +59,7 @@ pub(crate) fn ensure() -> Result<(), Failure> {
 }
 
 /// The packages that are not usable right now.
-fn missing() -> Vec<&'static str> {
+fn missing_packages() -> Vec<&'static str> {
     PACKAGES
         .iter()
         .filter(|package| !(package.present)())
