@@ -14,3 +14,21 @@ mod track;
 pub use frame::{Frame, FrameConsumer, FrameProducer};
 pub use group::{GroupConsumer, GroupProducer};
 pub use track::{Track, TrackConsumer, TrackProducer};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The model is shared between sessions on every core: every handle is `Send + Sync`.
+    #[test]
+    fn every_handle_is_send_and_sync() {
+        fn shared<T: Send + Sync>() {}
+        shared::<Frame>();
+        shared::<FrameProducer>();
+        shared::<FrameConsumer>();
+        shared::<GroupProducer>();
+        shared::<GroupConsumer>();
+        shared::<TrackProducer>();
+        shared::<TrackConsumer>();
+    }
+}
