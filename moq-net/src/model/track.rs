@@ -178,7 +178,7 @@ impl TrackProducer {
 
     /// A consumer starting at group `sequence` (or the oldest cached group after it).
     pub fn consume_from(&self, sequence: u64) -> TrackConsumer {
-        TrackConsumer::from_sequence(
+        TrackConsumer::new(
             self.groups.reader(Start::Oldest),
             self.shared.clone(),
             &self.presence,
@@ -239,15 +239,6 @@ impl TrackConsumer {
         }
         let start = best.map_or(Start::At(position), |(_, at)| Start::At(at));
         Self::new(scan.reader(start), shared, presence, 0)
-    }
-
-    fn from_sequence(
-        scan: LogReader<GroupConsumer>,
-        shared: Arc<TrackShared>,
-        presence: &kio::Producer<()>,
-        sequence: u64,
-    ) -> Self {
-        Self::new(scan, shared, presence, sequence)
     }
 
     fn new(
