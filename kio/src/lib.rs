@@ -12,7 +12,7 @@
 //! | [`wait`] | turning any `poll_*(&Waiter)` closure into a `Future` |
 //! | [`Producer`], [`Consumer`] | a watch-style cell for control state, with consumer counting |
 //! | [`Queue`] | a FIFO, bounded or unbounded, that drains then reports closed |
-//! | [`log::LogWriter`], [`log::LogReader`] | an append-only log whose readers take no lock: fanout of published data |
+//! | [`log::LogWriter`], [`log::LogReader`], [`log::LogHandle`] | an append-only log whose readers take no lock: fanout of published data |
 //!
 //! # The poll convention
 //!

@@ -87,6 +87,15 @@ pub struct LogReader<T> {
     offset: usize,
 }
 
+/// Creates readers of a log without being one: it holds no position and pins no chunk.
+///
+/// Keep one where readers are handed out later (a registry of live tracks, say) without
+/// keeping a chunk alive the way an idle [`LogReader`] would. It does keep the log's retained
+/// entries alive, like any reader, after the writer is gone.
+pub struct LogHandle<T> {
+    shared: Arc<Shared<T>>,
+}
+
 /// What a reader found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next<T> {
@@ -200,6 +209,13 @@ impl<T> LogWriter<T> {
         LogReader::join(self.shared.clone(), start)
     }
 
+    /// A handle that creates readers later.
+    pub fn handle(&self) -> LogHandle<T> {
+        LogHandle {
+            shared: self.shared.clone(),
+        }
+    }
+
     /// Closes the log: readers see [`Next::Closed`] after the last entry. Same as dropping.
     pub fn close(self) {}
 
@@ -250,6 +266,34 @@ impl<T> fmt::Debug for LogWriter<T> {
         f.debug_struct("LogWriter")
             .field("len", &self.len())
             .field("config", &self.shared.config)
+            .finish()
+    }
+}
+
+impl<T> LogHandle<T> {
+    /// A new reader.
+    pub fn reader(&self, start: Start) -> LogReader<T> {
+        LogReader::join(self.shared.clone(), start)
+    }
+
+    /// Whether the writer has closed the log.
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire)
+    }
+}
+
+impl<T> Clone for LogHandle<T> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<T> fmt::Debug for LogHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogHandle")
+            .field("closed", &self.is_closed())
             .finish()
     }
 }
@@ -511,6 +555,36 @@ mod tests {
         let mut late = writer.reader(Start::Oldest);
         assert_eq!(drain(&mut early), items(0..200));
         assert_eq!(drain(&mut late), items(0..200));
+    }
+
+    #[test]
+    fn a_handle_creates_readers_later_without_pinning_old_entries() {
+        let mut writer = LogWriter::with_config(LogConfig {
+            first_chunk: 2,
+            max_chunk: 2,
+            retain: Some(2),
+        });
+        let handle = writer.handle();
+        let first = std::sync::Arc::new(0u64);
+        writer.append(first.clone());
+        for i in 1..10u64 {
+            writer.append(std::sync::Arc::new(i));
+        }
+        assert_eq!(
+            std::sync::Arc::strong_count(&first),
+            1,
+            "the handle does not keep the first chunk alive"
+        );
+        let mut reader = handle.reader(Start::Oldest);
+        let seen: Vec<u64> = std::iter::from_fn(|| match reader.try_next() {
+            Some(Next::Item(item)) => Some(**item),
+            _ => None,
+        })
+        .collect();
+        assert_eq!(seen, [8, 9]);
+        assert!(!handle.is_closed());
+        drop(writer);
+        assert!(handle.is_closed());
     }
 
     #[test]
