@@ -40,15 +40,16 @@
 //!
 //! # Testing
 //!
-//! Every lock, atomic and cell comes from an internal shim that switches to [loom] under
+//! Every lock, atomic and cell comes from the [`sync`] shim, which switches to [loom] under
 //! `RUSTFLAGS="--cfg loom"`; `tests/loom.rs` model-checks lost wakeups, close racing drops,
 //! queue push/pop/close, waiter reuse and the log's publication protocol
 //! (`cargo xtask loom`).
 //!
 //! [loom]: https://docs.rs/loom
 
-mod sync;
 mod wait;
+
+pub mod sync;
 
 pub mod log;
 pub mod queue;

@@ -1,21 +1,33 @@
 //! The synchronization shim: std types normally, loom's under `--cfg loom`.
 //!
 //! Every lock, atomic and `UnsafeCell` in kio comes from here, so that the loom models in
-//! `tests/loom.rs` explore every interleaving of the real code, not of a copy.
+//! `tests/loom.rs` explore every interleaving of the real code, not of a copy. Crates built on
+//! kio (moq-net's model) take their `Arc`, atomics and [`Mutex`] from here too, so that their
+//! own loom models run over the same switch:
+//!
+//! ```
+//! use kio::sync::{Arc, AtomicU64, Mutex, Ordering};
+//!
+//! let counter = Arc::new(AtomicU64::new(0));
+//! counter.fetch_add(1, Ordering::Relaxed);
+//! let names = Mutex::new(Vec::<String>::new());
+//! names.lock().push("alice".into());
+//! assert_eq!(names.lock().len(), 1);
+//! ```
 //!
 //! loom has no `Weak`, so [`weak`] provides the `Arc`/`Weak` pair that links log chunks: std's
 //! normally, and under loom a small model whose strong count is a loom atomic, so that loom
 //! sees the synchronization between a reader's last access and the drop of the value.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::Arc;
+pub use loom::sync::Arc;
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+pub use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::Arc;
+pub use std::sync::Arc;
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+pub use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
 
 /// A mutex that ignores poisoning.
 ///
@@ -23,7 +35,7 @@ pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering,
 /// lock (a `Producer::update` closure) leaves the value as the closure left it, which is
 /// what the next reader should see, so poisoning carries no information worth a panic.
 #[derive(Debug, Default)]
-pub(crate) struct Mutex<T> {
+pub struct Mutex<T> {
     #[cfg(loom)]
     inner: loom::sync::Mutex<T>,
     #[cfg(not(loom))]
@@ -32,13 +44,14 @@ pub(crate) struct Mutex<T> {
 
 /// The guard of [`Mutex`].
 #[cfg(loom)]
-pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
+pub type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
 /// The guard of [`Mutex`].
 #[cfg(not(loom))]
-pub(crate) type MutexGuard<'a, T> = std::sync::MutexGuard<'a, T>;
+pub type MutexGuard<'a, T> = std::sync::MutexGuard<'a, T>;
 
 impl<T> Mutex<T> {
-    pub(crate) fn new(value: T) -> Self {
+    /// A new unlocked mutex.
+    pub fn new(value: T) -> Self {
         Self {
             #[cfg(loom)]
             inner: loom::sync::Mutex::new(value),
@@ -47,7 +60,8 @@ impl<T> Mutex<T> {
         }
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+    /// Locks, ignoring poison (see the type's documentation).
+    pub fn lock(&self) -> MutexGuard<'_, T> {
         self.inner
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -5,7 +5,7 @@
 //! is known up front can instead be streamed with a [`FrameProducer`]: readers receive its
 //! chunks as they are written, so a relay forwards a 1 MB frame without buffering it whole.
 
-use std::sync::Arc;
+use kio::sync::Arc;
 use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};

@@ -5,8 +5,8 @@
 //! [`kio::log`], so reading a published frame takes no lock and writes no shared cache line
 //! besides the payload's reference count.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use kio::sync::Arc;
+use kio::sync::{AtomicU64, Ordering};
 use std::task::Poll;
 
 use bytes::Bytes;

@@ -6,13 +6,20 @@
 //! subscriber reading a frame that is already there takes no lock and does not contend with
 //! the publisher or with other subscribers.
 
+mod broadcast;
 mod frame;
 mod group;
+mod hook;
+mod origin;
+mod path;
 mod status;
 mod track;
 
+pub use broadcast::{BroadcastConsumer, BroadcastProducer, PendingTrack, TrackRequest};
 pub use frame::{Frame, FrameConsumer, FrameProducer};
 pub use group::{GroupConsumer, GroupProducer};
+pub use origin::{Announced, Announcement, Origin};
+pub use path::Path;
 pub use track::{Track, TrackConsumer, TrackProducer};
 
 #[cfg(test)]
@@ -30,5 +37,12 @@ mod tests {
         shared::<GroupConsumer>();
         shared::<TrackProducer>();
         shared::<TrackConsumer>();
+        shared::<BroadcastProducer>();
+        shared::<BroadcastConsumer>();
+        shared::<PendingTrack>();
+        shared::<TrackRequest>();
+        shared::<Origin>();
+        shared::<Announced>();
+        shared::<Announcement>();
     }
 }

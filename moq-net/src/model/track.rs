@@ -15,15 +15,16 @@
 //!
 //! Nothing blocks the producer on a slow consumer.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use kio::sync::Arc;
+use kio::sync::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
 use kio::Waiter;
-use kio::log::{LogConfig, LogReader, LogWriter, Next, Start};
+use kio::log::{LogConfig, LogHandle, LogReader, LogWriter, Next, Start};
 
 use super::group::{GroupConsumer, GroupProducer};
+use super::hook::DropHook;
 use super::status::Status;
 use crate::Error;
 
@@ -87,9 +88,10 @@ impl Track {
 #[derive(Debug)]
 pub struct TrackProducer {
     groups: LogWriter<GroupConsumer>,
-    shared: Arc<TrackShared>,
-    presence: kio::Producer<()>,
+    source: TrackSource,
     next_sequence: u64,
+    /// Tells the broadcast that lists this track that it is gone.
+    _registration: Option<DropHook>,
 }
 
 /// Reads a track's groups as they arrive.
@@ -101,6 +103,15 @@ pub struct TrackConsumer {
     /// Groups below this sequence are skipped.
     start: u64,
     lagged: u64,
+}
+
+/// Creates consumers of a track without being one: what a broadcast keeps in its list of
+/// live tracks, so that listing a track does not count as using it.
+#[derive(Debug, Clone)]
+pub(crate) struct TrackSource {
+    groups: LogHandle<GroupConsumer>,
+    shared: Arc<TrackShared>,
+    presence: kio::Producer<()>,
 }
 
 #[derive(Debug)]
@@ -132,17 +143,22 @@ impl TrackProducer {
             newest_timestamp: Arc::new(AtomicU64::new(0)),
             latest_sequence: AtomicU64::new(NONE),
         });
-        Self {
-            groups,
+        let source = TrackSource {
+            groups: groups.handle(),
             shared,
             presence: kio::Producer::new(()),
+        };
+        Self {
+            groups,
+            source,
             next_sequence: 0,
+            _registration: None,
         }
     }
 
     /// The track's properties.
     pub fn track(&self) -> &Track {
-        &self.shared.track
+        &self.source.shared.track
     }
 
     /// Creates the group after the highest sequence created so far (0 for the first).
@@ -153,10 +169,11 @@ impl TrackProducer {
     /// Creates a group with this sequence. Sequences may arrive out of order; consumers
     /// receive groups in creation order.
     pub fn create_group(&mut self, sequence: u64) -> GroupProducer {
-        let group = GroupProducer::new_in_track(sequence, self.shared.newest_timestamp.clone());
+        let shared = &self.source.shared;
+        let group = GroupProducer::new_in_track(sequence, shared.newest_timestamp.clone());
         self.groups.append(group.consume());
         self.next_sequence = self.next_sequence.max(sequence.saturating_add(1));
-        self.shared
+        shared
             .latest_sequence
             .store(self.next_sequence - 1, Ordering::Release);
         group
@@ -164,69 +181,69 @@ impl TrackProducer {
 
     /// The highest sequence created so far.
     pub fn latest(&self) -> Option<u64> {
-        self.shared.latest()
+        self.source.shared.latest()
     }
 
     /// A consumer starting at the latest group.
     pub fn consume(&self) -> TrackConsumer {
-        TrackConsumer::at_latest(
-            self.groups.reader(Start::Oldest),
-            self.shared.clone(),
-            &self.presence,
-        )
+        self.source.consume()
     }
 
     /// A consumer starting at group `sequence` (or the oldest cached group after it).
     pub fn consume_from(&self, sequence: u64) -> TrackConsumer {
-        TrackConsumer::new(
-            self.groups.reader(Start::Oldest),
-            self.shared.clone(),
-            &self.presence,
-            sequence,
-        )
+        self.source.consume_from(sequence)
     }
 
     /// How many consumers exist.
     pub fn consumer_count(&self) -> usize {
-        self.presence.consumer_count()
+        self.source.presence.consumer_count()
     }
 
     /// Ready when no consumer exists: nobody wants this track any more.
     pub fn poll_unused(&self, waiter: &Waiter) -> Poll<()> {
-        self.presence.poll_unused(waiter)
+        self.source.presence.poll_unused(waiter)
     }
 
     /// Waits until no consumer exists.
     pub async fn unused(&self) {
-        self.presence.unused().await
+        self.source.presence.unused().await
     }
 
     /// Ends the track: consumers read the cached groups, then see the end.
     pub fn finish(self) {
-        self.shared.status.set(Ok(()));
+        self.source.shared.status.set(Ok(()));
     }
 
     /// Ends the track with an error, seen by consumers after the cached groups.
     pub fn abort(self, error: Error) {
-        self.shared.status.set(Err(error));
+        self.source.shared.status.set(Err(error));
+    }
+
+    /// What a registry keeps to hand out consumers later.
+    pub(crate) fn source(&self) -> TrackSource {
+        self.source.clone()
+    }
+
+    /// Runs `hook` when this producer is gone (after its consumers can see how it ended).
+    pub(crate) fn on_drop(&mut self, hook: DropHook) {
+        self._registration = Some(hook);
     }
 }
 
 impl Drop for TrackProducer {
     fn drop(&mut self) {
-        // First outcome wins; the group log closes when the fields drop.
-        self.shared.status.set(Err(Error::Dropped));
+        // First outcome wins; the group log closes and the registration hook runs when the
+        // fields drop, right after.
+        self.source.shared.status.set(Err(Error::Dropped));
     }
 }
 
-impl TrackConsumer {
-    fn at_latest(
-        mut scan: LogReader<GroupConsumer>,
-        shared: Arc<TrackShared>,
-        presence: &kio::Producer<()>,
-    ) -> Self {
+impl TrackSource {
+    /// A consumer starting at the latest group.
+    pub(crate) fn consume(&self) -> TrackConsumer {
         // Find the cached group with the highest sequence: joining is rare and the cache is
         // small, so a scan beats an index the writer would maintain on every group.
+        let mut scan = self.groups.reader(Start::Oldest);
         let mut best: Option<(u64, u64)> = None;
         let mut position = scan.position();
         while let Some(next) = scan.try_next() {
@@ -238,24 +255,36 @@ impl TrackConsumer {
             position = scan.position();
         }
         let start = best.map_or(Start::At(position), |(_, at)| Start::At(at));
-        Self::new(scan.reader(start), shared, presence, 0)
+        self.consumer(scan.reader(start), 0)
     }
 
-    fn new(
-        groups: LogReader<GroupConsumer>,
-        shared: Arc<TrackShared>,
-        presence: &kio::Producer<()>,
-        start: u64,
-    ) -> Self {
-        Self {
+    /// A consumer starting at group `sequence` (or the oldest cached group after it).
+    pub(crate) fn consume_from(&self, sequence: u64) -> TrackConsumer {
+        self.consumer(self.groups.reader(Start::Oldest), sequence)
+    }
+
+    /// Whether both sources are the same track (not merely the same name).
+    pub(crate) fn same_track(&self, other: &TrackSource) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// A counted consumer reference that creates no reader: holding it keeps the track in use.
+    pub(crate) fn hold(&self) -> kio::Consumer<()> {
+        self.presence.consume()
+    }
+
+    fn consumer(&self, groups: LogReader<GroupConsumer>, start: u64) -> TrackConsumer {
+        TrackConsumer {
             groups,
-            shared,
-            _presence: presence.consume(),
+            shared: self.shared.clone(),
+            _presence: self.presence.consume(),
             start,
             lagged: 0,
         }
     }
+}
 
+impl TrackConsumer {
     /// The track's properties.
     pub fn track(&self) -> &Track {
         &self.shared.track

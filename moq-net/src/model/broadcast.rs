@@ -1,0 +1,527 @@
+//! Broadcasts: named collections of tracks, served up front or on demand.
+//!
+//! A publisher creates tracks with [`BroadcastProducer::create_track`]. A subscriber asks for
+//! a track by name with [`BroadcastConsumer::subscribe_track`] and gets a [`PendingTrack`]
+//! that resolves to a [`TrackConsumer`]:
+//!
+//! - at once, if the track is live;
+//! - with [`Error::NotFound`], if it is not and the broadcast was made with
+//!   [`BroadcastProducer::new`], or once the producer is gone;
+//! - when the producer answers the request, if the broadcast was made with
+//!   [`BroadcastProducer::on_demand`]. The producer receives one [`TrackRequest`] per name,
+//!   however many subscribers ask at once, and serves it with a [`TrackProducer`] or rejects
+//!   it. This is how a relay opens an upstream subscription only when someone downstream
+//!   wants the track.
+//!
+//! The broadcast lists its live tracks without counting as their consumer, so a track's
+//! [`TrackProducer::poll_unused`] fires when the last real subscriber leaves, and a track
+//! leaves the list when its producer is dropped or finished.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::task::Poll;
+
+use kio::sync::{Arc, Mutex};
+use kio::{Queue, Waiter};
+
+use super::hook::DropHook;
+use super::track::{Track, TrackConsumer, TrackProducer, TrackSource};
+use crate::Error;
+
+/// Publishes a broadcast's tracks. Dropping it ends the broadcast: consumers see
+/// [`BroadcastConsumer::poll_closed`], unanswered requests fail with [`Error::NotFound`], and
+/// origins it was published to announce that it ended. Tracks already created live on until
+/// their own producers finish.
+///
+/// ```
+/// use moq_net::model::{BroadcastProducer, Track};
+///
+/// let broadcast = BroadcastProducer::new();
+/// let mut video = broadcast.create_track(Track::new("video"));
+/// let subscriber = broadcast.consume();
+///
+/// let mut group = video.append_group();
+/// group.write(0, "keyframe");
+/// group.finish();
+///
+/// pollster::block_on(async {
+///     let mut track = subscriber.subscribe_track("video").await.unwrap();
+///     let mut group = track.next_group().await.unwrap().unwrap();
+///     assert_eq!(group.read_frame().await.unwrap().unwrap().payload, "keyframe");
+///
+///     // A track nobody created does not exist on a broadcast made with `new`.
+///     let missing = subscriber.subscribe_track("audio").await;
+///     assert_eq!(missing.err(), Some(moq_net::Error::NotFound));
+/// });
+/// ```
+#[derive(Debug)]
+pub struct BroadcastProducer {
+    source: BroadcastSource,
+}
+
+/// Subscribes to a broadcast's tracks. Cloning it counts another consumer.
+#[derive(Debug, Clone)]
+pub struct BroadcastConsumer {
+    shared: Arc<BroadcastShared>,
+    presence: kio::Consumer<()>,
+}
+
+/// A subscription to a track that may not exist yet: poll it, or `.await` it, for the
+/// [`TrackConsumer`] (which starts at the track's latest group when it resolves).
+#[derive(Debug)]
+#[must_use = "a pending track does nothing unless polled"]
+pub struct PendingTrack {
+    state: Pending,
+    /// The waiter of the `Future` implementation.
+    waiter: Option<Waiter>,
+}
+
+/// A subscriber's request for a track the broadcast does not have: serve it or reject it.
+/// Dropping it unanswered rejects it with [`Error::NotFound`].
+///
+/// ```
+/// use moq_net::model::{BroadcastProducer, Track};
+///
+/// let broadcast = BroadcastProducer::on_demand();
+/// let subscriber = broadcast.consume();
+/// let pending = subscriber.subscribe_track("captions");
+///
+/// pollster::block_on(async {
+///     // The producer side (a relay's upstream session, say) sees the request...
+///     let request = broadcast.requested_track().await.unwrap();
+///     assert_eq!(request.name(), "captions");
+///     let mut captions = request.serve(Track::new("captions"));
+///
+///     // ...and the subscriber gets the track it serves.
+///     let mut track = pending.await.unwrap();
+///     captions.append_group().write(0, "hello");
+///     let mut group = track.next_group().await.unwrap().unwrap();
+///     assert_eq!(group.read_frame().await.unwrap().unwrap().payload, "hello");
+/// });
+/// ```
+#[derive(Debug)]
+pub struct TrackRequest {
+    name: String,
+    id: u64,
+    resolution: kio::Producer<Option<Resolution>>,
+    broadcast: Arc<BroadcastShared>,
+    answered: bool,
+}
+
+/// Creates consumers of a broadcast without being one: what an origin keeps in its list.
+#[derive(Debug, Clone)]
+pub(crate) struct BroadcastSource {
+    shared: Arc<BroadcastShared>,
+    presence: kio::Producer<()>,
+}
+
+#[derive(Debug)]
+struct BroadcastShared {
+    on_demand: bool,
+    state: Mutex<BroadcastState>,
+    /// Requests for tracks the broadcast does not have, for the producer to answer.
+    requests: Queue<TrackRequest>,
+}
+
+#[derive(Debug, Default)]
+struct BroadcastState {
+    tracks: HashMap<String, Slot>,
+    closed: bool,
+    next_request: u64,
+    /// Run when the producer drops: origins withdrawing their announcements.
+    on_close: Vec<DropHook>,
+}
+
+/// What a broadcast knows about one track name.
+#[derive(Debug)]
+enum Slot {
+    Live(TrackSource),
+    /// Requested and not answered yet; later subscribers wait on the same answer.
+    Requested {
+        id: u64,
+        resolution: kio::Producer<Option<Resolution>>,
+    },
+}
+
+/// How a request was answered.
+#[derive(Debug, Clone)]
+enum Resolution {
+    Served {
+        source: TrackSource,
+        /// Counts as a consumer until every waiting subscriber has its own, so the producer
+        /// does not see its new track as unused in between.
+        _in_use: kio::Consumer<()>,
+    },
+    Rejected(Error),
+}
+
+#[derive(Debug)]
+enum Pending {
+    Done(Option<Result<TrackConsumer, Error>>),
+    Waiting(kio::Consumer<Option<Resolution>>),
+}
+
+impl BroadcastProducer {
+    /// A broadcast whose tracks are the ones its producer creates; asking for any other
+    /// fails with [`Error::NotFound`].
+    pub fn new() -> Self {
+        Self::with_requests(false)
+    }
+
+    /// A broadcast that also serves tracks on demand: asking for a track it does not have
+    /// queues a [`TrackRequest`] for [`requested_track`](Self::requested_track).
+    pub fn on_demand() -> Self {
+        Self::with_requests(true)
+    }
+
+    fn with_requests(on_demand: bool) -> Self {
+        let shared = Arc::new(BroadcastShared {
+            on_demand,
+            state: Mutex::new(BroadcastState::default()),
+            requests: Queue::unbounded(),
+        });
+        Self {
+            source: BroadcastSource {
+                shared,
+                presence: kio::Producer::new(()),
+            },
+        }
+    }
+
+    /// Creates a track and lists it under its name, replacing any track listed there before
+    /// (whose existing consumers keep reading it). It is unlisted when its producer is
+    /// dropped or finished.
+    pub fn create_track(&self, track: Track) -> TrackProducer {
+        self.source.shared.create_track(track)
+    }
+
+    /// A consumer of this broadcast.
+    pub fn consume(&self) -> BroadcastConsumer {
+        self.source.consume()
+    }
+
+    /// The next request for a track the broadcast does not have. `Ready(None)` for a
+    /// broadcast made with [`new`](Self::new), which never queues requests.
+    pub fn poll_requested_track(&self, waiter: &Waiter) -> Poll<Option<TrackRequest>> {
+        if !self.source.shared.on_demand {
+            return Poll::Ready(None);
+        }
+        self.source.shared.requests.poll_pop(waiter)
+    }
+
+    /// Waits for the next request for a track the broadcast does not have.
+    pub async fn requested_track(&self) -> Option<TrackRequest> {
+        kio::wait(|waiter| self.poll_requested_track(waiter)).await
+    }
+
+    /// How many consumers exist.
+    pub fn consumer_count(&self) -> usize {
+        self.source.presence.consumer_count()
+    }
+
+    /// Ready when no consumer exists: nobody is subscribed to this broadcast any more.
+    pub fn poll_unused(&self, waiter: &Waiter) -> Poll<()> {
+        self.source.presence.poll_unused(waiter)
+    }
+
+    /// Waits until no consumer exists.
+    pub async fn unused(&self) {
+        self.source.presence.unused().await
+    }
+
+    /// What an origin keeps to hand out consumers later.
+    pub(crate) fn source(&self) -> BroadcastSource {
+        self.source.clone()
+    }
+
+    /// Runs `hook` when this producer is dropped.
+    pub(crate) fn on_close(&self, hook: DropHook) {
+        let mut state = self.source.shared.state.lock();
+        if !state.closed {
+            state.on_close.push(hook);
+            return;
+        }
+        drop(state);
+        drop(hook);
+    }
+}
+
+impl Default for BroadcastProducer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for BroadcastProducer {
+    fn drop(&mut self) {
+        let shared = &self.source.shared;
+        let mut state = shared.state.lock();
+        state.closed = true;
+        let tracks = std::mem::take(&mut state.tracks);
+        let hooks = std::mem::take(&mut state.on_close);
+        drop(state);
+        // Everything below runs outside the lock: answering requests wakes subscribers, and
+        // hooks lock their origins.
+        shared.requests.close();
+        while let Ok(request) = shared.requests.try_pop() {
+            drop(request); // rejects with NotFound
+        }
+        for slot in tracks.into_values() {
+            if let Slot::Requested { resolution, .. } = slot {
+                resolution
+                    .write()
+                    .get_or_insert(Resolution::Rejected(Error::NotFound));
+            }
+        }
+        drop(hooks);
+        self.source.presence.close();
+    }
+}
+
+impl BroadcastConsumer {
+    /// Subscribes to the track `name`; see the [module documentation](self) for how it
+    /// resolves.
+    pub fn subscribe_track(&self, name: &str) -> PendingTrack {
+        self.shared.subscribe_track(&self.shared, name)
+    }
+
+    /// Whether the producer is gone.
+    pub fn is_closed(&self) -> bool {
+        self.presence.is_closed()
+    }
+
+    /// Ready once the producer is gone.
+    pub fn poll_closed(&self, waiter: &Waiter) -> Poll<()> {
+        self.presence.poll_closed(waiter)
+    }
+
+    /// Waits until the producer is gone.
+    pub async fn closed(&self) {
+        self.presence.closed().await
+    }
+
+    /// Whether both consumers read the same broadcast.
+    pub fn same_broadcast(&self, other: &BroadcastConsumer) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+}
+
+impl PendingTrack {
+    /// The track once it resolves. After `Ready`, polling again returns
+    /// [`Error::Cancel`].
+    pub fn poll_track(&mut self, waiter: &Waiter) -> Poll<Result<TrackConsumer, Error>> {
+        let resolution = match &mut self.state {
+            Pending::Done(result) => {
+                return Poll::Ready(result.take().unwrap_or(Err(Error::Cancel)));
+            }
+            Pending::Waiting(cell) => match cell.poll_until(waiter, |value| value.clone()) {
+                Poll::Pending => return Poll::Pending,
+                // The request's producer always answers before it goes away.
+                Poll::Ready(answer) => answer.unwrap_or(Resolution::Rejected(Error::NotFound)),
+            },
+        };
+        self.state = Pending::Done(None);
+        Poll::Ready(match resolution {
+            Resolution::Served { source, .. } => Ok(source.consume()),
+            Resolution::Rejected(error) => Err(error),
+        })
+    }
+
+    fn done(result: Result<TrackConsumer, Error>) -> Self {
+        Self {
+            state: Pending::Done(Some(result)),
+            waiter: None,
+        }
+    }
+
+    fn waiting(answer: kio::Consumer<Option<Resolution>>) -> Self {
+        Self {
+            state: Pending::Waiting(answer),
+            waiter: None,
+        }
+    }
+}
+
+impl std::future::Future for PendingTrack {
+    type Output = Result<TrackConsumer, Error>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let waiter = match this.waiter.take() {
+            Some(waiter) => {
+                waiter.set_waker(cx.waker());
+                waiter
+            }
+            None => Waiter::new(cx.waker()),
+        };
+        let result = this.poll_track(&waiter);
+        this.waiter = Some(waiter);
+        result
+    }
+}
+
+impl TrackRequest {
+    /// The requested track's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How many subscribers are still waiting for the answer. Zero means everyone who asked
+    /// gave up; serving the track then only creates a track nobody uses.
+    pub fn waiting(&self) -> usize {
+        self.resolution.consumer_count()
+    }
+
+    /// Creates the track (under the requested name, whatever `track.name` says), lists it,
+    /// and hands it to every waiting subscriber.
+    pub fn serve(mut self, mut track: Track) -> TrackProducer {
+        track.name = std::mem::take(&mut self.name);
+        let producer = self.broadcast.create_track_for(track, Some(self.id));
+        let source = producer.source();
+        let in_use = source.hold();
+        self.answer(Resolution::Served {
+            source,
+            _in_use: in_use,
+        });
+        producer
+    }
+
+    /// Rejects the request: waiting subscribers get `error`.
+    pub fn reject(mut self, error: Error) {
+        self.unlist();
+        self.answer(Resolution::Rejected(error));
+    }
+
+    fn answer(&mut self, resolution: Resolution) {
+        self.answered = true;
+        *self.resolution.write() = Some(resolution);
+    }
+
+    /// Removes this request from the broadcast's list, if it is still the one listed.
+    fn unlist(&self) {
+        let mut state = self.broadcast.state.lock();
+        if let Some(Slot::Requested { id, .. }) = state.tracks.get(&self.name) {
+            if *id == self.id {
+                state.tracks.remove(&self.name);
+            }
+        }
+    }
+}
+
+impl Drop for TrackRequest {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.unlist();
+            self.answer(Resolution::Rejected(Error::NotFound));
+        }
+    }
+}
+
+impl BroadcastSource {
+    /// A counted consumer of the broadcast.
+    pub(crate) fn consume(&self) -> BroadcastConsumer {
+        BroadcastConsumer {
+            shared: self.shared.clone(),
+            presence: self.presence.consume(),
+        }
+    }
+
+    /// Whether both sources are the same broadcast.
+    pub(crate) fn same_broadcast(&self, other: &BroadcastSource) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+}
+
+impl BroadcastShared {
+    fn create_track(self: &Arc<Self>, track: Track) -> TrackProducer {
+        self.create_track_for(track, None)
+    }
+
+    /// Creates and lists a track. `request` is the id of the request it answers: the slot is
+    /// replaced only if it still holds that request or a live track (never a newer request).
+    fn create_track_for(self: &Arc<Self>, track: Track, request: Option<u64>) -> TrackProducer {
+        let name = track.name.clone();
+        let mut producer = TrackProducer::new(track);
+        let source = producer.source();
+        let mut state = self.state.lock();
+        if state.closed {
+            // Nobody can subscribe any more; the track still works for whoever holds it.
+            return producer;
+        }
+        let replaced = match state.tracks.entry(name.clone()) {
+            Entry::Vacant(vacant) => {
+                vacant.insert(Slot::Live(source.clone()));
+                None
+            }
+            Entry::Occupied(mut occupied) => {
+                let keep_newer_request = matches!(
+                    occupied.get(),
+                    Slot::Requested { id, .. } if request.is_some_and(|r| r != *id)
+                );
+                if keep_newer_request {
+                    None
+                } else {
+                    Some(occupied.insert(Slot::Live(source.clone())))
+                }
+            }
+        };
+        drop(state);
+        drop(replaced);
+
+        // A strong reference: the hook lives only as long as the track's producer.
+        let broadcast = self.clone();
+        producer.on_drop(DropHook::new(move || {
+            let mut state = broadcast.state.lock();
+            if let Some(Slot::Live(listed)) = state.tracks.get(&name) {
+                if listed.same_track(&source) {
+                    let removed = state.tracks.remove(&name);
+                    drop(state);
+                    drop(removed);
+                }
+            }
+        }));
+        producer
+    }
+
+    fn subscribe_track(&self, this: &Arc<Self>, name: &str) -> PendingTrack {
+        let mut state = self.state.lock();
+        if state.closed {
+            return PendingTrack::done(Err(Error::NotFound));
+        }
+        match state.tracks.get(name) {
+            Some(Slot::Live(source)) => {
+                let source = source.clone();
+                drop(state);
+                return PendingTrack::done(Ok(source.consume()));
+            }
+            Some(Slot::Requested { resolution, .. }) => {
+                return PendingTrack::waiting(resolution.consume());
+            }
+            None if !self.on_demand => return PendingTrack::done(Err(Error::NotFound)),
+            None => {}
+        }
+        let id = state.next_request;
+        state.next_request += 1;
+        let resolution = kio::Producer::new(None);
+        let pending = PendingTrack::waiting(resolution.consume());
+        state.tracks.insert(
+            name.to_owned(),
+            Slot::Requested {
+                id,
+                resolution: resolution.clone(),
+            },
+        );
+        drop(state);
+        let request = TrackRequest {
+            name: name.to_owned(),
+            id,
+            resolution,
+            broadcast: this.clone(),
+            answered: false,
+        };
+        // Pushed outside the lock. If the producer dropped in between, the queue is closed,
+        // the push fails, and dropping the request rejects it with NotFound.
+        drop(self.requests.try_push(request));
+        pending
+    }
+}

@@ -1,0 +1,326 @@
+//! Origins: broadcasts published by path, discovered by prefix.
+//!
+//! An [`Origin`] is the directory a relay shares between all of its sessions: a publishing
+//! session puts the broadcasts it receives there, and every subscribing session discovers
+//! them through [`Origin::announced`], a live stream of [`Announcement`]s for one prefix that
+//! starts with a snapshot of what is already active. A broadcast is withdrawn automatically
+//! when its [`BroadcastProducer`] is dropped.
+//!
+//! Several producers may publish the same path (a publisher reconnecting while its old
+//! session times out, or two routes to one broadcast). The most recent is active; if it goes
+//! away while an older one is still live, the older one becomes active again, announced as a
+//! fresh [`Announcement::Active`] (a restart, in moq-lite-05 terms). [`Announcement::Ended`]
+//! comes only when no publisher is left.
+//!
+//! Announcements are queued per listener under the origin's lock, so that every listener sees
+//! every path's events in the order they happened; publishing costs one queue push per
+//! listener whose prefix matches. Frames never go through here.
+
+use std::collections::BTreeMap;
+use std::task::Poll;
+
+use kio::sync::{Arc, Mutex};
+use kio::{Queue, Waiter};
+
+use super::broadcast::{BroadcastConsumer, BroadcastProducer, BroadcastSource};
+use super::hook::DropHook;
+use super::path::Path;
+
+/// Broadcasts by path. Cloning gives another handle to the same origin.
+///
+/// ```
+/// use moq_net::model::{Announcement, BroadcastProducer, Origin};
+///
+/// let origin = Origin::new();
+/// let alice = BroadcastProducer::new();
+/// origin.publish("room/alice", &alice);
+///
+/// let mut room = origin.announced("room");
+/// assert_eq!(room.initial_len(), 1, "alice was already live");
+///
+/// let bob = BroadcastProducer::new();
+/// origin.publish("room/bob", &bob);
+/// drop(alice); // unpublished automatically
+///
+/// pollster::block_on(async {
+///     let mut events = Vec::new();
+///     for _ in 0..3 {
+///         events.push(match room.next().await {
+///             Announcement::Active { path, .. } => format!("+{path}"),
+///             Announcement::Ended { path } => format!("-{path}"),
+///         });
+///     }
+///     assert_eq!(events, ["+room/alice", "+room/bob", "-room/alice"]);
+/// });
+/// assert!(origin.consume_broadcast("room/bob").is_some());
+/// assert!(origin.consume_broadcast("room/alice").is_none());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Origin {
+    shared: Arc<OriginShared>,
+}
+
+/// A live stream of announcements for the broadcasts under one prefix. It starts with an
+/// [`Announcement::Active`] for every broadcast active when it was created
+/// ([`initial_len`](Self::initial_len) of them), then follows every change.
+#[derive(Debug)]
+pub struct Announced {
+    origin: Arc<OriginShared>,
+    id: u64,
+    prefix: Path,
+    events: Queue<Event>,
+    initial: usize,
+}
+
+/// A change in what an origin publishes under a prefix.
+#[derive(Debug, Clone)]
+pub enum Announcement {
+    /// `path` is now served by `broadcast`. If the path was already active, this broadcast
+    /// replaces the previous one there.
+    Active {
+        /// The full path of the broadcast.
+        path: Path,
+        /// A consumer of the broadcast now active at `path`.
+        broadcast: BroadcastConsumer,
+    },
+    /// Nothing is published at `path` any more.
+    Ended {
+        /// The full path of the broadcast.
+        path: Path,
+    },
+}
+
+#[derive(Debug, Default)]
+struct OriginShared {
+    state: Mutex<OriginState>,
+}
+
+#[derive(Debug, Default)]
+struct OriginState {
+    /// Every live publication per path; the active one is last.
+    broadcasts: BTreeMap<Path, Vec<Publication>>,
+    listeners: Vec<Listener>,
+    next_id: u64,
+}
+
+#[derive(Debug)]
+struct Publication {
+    id: u64,
+    broadcast: BroadcastSource,
+}
+
+#[derive(Debug)]
+struct Listener {
+    id: u64,
+    prefix: Path,
+    events: Queue<Event>,
+}
+
+/// A queued announcement. It holds a non-counting source, so a listener that has not read
+/// its events yet does not keep a broadcast in use.
+#[derive(Debug)]
+struct Event {
+    path: Path,
+    active: Option<BroadcastSource>,
+}
+
+impl Origin {
+    /// An empty origin.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Publishes `broadcast` at `path` (normalized), replacing whatever is active there until
+    /// this broadcast's producer is dropped. Publishing the same broadcast at the same path
+    /// again does nothing.
+    pub fn publish(&self, path: impl Into<Path>, broadcast: &BroadcastProducer) {
+        let path = path.into();
+        let source = broadcast.source();
+        let mut state = self.shared.state.lock();
+        let id = state.next_id;
+        state.next_id += 1;
+        let publications = state.broadcasts.entry(path.clone()).or_default();
+        if publications
+            .iter()
+            .any(|publication| publication.broadcast.same_broadcast(&source))
+        {
+            return;
+        }
+        publications.push(Publication {
+            id,
+            broadcast: source.clone(),
+        });
+        state.announce(&path, Some(&source));
+        drop(state);
+
+        // A strong reference: the hook lives only until the broadcast's producer drops.
+        let origin = self.shared.clone();
+        broadcast.on_close(DropHook::new(move || origin.unpublish(&path, id)));
+    }
+
+    /// A consumer of the broadcast active at `path`, if any.
+    pub fn consume_broadcast(&self, path: impl Into<Path>) -> Option<BroadcastConsumer> {
+        let path = path.into();
+        let state = self.shared.state.lock();
+        let publications = state.broadcasts.get(&path)?;
+        publications.last().map(|active| active.broadcast.consume())
+    }
+
+    /// The paths of the active broadcasts under `prefix`, in byte order.
+    pub fn paths(&self, prefix: impl Into<Path>) -> Vec<Path> {
+        let prefix = prefix.into();
+        let state = self.shared.state.lock();
+        state.under(&prefix).map(|(path, _)| path.clone()).collect()
+    }
+
+    /// Follows the broadcasts under `prefix` (normalized; segment-wise, so `room` covers
+    /// `room/alice` but not `roomba`; the root covers everything).
+    pub fn announced(&self, prefix: impl Into<Path>) -> Announced {
+        let prefix = prefix.into();
+        let events = Queue::unbounded();
+        let mut state = self.shared.state.lock();
+        let id = state.next_id;
+        state.next_id += 1;
+        let mut initial = 0;
+        for (path, active) in state.under(&prefix) {
+            // The queue is unbounded and open: the push cannot fail.
+            let _ = events.try_push(Event {
+                path: path.clone(),
+                active: Some(active.clone()),
+            });
+            initial += 1;
+        }
+        state.listeners.push(Listener {
+            id,
+            prefix: prefix.clone(),
+            events: events.clone(),
+        });
+        drop(state);
+        Announced {
+            origin: self.shared.clone(),
+            id,
+            prefix,
+            events,
+            initial,
+        }
+    }
+}
+
+impl Announced {
+    /// The prefix this stream follows.
+    pub fn prefix(&self) -> &Path {
+        &self.prefix
+    }
+
+    /// How many announcements at the start of the stream are the snapshot of broadcasts that
+    /// were active when it was created (moq-lite-05's ANNOUNCE_OK "active count").
+    pub fn initial_len(&self) -> usize {
+        self.initial
+    }
+
+    /// The next announcement, if one is queued.
+    pub fn try_next(&mut self) -> Option<Announcement> {
+        self.events.try_pop().ok().map(Event::into_announcement)
+    }
+
+    /// The next announcement, or `Pending` until there is one.
+    pub fn poll_next(&mut self, waiter: &Waiter) -> Poll<Announcement> {
+        match self.events.poll_pop(waiter) {
+            Poll::Ready(Some(event)) => Poll::Ready(event.into_announcement()),
+            // The queue closes only when this stream drops, so `None` cannot happen here;
+            // treating it as "nothing yet" keeps the type honest without a panic path.
+            Poll::Ready(None) | Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Waits for the next announcement.
+    pub async fn next(&mut self) -> Announcement {
+        kio::wait(|waiter| self.poll_next(waiter)).await
+    }
+}
+
+impl Drop for Announced {
+    fn drop(&mut self) {
+        let mut state = self.origin.state.lock();
+        state.listeners.retain(|listener| listener.id != self.id);
+        drop(state);
+        self.events.close();
+    }
+}
+
+impl Announcement {
+    /// The full path this announcement is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            Announcement::Active { path, .. } | Announcement::Ended { path } => path,
+        }
+    }
+}
+
+impl OriginShared {
+    /// Withdraws publication `id` at `path`, announcing the change if it was active.
+    fn unpublish(&self, path: &Path, id: u64) {
+        let mut state = self.state.lock();
+        let Some(publications) = state.broadcasts.get_mut(path) else {
+            return;
+        };
+        let Some(index) = publications.iter().position(|p| p.id == id) else {
+            return;
+        };
+        let was_active = index + 1 == publications.len();
+        let removed = publications.remove(index);
+        let now_active = publications.last().map(|p| p.broadcast.clone());
+        if now_active.is_none() {
+            state.broadcasts.remove(path);
+        }
+        if was_active {
+            state.announce(path, now_active.as_ref());
+        }
+        drop(state);
+        drop(removed);
+    }
+}
+
+impl OriginState {
+    /// The active broadcast of every path under `prefix`.
+    fn under<'a>(
+        &'a self,
+        prefix: &'a Path,
+    ) -> impl Iterator<Item = (&'a Path, &'a BroadcastSource)> + 'a {
+        // Paths under a prefix share its bytes, so they sort together from the prefix on;
+        // `has_prefix` drops the byte-wise neighbours that are not segment-wise children
+        // (`roomba` after `room`).
+        self.broadcasts
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix.as_str()),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(move |(path, _)| path.as_str().starts_with(prefix.as_str()))
+            .filter(move |(path, _)| path.has_prefix(prefix))
+            .filter_map(|(path, publications)| Some((path, &publications.last()?.broadcast)))
+    }
+
+    /// Queues an event for every listener whose prefix covers `path`.
+    fn announce(&self, path: &Path, active: Option<&BroadcastSource>) {
+        for listener in &self.listeners {
+            if path.has_prefix(&listener.prefix) {
+                let _ = listener.events.try_push(Event {
+                    path: path.clone(),
+                    active: active.cloned(),
+                });
+            }
+        }
+    }
+}
+
+impl Event {
+    fn into_announcement(self) -> Announcement {
+        match self.active {
+            Some(broadcast) => Announcement::Active {
+                path: self.path,
+                broadcast: broadcast.consume(),
+            },
+            None => Announcement::Ended { path: self.path },
+        }
+    }
+}
