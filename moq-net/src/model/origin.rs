@@ -324,3 +324,138 @@ impl Event {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Waker;
+
+    /// The queued announcements as `+path` / `-path`.
+    fn drain(announced: &mut Announced) -> Vec<String> {
+        std::iter::from_fn(|| announced.try_next())
+            .map(|announcement| match announcement {
+                Announcement::Active { path, .. } => format!("+{path}"),
+                Announcement::Ended { path } => format!("-{path}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_listener_gets_a_snapshot_then_live_changes_under_its_prefix_only() {
+        let origin = Origin::new();
+        let a = BroadcastProducer::new();
+        let other = BroadcastProducer::new();
+        let lookalike = BroadcastProducer::new();
+        origin.publish("/room//a/", &a);
+        origin.publish("lobby/x", &other);
+        origin.publish("roomba", &lookalike);
+
+        let mut room = origin.announced("room/");
+        assert_eq!(room.prefix().as_str(), "room");
+        assert_eq!(room.initial_len(), 1);
+        assert_eq!(drain(&mut room), ["+room/a"]);
+
+        let b = BroadcastProducer::new();
+        origin.publish("room/b", &b);
+        origin.publish("roomba/c", &BroadcastProducer::new()); // dropped at once
+        drop(a);
+        assert_eq!(drain(&mut room), ["+room/b", "-room/a"]);
+
+        let mut everything = origin.announced("");
+        assert_eq!(
+            drain(&mut everything),
+            ["+lobby/x", "+room/b", "+roomba"],
+            "the root covers every path, in byte order"
+        );
+        assert_eq!(origin.paths("room"), [Path::new("room/b")]);
+    }
+
+    #[test]
+    fn a_newer_publisher_replaces_and_an_older_one_takes_over_again() {
+        let origin = Origin::new();
+        let mut listener = origin.announced("");
+        let first = BroadcastProducer::new();
+        let second = BroadcastProducer::new();
+        origin.publish("p", &first);
+        origin.publish("p", &first); // the same broadcast again: nothing
+        origin.publish("p", &second);
+        let active = origin.consume_broadcast("p").unwrap();
+        assert!(active.same_broadcast(&second.consume()));
+
+        drop(second);
+        let active = origin.consume_broadcast("p").unwrap();
+        assert!(
+            active.same_broadcast(&first.consume()),
+            "fell back to the older one"
+        );
+        drop(first);
+        assert!(origin.consume_broadcast("p").is_none());
+        assert_eq!(drain(&mut listener), ["+p", "+p", "+p", "-p"]);
+    }
+
+    #[test]
+    fn dropping_an_inactive_publisher_announces_nothing() {
+        let origin = Origin::new();
+        let older = BroadcastProducer::new();
+        let newer = BroadcastProducer::new();
+        origin.publish("p", &older);
+        origin.publish("p", &newer);
+        let mut listener = origin.announced("");
+        drop(older);
+        assert_eq!(drain(&mut listener), ["+p"], "only the snapshot");
+        assert!(origin.consume_broadcast("p").is_some());
+    }
+
+    #[test]
+    fn queued_announcements_do_not_count_as_consumers() {
+        let origin = Origin::new();
+        let mut listener = origin.announced("");
+        let broadcast = BroadcastProducer::new();
+        origin.publish("p", &broadcast);
+        let waiter = Waiter::new(Waker::noop());
+        assert!(broadcast.poll_unused(&waiter).is_ready());
+        let Some(Announcement::Active {
+            broadcast: consumer,
+            ..
+        }) = listener.try_next()
+        else {
+            panic!("expected an announcement");
+        };
+        assert_eq!(broadcast.consumer_count(), 1);
+        drop(consumer);
+        assert!(broadcast.poll_unused(&waiter).is_ready());
+    }
+
+    #[test]
+    fn a_dropped_listener_is_forgotten() {
+        let origin = Origin::new();
+        let listener = origin.announced("");
+        assert_eq!(origin.shared.state.lock().listeners.len(), 1);
+        drop(listener);
+        assert!(origin.shared.state.lock().listeners.is_empty());
+        origin.publish("p", &BroadcastProducer::new());
+    }
+
+    #[test]
+    fn a_parked_listener_is_woken_from_another_thread() {
+        let origin = Origin::new();
+        let mut listener = origin.announced("chat");
+        let handle = std::thread::spawn(move || {
+            pollster::block_on(async {
+                let mut paths = Vec::new();
+                for _ in 0..4 {
+                    paths.push(listener.next().await.path().to_string());
+                }
+                paths
+            })
+        });
+        for user in ["a", "b"] {
+            let broadcast = BroadcastProducer::new();
+            origin.publish(format!("chat/{user}"), &broadcast);
+        }
+        assert_eq!(
+            handle.join().unwrap(),
+            ["chat/a", "chat/a", "chat/b", "chat/b"]
+        );
+    }
+}
