@@ -27,7 +27,7 @@ commands:
   deps       the dependency-direction check (the sans-IO core must not depend on I/O crates)
   clippy     clippy on every target with warnings denied, in the std and loom builds
   unit       cargo test for the whole workspace (unit, integration and doc tests)
-  loom       the loom models of kio (RUSTFLAGS=\"--cfg loom\")
+  loom       the loom models of kio and moq-net (RUSTFLAGS=\"--cfg loom\")
   doc        cargo doc with warnings denied
   bench      the benchmarks; add --instructions for callgrind instruction counts
 ";
@@ -108,15 +108,29 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
             .run()?;
             loom_cargo(
                 &root,
-                &["clippy", "-p", "kio", "--tests", "--", "-D", "warnings"],
+                &[
+                    "clippy", "-p", "kio", "-p", "moq-net", "--tests", "--", "-D", "warnings",
+                ],
             )
             .run()
         }
         "unit" => cargo(&root, &["test", "--workspace"]).run(),
-        "loom" => loom_cargo(&root, &["test", "-p", "kio", "--release", "--test", "loom"])
-            // Each model sets its own bound if it needs a tighter one; this is the default.
-            .env("LOOM_MAX_PREEMPTIONS", "3")
-            .run(),
+        "loom" => loom_cargo(
+            &root,
+            &[
+                "test",
+                "-p",
+                "kio",
+                "-p",
+                "moq-net",
+                "--release",
+                "--test",
+                "loom",
+            ],
+        )
+        // Each model sets its own bound if it needs a tighter one; this is the default.
+        .env("LOOM_MAX_PREEMPTIONS", "3")
+        .run(),
         "doc" => cargo(&root, &["doc", "--workspace", "--no-deps"])
             .env("RUSTDOCFLAGS", "-D warnings")
             .run(),

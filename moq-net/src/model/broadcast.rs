@@ -192,7 +192,7 @@ impl BroadcastProducer {
     /// (whose existing consumers keep reading it). It is unlisted when its producer is
     /// dropped or finished.
     pub fn create_track(&self, track: Track) -> TrackProducer {
-        self.source.shared.create_track(track)
+        BroadcastShared::create_track(&self.source.shared, track, None)
     }
 
     /// A consumer of this broadcast.
@@ -282,7 +282,7 @@ impl BroadcastConsumer {
     /// Subscribes to the track `name`; see the [module documentation](self) for how it
     /// resolves.
     pub fn subscribe_track(&self, name: &str) -> PendingTrack {
-        self.shared.subscribe_track(&self.shared, name)
+        BroadcastShared::subscribe_track(&self.shared, name)
     }
 
     /// Whether the producer is gone.
@@ -376,7 +376,7 @@ impl TrackRequest {
     /// and hands it to every waiting subscriber.
     pub fn serve(mut self, mut track: Track) -> TrackProducer {
         track.name = std::mem::take(&mut self.name);
-        let producer = self.broadcast.create_track_for(track, Some(self.id));
+        let producer = BroadcastShared::create_track(&self.broadcast, track, Some(self.id));
         let source = producer.source();
         let in_use = source.hold();
         self.answer(Resolution::Served {
@@ -433,17 +433,13 @@ impl BroadcastSource {
 }
 
 impl BroadcastShared {
-    fn create_track(self: &Arc<Self>, track: Track) -> TrackProducer {
-        self.create_track_for(track, None)
-    }
-
     /// Creates and lists a track. `request` is the id of the request it answers: the slot is
     /// replaced only if it still holds that request or a live track (never a newer request).
-    fn create_track_for(self: &Arc<Self>, track: Track, request: Option<u64>) -> TrackProducer {
+    fn create_track(this: &Arc<Self>, track: Track, request: Option<u64>) -> TrackProducer {
         let name = track.name.clone();
         let mut producer = TrackProducer::new(track);
         let source = producer.source();
-        let mut state = self.state.lock();
+        let mut state = this.state.lock();
         if state.closed {
             // Nobody can subscribe any more; the track still works for whoever holds it.
             return producer;
@@ -469,7 +465,7 @@ impl BroadcastShared {
         drop(replaced);
 
         // A strong reference: the hook lives only as long as the track's producer.
-        let broadcast = self.clone();
+        let broadcast = this.clone();
         producer.on_drop(DropHook::new(move || {
             let mut state = broadcast.state.lock();
             if let Some(Slot::Live(listed)) = state.tracks.get(&name) {
@@ -483,8 +479,8 @@ impl BroadcastShared {
         producer
     }
 
-    fn subscribe_track(&self, this: &Arc<Self>, name: &str) -> PendingTrack {
-        let mut state = self.state.lock();
+    fn subscribe_track(this: &Arc<Self>, name: &str) -> PendingTrack {
+        let mut state = this.state.lock();
         if state.closed {
             return PendingTrack::done(Err(Error::NotFound));
         }
@@ -497,7 +493,7 @@ impl BroadcastShared {
             Some(Slot::Requested { resolution, .. }) => {
                 return PendingTrack::waiting(resolution.consume());
             }
-            None if !self.on_demand => return PendingTrack::done(Err(Error::NotFound)),
+            None if !this.on_demand => return PendingTrack::done(Err(Error::NotFound)),
             None => {}
         }
         let id = state.next_request;
@@ -521,7 +517,7 @@ impl BroadcastShared {
         };
         // Pushed outside the lock. If the producer dropped in between, the queue is closed,
         // the push fails, and dropping the request rejects it with NotFound.
-        drop(self.requests.try_push(request));
+        drop(this.requests.try_push(request));
         pending
     }
 }
