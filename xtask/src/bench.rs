@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::cmd::{Command, Failure, cargo};
 
 /// The benchmark binaries that speak the `--list` / `--only NAME --rounds K` protocol.
-const BENCH_TARGETS: &[(&str, &str)] = &[("kio", "kio")];
+const BENCH_TARGETS: &[(&str, &str)] = &[("kio", "kio"), ("moq-net", "fanout")];
 
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), Failure> {
     if args.iter().any(|a| a == "--instructions") {

@@ -94,6 +94,17 @@ impl FrameEntry {
         (entry, producer)
     }
 
+    /// The frame itself, if it was written whole.
+    pub(crate) fn whole_frame(&self) -> Option<Frame> {
+        match &self.body {
+            EntryBody::Whole(payload) => Some(Frame {
+                timestamp: self.timestamp,
+                payload: payload.clone(),
+            }),
+            EntryBody::Chunked(..) => None,
+        }
+    }
+
     pub(crate) fn consume(&self) -> FrameConsumer {
         let body = match &self.body {
             EntryBody::Whole(payload) => ConsumerBody::Whole(Some(payload.clone())),

@@ -202,11 +202,7 @@ impl GroupConsumer {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Next::Item(entry)) => Poll::Ready(Ok(Some(entry.consume()))),
             Poll::Ready(Next::Lagged(_)) => Poll::Ready(Err(Error::Lagged)),
-            Poll::Ready(Next::Closed) => Poll::Ready(match self.shared.status.get() {
-                Some(Ok(())) => Ok(None),
-                Some(Err(error)) => Err(error),
-                None => Err(Error::Dropped),
-            }),
+            Poll::Ready(Next::Closed) => Poll::Ready(self.end()),
         }
     }
 
@@ -223,12 +219,27 @@ impl GroupConsumer {
                 self.partial = None;
                 return Poll::Ready(Ok(Some(Frame { timestamp, payload })));
             }
-            match self.poll_next_frame(waiter) {
+            // Straight from the log: a whole frame (every chat message) is one payload clone,
+            // with no per-frame consumer in between.
+            match self.frames.poll_next(waiter) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Ok(Some(frame))) => self.partial = Some(frame),
-                Poll::Ready(Ok(None)) => return Poll::Ready(Ok(None)),
-                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Ready(Next::Item(entry)) => match entry.whole_frame() {
+                    Some(frame) => return Poll::Ready(Ok(Some(frame))),
+                    None => self.partial = Some(entry.consume()),
+                },
+                Poll::Ready(Next::Lagged(_)) => return Poll::Ready(Err(Error::Lagged)),
+                Poll::Ready(Next::Closed) => return Poll::Ready(self.end()),
             }
+        }
+    }
+
+    /// How a group whose frame log closed ended: the status is published before the log
+    /// closes, so a missing one means the producer vanished without saying.
+    fn end<T>(&self) -> Result<Option<T>, Error> {
+        match self.shared.status.get() {
+            Some(Ok(())) => Ok(None),
+            Some(Err(error)) => Err(error),
+            None => Err(Error::Dropped),
         }
     }
 
