@@ -14,6 +14,7 @@ use kio::Waiter;
 use kio::log::{LogConfig, LogReader, LogWriter, Next, Start};
 
 use super::frame::{Frame, FrameConsumer, FrameEntry, FrameProducer};
+use super::read_log;
 use super::status::Status;
 use crate::Error;
 
@@ -198,7 +199,14 @@ impl GroupConsumer {
         &mut self,
         waiter: &Waiter,
     ) -> Poll<Result<Option<FrameConsumer>, Error>> {
-        match self.frames.poll_next(waiter) {
+        self.next_frame_with(Some(waiter))
+    }
+
+    fn next_frame_with(
+        &mut self,
+        waiter: Option<&Waiter>,
+    ) -> Poll<Result<Option<FrameConsumer>, Error>> {
+        match read_log(&mut self.frames, waiter) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Next::Item(entry)) => Poll::Ready(Ok(Some(entry.consume()))),
             Poll::Ready(Next::Lagged(_)) => Poll::Ready(Err(Error::Lagged)),
@@ -209,8 +217,17 @@ impl GroupConsumer {
     /// The next whole frame; `Ok(None)` at the end of a finished group. A chunked frame is
     /// gathered into one buffer first.
     pub fn poll_read_frame(&mut self, waiter: &Waiter) -> Poll<Result<Option<Frame>, Error>> {
+        self.read_frame_with(Some(waiter))
+    }
+
+    /// `poll_read_frame`, or with no waiter a look that registers nothing (and leaves a
+    /// chunked frame to the waiting path).
+    fn read_frame_with(&mut self, waiter: Option<&Waiter>) -> Poll<Result<Option<Frame>, Error>> {
         loop {
             if let Some(partial) = self.partial.as_mut() {
+                let Some(waiter) = waiter else {
+                    return Poll::Pending;
+                };
                 let payload = match partial.poll_read_all(waiter) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(result) => result?,
@@ -221,7 +238,7 @@ impl GroupConsumer {
             }
             // Straight from the log: a whole frame (every chat message) is one payload clone,
             // with no per-frame consumer in between.
-            match self.frames.poll_next(waiter) {
+            match read_log(&mut self.frames, waiter) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Next::Item(entry)) => match entry.whole_frame() {
                     Some(frame) => return Poll::Ready(Ok(Some(frame))),
@@ -245,11 +262,18 @@ impl GroupConsumer {
 
     /// Waits for the next frame as a [`FrameConsumer`].
     pub async fn next_frame(&mut self) -> Result<Option<FrameConsumer>, Error> {
+        // A frame that is already there costs no waiter (an allocation); see `read_log`.
+        if let Poll::Ready(result) = self.next_frame_with(None) {
+            return result;
+        }
         kio::wait(|waiter| self.poll_next_frame(waiter)).await
     }
 
     /// Waits for the next whole frame.
     pub async fn read_frame(&mut self) -> Result<Option<Frame>, Error> {
+        if let Poll::Ready(result) = self.read_frame_with(None) {
+            return result;
+        }
         kio::wait(|waiter| self.poll_read_frame(waiter)).await
     }
 }
@@ -393,6 +417,31 @@ mod tests {
         short.write("a").unwrap();
         assert_eq!(short.finish(), Err(Error::WrongSize));
         assert_eq!(consumer.read_frame_now(), Err(Error::WrongSize));
+    }
+
+    #[test]
+    fn awaiting_reads_whole_frames_at_once_and_chunked_ones_as_they_complete() {
+        let mut group = GroupProducer::new(0);
+        let mut reader = group.consume();
+        group.write(1, "whole");
+        let mut chunked = group.create_frame(2, 6);
+        chunked.write("abc").unwrap();
+        let handle = std::thread::spawn(move || {
+            pollster::block_on(async {
+                let mut frames = Vec::new();
+                while let Some(frame) = reader.read_frame().await.unwrap() {
+                    frames.push((frame.timestamp, frame.payload));
+                }
+                frames
+            })
+        });
+        chunked.write("def").unwrap();
+        chunked.finish().unwrap();
+        group.finish();
+        assert_eq!(
+            handle.join().unwrap(),
+            [(1, Bytes::from("whole")), (2, Bytes::from("abcdef"))]
+        );
     }
 
     #[test]

@@ -22,6 +22,24 @@ pub use origin::{Announced, Announcement, Origin};
 pub use path::Path;
 pub use track::{Track, TrackConsumer, TrackProducer};
 
+/// Reads the next entry of a log: with a waiter, parks it when caught up; without, only looks.
+///
+/// The `async` readers try without a waiter first: `kio::wait` allocates one per future, which
+/// a subscriber woken because data arrived would otherwise pay on every frame. A loop that
+/// waits often should own a [`Waiter`](kio::Waiter) and call the `poll_*` methods instead, as
+/// the session machines do.
+fn read_log<'a, T>(
+    log: &'a mut kio::log::LogReader<T>,
+    waiter: Option<&kio::Waiter>,
+) -> std::task::Poll<kio::log::Next<&'a T>> {
+    match waiter {
+        Some(waiter) => log.poll_next(waiter),
+        None => log
+            .try_next()
+            .map_or(std::task::Poll::Pending, std::task::Poll::Ready),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

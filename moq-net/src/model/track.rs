@@ -25,6 +25,7 @@ use kio::log::{LogConfig, LogHandle, LogReader, LogWriter, Next, Start};
 
 use super::group::{GroupConsumer, GroupProducer};
 use super::hook::DropHook;
+use super::read_log;
 use super::status::Status;
 use crate::Error;
 
@@ -307,8 +308,15 @@ impl TrackConsumer {
         &mut self,
         waiter: &Waiter,
     ) -> Poll<Result<Option<GroupConsumer>, Error>> {
+        self.next_group_with(Some(waiter))
+    }
+
+    fn next_group_with(
+        &mut self,
+        waiter: Option<&Waiter>,
+    ) -> Poll<Result<Option<GroupConsumer>, Error>> {
         loop {
-            let group = match self.groups.poll_next(waiter) {
+            let group = match read_log(&mut self.groups, waiter) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Next::Item(group)) => group,
                 Poll::Ready(Next::Lagged(skipped)) => {
@@ -336,6 +344,10 @@ impl TrackConsumer {
 
     /// Waits for the next group.
     pub async fn next_group(&mut self) -> Result<Option<GroupConsumer>, Error> {
+        // A group that is already there costs no waiter (an allocation); see `read_log`.
+        if let Poll::Ready(result) = self.next_group_with(None) {
+            return result;
+        }
         kio::wait(|waiter| self.poll_next_group(waiter)).await
     }
 }

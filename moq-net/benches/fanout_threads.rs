@@ -1,0 +1,358 @@
+//! The multi-threaded fanout reproducer (DESIGN.md, "Fanout lock contention").
+//!
+//! 64 subscriber tasks read one chat-shaped track (100-byte frames, one per group) on tokio's
+//! work-stealing pool with a worker per core, while a publisher task writes it. A relay whose
+//! subscribers share a lock on every read shows *bimodal* CPU here: rounds where the tasks
+//! spread over the workers cost 2–3× the rounds where they happen to bunch up. The model's
+//! reads take no shared lock, so the CPU time per delivered frame should be the same every
+//! round.
+//!
+//! Each round builds a fresh runtime (so task placement is redrawn), publishes `--groups`
+//! groups, and reads the process's CPU time (user + system, `getrusage`) around the run.
+//! Four configurations alternate in every round, so that they share the machine's noise:
+//!
+//! - the model on every core (the figure the issue asks for), and on one worker: the
+//!   single-worker rounds cannot contend, so their spread is the machine's own noise floor,
+//!   and the ratio between the two is the cost of moving tasks and cache lines between cores;
+//! - a **locked track**, the design the lesson warns about (a `Mutex` around the track's
+//!   groups, taken by every subscriber on every read, wakers called after the unlock), on
+//!   every core and on one worker: what the same workload costs when reads share a lock.
+//!
+//! ```text
+//! cargo bench -p moq-net --bench fanout_threads [-- --rounds 7 --groups 20000 --subscribers 64]
+//! ```
+#![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use std::future::poll_fn;
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
+
+use bytes::Bytes;
+use kio::Waiter;
+use moq_net::model::{Track, TrackProducer};
+use nix::sys::resource::{UsageWho, getrusage};
+use nix::sys::time::TimeValLike;
+
+/// What one round measured.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    cpu: Duration,
+    delivered: u64,
+    lagged: u64,
+    voluntary_switches: i64,
+    involuntary_switches: i64,
+}
+
+impl Sample {
+    fn cpu_ns_per_frame(&self) -> f64 {
+        self.cpu.as_nanos() as f64 / self.delivered.max(1) as f64
+    }
+}
+
+struct Options {
+    rounds: usize,
+    groups: u64,
+    subscribers: usize,
+    workers: usize,
+}
+
+/// Which track implementation a round runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Model {
+    /// `moq_net::model`: lock-free reads over `kio::log`.
+    Model,
+    /// A track-wide `Mutex` taken on every read.
+    Locked,
+}
+
+fn main() {
+    let options = Options::parse();
+    println!(
+        "{} subscribers, {} groups of one 100-byte frame per round, {} workers vs 1",
+        options.subscribers, options.groups, options.workers
+    );
+    println!(
+        "{:>5} {:>7} {:>8} {:>14} {:>12} {:>10} {:>10} {:>10}",
+        "round", "track", "workers", "cpu ns/frame", "delivered", "lagged", "vol cs", "invol cs"
+    );
+    let configurations = [
+        (Model::Model, options.workers),
+        (Model::Model, 1),
+        (Model::Locked, options.workers),
+        (Model::Locked, 1),
+    ];
+    let mut results: Vec<Vec<f64>> = vec![Vec::new(); configurations.len()];
+    for round_number in 1..=options.rounds {
+        for (&(model, workers), results) in configurations.iter().zip(&mut results) {
+            let sample = round(model, workers, options.subscribers, options.groups);
+            println!(
+                "{:>5} {:>7} {:>8} {:>14.1} {:>12} {:>10} {:>10} {:>10}",
+                round_number,
+                model.name(),
+                workers,
+                sample.cpu_ns_per_frame(),
+                sample.delivered,
+                sample.lagged,
+                sample.voluntary_switches,
+                sample.involuntary_switches
+            );
+            results.push(sample.cpu_ns_per_frame());
+        }
+    }
+    println!();
+    let mut medians = Vec::new();
+    for (&(model, workers), results) in configurations.iter().zip(&results) {
+        let (median, spread) = summary(results);
+        medians.push(median);
+        println!(
+            "{:>7} on {workers} worker(s): median {median:>7.1} ns/frame, max/min spread {spread:.3}x",
+            model.name()
+        );
+    }
+    println!(
+        "every core vs one worker: model {:.2}x, locked {:.2}x; locked vs model on every core: {:.2}x",
+        medians[0] / medians[1],
+        medians[2] / medians[3],
+        medians[2] / medians[0]
+    );
+}
+
+impl Model {
+    fn name(self) -> &'static str {
+        match self {
+            Model::Model => "model",
+            Model::Locked => "locked",
+        }
+    }
+}
+
+/// One round on a fresh runtime with `workers` threads.
+fn round(model: Model, workers: usize, subscribers: usize, groups: u64) -> Sample {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .build()
+        .expect("a tokio runtime");
+    match model {
+        Model::Model => model_round(&runtime, subscribers, groups),
+        Model::Locked => locked_round(&runtime, subscribers, groups),
+    }
+}
+
+fn model_round(runtime: &tokio::runtime::Runtime, subscribers: usize, groups: u64) -> Sample {
+    let mut track = TrackProducer::new(Track::new("chat"));
+    let readers: Vec<_> = (0..subscribers)
+        .map(|_| {
+            let mut consumer = track.consume();
+            runtime.spawn(async move {
+                // One waiter per task, as a session machine owns one: no allocation per wait.
+                let mut waiter: Option<Waiter> = None;
+                let mut delivered = 0u64;
+                loop {
+                    let group = poll_fn(|cx| {
+                        consumer.poll_next_group(task_waiter(&mut waiter, cx.waker()))
+                    })
+                    .await;
+                    let Some(mut group) = group.expect("a clean track") else {
+                        break;
+                    };
+                    loop {
+                        let frame = poll_fn(|cx| {
+                            group.poll_read_frame(task_waiter(&mut waiter, cx.waker()))
+                        })
+                        .await;
+                        match frame.expect("a clean group") {
+                            Some(frame) => {
+                                black_box(frame);
+                                delivered += 1;
+                            }
+                            None => break,
+                        }
+                    }
+                }
+                (delivered, consumer.lagged())
+            })
+        })
+        .collect();
+
+    let before = resource_usage();
+    let payload = Bytes::from(vec![b'x'; 100]);
+    let publisher = runtime.spawn(async move {
+        for timestamp in 0..groups {
+            let mut group = track.append_group();
+            group.write(timestamp, payload.clone());
+            group.finish();
+            // Let the woken subscribers run, as a session task between received messages.
+            tokio::task::yield_now().await;
+        }
+        track.finish();
+    });
+    finish(runtime, before, publisher, readers)
+}
+
+/// The task's waiter, pointed at the current waker.
+fn task_waiter<'a>(waiter: &'a mut Option<Waiter>, waker: &Waker) -> &'a Waiter {
+    match waiter {
+        Some(waiter) => {
+            waiter.set_waker(waker);
+            waiter
+        }
+        None => waiter.insert(Waiter::new(waker)),
+    }
+}
+
+/// Waits for the publisher and the readers and measures the round.
+fn finish(
+    runtime: &tokio::runtime::Runtime,
+    before: Sample,
+    publisher: tokio::task::JoinHandle<()>,
+    readers: Vec<tokio::task::JoinHandle<(u64, u64)>>,
+) -> Sample {
+    let (delivered, lagged) = runtime.block_on(async {
+        publisher.await.expect("the publisher");
+        let mut totals = (0, 0);
+        for reader in readers {
+            let (delivered, lagged) = reader.await.expect("a subscriber");
+            totals.0 += delivered;
+            totals.1 += lagged;
+        }
+        totals
+    });
+    let after = resource_usage();
+    Sample {
+        cpu: after.cpu.saturating_sub(before.cpu),
+        delivered,
+        lagged,
+        voluntary_switches: after.voluntary_switches - before.voluntary_switches,
+        involuntary_switches: after.involuntary_switches - before.involuntary_switches,
+    }
+}
+
+/// The same workload through a track that every subscriber locks on every read.
+fn locked_round(runtime: &tokio::runtime::Runtime, subscribers: usize, groups: u64) -> Sample {
+    let track = Arc::new(LockedTrack::default());
+    let readers: Vec<_> = (0..subscribers)
+        .map(|_| {
+            let track = track.clone();
+            runtime.spawn(async move {
+                let mut next = 0usize;
+                let mut delivered = 0u64;
+                while let Some(frames) = poll_fn(|cx| track.poll_group(next, cx.waker())).await {
+                    for frame in frames.iter() {
+                        black_box(frame.clone());
+                        delivered += 1;
+                    }
+                    next += 1;
+                }
+                (delivered, 0)
+            })
+        })
+        .collect();
+
+    let before = resource_usage();
+    let payload = Bytes::from(vec![b'x'; 100]);
+    let publisher = {
+        let track = track.clone();
+        runtime.spawn(async move {
+            for _ in 0..groups {
+                track.append(Arc::new(vec![payload.clone()]));
+                tokio::task::yield_now().await;
+            }
+            track.finish();
+        })
+    };
+    finish(runtime, before, publisher, readers)
+}
+
+/// A track behind one lock: the design DESIGN.md's "Fanout lock contention" measured.
+#[derive(Default)]
+struct LockedTrack {
+    state: Mutex<LockedState>,
+}
+
+#[derive(Default)]
+struct LockedState {
+    groups: Vec<Arc<Vec<Bytes>>>,
+    finished: bool,
+    wakers: Vec<Waker>,
+}
+
+impl LockedTrack {
+    fn append(&self, group: Arc<Vec<Bytes>>) {
+        let mut state = self.state.lock().expect("unpoisoned");
+        state.groups.push(group);
+        let wakers = std::mem::take(&mut state.wakers);
+        drop(state);
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    fn finish(&self) {
+        let mut state = self.state.lock().expect("unpoisoned");
+        state.finished = true;
+        let wakers = std::mem::take(&mut state.wakers);
+        drop(state);
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    fn poll_group(&self, index: usize, waker: &Waker) -> Poll<Option<Arc<Vec<Bytes>>>> {
+        let mut state = self.state.lock().expect("unpoisoned");
+        if let Some(group) = state.groups.get(index) {
+            return Poll::Ready(Some(group.clone()));
+        }
+        if state.finished {
+            return Poll::Ready(None);
+        }
+        state.wakers.push(waker.clone());
+        Poll::Pending
+    }
+}
+
+/// The process's CPU time and context switches so far.
+fn resource_usage() -> Sample {
+    let usage = getrusage(UsageWho::RUSAGE_SELF).expect("getrusage(RUSAGE_SELF)");
+    let micros = usage.user_time().num_microseconds() + usage.system_time().num_microseconds();
+    Sample {
+        cpu: Duration::from_micros(micros.max(0) as u64),
+        delivered: 0,
+        lagged: 0,
+        voluntary_switches: usage.voluntary_context_switches(),
+        involuntary_switches: usage.involuntary_context_switches(),
+    }
+}
+
+/// The median and the max/min spread of per-round figures.
+fn summary(values: &[f64]) -> (f64, f64) {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    let spread = sorted[sorted.len() - 1] / sorted[0];
+    (median, spread)
+}
+
+impl Options {
+    fn parse() -> Self {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let value = |flag: &str, default: u64| -> u64 {
+            args.iter()
+                .position(|arg| arg == flag)
+                .and_then(|i| args.get(i + 1))
+                .map(|text| {
+                    text.parse().unwrap_or_else(|_| {
+                        eprintln!("{flag} takes a positive number, not {text:?}");
+                        std::process::exit(2);
+                    })
+                })
+                .unwrap_or(default)
+                .max(1)
+        };
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
+        Self {
+            rounds: value("--rounds", 7) as usize,
+            groups: value("--groups", 20_000),
+            subscribers: value("--subscribers", 64) as usize,
+            workers: value("--workers", cores) as usize,
+        }
+    }
+}
