@@ -5,6 +5,67 @@
 //! touches no transport and reads no clock. Published data is stored in [`kio::log`]s, so a
 //! subscriber reading a frame that is already there takes no lock and does not contend with
 //! the publisher or with other subscribers.
+//!
+//! | type | what it is |
+//! |---|---|
+//! | [`Origin`] | broadcasts by [`Path`]; discovery by prefix through [`Announced`] |
+//! | [`BroadcastProducer`] / [`BroadcastConsumer`] | a named collection of tracks, created up front or on demand ([`TrackRequest`]) |
+//! | [`TrackProducer`] / [`TrackConsumer`] | a sequence of groups with a cache for late joiners |
+//! | [`GroupProducer`] / [`GroupConsumer`] | an append-only sequence of frames (one QUIC stream) |
+//! | [`Frame`], [`FrameProducer`] / [`FrameConsumer`] | a timestamped payload, whole or in chunks |
+//!
+//! Every producer ends in one of three ways that its consumers tell apart: finished (`Ok(None)`
+//! after the last item), aborted with an [`Error`](crate::Error), or dropped
+//! ([`Error::Dropped`](crate::Error::Dropped)). Nothing a consumer does blocks a producer.
+//!
+//! # A tour: publish, discover, subscribe, join late
+//!
+//! ```
+//! use moq_net::model::{Announcement, BroadcastProducer, Origin, Track};
+//!
+//! # pollster::block_on(async {
+//! // The publisher: a broadcast with one track, published at a path.
+//! let origin = Origin::new();
+//! let broadcast = BroadcastProducer::new();
+//! let mut chat = broadcast.create_track(Track::new("chat"));
+//! origin.publish("rooms/lobby/alice", &broadcast);
+//!
+//! // A subscriber discovers it by prefix...
+//! let mut rooms = origin.announced("rooms/lobby");
+//! let Announcement::Active { path, broadcast: alice } = rooms.next().await else {
+//!     unreachable!("alice is live");
+//! };
+//! assert_eq!(path.as_str(), "rooms/lobby/alice");
+//!
+//! // ...subscribes to her chat track, and receives what she writes next.
+//! let mut messages = alice.subscribe_track("chat").await?;
+//! let mut group = chat.append_group();
+//! group.write(1_000, "hi all");
+//! group.finish();
+//! let mut received = messages.next_group().await?.expect("a group");
+//! assert_eq!(received.read_frame().await?.expect("a frame").payload, "hi all");
+//!
+//! // A late joiner starts at the latest group and still reads it from its first frame.
+//! let mut group = chat.append_group();
+//! group.write(2_000, "part 1");
+//! let mut late = alice.subscribe_track("chat").await?;
+//! group.write(2_001, "part 2");
+//! group.finish();
+//! let mut joined = late.next_group().await?.expect("the latest group");
+//! assert_eq!(joined.sequence(), 1);
+//! assert_eq!(joined.read_frame().await?.expect("a frame").payload, "part 1");
+//! assert_eq!(joined.read_frame().await?.expect("a frame").payload, "part 2");
+//!
+//! // When the publisher goes away, subscribers hear about it: the broadcast is unannounced,
+//! // and a track dropped without `finish` ends with `Dropped` after its cached groups.
+//! drop(chat);
+//! drop(broadcast);
+//! assert!(matches!(rooms.next().await, Announcement::Ended { .. }));
+//! assert_eq!(messages.next_group().await?.map(|g| g.sequence()), Some(1));
+//! assert_eq!(messages.next_group().await.err(), Some(moq_net::Error::Dropped));
+//! # Ok::<(), moq_net::Error>(())
+//! # }).unwrap();
+//! ```
 
 mod broadcast;
 mod frame;
