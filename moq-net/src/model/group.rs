@@ -14,8 +14,8 @@ use kio::Waiter;
 use kio::log::{LogConfig, LogReader, LogWriter, Next, Start};
 
 use super::frame::{Frame, FrameConsumer, FrameEntry, FrameProducer};
-use super::read_log;
 use super::status::Status;
+use super::{Look, Park};
 use crate::Error;
 
 /// Writes one group. Finish it with [`finish`](Self::finish) or [`abort`](Self::abort);
@@ -199,14 +199,14 @@ impl GroupConsumer {
         &mut self,
         waiter: &Waiter,
     ) -> Poll<Result<Option<FrameConsumer>, Error>> {
-        self.next_frame_with(Some(waiter))
+        self.next_frame_with(waiter)
     }
 
-    fn next_frame_with(
+    fn next_frame_with<'w>(
         &mut self,
-        waiter: Option<&Waiter>,
+        park: impl Park<'w>,
     ) -> Poll<Result<Option<FrameConsumer>, Error>> {
-        match read_log(&mut self.frames, waiter) {
+        match park.read(&mut self.frames) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Next::Item(entry)) => Poll::Ready(Ok(Some(entry.consume()))),
             Poll::Ready(Next::Lagged(_)) => Poll::Ready(Err(Error::Lagged)),
@@ -217,15 +217,15 @@ impl GroupConsumer {
     /// The next whole frame; `Ok(None)` at the end of a finished group. A chunked frame is
     /// gathered into one buffer first.
     pub fn poll_read_frame(&mut self, waiter: &Waiter) -> Poll<Result<Option<Frame>, Error>> {
-        self.read_frame_with(Some(waiter))
+        self.read_frame_with(waiter)
     }
 
-    /// `poll_read_frame`, or with no waiter a look that registers nothing (and leaves a
+    /// `poll_read_frame`, or with [`Look`] a look that registers nothing (and leaves a
     /// chunked frame to the waiting path).
-    fn read_frame_with(&mut self, waiter: Option<&Waiter>) -> Poll<Result<Option<Frame>, Error>> {
+    fn read_frame_with<'w>(&mut self, park: impl Park<'w>) -> Poll<Result<Option<Frame>, Error>> {
         loop {
             if let Some(partial) = self.partial.as_mut() {
-                let Some(waiter) = waiter else {
+                let Some(waiter) = park.waiter() else {
                     return Poll::Pending;
                 };
                 let payload = match partial.poll_read_all(waiter) {
@@ -238,7 +238,7 @@ impl GroupConsumer {
             }
             // Straight from the log: a whole frame (every chat message) is one payload clone,
             // with no per-frame consumer in between.
-            match read_log(&mut self.frames, waiter) {
+            match park.read(&mut self.frames) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Next::Item(entry)) => match entry.whole_frame() {
                     Some(frame) => return Poll::Ready(Ok(Some(frame))),
@@ -262,8 +262,8 @@ impl GroupConsumer {
 
     /// Waits for the next frame as a [`FrameConsumer`].
     pub async fn next_frame(&mut self) -> Result<Option<FrameConsumer>, Error> {
-        // A frame that is already there costs no waiter (an allocation); see `read_log`.
-        if let Poll::Ready(result) = self.next_frame_with(None) {
+        // A frame that is already there costs no waiter (an allocation); see `Park`.
+        if let Poll::Ready(result) = self.next_frame_with(Look) {
             return result;
         }
         kio::wait(|waiter| self.poll_next_frame(waiter)).await
@@ -271,7 +271,7 @@ impl GroupConsumer {
 
     /// Waits for the next whole frame.
     pub async fn read_frame(&mut self) -> Result<Option<Frame>, Error> {
-        if let Poll::Ready(result) = self.read_frame_with(None) {
+        if let Poll::Ready(result) = self.read_frame_with(Look) {
             return result;
         }
         kio::wait(|waiter| self.poll_read_frame(waiter)).await

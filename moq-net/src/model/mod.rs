@@ -83,21 +83,48 @@ pub use origin::{Announced, Announcement, Origin};
 pub use path::Path;
 pub use track::{Track, TrackConsumer, TrackProducer};
 
-/// Reads the next entry of a log: with a waiter, parks it when caught up; without, only looks.
+/// What a read that finds nothing does: park a waiter (`&Waiter`, the `poll_*` methods) or
+/// only look ([`Look`]).
 ///
-/// The `async` readers try without a waiter first: `kio::wait` allocates one per future, which
-/// a subscriber woken because data arrived would otherwise pay on every frame. A loop that
-/// waits often should own a [`Waiter`](kio::Waiter) and call the `poll_*` methods instead, as
-/// the session machines do.
-fn read_log<'a, T>(
-    log: &'a mut kio::log::LogReader<T>,
-    waiter: Option<&kio::Waiter>,
-) -> std::task::Poll<kio::log::Next<&'a T>> {
-    match waiter {
-        Some(waiter) => log.poll_next(waiter),
-        None => log
-            .try_next()
-            .map_or(std::task::Poll::Pending, std::task::Poll::Ready),
+/// The `async` readers look first: `kio::wait` allocates a waiter per future, which a
+/// subscriber woken because data arrived would otherwise pay on every frame. The two
+/// behaviors are two monomorphized copies of each reader, so neither pays for the other. A
+/// loop that waits often should own a [`Waiter`](kio::Waiter) and call the `poll_*` methods,
+/// as the session machines do.
+trait Park<'w>: Copy {
+    /// Reads the next entry of `log`.
+    fn read<T>(self, log: &mut kio::log::LogReader<T>) -> std::task::Poll<kio::log::Next<&T>>;
+
+    /// The waiter to park, if this read parks.
+    fn waiter(self) -> Option<&'w kio::Waiter>;
+}
+
+impl<'w> Park<'w> for &'w kio::Waiter {
+    #[inline]
+    fn read<T>(self, log: &mut kio::log::LogReader<T>) -> std::task::Poll<kio::log::Next<&T>> {
+        log.poll_next(self)
+    }
+
+    #[inline]
+    fn waiter(self) -> Option<&'w kio::Waiter> {
+        Some(self)
+    }
+}
+
+/// A read that only looks: `Pending` means "nothing yet", and nothing was registered.
+#[derive(Debug, Clone, Copy)]
+struct Look;
+
+impl<'w> Park<'w> for Look {
+    #[inline]
+    fn read<T>(self, log: &mut kio::log::LogReader<T>) -> std::task::Poll<kio::log::Next<&T>> {
+        log.try_next()
+            .map_or(std::task::Poll::Pending, std::task::Poll::Ready)
+    }
+
+    #[inline]
+    fn waiter(self) -> Option<&'w kio::Waiter> {
+        None
     }
 }
 

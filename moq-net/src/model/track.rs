@@ -25,8 +25,8 @@ use kio::log::{LogConfig, LogHandle, LogReader, LogWriter, Next, Start};
 
 use super::group::{GroupConsumer, GroupProducer};
 use super::hook::DropHook;
-use super::read_log;
 use super::status::Status;
+use super::{Look, Park};
 use crate::Error;
 
 /// A track's name and delivery properties (spec: moq-lite-05, TRACK_INFO).
@@ -308,15 +308,15 @@ impl TrackConsumer {
         &mut self,
         waiter: &Waiter,
     ) -> Poll<Result<Option<GroupConsumer>, Error>> {
-        self.next_group_with(Some(waiter))
+        self.next_group_with(waiter)
     }
 
-    fn next_group_with(
+    fn next_group_with<'w>(
         &mut self,
-        waiter: Option<&Waiter>,
+        park: impl Park<'w>,
     ) -> Poll<Result<Option<GroupConsumer>, Error>> {
         loop {
-            let group = match read_log(&mut self.groups, waiter) {
+            let group = match park.read(&mut self.groups) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Next::Item(group)) => group,
                 Poll::Ready(Next::Lagged(skipped)) => {
@@ -344,8 +344,8 @@ impl TrackConsumer {
 
     /// Waits for the next group.
     pub async fn next_group(&mut self) -> Result<Option<GroupConsumer>, Error> {
-        // A group that is already there costs no waiter (an allocation); see `read_log`.
-        if let Poll::Ready(result) = self.next_group_with(None) {
+        // A group that is already there costs no waiter (an allocation); see `Park`.
+        if let Poll::Ready(result) = self.next_group_with(Look) {
             return result;
         }
         kio::wait(|waiter| self.poll_next_group(waiter)).await
