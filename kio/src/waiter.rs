@@ -178,7 +178,11 @@ impl WaiterList {
             slot: slot.clone(),
             generation,
         });
-        self.registered.store(state.entries.len(), Ordering::SeqCst);
+        // Relaxed is enough: the SeqCst fence below orders this store before the caller's
+        // re-check, against the fence in `wake_all` (C++20 fence-fence synchronization). A
+        // SeqCst store here would be a second full barrier per registration.
+        self.registered
+            .store(state.entries.len(), Ordering::Relaxed);
         drop(state);
         slot_state.memo.push(token);
         drop(slot_state);
