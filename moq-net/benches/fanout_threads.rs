@@ -64,9 +64,9 @@ struct Options {
     workers: usize,
 }
 
-/// Which track implementation a round runs.
+/// Which track design a round runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Model {
+enum Design {
     /// `moq_net::model`: lock-free reads over `kio::log`.
     Model,
     /// A track-wide `Mutex` taken on every read.
@@ -88,21 +88,21 @@ fn main() {
         "round", "track", "workers", "cpu ns/frame", "delivered", "lagged", "vol cs", "invol cs"
     );
     let configurations = [
-        (Model::Model, options.workers),
-        (Model::Model, 1),
-        (Model::Locked, options.workers),
-        (Model::Locked, 1),
-        (Model::Queues, options.workers),
-        (Model::Queues, 1),
+        (Design::Model, options.workers),
+        (Design::Model, 1),
+        (Design::Locked, options.workers),
+        (Design::Locked, 1),
+        (Design::Queues, options.workers),
+        (Design::Queues, 1),
     ];
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); configurations.len()];
     for round_number in 1..=options.rounds {
-        for (&(model, workers), results) in configurations.iter().zip(&mut results) {
-            let sample = round(model, workers, options.subscribers, options.groups);
+        for (&(design, workers), results) in configurations.iter().zip(&mut results) {
+            let sample = round(design, workers, options.subscribers, options.groups);
             println!(
                 "{:>5} {:>7} {:>8} {:>14.1} {:>12} {:>10} {:>10} {:>10}",
                 round_number,
-                model.name(),
+                design.name(),
                 workers,
                 sample.cpu_ns_per_frame(),
                 sample.delivered,
@@ -115,12 +115,12 @@ fn main() {
     }
     println!();
     let mut medians = Vec::new();
-    for (&(model, workers), results) in configurations.iter().zip(&results) {
+    for (&(design, workers), results) in configurations.iter().zip(&results) {
         let (median, spread) = summary(results);
         medians.push(median);
         println!(
             "{:>7} on {workers} worker(s): median {median:>7.1} ns/frame, max/min spread {spread:.3}x",
-            model.name()
+            design.name()
         );
     }
     // Paired ratios: each round's every-core figure over the single-worker figure measured
@@ -145,26 +145,26 @@ fn main() {
     );
 }
 
-impl Model {
+impl Design {
     fn name(self) -> &'static str {
         match self {
-            Model::Model => "model",
-            Model::Locked => "locked",
-            Model::Queues => "queues",
+            Design::Model => "model",
+            Design::Locked => "locked",
+            Design::Queues => "queues",
         }
     }
 }
 
 /// One round on a fresh runtime with `workers` threads.
-fn round(model: Model, workers: usize, subscribers: usize, groups: u64) -> Sample {
+fn round(design: Design, workers: usize, subscribers: usize, groups: u64) -> Sample {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .build()
         .expect("a tokio runtime");
-    match model {
-        Model::Model => model_round(&runtime, subscribers, groups),
-        Model::Locked => locked_round(&runtime, subscribers, groups),
-        Model::Queues => queues_round(&runtime, subscribers, groups),
+    match design {
+        Design::Model => model_round(&runtime, subscribers, groups),
+        Design::Locked => locked_round(&runtime, subscribers, groups),
+        Design::Queues => queues_round(&runtime, subscribers, groups),
     }
 }
 
