@@ -15,9 +15,10 @@
 //! assert_eq!(names.lock().len(), 1);
 //! ```
 //!
-//! loom has no `Weak`, so [`weak`] provides the `Arc`/`Weak` pair that links log chunks: std's
-//! normally, and under loom a small model whose strong count is a loom atomic, so that loom
-//! sees the synchronization between a reader's last access and the drop of the value.
+//! loom has no `Weak`, so a private `weak` module provides the `Arc`/`Weak` pair that links
+//! log chunks: std's normally, and under loom a small model whose strong count is a loom
+//! atomic, so that loom sees the synchronization between a reader's last access and the drop
+//! of the value.
 
 #[cfg(loom)]
 pub use loom::sync::Arc;

@@ -279,8 +279,14 @@ impl Drop for BroadcastProducer {
 }
 
 impl BroadcastConsumer {
-    /// Subscribes to the track `name`; see the [module documentation](self) for how it
-    /// resolves.
+    /// Subscribes to the track `name`. The [`PendingTrack`] resolves:
+    ///
+    /// - at once, if the track is live;
+    /// - with [`Error::NotFound`], if it is not and the broadcast was made with
+    ///   [`BroadcastProducer::new`], or once the producer is gone;
+    /// - when the producer answers the [`TrackRequest`], if the broadcast was made with
+    ///   [`BroadcastProducer::on_demand`]. Subscribers asking for the same track before the
+    ///   answer share one request.
     pub fn subscribe_track(&self, name: &str) -> PendingTrack {
         BroadcastShared::subscribe_track(&self.shared, name)
     }
