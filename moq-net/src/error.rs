@@ -2,7 +2,9 @@
 //!
 //! The same codes reset streams and close sessions (spec: moq-lite-05, "Error codes"). The
 //! model uses the subset that describes data going away (`Dropped`, `Closed`, `Lagged`, …);
-//! the protocol layer adds its decode and protocol errors to this enum.
+//! the protocol layer uses the rest. The codec's detailed
+//! [`DecodeError`](crate::coding::DecodeError) maps to [`Error::Decode`] (or to the more
+//! specific code the spec names, such as `BoundsExceeded`).
 
 /// An error of the MoQ layer. Each variant has exactly one wire code ([`Error::to_code`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
@@ -50,6 +52,45 @@ pub enum Error {
     /// Dropped from a cache to make room (code 31).
     #[error("evicted")]
     Evicted,
+    /// The peer requires an extension this side does not speak (code 1).
+    #[error("a required extension is missing")]
+    RequiredExtension,
+    /// The QUIC or WebTransport connection failed (code 4).
+    #[error("transport error")]
+    Transport,
+    /// The peer sent bytes that do not decode (code 5).
+    #[error("malformed message")]
+    Decode,
+    /// No version both sides speak (code 9).
+    #[error("no common version")]
+    Version,
+    /// A stream of a type this side does not accept here (code 10).
+    #[error("unexpected stream")]
+    UnexpectedStream,
+    /// The peer broke a rule of the protocol (code 15).
+    #[error("protocol violation")]
+    ProtocolViolation,
+    /// A message that is not valid at this point of the stream (code 16).
+    #[error("unexpected message")]
+    UnexpectedMessage,
+    /// A message could not be encoded, such as a field over its limit (code 18).
+    #[error("could not encode a message")]
+    Encode,
+    /// A SETUP with more parameters than allowed (code 19).
+    #[error("too many parameters")]
+    TooManyParameters,
+    /// The peer asked for something its role does not allow (code 20).
+    #[error("invalid role")]
+    InvalidRole,
+    /// The negotiated protocol is not one this side speaks (code 21).
+    #[error("unknown ALPN")]
+    UnknownAlpn,
+    /// Frame timestamps that do not fit the track (code 29).
+    #[error("timestamp mismatch")]
+    TimestampMismatch,
+    /// No route to the requested broadcast without a loop (code 30).
+    #[error("unroutable")]
+    Unroutable,
     /// An application-defined error; on the wire `64 + code`.
     #[error("application error {0}")]
     App(u16),
@@ -76,6 +117,19 @@ impl Error {
             Self::Lagged => 26,
             Self::FrameTooLarge => 27,
             Self::Evicted => 31,
+            Self::RequiredExtension => 1,
+            Self::Transport => 4,
+            Self::Decode => 5,
+            Self::Version => 9,
+            Self::UnexpectedStream => 10,
+            Self::ProtocolViolation => 15,
+            Self::UnexpectedMessage => 16,
+            Self::Encode => 18,
+            Self::TooManyParameters => 19,
+            Self::InvalidRole => 20,
+            Self::UnknownAlpn => 21,
+            Self::TimestampMismatch => 29,
+            Self::Unroutable => 30,
             Self::App(code) => 64 + u64::from(code),
             Self::Remote(code) => code,
         }
@@ -99,6 +153,19 @@ impl Error {
             26 => Self::Lagged,
             27 => Self::FrameTooLarge,
             31 => Self::Evicted,
+            1 => Self::RequiredExtension,
+            4 => Self::Transport,
+            5 => Self::Decode,
+            9 => Self::Version,
+            10 => Self::UnexpectedStream,
+            15 => Self::ProtocolViolation,
+            16 => Self::UnexpectedMessage,
+            18 => Self::Encode,
+            19 => Self::TooManyParameters,
+            20 => Self::InvalidRole,
+            21 => Self::UnknownAlpn,
+            29 => Self::TimestampMismatch,
+            30 => Self::Unroutable,
             64..=0x1003F => Self::App((code - 64) as u16),
             other => Self::Remote(other),
         }
@@ -122,6 +189,10 @@ mod tests {
         assert_eq!(Error::Dropped.to_code(), 24);
         assert_eq!(Error::Lagged.to_code(), 26);
         assert_eq!(Error::Evicted.to_code(), 31);
+        assert_eq!(Error::Decode.to_code(), 5);
+        assert_eq!(Error::ProtocolViolation.to_code(), 15);
+        assert_eq!(Error::Unroutable.to_code(), 30);
+        assert_eq!(Error::from_code(28), Error::Remote(28), "28 is reserved");
         assert_eq!(Error::App(1).to_code(), 65);
         assert_eq!(Error::from_code(65), Error::App(1));
         assert_eq!(Error::from_code(1000), Error::App(936));

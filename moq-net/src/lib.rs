@@ -11,6 +11,7 @@
 
 mod error;
 
+pub mod coding;
 pub mod model;
 
 pub use error::Error;
