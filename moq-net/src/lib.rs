@@ -13,5 +13,8 @@ mod error;
 
 pub mod coding;
 pub mod model;
+pub mod runtime;
+pub mod session;
+pub mod transport;
 
 pub use error::Error;

@@ -286,6 +286,18 @@ impl TrackSource {
 }
 
 impl TrackConsumer {
+    /// Another consumer of the same track, starting at group `sequence` (or the oldest
+    /// cached group after it): what a subscription with an explicit start uses.
+    pub fn consume_from(&self, sequence: u64) -> TrackConsumer {
+        TrackConsumer {
+            groups: self.groups.reader(Start::Oldest),
+            shared: self.shared.clone(),
+            _presence: self._presence.clone(),
+            start: sequence,
+            lagged: 0,
+        }
+    }
+
     /// The track's properties.
     pub fn track(&self) -> &Track {
         &self.shared.track
@@ -455,6 +467,18 @@ mod tests {
         track.create_group(2).finish(); // older than the start: skipped
         track.create_group(10).finish();
         assert_eq!(sequences(&mut consumer), (vec![10], None));
+    }
+
+    #[test]
+    fn a_consumer_can_start_another_at_a_given_sequence() {
+        let mut track = TrackProducer::new(Track::new("t"));
+        for _ in 0..5 {
+            track.append_group().finish();
+        }
+        let latest = track.consume();
+        let mut from_two = latest.consume_from(2);
+        assert_eq!(sequences(&mut from_two), (vec![2, 3, 4], None));
+        assert_eq!(track.consumer_count(), 2);
     }
 
     #[test]

@@ -1,0 +1,411 @@
+//! The session machine: owns the transport, accepts and opens streams, and polls the
+//! sub-machine of each stream when its waiter fires.
+//!
+//! One turn of the machine ([`SessionMachine::poll`]):
+//!
+//! 1. a close requested through the [`Session`](super::Session) handle closes the transport;
+//! 2. a closed transport ends the machine, recording why;
+//! 3. streams the peer opened are accepted and given a sub-machine that reads their type
+//!    (bidi streams only once the client's SETUP arrived, on a server);
+//! 4. streams sub-machines asked for are opened ([`Open`]), as far as the transport allows;
+//! 5. every sub-machine whose waiter fired is polled with the shared [`Context`].
+//!
+//! It repeats until a turn makes no progress. A sub-machine that fails with a protocol error
+//! closes the session with that error's code.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+
+use kio::Waiter;
+
+use super::publisher::{AnnounceServe, FetchServe, GroupWrite, SubscribeServe, TrackServe};
+use super::setup::{BidiIncoming, SetupRead, SetupSend, UniIncoming};
+use super::subscriber::{
+    AnnounceDiscover, BroadcastRequests, GroupRead, SubscribeRemote, TrackQuery,
+};
+use super::tasks::TaskSet;
+use super::{SessionConfig, Shared, Side};
+use crate::Error;
+use crate::coding::{Setup, Version};
+use crate::model::{BroadcastProducer, Path, TrackProducer};
+use crate::runtime::Runtime;
+use crate::transport::{self, Session as _};
+
+/// A session's protocol machine. [`Runtime::spawn`] receives it and polls it to completion;
+/// it is `Send` exactly when the runtime's transport is.
+pub struct SessionMachine<R: Runtime> {
+    transport: R::Transport,
+    context: Context,
+    tasks: TaskSet<Task<R::Transport>>,
+    shared: Arc<Shared>,
+    /// The machine's own waiter: transport accepts, opens and close requests.
+    waiter: Option<Waiter>,
+    state_watch: kio::Consumer<super::State>,
+    done: bool,
+    _runtime: R,
+}
+
+/// What every sub-machine may read and change. The machine owns it and lends it to one
+/// sub-machine at a time.
+pub(crate) struct Context {
+    pub(crate) version: Version,
+    pub(crate) side: Side,
+    pub(crate) config: SessionConfig,
+    /// The client's SETUP arrived (a server serves nothing before).
+    pub(crate) setup_received: bool,
+    /// Streams sub-machines asked to open, in order.
+    pub(crate) opens: VecDeque<Open>,
+    /// Subscriber half: the peer's announced broadcasts, by full path.
+    pub(crate) remote: HashMap<Path, Remote>,
+    /// Tells a restarted broadcast from the one it replaced.
+    pub(crate) next_remote: u64,
+    /// Subscriber half: where each subscription's groups go, by subscribe id.
+    pub(crate) routes: HashMap<u64, TrackProducer>,
+    pub(crate) next_subscribe_id: u64,
+    /// Sub-machines started by other sub-machines (not needing a new stream).
+    pub(crate) spawned: Vec<Spawn>,
+    /// The peer sent GOAWAY: open no new streams.
+    pub(crate) goaway: bool,
+    pub(crate) peer_setup: Option<Setup>,
+}
+
+/// A broadcast the peer announced, published in the local origin while it lives here.
+pub(crate) struct Remote {
+    pub(crate) broadcast: BroadcastProducer,
+    pub(crate) generation: u64,
+}
+
+/// A stream a sub-machine wants opened, with what its own sub-machine will need.
+pub(crate) enum Open {
+    Setup,
+    Group(GroupWrite<()>),
+    AnnounceDiscover(AnnounceDiscover<(), ()>),
+    TrackQuery(TrackQuery<(), ()>),
+    Subscribe(SubscribeRemote<(), ()>),
+}
+
+/// A sub-machine that needs no stream of its own.
+pub(crate) enum Spawn {
+    BroadcastRequests(BroadcastRequests),
+}
+
+/// One sub-machine.
+pub(crate) enum Task<T: transport::Session> {
+    SetupSend(SetupSend<T::SendStream>),
+    SetupRead(SetupRead<T::RecvStream>),
+    UniIncoming(UniIncoming<T::RecvStream>),
+    BidiIncoming(BidiIncoming<T::SendStream, T::RecvStream>),
+    AnnounceServe(AnnounceServe<T::SendStream, T::RecvStream>),
+    TrackServe(TrackServe<T::SendStream, T::RecvStream>),
+    SubscribeServe(SubscribeServe<T::SendStream, T::RecvStream>),
+    FetchServe(FetchServe<T::SendStream, T::RecvStream>),
+    GroupWrite(GroupWrite<T::SendStream>),
+    AnnounceDiscover(AnnounceDiscover<T::SendStream, T::RecvStream>),
+    BroadcastRequests(BroadcastRequests),
+    TrackQuery(TrackQuery<T::SendStream, T::RecvStream>),
+    SubscribeRemote(SubscribeRemote<T::SendStream, T::RecvStream>),
+    GroupRead(GroupRead<T::RecvStream>),
+}
+
+/// What polling a sub-machine led to.
+pub(crate) enum Step<T: transport::Session> {
+    /// It finished.
+    Done,
+    /// It became another sub-machine on the same stream(s) (after reading a stream type).
+    Become(Box<Task<T>>),
+}
+
+impl<R: Runtime> SessionMachine<R> {
+    pub(crate) fn new(
+        runtime: R,
+        transport: R::Transport,
+        config: SessionConfig,
+        side: Side,
+        shared: Arc<Shared>,
+    ) -> Self {
+        let mut context = Context {
+            version: config.version,
+            side,
+            setup_received: false,
+            opens: VecDeque::new(),
+            remote: HashMap::new(),
+            next_remote: 0,
+            routes: HashMap::new(),
+            next_subscribe_id: 0,
+            spawned: Vec::new(),
+            goaway: false,
+            peer_setup: None,
+            config,
+        };
+        context.opens.push_back(Open::Setup);
+        if context.config.subscribe.is_some() {
+            let prefix = context.config.subscribe_prefix.clone();
+            context
+                .opens
+                .push_back(Open::AnnounceDiscover(AnnounceDiscover::new(prefix)));
+        }
+        let state_watch = shared.state.consume();
+        Self {
+            transport,
+            context,
+            tasks: TaskSet::new(),
+            shared,
+            waiter: None,
+            state_watch,
+            done: false,
+            _runtime: runtime,
+        }
+    }
+
+    /// Closes the transport with `error` and records it as the session's end.
+    fn close(&mut self, error: Error) {
+        if self.done {
+            return;
+        }
+        self.transport.close(error.to_code(), &error.to_string());
+        self.finish(error);
+    }
+
+    /// Records the session's end and drops every sub-machine (ending their tracks).
+    fn finish(&mut self, error: Error) {
+        self.done = true;
+        for task in self.tasks.drain() {
+            drop(task);
+        }
+        self.context.routes.clear();
+        self.context.remote.clear();
+        self.context.opens.clear();
+        self.shared.state.update(|state| {
+            state.closed.get_or_insert(error);
+        });
+    }
+
+    /// One pass over the machine's own sources; returns whether anything happened.
+    fn poll_own(&mut self, waiter: &Waiter) -> bool {
+        let mut progress = false;
+
+        // A close requested through the handle.
+        if let Poll::Ready(Ok(error)) = self
+            .state_watch
+            .poll_until(waiter, |state| state.close_requested)
+        {
+            self.close(error);
+            return true;
+        }
+
+        // The transport went away.
+        if let Poll::Ready(error) = self.transport.poll_closed(waiter) {
+            let error = match error {
+                transport::TransportError::Closed {
+                    code, remote: true, ..
+                } => Error::from_code(code),
+                transport::TransportError::Closed { code, .. } => Error::from_code(code),
+                _ => Error::Transport,
+            };
+            self.finish(error);
+            return true;
+        }
+
+        // Streams the peer opened.
+        while let Poll::Ready(result) = self.transport.poll_accept_uni(waiter) {
+            match result {
+                Ok(stream) => {
+                    self.tasks.push(Task::UniIncoming(UniIncoming::new(stream)));
+                    progress = true;
+                }
+                Err(_) => return true, // seen as closed on the next pass
+            }
+        }
+        let may_serve = self.context.side == Side::Client || self.context.setup_received;
+        if may_serve {
+            loop {
+                match self.transport.poll_accept_bidi(waiter) {
+                    Poll::Ready(Ok((send, recv))) => {
+                        self.tasks
+                            .push(Task::BidiIncoming(BidiIncoming::new(send, recv)));
+                        progress = true;
+                    }
+                    Poll::Ready(Err(_)) => return true,
+                    Poll::Pending => break,
+                }
+            }
+        }
+
+        // Streams sub-machines asked for.
+        while let Some(open) = self.context.opens.pop_front() {
+            if self.context.goaway && !matches!(open, Open::Setup) {
+                drop(open); // after GOAWAY nothing new starts; dropping cancels it
+                continue;
+            }
+            let task = match self.open(open, waiter) {
+                Ok(task) => task,
+                Err(open) => {
+                    self.context.opens.push_front(open);
+                    break;
+                }
+            };
+            if let Some(task) = task {
+                self.tasks.push(task);
+                progress = true;
+            }
+        }
+
+        for spawn in self.context.spawned.drain(..) {
+            match spawn {
+                Spawn::BroadcastRequests(task) => self.tasks.push(Task::BroadcastRequests(task)),
+            }
+            progress = true;
+        }
+        progress
+    }
+
+    /// Opens the stream `open` needs; gives it back if the transport cannot open one now.
+    #[allow(clippy::result_large_err)]
+    fn open(&mut self, open: Open, waiter: &Waiter) -> Result<Option<Task<R::Transport>>, Open> {
+        let uni = matches!(open, Open::Setup | Open::Group(_));
+        if uni {
+            let stream = match self.transport.poll_open_uni(waiter) {
+                Poll::Ready(Ok(stream)) => stream,
+                Poll::Ready(Err(_)) => return Ok(None),
+                Poll::Pending => return Err(open),
+            };
+            return Ok(Some(match open {
+                Open::Setup => Task::SetupSend(SetupSend::new(stream, &self.context)),
+                Open::Group(group) => Task::GroupWrite(group.with_stream(stream)),
+                _ => return Ok(None),
+            }));
+        }
+        let (send, recv) = match self.transport.poll_open_bidi(waiter) {
+            Poll::Ready(Ok(streams)) => streams,
+            Poll::Ready(Err(_)) => return Ok(None),
+            Poll::Pending => return Err(open),
+        };
+        Ok(Some(match open {
+            Open::AnnounceDiscover(task) => {
+                Task::AnnounceDiscover(task.with_streams(send, recv, &self.context))
+            }
+            Open::TrackQuery(task) => {
+                Task::TrackQuery(task.with_streams(send, recv, &self.context))
+            }
+            Open::Subscribe(task) => {
+                Task::SubscribeRemote(task.with_streams(send, recv, &mut self.context))
+            }
+            Open::Setup | Open::Group(_) => return Ok(None),
+        }))
+    }
+
+    /// Polls every sub-machine whose waiter fired; returns whether any was ready.
+    fn poll_tasks(&mut self, parent: &std::task::Waker) -> Result<bool, Error> {
+        let ready = self.tasks.drain_ready(parent);
+        let progress = !ready.is_empty();
+        for index in ready {
+            while let Some((task, waiter)) = self.tasks.get_mut(index) {
+                match task.poll(waiter, &mut self.context) {
+                    Poll::Pending => break,
+                    Poll::Ready(Ok(Step::Done)) => {
+                        self.tasks.remove(index);
+                        break;
+                    }
+                    Poll::Ready(Ok(Step::Become(next))) => {
+                        // Same slot, same waiter: poll the new sub-machine right away.
+                        if let Some((task, _)) = self.tasks.get_mut(index) {
+                            *task = *next;
+                        }
+                    }
+                    Poll::Ready(Err(error)) => return Err(error),
+                }
+            }
+        }
+        if let Some(setup) = self.context.peer_setup.take() {
+            self.shared
+                .state
+                .update(|state| state.peer_setup = Some(setup));
+        }
+        Ok(progress)
+    }
+}
+
+// The machine never relies on its fields staying put (it pins nothing inside), so it may move
+// between polls whatever its type parameters are.
+impl<R: Runtime> Unpin for SessionMachine<R> {}
+
+impl<R: Runtime> Future for SessionMachine<R> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let waiter = match this.waiter.take() {
+            Some(waiter) => {
+                waiter.set_waker(cx.waker());
+                waiter
+            }
+            None => Waiter::new(cx.waker()),
+        };
+        loop {
+            if this.done {
+                return Poll::Ready(());
+            }
+            let mut progress = this.poll_own(&waiter);
+            if this.done {
+                return Poll::Ready(());
+            }
+            match this.poll_tasks(cx.waker()) {
+                Ok(tasks_progress) => progress |= tasks_progress,
+                Err(error) => {
+                    this.close(error);
+                    return Poll::Ready(());
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+        this.waiter = Some(waiter);
+        Poll::Pending
+    }
+}
+
+impl<R: Runtime> std::fmt::Debug for SessionMachine<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionMachine")
+            .field("side", &self.context.side)
+            .field("tasks", &self.tasks.len())
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: transport::Session> Task<T> {
+    fn poll(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<Result<Step<T>, Error>> {
+        match self {
+            Task::SetupSend(task) => task.poll(waiter).map(done),
+            Task::SetupRead(task) => task.poll(waiter, cx).map(done),
+            Task::UniIncoming(task) => task.poll(waiter, cx),
+            Task::BidiIncoming(task) => task.poll(waiter, cx),
+            Task::AnnounceServe(task) => task.poll(waiter, cx).map(done),
+            Task::TrackServe(task) => task.poll(waiter, cx).map(done),
+            Task::SubscribeServe(task) => task.poll(waiter, cx).map(done),
+            Task::FetchServe(task) => task.poll(waiter, cx).map(done),
+            Task::GroupWrite(task) => task.poll(waiter, cx.version).map(done),
+            Task::AnnounceDiscover(task) => task.poll(waiter, cx).map(done),
+            Task::BroadcastRequests(task) => task.poll(waiter, cx).map(done),
+            Task::TrackQuery(task) => task.poll(waiter, cx).map(done),
+            Task::SubscribeRemote(task) => task.poll(waiter, cx).map(done),
+            Task::GroupRead(task) => task.poll(waiter, cx).map(done),
+        }
+    }
+}
+
+fn done<T: transport::Session>(result: Result<(), Error>) -> Result<Step<T>, Error> {
+    result.map(|()| Step::Done)
+}
+
+/// Sub-machines that start from a received SETUP.
+impl<T: transport::Session> Task<T> {
+    pub(crate) fn setup_read(stream: super::stream::Reader<T::RecvStream>) -> Self {
+        Task::SetupRead(SetupRead::new(stream))
+    }
+}

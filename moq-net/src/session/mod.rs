@@ -1,0 +1,168 @@
+//! moq-lite sessions: the protocol machine between a transport and the model.
+//!
+//! A session is two halves over one connection:
+//!
+//! - the **publisher** half serves what [`SessionConfig::publish`] holds: it answers the
+//!   peer's announce requests from that [`Origin`], its TRACK requests with TRACK_INFO, and
+//!   its subscriptions with one uni stream per group;
+//! - the **subscriber** half fills [`SessionConfig::subscribe`]: it follows the peer's
+//!   announcements into that origin, and when a local consumer asks one of those broadcasts
+//!   for a track, it asks the peer (TRACK, then SUBSCRIBE), routes the group streams into
+//!   the track, and cancels upstream when the last local consumer leaves.
+//!
+//! A relay is a server whose two halves share one origin.
+//!
+//! [`connect`] and [`accept`] build the [`SessionMachine`], hand it to the [`Runtime`] to run,
+//! and return a [`Session`] handle. The handle is `Send + Sync` whatever the transport and
+//! never touches it: closing and watching go through kio cells the machine observes.
+//!
+//! The machine is a named state machine (no `async` blocks inside), so it is `Send` exactly
+//! when the transport is.
+
+mod machine;
+mod publisher;
+mod setup;
+mod stream;
+mod subscriber;
+mod tasks;
+
+use std::sync::Arc;
+use std::task::Poll;
+
+use kio::Waiter;
+
+pub use machine::SessionMachine;
+
+use crate::Error;
+use crate::coding::{Setup, Version};
+use crate::model::{Origin, Path};
+use crate::runtime::Runtime;
+
+/// What a session serves and where it puts what it receives.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// The wire version.
+    pub version: Version,
+    /// Broadcasts offered to the peer; `None` serves nothing (a pure subscriber).
+    pub publish: Option<Origin>,
+    /// Where the peer's broadcasts are published locally; `None` subscribes to nothing.
+    pub subscribe: Option<Origin>,
+    /// The prefix of the peer's broadcasts to follow.
+    pub subscribe_prefix: Path,
+    /// The SETUP Path parameter a client sends on raw QUIC (the request path and query).
+    pub path: Option<String>,
+    /// This endpoint's origin (hop) id, carried in ANNOUNCE_OK and used to drop looped
+    /// announcements; 0 for none.
+    pub origin_id: u64,
+    /// The largest frame accepted from the peer, in bytes.
+    pub max_frame_size: u64,
+}
+
+impl Default for SessionConfig {
+    /// moq-lite-05, serving and subscribing to nothing, 16 MiB frames.
+    fn default() -> Self {
+        Self {
+            version: Version::Lite05,
+            publish: None,
+            subscribe: None,
+            subscribe_prefix: Path::root(),
+            path: None,
+            origin_id: 0,
+            max_frame_size: 16 << 20,
+        }
+    }
+}
+
+/// Which end of the connection a session is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// Opened the connection; sends SETUP with the path.
+    Client,
+    /// Accepted it; serves nothing until the client's SETUP arrives.
+    Server,
+}
+
+/// A running session. Cloning gives another handle to the same session; dropping every
+/// handle does not close it (close it, or drop its transport's connection).
+#[derive(Debug, Clone)]
+pub struct Session {
+    shared: Arc<Shared>,
+}
+
+/// What the handle and the machine share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// Written by the handle (a close request) and by the machine (the outcome).
+    state: kio::Producer<State>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    /// The handle asked the machine to close with this error.
+    close_requested: Option<Error>,
+    /// The session ended, with this error (`Error::Closed` for a clean close).
+    closed: Option<Error>,
+    /// The peer's SETUP, once received.
+    peer_setup: Option<Setup>,
+}
+
+/// Starts a client session over `transport`, run by `runtime`.
+pub fn connect<R: Runtime>(runtime: R, transport: R::Transport, config: SessionConfig) -> Session {
+    start(runtime, transport, config, Side::Client)
+}
+
+/// Starts a server session over an accepted `transport`, run by `runtime`.
+pub fn accept<R: Runtime>(runtime: R, transport: R::Transport, config: SessionConfig) -> Session {
+    start(runtime, transport, config, Side::Server)
+}
+
+fn start<R: Runtime>(
+    runtime: R,
+    transport: R::Transport,
+    config: SessionConfig,
+    side: Side,
+) -> Session {
+    let shared = Arc::new(Shared {
+        state: kio::Producer::new(State::default()),
+    });
+    let machine = SessionMachine::new(runtime.clone(), transport, config, side, shared.clone());
+    runtime.spawn(machine);
+    Session { shared }
+}
+
+impl Session {
+    /// Closes the session with `error`'s code (use [`Error::Cancel`] for a normal close).
+    pub fn close(&self, error: Error) {
+        self.shared.state.update(|state| {
+            state.close_requested.get_or_insert(error);
+        });
+    }
+
+    /// Ready with why the session ended.
+    pub fn poll_closed(&self, waiter: &Waiter) -> Poll<Error> {
+        self.shared
+            .state
+            .consume()
+            .poll_until(waiter, |state| state.closed)
+            .map(|result| result.unwrap_or(Error::Closed))
+    }
+
+    /// Waits until the session ends, and says why.
+    pub async fn closed(&self) -> Error {
+        let consumer = self.shared.state.consume();
+        consumer
+            .until(|state| state.closed)
+            .await
+            .unwrap_or(Error::Closed)
+    }
+
+    /// Whether the session has ended.
+    pub fn is_closed(&self) -> bool {
+        self.shared.state.borrow().closed.is_some()
+    }
+
+    /// The peer's SETUP, once it arrived.
+    pub fn peer_setup(&self) -> Option<Setup> {
+        self.shared.state.borrow().peer_setup.clone()
+    }
+}

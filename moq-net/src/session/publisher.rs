@@ -1,0 +1,617 @@
+//! The publisher half: serves the peer's announce, track, subscribe and fetch streams from
+//! [`SessionConfig::publish`](super::SessionConfig::publish), and writes one uni stream per
+//! group (spec: moq-lite-05, "Publisher role").
+
+use std::num::NonZeroU64;
+use std::task::Poll;
+
+use kio::Waiter;
+
+use super::machine::{Context, Open};
+use super::stream::{Reader, Writer, encoded};
+use crate::Error;
+use crate::coding::{
+    Announce, AnnounceOk, AnnounceRequest, AnnounceStatus, Fetch, FrameHeader, Group, Message,
+    Subscribe, SubscribeResponse, SubscribeUpdate, Track as TrackMessage, TrackInfo, UniStream,
+};
+use crate::model::{Announced, Announcement, GroupConsumer, PendingTrack, TrackConsumer};
+use crate::transport::{RecvStream, SendStream};
+
+/// Serves one announce stream: the snapshot, then every change under the prefix.
+pub(crate) struct AnnounceServe<S, R> {
+    writer: Writer<S>,
+    reader: Reader<R>,
+    announced: Option<Announced>,
+}
+
+/// Answers one TRACK with TRACK_INFO.
+pub(crate) struct TrackServe<S, R> {
+    writer: Writer<S>,
+    reader: Reader<R>,
+    pending: Option<PendingTrack>,
+    answered: bool,
+}
+
+/// Serves one subscription: a group stream per group, START and END on the stream.
+pub(crate) struct SubscribeServe<S, R> {
+    writer: Writer<S>,
+    reader: Reader<R>,
+    state: SubscribeState,
+}
+
+enum SubscribeState {
+    Reading,
+    Resolving {
+        request: Subscribe,
+        pending: PendingTrack,
+    },
+    Serving {
+        request: Subscribe,
+        track: TrackConsumer,
+        /// Closed when the subscription ends: its group writers stop.
+        alive: kio::Producer<()>,
+        started: bool,
+        /// One past the highest sequence served.
+        end: u64,
+    },
+    Ending,
+}
+
+/// Answers one FETCH with the cached group's frames.
+pub(crate) struct FetchServe<S, R> {
+    writer: Writer<S>,
+    reader: Reader<R>,
+    state: FetchState,
+}
+
+enum FetchState {
+    Reading,
+    Resolving {
+        request: Fetch,
+        pending: PendingTrack,
+    },
+    Writing {
+        group: GroupConsumer,
+        previous: u64,
+    },
+    Ending,
+}
+
+/// Writes one group to its uni stream: the stream type and GROUP header, each frame as it
+/// is published, then FIN. The group's error resets the stream with its code; the end of the
+/// subscription resets it with `Cancel`.
+pub(crate) struct GroupWrite<S> {
+    /// `None` while the stream is not open yet (a plan in the open queue).
+    writer: Option<Writer<S>>,
+    group: GroupConsumer,
+    header: Group,
+    priority: i32,
+    alive: kio::Consumer<()>,
+    previous: u64,
+    started: bool,
+    ended: bool,
+}
+
+/// Resets both halves of a request stream with `error`.
+fn refuse<S: SendStream, R: RecvStream>(
+    writer: &mut Writer<S>,
+    reader: &mut Reader<R>,
+    error: Error,
+) {
+    writer.stream_mut().reset(error.to_code());
+    reader.stream_mut().stop(error.to_code());
+}
+
+impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
+    pub(crate) fn new(writer: Writer<S>, reader: Reader<R>) -> Self {
+        Self {
+            writer,
+            reader,
+            announced: None,
+        }
+    }
+
+    pub(crate) fn poll(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<Result<(), Error>> {
+        let version = cx.version;
+        if self.announced.is_none() {
+            let request = match self
+                .reader
+                .poll_message(waiter, |buf| AnnounceRequest::decode(buf, version))
+            {
+                Poll::Ready(Ok(Some(request))) => request,
+                Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Pending => return Poll::Pending,
+            };
+            let Some(origin) = cx.config.publish.as_ref() else {
+                refuse(&mut self.writer, &mut self.reader, Error::NotFound);
+                return Poll::Ready(Ok(()));
+            };
+            let announced = origin.announced(request.prefix);
+            let ok = AnnounceOk {
+                hop_id: cx.config.origin_id,
+                active_count: announced.initial_len() as u64,
+            };
+            match encoded(|buf| ok.encode(buf, version)) {
+                Ok(bytes) => self.writer.queue(bytes),
+                Err(error) => return Poll::Ready(Err(error)),
+            }
+            self.announced = Some(announced);
+        }
+        let Some(announced) = self.announced.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        // Every announcement queued so far, then flush.
+        while let Poll::Ready(announcement) = announced.poll_next(waiter) {
+            let (status, path) = match &announcement {
+                Announcement::Active { path, .. } => (AnnounceStatus::Active, path),
+                Announcement::Ended { path } => (AnnounceStatus::Ended, path),
+            };
+            let Some(suffix) = path.strip_prefix(announced.prefix()) else {
+                continue;
+            };
+            let message = Announce {
+                status,
+                suffix: suffix.into(),
+                hops: Vec::new(),
+            };
+            match encoded(|buf| message.encode(buf, version)) {
+                Ok(bytes) => self.writer.queue(bytes),
+                Err(error) => return Poll::Ready(Err(error)),
+            }
+        }
+        if let Poll::Ready(Err(error)) = self.writer.poll_flush(waiter) {
+            return Poll::Ready(from_peer(error));
+        }
+        // The subscriber ends the stream with FIN (or a reset); it sends nothing else.
+        match self.reader.poll_fill(waiter) {
+            Poll::Ready(Ok(())) if self.reader.is_finished() => {
+                let _ = self.writer.stream_mut().finish();
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Ok(())) => Poll::Ready(Err(Error::UnexpectedMessage)),
+            Poll::Ready(Err(_)) => Poll::Ready(Ok(())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: SendStream, R: RecvStream> TrackServe<S, R> {
+    pub(crate) fn new(writer: Writer<S>, reader: Reader<R>) -> Self {
+        Self {
+            writer,
+            reader,
+            pending: None,
+            answered: false,
+        }
+    }
+
+    pub(crate) fn poll(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<Result<(), Error>> {
+        let version = cx.version;
+        if self.answered {
+            return match self.writer.poll_flush(waiter) {
+                Poll::Ready(Ok(())) => {
+                    let _ = self.writer.stream_mut().finish();
+                    Poll::Ready(Ok(()))
+                }
+                Poll::Ready(Err(error)) => Poll::Ready(from_peer(error)),
+                Poll::Pending => Poll::Pending,
+            };
+        }
+        if self.pending.is_none() {
+            let request = match self
+                .reader
+                .poll_message(waiter, |buf| TrackMessage::decode(buf, version))
+            {
+                Poll::Ready(Ok(Some(request))) => request,
+                Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Pending => return Poll::Pending,
+            };
+            match resolve(cx, &request.broadcast, &request.track) {
+                Ok(pending) => self.pending = Some(pending),
+                Err(error) => {
+                    refuse(&mut self.writer, &mut self.reader, error);
+                    return Poll::Ready(Ok(()));
+                }
+            }
+        }
+        let Some(pending) = self.pending.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        let track = match pending.poll_track(waiter) {
+            Poll::Ready(Ok(track)) => track,
+            Poll::Ready(Err(error)) => {
+                refuse(&mut self.writer, &mut self.reader, error);
+                return Poll::Ready(Ok(()));
+            }
+            Poll::Pending => return Poll::Pending,
+        };
+        self.pending = None;
+        let info = track_info(&track);
+        match encoded(|buf| info.encode(buf, version)) {
+            Ok(bytes) => self.writer.queue(bytes),
+            Err(error) => return Poll::Ready(Err(error)),
+        }
+        self.answered = true;
+        self.poll(waiter, cx)
+    }
+}
+
+/// TRACK_INFO for a track.
+fn track_info(track: &TrackConsumer) -> TrackInfo {
+    let properties = track.track();
+    TrackInfo {
+        priority: properties.priority,
+        ordered: properties.ordered,
+        max_latency: properties.max_latency,
+        timescale: NonZeroU64::new(properties.timescale).unwrap_or(NonZeroU64::MIN),
+    }
+}
+
+/// Finds a track the peer asked for in the published origin.
+fn resolve(
+    cx: &Context,
+    broadcast: &crate::model::Path,
+    track: &str,
+) -> Result<PendingTrack, Error> {
+    let origin = cx.config.publish.as_ref().ok_or(Error::NotFound)?;
+    let broadcast = origin
+        .consume_broadcast(broadcast.clone())
+        .ok_or(Error::NotFound)?;
+    Ok(broadcast.subscribe_track(track))
+}
+
+/// A stream error caused by the peer ends only that stream.
+fn from_peer(_error: Error) -> Result<(), Error> {
+    Ok(())
+}
+
+impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
+    pub(crate) fn new(writer: Writer<S>, reader: Reader<R>) -> Self {
+        Self {
+            writer,
+            reader,
+            state: SubscribeState::Reading,
+        }
+    }
+
+    pub(crate) fn poll(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<Result<(), Error>> {
+        let version = cx.version;
+        loop {
+            match &mut self.state {
+                SubscribeState::Reading => {
+                    let request = match self
+                        .reader
+                        .poll_message(waiter, |buf| Subscribe::decode(buf, version))
+                    {
+                        Poll::Ready(Ok(Some(request))) => request,
+                        Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
+                        Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                        Poll::Pending => return Poll::Pending,
+                    };
+                    match resolve(cx, &request.broadcast, &request.track) {
+                        Ok(pending) => self.state = SubscribeState::Resolving { request, pending },
+                        Err(error) => {
+                            refuse(&mut self.writer, &mut self.reader, error);
+                            return Poll::Ready(Ok(()));
+                        }
+                    }
+                }
+                SubscribeState::Resolving { request, pending } => {
+                    let track = match pending.poll_track(waiter) {
+                        Poll::Ready(Ok(track)) => track,
+                        Poll::Ready(Err(error)) => {
+                            refuse(&mut self.writer, &mut self.reader, error);
+                            return Poll::Ready(Ok(()));
+                        }
+                        Poll::Pending => return Poll::Pending,
+                    };
+                    let track = match request.start {
+                        Some(start) => track.consume_from(start),
+                        None => track,
+                    };
+                    let request = request.clone();
+                    self.state = SubscribeState::Serving {
+                        request,
+                        track,
+                        alive: kio::Producer::new(()),
+                        started: false,
+                        end: 0,
+                    };
+                }
+                SubscribeState::Serving {
+                    request,
+                    track,
+                    alive,
+                    started,
+                    end,
+                } => {
+                    // Updates and the subscriber's FIN.
+                    loop {
+                        match self
+                            .reader
+                            .poll_message(waiter, |buf| SubscribeUpdate::decode(buf, version))
+                        {
+                            Poll::Ready(Ok(Some(update))) => {
+                                request.priority = update.priority;
+                                request.end = update.end;
+                            }
+                            Poll::Ready(Ok(None)) | Poll::Ready(Err(_)) => {
+                                // Cancelled: stop the group writers, FIN our side.
+                                alive.close();
+                                let _ = self.writer.stream_mut().finish();
+                                return Poll::Ready(Ok(()));
+                            }
+                            Poll::Pending => break,
+                        }
+                    }
+                    // New groups.
+                    loop {
+                        if request.end.is_some_and(|last| *end > last) {
+                            break; // paused at the end bound until an update raises it
+                        }
+                        match track.poll_next_group(waiter) {
+                            Poll::Ready(Ok(Some(group))) => {
+                                let sequence = group.sequence();
+                                if !*started {
+                                    *started = true;
+                                    let start = SubscribeResponse::Start { group: sequence };
+                                    match encoded(|buf| start.encode(buf, version)) {
+                                        Ok(bytes) => self.writer.queue(bytes),
+                                        Err(error) => return Poll::Ready(Err(error)),
+                                    }
+                                }
+                                *end = (*end).max(sequence + 1);
+                                cx.opens.push_back(Open::Group(GroupWrite::plan(
+                                    request.id,
+                                    group,
+                                    priority(request.priority, sequence),
+                                    alive.consume(),
+                                )));
+                            }
+                            Poll::Ready(Ok(None)) => {
+                                let end_message = SubscribeResponse::End { group: *end };
+                                match encoded(|buf| end_message.encode(buf, version)) {
+                                    Ok(bytes) => self.writer.queue(bytes),
+                                    Err(error) => return Poll::Ready(Err(error)),
+                                }
+                                self.state = SubscribeState::Ending;
+                                break;
+                            }
+                            Poll::Ready(Err(error)) => {
+                                alive.close();
+                                refuse(&mut self.writer, &mut self.reader, error);
+                                return Poll::Ready(Ok(()));
+                            }
+                            Poll::Pending => break,
+                        }
+                    }
+                    if matches!(self.state, SubscribeState::Serving { .. }) {
+                        if let Poll::Ready(Err(error)) = self.writer.poll_flush(waiter) {
+                            return Poll::Ready(from_peer(error));
+                        }
+                        return Poll::Pending;
+                    }
+                }
+                SubscribeState::Ending => {
+                    return match self.writer.poll_flush(waiter) {
+                        Poll::Ready(Ok(())) => {
+                            let _ = self.writer.stream_mut().finish();
+                            Poll::Ready(Ok(()))
+                        }
+                        Poll::Ready(Err(error)) => Poll::Ready(from_peer(error)),
+                        Poll::Pending => Poll::Pending,
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// A group stream's priority: a higher subscriber priority first, then newer groups first
+/// (spec: moq-lite-05, "Priority"). The sequence's low 23 bits break ties.
+fn priority(subscriber: u8, sequence: u64) -> i32 {
+    (i32::from(subscriber) << 23) | (sequence & 0x7f_ffff) as i32
+}
+
+impl<S: SendStream, R: RecvStream> FetchServe<S, R> {
+    pub(crate) fn new(writer: Writer<S>, reader: Reader<R>) -> Self {
+        Self {
+            writer,
+            reader,
+            state: FetchState::Reading,
+        }
+    }
+
+    pub(crate) fn poll(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<Result<(), Error>> {
+        let version = cx.version;
+        loop {
+            match &mut self.state {
+                FetchState::Reading => {
+                    let request = match self
+                        .reader
+                        .poll_message(waiter, |buf| Fetch::decode(buf, version))
+                    {
+                        Poll::Ready(Ok(Some(request))) => request,
+                        Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
+                        Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                        Poll::Pending => return Poll::Pending,
+                    };
+                    match resolve(cx, &request.broadcast, &request.track) {
+                        Ok(pending) => self.state = FetchState::Resolving { request, pending },
+                        Err(error) => {
+                            refuse(&mut self.writer, &mut self.reader, error);
+                            return Poll::Ready(Ok(()));
+                        }
+                    }
+                }
+                FetchState::Resolving { request, pending } => {
+                    let track = match pending.poll_track(waiter) {
+                        Poll::Ready(Ok(track)) => track,
+                        Poll::Ready(Err(error)) => {
+                            refuse(&mut self.writer, &mut self.reader, error);
+                            return Poll::Ready(Ok(()));
+                        }
+                        Poll::Pending => return Poll::Pending,
+                    };
+                    // The group, if the cache still holds it: the first cached group at or
+                    // after the sequence must be exactly it.
+                    let mut from = track.consume_from(request.group);
+                    let group = match from.poll_next_group(waiter) {
+                        Poll::Ready(Ok(Some(group))) if group.sequence() == request.group => group,
+                        _ => {
+                            refuse(&mut self.writer, &mut self.reader, Error::NotFound);
+                            return Poll::Ready(Ok(()));
+                        }
+                    };
+                    self.state = FetchState::Writing { group, previous: 0 };
+                }
+                FetchState::Writing { group, previous } => {
+                    loop {
+                        match group.poll_read_frame(waiter) {
+                            Poll::Ready(Ok(Some(frame))) => {
+                                let header = FrameHeader::new(
+                                    *previous,
+                                    frame.timestamp,
+                                    frame.payload.len() as u64,
+                                );
+                                *previous = frame.timestamp;
+                                match encoded(|buf| header.encode(buf, version)) {
+                                    Ok(bytes) => self.writer.queue(bytes),
+                                    Err(error) => return Poll::Ready(Err(error)),
+                                }
+                                self.writer.queue(frame.payload);
+                            }
+                            Poll::Ready(Ok(None)) => {
+                                self.state = FetchState::Ending;
+                                break;
+                            }
+                            Poll::Ready(Err(error)) => {
+                                refuse(&mut self.writer, &mut self.reader, error);
+                                return Poll::Ready(Ok(()));
+                            }
+                            Poll::Pending => break,
+                        }
+                    }
+                    if matches!(self.state, FetchState::Writing { .. }) {
+                        if let Poll::Ready(Err(error)) = self.writer.poll_flush(waiter) {
+                            return Poll::Ready(from_peer(error));
+                        }
+                        return Poll::Pending;
+                    }
+                }
+                FetchState::Ending => {
+                    return match self.writer.poll_flush(waiter) {
+                        Poll::Ready(Ok(())) => {
+                            let _ = self.writer.stream_mut().finish();
+                            Poll::Ready(Ok(()))
+                        }
+                        Poll::Ready(Err(error)) => Poll::Ready(from_peer(error)),
+                        Poll::Pending => Poll::Pending,
+                    };
+                }
+            }
+        }
+    }
+}
+
+impl GroupWrite<()> {
+    /// A group to write once its stream is open.
+    pub(crate) fn plan(
+        subscribe_id: u64,
+        group: GroupConsumer,
+        priority: i32,
+        alive: kio::Consumer<()>,
+    ) -> Self {
+        Self {
+            writer: None,
+            header: Group {
+                subscribe_id,
+                sequence: group.sequence(),
+            },
+            group,
+            priority,
+            alive,
+            previous: 0,
+            started: false,
+            ended: false,
+        }
+    }
+
+    /// The sub-machine, with its stream.
+    pub(crate) fn with_stream<S: SendStream>(self, mut stream: S) -> GroupWrite<S> {
+        stream.set_priority(self.priority);
+        GroupWrite {
+            writer: Some(Writer::new(stream)),
+            group: self.group,
+            header: self.header,
+            priority: self.priority,
+            alive: self.alive,
+            previous: 0,
+            started: false,
+            ended: false,
+        }
+    }
+}
+
+impl<S: SendStream> GroupWrite<S> {
+    pub(crate) fn poll(
+        &mut self,
+        waiter: &Waiter,
+        version: crate::coding::Version,
+    ) -> Poll<Result<(), Error>> {
+        let Some(writer) = self.writer.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        if !self.started {
+            self.started = true;
+            let header = self.header;
+            match encoded(|buf| {
+                UniStream::Group.encode(buf, version)?;
+                header.encode(buf, version)
+            }) {
+                Ok(bytes) => writer.queue(bytes),
+                Err(error) => return Poll::Ready(Err(error)),
+            }
+        }
+        if self.alive.poll_closed(waiter).is_ready() {
+            writer.stream_mut().reset(Error::Cancel.to_code());
+            return Poll::Ready(Ok(()));
+        }
+        if writer.stream_mut().poll_stopped(waiter).is_ready() {
+            return Poll::Ready(Ok(())); // the peer does not want this group
+        }
+        while !self.ended {
+            match self.group.poll_read_frame(waiter) {
+                Poll::Ready(Ok(Some(frame))) => {
+                    let header = FrameHeader::new(
+                        self.previous,
+                        frame.timestamp,
+                        frame.payload.len() as u64,
+                    );
+                    self.previous = frame.timestamp;
+                    match encoded(|buf| header.encode(buf, version)) {
+                        Ok(bytes) => writer.queue(bytes),
+                        Err(error) => return Poll::Ready(Err(error)),
+                    }
+                    writer.queue(frame.payload);
+                }
+                Poll::Ready(Ok(None)) => self.ended = true,
+                Poll::Ready(Err(error)) => {
+                    writer.stream_mut().reset(error.to_code());
+                    return Poll::Ready(Ok(()));
+                }
+                Poll::Pending => break,
+            }
+        }
+        match writer.poll_flush(waiter) {
+            Poll::Ready(Ok(())) if self.ended => {
+                let _ = writer.stream_mut().finish();
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Ok(())) | Poll::Pending => Poll::Pending,
+            Poll::Ready(Err(_)) => Poll::Ready(Ok(())), // the stream is gone
+        }
+    }
+}

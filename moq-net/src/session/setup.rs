@@ -1,0 +1,241 @@
+//! Session start and stream dispatch: sending and reading SETUP, and reading the type of
+//! every stream the peer opens to pick its sub-machine.
+//!
+//! spec: moq-lite-05, "Session start": each side opens one uni stream, writes `01` and a
+//! SETUP, and FINs. A server serves nothing until the client's SETUP arrives; before it, any
+//! other uni stream is stopped. A client on raw QUIC sends the Path parameter.
+
+use std::task::Poll;
+
+use kio::Waiter;
+
+use super::Side;
+use super::machine::{Context, Step, Task};
+use super::publisher::{AnnounceServe, FetchServe, SubscribeServe, TrackServe};
+use super::stream::{Reader, Writer, encoded};
+use super::subscriber::GroupRead;
+use crate::Error;
+use crate::coding::{BidiStream, GoAway, Message, Setup, UniStream};
+use crate::transport::{self, RecvStream, SendStream};
+
+/// Writes this side's Setup stream.
+pub(crate) struct SetupSend<S> {
+    writer: Writer<S>,
+    failed: Option<Error>,
+}
+
+/// Reads the peer's SETUP.
+pub(crate) struct SetupRead<R> {
+    reader: Reader<R>,
+    received: bool,
+}
+
+/// A uni stream the peer opened, until its type is read.
+pub(crate) struct UniIncoming<R> {
+    reader: Option<Reader<R>>,
+}
+
+/// A bidi stream the peer opened, until its type is read.
+pub(crate) struct BidiIncoming<S, R> {
+    streams: Option<(Writer<S>, Reader<R>)>,
+}
+
+impl<S: SendStream> SetupSend<S> {
+    pub(crate) fn new(stream: S, cx: &Context) -> Self {
+        let mut writer = Writer::new(stream);
+        let setup = Setup {
+            path: match cx.side {
+                Side::Client => cx.config.path.clone(),
+                Side::Server => None,
+            },
+            origin: std::num::NonZeroU64::new(cx.config.origin_id),
+            ..Setup::default()
+        };
+        let version = cx.version;
+        let failed = match encoded(|buf| {
+            UniStream::Setup.encode(buf, version)?;
+            setup.encode(buf, version)
+        }) {
+            Ok(bytes) => {
+                writer.queue(bytes);
+                None
+            }
+            Err(error) => Some(error),
+        };
+        Self { writer, failed }
+    }
+
+    pub(crate) fn poll(&mut self, waiter: &Waiter) -> Poll<Result<(), Error>> {
+        if let Some(error) = self.failed.take() {
+            return Poll::Ready(Err(error));
+        }
+        match self.writer.poll_flush(waiter) {
+            Poll::Ready(Ok(())) => {
+                Poll::Ready(self.writer.stream_mut().finish().map_err(Error::from))
+            }
+            other => other,
+        }
+    }
+}
+
+impl<R: RecvStream> SetupRead<R> {
+    pub(crate) fn new(reader: Reader<R>) -> Self {
+        Self {
+            reader,
+            received: false,
+        }
+    }
+
+    pub(crate) fn poll(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<Result<(), Error>> {
+        let version = cx.version;
+        if !self.received {
+            match self
+                .reader
+                .poll_message(waiter, |buf| Setup::decode(buf, version))
+            {
+                Poll::Ready(Ok(Some(setup))) => {
+                    self.received = true;
+                    cx.setup_received = true;
+                    cx.peer_setup = Some(setup);
+                }
+                Poll::Ready(Ok(None)) => return Poll::Ready(Err(Error::ProtocolViolation)),
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        // Nothing may follow the SETUP; anything that does is ignored until FIN.
+        loop {
+            match self.reader.poll_fill(waiter) {
+                Poll::Ready(Ok(())) if self.reader.is_finished() => return Poll::Ready(Ok(())),
+                Poll::Ready(Ok(())) => {
+                    drop(self.reader.take_buffer());
+                }
+                Poll::Ready(Err(_)) => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+impl<R: RecvStream> UniIncoming<R> {
+    pub(crate) fn new(stream: R) -> Self {
+        Self {
+            reader: Some(Reader::new(stream)),
+        }
+    }
+
+    pub(crate) fn poll<T>(
+        &mut self,
+        waiter: &Waiter,
+        cx: &mut Context,
+    ) -> Poll<Result<Step<T>, Error>>
+    where
+        T: transport::Session<RecvStream = R>,
+    {
+        let Some(reader) = self.reader.as_mut() else {
+            return Poll::Ready(Ok(Step::Done));
+        };
+        let version = cx.version;
+        let kind = match reader.poll_message(waiter, |buf| UniStream::decode(buf, version)) {
+            Poll::Ready(Ok(Some(kind))) => kind,
+            Poll::Ready(Ok(None)) => return Poll::Ready(Ok(Step::Done)),
+            // An unknown stream type drops the stream (a reset, code 0), not the session.
+            Poll::Ready(Err(Error::Decode)) => {
+                reader.stream_mut().stop(Error::Cancel.to_code());
+                return Poll::Ready(Ok(Step::Done));
+            }
+            Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+            Poll::Pending => return Poll::Pending,
+        };
+        let Some(mut reader) = self.reader.take() else {
+            return Poll::Ready(Ok(Step::Done));
+        };
+        Poll::Ready(Ok(match kind {
+            UniStream::Setup => Step::Become(Box::new(Task::setup_read(reader))),
+            // Before the client's SETUP a server takes nothing else (deployed peers stop it).
+            UniStream::Group if cx.side == Side::Server && !cx.setup_received => {
+                reader.stream_mut().stop(Error::Cancel.to_code());
+                Step::Done
+            }
+            UniStream::Group => Step::Become(Box::new(Task::GroupRead(GroupRead::new(reader, cx)))),
+        }))
+    }
+}
+
+impl<S: SendStream, R: RecvStream> BidiIncoming<S, R> {
+    pub(crate) fn new(send: S, recv: R) -> Self {
+        Self {
+            streams: Some((Writer::new(send), Reader::new(recv))),
+        }
+    }
+
+    pub(crate) fn poll<T>(
+        &mut self,
+        waiter: &Waiter,
+        cx: &mut Context,
+    ) -> Poll<Result<Step<T>, Error>>
+    where
+        T: transport::Session<SendStream = S, RecvStream = R>,
+    {
+        let Some((_, reader)) = self.streams.as_mut() else {
+            return Poll::Ready(Ok(Step::Done));
+        };
+        let version = cx.version;
+        let kind = match reader.poll_message(waiter, |buf| BidiStream::decode(buf, version)) {
+            Poll::Ready(Ok(Some(kind))) => kind,
+            Poll::Ready(Ok(None)) => return Poll::Ready(Ok(Step::Done)),
+            Poll::Ready(Err(Error::Decode)) => {
+                let (mut writer, mut reader) = self.streams.take().expect("checked above");
+                writer.stream_mut().reset(Error::Cancel.to_code());
+                reader.stream_mut().stop(Error::Cancel.to_code());
+                return Poll::Ready(Ok(Step::Done));
+            }
+            Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+            Poll::Pending => return Poll::Pending,
+        };
+        let Some((mut writer, mut reader)) = self.streams.take() else {
+            return Poll::Ready(Ok(Step::Done));
+        };
+        let refuse = |writer: &mut Writer<S>, reader: &mut Reader<R>, error: Error| {
+            writer.stream_mut().reset(error.to_code());
+            reader.stream_mut().stop(error.to_code());
+        };
+        Poll::Ready(Ok(match kind {
+            BidiStream::Announce if cx.config.publish.is_some() => Step::Become(Box::new(
+                Task::AnnounceServe(AnnounceServe::new(writer, reader)),
+            )),
+            BidiStream::Track if cx.config.publish.is_some() => {
+                Step::Become(Box::new(Task::TrackServe(TrackServe::new(writer, reader))))
+            }
+            BidiStream::Subscribe if cx.config.publish.is_some() => Step::Become(Box::new(
+                Task::SubscribeServe(SubscribeServe::new(writer, reader)),
+            )),
+            BidiStream::Fetch if cx.config.publish.is_some() => {
+                Step::Become(Box::new(Task::FetchServe(FetchServe::new(writer, reader))))
+            }
+            BidiStream::Announce
+            | BidiStream::Track
+            | BidiStream::Subscribe
+            | BidiStream::Fetch => {
+                // This side publishes nothing.
+                refuse(&mut writer, &mut reader, Error::NotFound);
+                Step::Done
+            }
+            BidiStream::Goaway => {
+                // spec: receiving GOAWAY stops new streams. The URI is read when it arrives;
+                // a deployed peer never sends one.
+                cx.goaway = true;
+                let _ = reader.poll_message(waiter, |buf| GoAway::decode(buf, version));
+                Step::Done
+            }
+            BidiStream::Probe => {
+                refuse(&mut writer, &mut reader, Error::Unsupported);
+                Step::Done
+            }
+            BidiStream::Session => {
+                refuse(&mut writer, &mut reader, Error::UnexpectedStream);
+                Step::Done
+            }
+        }))
+    }
+}

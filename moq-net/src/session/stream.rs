@@ -1,0 +1,159 @@
+//! Reading messages from a stream and writing them to one.
+//!
+//! [`Reader`] buffers what a stream delivers until a whole message decodes
+//! ([`DecodeError::Short`] means "read more"); [`Writer`] queues encoded bytes and writes
+//! them as the stream accepts them.
+
+use std::collections::VecDeque;
+use std::task::Poll;
+
+use bytes::{Buf, Bytes, BytesMut};
+use kio::Waiter;
+
+use crate::Error;
+use crate::coding::DecodeError;
+use crate::transport::{RecvStream, SendStream, StreamError};
+
+impl From<StreamError> for Error {
+    /// A stream failure as the session sees it: the peer's code, or the connection's loss.
+    fn from(error: StreamError) -> Self {
+        match error {
+            StreamError::Reset(code) | StreamError::Stopped(code) => Error::from_code(code),
+            StreamError::Connection(_) => Error::Transport,
+        }
+    }
+}
+
+/// Buffers a receive stream and decodes messages from it.
+pub(crate) struct Reader<S> {
+    stream: S,
+    buffer: BytesMut,
+    fin: bool,
+}
+
+impl<S: RecvStream> Reader<S> {
+    pub(crate) fn new(stream: S) -> Self {
+        Self {
+            stream,
+            buffer: BytesMut::new(),
+            fin: false,
+        }
+    }
+
+    /// The next message, decoded by `decode` from the buffered bytes; `Ok(None)` at a clean
+    /// end of stream (FIN with nothing buffered). Bytes cut off by FIN are a decode error.
+    pub(crate) fn poll_message<M>(
+        &mut self,
+        waiter: &Waiter,
+        decode: impl Fn(&mut &[u8]) -> Result<M, DecodeError>,
+    ) -> Poll<Result<Option<M>, Error>> {
+        loop {
+            if !self.buffer.is_empty() {
+                let mut cursor = &self.buffer[..];
+                match decode(&mut cursor) {
+                    Ok(message) => {
+                        let used = self.buffer.len() - cursor.len();
+                        self.buffer.advance(used);
+                        return Poll::Ready(Ok(Some(message)));
+                    }
+                    Err(DecodeError::Short) if !self.fin => {}
+                    Err(error) => return Poll::Ready(Err(error.into())),
+                }
+            } else if self.fin {
+                return Poll::Ready(Ok(None));
+            }
+            match self.poll_fill(waiter) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Reads one more chunk into the buffer (or notes FIN).
+    pub(crate) fn poll_fill(&mut self, waiter: &Waiter) -> Poll<Result<(), Error>> {
+        match self.stream.poll_read(waiter) {
+            Poll::Ready(Ok(Some(chunk))) => {
+                self.buffer.extend_from_slice(&chunk);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Ok(None)) => {
+                self.fin = true;
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(error)) => Poll::Ready(Err(error.into())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// The stream and whatever was buffered past the last message.
+    pub(crate) fn into_parts(self) -> (S, BytesMut) {
+        (self.stream, self.buffer)
+    }
+
+    /// Takes the buffered bytes out, discarding them from the reader.
+    pub(crate) fn take_buffer(&mut self) -> BytesMut {
+        std::mem::take(&mut self.buffer)
+    }
+
+    /// Whether the stream ended.
+    pub(crate) fn is_finished(&self) -> bool {
+        self.fin
+    }
+
+    /// The stream itself.
+    pub(crate) fn stream_mut(&mut self) -> &mut S {
+        &mut self.stream
+    }
+}
+
+/// Queues bytes for a send stream and writes them as it accepts them.
+pub(crate) struct Writer<S> {
+    stream: S,
+    queue: VecDeque<Bytes>,
+}
+
+impl<S: SendStream> Writer<S> {
+    pub(crate) fn new(stream: S) -> Self {
+        Self {
+            stream,
+            queue: VecDeque::new(),
+        }
+    }
+
+    /// Queues `bytes` behind what is already queued.
+    pub(crate) fn queue(&mut self, bytes: impl Into<Bytes>) {
+        let bytes = bytes.into();
+        if !bytes.is_empty() {
+            self.queue.push_back(bytes);
+        }
+    }
+
+    /// Writes everything queued; `Ready(Ok(()))` once the stream accepted all of it.
+    pub(crate) fn poll_flush(&mut self, waiter: &Waiter) -> Poll<Result<(), Error>> {
+        while let Some(front) = self.queue.front_mut() {
+            match self.stream.poll_write(waiter, front) {
+                Poll::Ready(Ok(())) => {
+                    self.queue.pop_front();
+                }
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error.into())),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// The stream itself.
+    pub(crate) fn stream_mut(&mut self) -> &mut S {
+        &mut self.stream
+    }
+}
+
+/// Encodes a message into fresh bytes.
+pub(crate) fn encoded(
+    encode: impl FnOnce(&mut Vec<u8>) -> Result<(), crate::coding::EncodeError>,
+) -> Result<Bytes, Error> {
+    let mut buf = Vec::with_capacity(64);
+    encode(&mut buf)?;
+    Ok(Bytes::from(buf))
+}

@@ -1,0 +1,451 @@
+//! The subscriber half: follows the peer's announcements into
+//! [`SessionConfig::subscribe`](super::SessionConfig::subscribe), asks the peer for tracks
+//! when local consumers want them (TRACK, then SUBSCRIBE), and writes the group streams
+//! that arrive into those tracks (spec: moq-lite-05, "Subscriber role").
+
+use std::task::Poll;
+
+use kio::Waiter;
+
+use super::machine::{Context, Open, Remote, Spawn};
+use super::stream::{Reader, Writer, encoded};
+use crate::Error;
+use crate::coding::{
+    Announce, AnnounceOk, AnnounceRequest, AnnounceStatus, BidiStream, GroupDecoder, GroupItem,
+    Message, Subscribe, SubscribeResponse, Track as TrackMessage, TrackInfo,
+};
+use crate::model::{BroadcastProducer, GroupProducer, Path, Track, TrackProducer, TrackRequest};
+use crate::transport::{RecvStream, SendStream};
+
+/// Follows the peer's broadcasts under a prefix.
+pub(crate) struct AnnounceDiscover<S, R> {
+    prefix: Path,
+    streams: Option<(Writer<S>, Reader<R>)>,
+    acknowledged: bool,
+}
+
+/// Turns a remote broadcast's track requests into TRACK queries.
+pub(crate) struct BroadcastRequests {
+    path: Path,
+    generation: u64,
+}
+
+/// Asks the peer for a track's properties, then subscribes.
+pub(crate) struct TrackQuery<S, R> {
+    path: Path,
+    request: Option<TrackRequest>,
+    streams: Option<(Writer<S>, Reader<R>)>,
+}
+
+/// One subscription to the peer: its responses, and cancelling it when nobody wants it.
+pub(crate) struct SubscribeRemote<S, R> {
+    path: Path,
+    track: Option<TrackProducer>,
+    id: u64,
+    streams: Option<(Writer<S>, Reader<R>)>,
+}
+
+/// Writes one incoming group stream into its subscription's track.
+pub(crate) struct GroupRead<R> {
+    stream: R,
+    decoder: GroupDecoder,
+    group: Option<GroupProducer>,
+    finished: bool,
+}
+
+impl AnnounceDiscover<(), ()> {
+    pub(crate) fn new(prefix: Path) -> Self {
+        Self {
+            prefix,
+            streams: None,
+            acknowledged: false,
+        }
+    }
+
+    pub(crate) fn with_streams<S: SendStream, R: RecvStream>(
+        self,
+        send: S,
+        recv: R,
+        cx: &Context,
+    ) -> AnnounceDiscover<S, R> {
+        let mut writer = Writer::new(send);
+        let request = AnnounceRequest {
+            prefix: self.prefix.clone(),
+            exclude_hop: cx.config.origin_id,
+        };
+        let version = cx.version;
+        if let Ok(bytes) = encoded(|buf| {
+            BidiStream::Announce.encode(buf, version)?;
+            request.encode(buf, version)
+        }) {
+            writer.queue(bytes);
+        }
+        AnnounceDiscover {
+            prefix: self.prefix,
+            streams: Some((writer, Reader::new(recv))),
+            acknowledged: false,
+        }
+    }
+}
+
+impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
+    pub(crate) fn poll(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<Result<(), Error>> {
+        let Some((writer, reader)) = self.streams.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        if let Poll::Ready(Err(_)) = writer.poll_flush(waiter) {
+            cx.remote.clear();
+            return Poll::Ready(Ok(()));
+        }
+        let version = cx.version;
+        if !self.acknowledged {
+            match reader.poll_message(waiter, |buf| AnnounceOk::decode(buf, version)) {
+                Poll::Ready(Ok(Some(_ok))) => self.acknowledged = true,
+                Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
+                Poll::Ready(Err(Error::Decode)) => return Poll::Ready(Err(Error::Decode)),
+                // Refused (reset): this peer publishes nothing to us.
+                Poll::Ready(Err(_)) => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        loop {
+            let announce = match reader.poll_message(waiter, |buf| Announce::decode(buf, version)) {
+                Poll::Ready(Ok(Some(announce))) => announce,
+                Poll::Ready(Ok(None)) => {
+                    // The publisher ended the stream: everything it announced is gone.
+                    cx.remote.clear();
+                    return Poll::Ready(Ok(()));
+                }
+                Poll::Ready(Err(error @ (Error::Decode | Error::BoundsExceeded))) => {
+                    return Poll::Ready(Err(error));
+                }
+                Poll::Ready(Err(_)) => {
+                    cx.remote.clear();
+                    return Poll::Ready(Ok(()));
+                }
+                Poll::Pending => return Poll::Pending,
+            };
+            let path = self.prefix.join(announce.suffix.as_str());
+            match announce.status {
+                AnnounceStatus::Active => {
+                    let own = cx.config.origin_id;
+                    if own != 0 && announce.hops.contains(&own) {
+                        continue; // looped back to us
+                    }
+                    let Some(origin) = cx.config.subscribe.clone() else {
+                        continue;
+                    };
+                    // A second active for an active path is a restart: the new broadcast
+                    // replaces the old one.
+                    let broadcast = BroadcastProducer::on_demand();
+                    origin.publish(path.clone(), &broadcast);
+                    let generation = cx.next_remote;
+                    cx.next_remote += 1;
+                    let replaced = cx.remote.insert(
+                        path.clone(),
+                        Remote {
+                            broadcast,
+                            generation,
+                        },
+                    );
+                    drop(replaced);
+                    cx.spawned.push(Spawn::BroadcastRequests(BroadcastRequests {
+                        path,
+                        generation,
+                    }));
+                }
+                AnnounceStatus::Ended => {
+                    let ended = cx.remote.remove(&path);
+                    drop(ended);
+                }
+            }
+        }
+    }
+}
+
+impl BroadcastRequests {
+    pub(crate) fn poll(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<Result<(), Error>> {
+        loop {
+            let Some(remote) = cx.remote.get(&self.path) else {
+                return Poll::Ready(Ok(()));
+            };
+            if remote.generation != self.generation {
+                return Poll::Ready(Ok(())); // replaced by a restart; its own task serves it
+            }
+            match remote.broadcast.poll_requested_track(waiter) {
+                Poll::Ready(Some(request)) => {
+                    cx.opens.push_back(Open::TrackQuery(TrackQuery::plan(
+                        self.path.clone(),
+                        request,
+                    )));
+                }
+                Poll::Ready(None) => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+impl TrackQuery<(), ()> {
+    pub(crate) fn plan(path: Path, request: TrackRequest) -> Self {
+        Self {
+            path,
+            request: Some(request),
+            streams: None,
+        }
+    }
+
+    pub(crate) fn with_streams<S: SendStream, R: RecvStream>(
+        self,
+        send: S,
+        recv: R,
+        cx: &Context,
+    ) -> TrackQuery<S, R> {
+        let mut writer = Writer::new(send);
+        let name = self
+            .request
+            .as_ref()
+            .map(|request| request.name().to_owned())
+            .unwrap_or_default();
+        let query = TrackMessage {
+            broadcast: self.path.clone(),
+            track: name,
+        };
+        let version = cx.version;
+        if let Ok(bytes) = encoded(|buf| {
+            BidiStream::Track.encode(buf, version)?;
+            query.encode(buf, version)
+        }) {
+            writer.queue(bytes);
+        }
+        TrackQuery {
+            path: self.path,
+            request: self.request,
+            streams: Some((writer, Reader::new(recv))),
+        }
+    }
+}
+
+impl<S: SendStream, R: RecvStream> TrackQuery<S, R> {
+    pub(crate) fn poll(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<Result<(), Error>> {
+        let Some((writer, reader)) = self.streams.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        if let Poll::Ready(Err(error)) = writer.poll_flush(waiter) {
+            self.reject(error);
+            return Poll::Ready(Ok(()));
+        }
+        let version = cx.version;
+        let info = match reader.poll_message(waiter, |buf| TrackInfo::decode(buf, version)) {
+            Poll::Ready(Ok(Some(info))) => info,
+            Poll::Ready(Ok(None)) => {
+                self.reject(Error::NotFound);
+                return Poll::Ready(Ok(()));
+            }
+            Poll::Ready(Err(error @ (Error::Decode | Error::BoundsExceeded))) => {
+                self.reject(error);
+                return Poll::Ready(Err(error));
+            }
+            Poll::Ready(Err(error)) => {
+                self.reject(error);
+                return Poll::Ready(Ok(()));
+            }
+            Poll::Pending => return Poll::Pending,
+        };
+        let _ = writer.stream_mut().finish();
+        let Some(request) = self.request.take() else {
+            return Poll::Ready(Ok(()));
+        };
+        let mut track = Track::new(request.name());
+        track.priority = info.priority;
+        track.ordered = info.ordered;
+        track.max_latency = info.max_latency;
+        track.timescale = info.timescale.get();
+        let producer = request.serve(track);
+        cx.opens.push_back(Open::Subscribe(SubscribeRemote::plan(
+            self.path.clone(),
+            producer,
+        )));
+        Poll::Ready(Ok(()))
+    }
+
+    fn reject(&mut self, error: Error) {
+        if let Some(request) = self.request.take() {
+            request.reject(error);
+        }
+    }
+}
+
+impl SubscribeRemote<(), ()> {
+    pub(crate) fn plan(path: Path, track: TrackProducer) -> Self {
+        Self {
+            path,
+            track: Some(track),
+            id: 0,
+            streams: None,
+        }
+    }
+
+    /// Registers the subscription's route (before SUBSCRIBE is written, so that a group
+    /// arriving first is not lost) and queues the SUBSCRIBE.
+    pub(crate) fn with_streams<S: SendStream, R: RecvStream>(
+        self,
+        send: S,
+        recv: R,
+        cx: &mut Context,
+    ) -> SubscribeRemote<S, R> {
+        let id = cx.next_subscribe_id;
+        cx.next_subscribe_id += 1;
+        let mut writer = Writer::new(send);
+        if let Some(track) = self.track {
+            let properties = track.track();
+            let subscribe = Subscribe {
+                id,
+                broadcast: self.path.clone(),
+                track: properties.name.clone(),
+                priority: properties.priority,
+                ordered: properties.ordered,
+                max_latency: properties.max_latency,
+                start: None,
+                end: None,
+            };
+            let version = cx.version;
+            if let Ok(bytes) = encoded(|buf| {
+                BidiStream::Subscribe.encode(buf, version)?;
+                subscribe.encode(buf, version)
+            }) {
+                writer.queue(bytes);
+            }
+            cx.routes.insert(id, track);
+        }
+        SubscribeRemote {
+            path: self.path,
+            track: None,
+            id,
+            streams: Some((writer, Reader::new(recv))),
+        }
+    }
+}
+
+impl<S: SendStream, R: RecvStream> SubscribeRemote<S, R> {
+    pub(crate) fn poll(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<Result<(), Error>> {
+        let _ = (&self.path, &self.track);
+        let Some((writer, reader)) = self.streams.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        let Some(track) = cx.routes.get(&self.id) else {
+            return Poll::Ready(Ok(()));
+        };
+        // Nobody wants the track any more: cancel upstream (FIN), end it locally.
+        if track.poll_unused(waiter).is_ready() {
+            let _ = writer.stream_mut().finish();
+            reader.stream_mut().stop(Error::Cancel.to_code());
+            if let Some(track) = cx.routes.remove(&self.id) {
+                track.abort(Error::Cancel);
+            }
+            return Poll::Ready(Ok(()));
+        }
+        if let Poll::Ready(Err(error)) = writer.poll_flush(waiter) {
+            if let Some(track) = cx.routes.remove(&self.id) {
+                track.abort(error);
+            }
+            return Poll::Ready(Ok(()));
+        }
+        let version = cx.version;
+        loop {
+            match reader.poll_message(waiter, |buf| SubscribeResponse::decode(buf, version)) {
+                Poll::Ready(Ok(Some(_response))) => {
+                    // START, END and DROP carry nothing this side needs: groups arrive on
+                    // their own streams, and the publisher's FIN ends the track.
+                }
+                Poll::Ready(Ok(None)) => {
+                    if let Some(track) = cx.routes.remove(&self.id) {
+                        track.finish();
+                    }
+                    let _ = writer.stream_mut().finish();
+                    return Poll::Ready(Ok(()));
+                }
+                Poll::Ready(Err(error @ (Error::Decode | Error::UnexpectedMessage))) => {
+                    if let Some(track) = cx.routes.remove(&self.id) {
+                        track.abort(error);
+                    }
+                    return Poll::Ready(Err(error));
+                }
+                Poll::Ready(Err(error)) => {
+                    if let Some(track) = cx.routes.remove(&self.id) {
+                        track.abort(error);
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+impl<R: RecvStream> GroupRead<R> {
+    pub(crate) fn new(reader: Reader<R>, cx: &Context) -> Self {
+        let (stream, buffered) = reader.into_parts();
+        let mut decoder = GroupDecoder::new(cx.version, cx.config.max_frame_size);
+        decoder.push(&buffered);
+        Self {
+            stream,
+            decoder,
+            group: None,
+            finished: false,
+        }
+    }
+
+    pub(crate) fn poll(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<Result<(), Error>> {
+        loop {
+            match self.decoder.next_item() {
+                Ok(Some(GroupItem::Header(header))) => {
+                    let Some(track) = cx.routes.get_mut(&header.subscribe_id) else {
+                        // spec: a GROUP with an unknown subscribe id is stopped with code 0.
+                        self.stream.stop(Error::Cancel.to_code());
+                        return Poll::Ready(Ok(()));
+                    };
+                    self.group = Some(track.create_group(header.sequence));
+                }
+                Ok(Some(GroupItem::Frame { timestamp, payload })) => {
+                    if let Some(group) = self.group.as_mut() {
+                        group.write(timestamp, payload);
+                    }
+                }
+                Ok(None) if self.finished => {
+                    return Poll::Ready(match self.decoder.finish() {
+                        Ok(()) => {
+                            if let Some(group) = self.group.take() {
+                                group.finish();
+                            }
+                            Ok(())
+                        }
+                        Err(error) => self.fail(error),
+                    });
+                }
+                Ok(None) => match self.stream.poll_read(waiter) {
+                    Poll::Ready(Ok(Some(chunk))) => self.decoder.push(&chunk),
+                    Poll::Ready(Ok(None)) => self.finished = true,
+                    Poll::Ready(Err(error)) => {
+                        // A reset is normal truncation (Old, Lagged, Evicted, …).
+                        if let Some(group) = self.group.take() {
+                            group.abort(error.into());
+                        }
+                        return Poll::Ready(Ok(()));
+                    }
+                    Poll::Pending => return Poll::Pending,
+                },
+                Err(error) => return Poll::Ready(self.fail(error)),
+            }
+        }
+    }
+
+    /// Malformed group bytes: the group is aborted and the session closes with the error.
+    fn fail(&mut self, error: Error) -> Result<(), Error> {
+        self.stream.stop(error.to_code());
+        if let Some(group) = self.group.take() {
+            group.abort(error);
+        }
+        Err(error)
+    }
+}

@@ -1,0 +1,138 @@
+//! The sub-machines of a session (one per stream), and which of them need polling.
+//!
+//! A session serves thousands of streams; polling all of them whenever one is woken would
+//! make every message cost O(streams). Instead each sub-machine owns a [`Waiter`] whose waker
+//! records the sub-machine's slot in a ready list and wakes the session, and the session
+//! polls only the slots in that list. (This is what `FuturesUnordered` does for futures; the
+//! sub-machines here are named state machines that also take the session's context, so the
+//! bookkeeping is written out.)
+
+use std::sync::{Arc, Mutex};
+use std::task::{Wake, Waker};
+
+use kio::Waiter;
+
+/// A set of sub-machines with a ready list.
+pub(crate) struct TaskSet<T> {
+    slots: Vec<Option<Slot<T>>>,
+    free: Vec<usize>,
+    ready: Arc<ReadyList>,
+    len: usize,
+}
+
+struct Slot<T> {
+    task: T,
+    waiter: Waiter,
+}
+
+struct ReadyList {
+    state: Mutex<ReadyState>,
+}
+
+#[derive(Default)]
+struct ReadyState {
+    indices: Vec<usize>,
+    /// The session's waker, woken when a sub-machine becomes ready.
+    parent: Option<Waker>,
+}
+
+struct SlotWaker {
+    index: usize,
+    ready: Arc<ReadyList>,
+}
+
+impl<T> TaskSet<T> {
+    pub(crate) fn new() -> Self {
+        Self {
+            slots: Vec::new(),
+            free: Vec::new(),
+            ready: Arc::new(ReadyList {
+                state: Mutex::new(ReadyState::default()),
+            }),
+            len: 0,
+        }
+    }
+
+    /// How many sub-machines are running.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Adds a sub-machine; it is polled on the next [`drain_ready`](Self::drain_ready).
+    pub(crate) fn push(&mut self, task: T) {
+        let index = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            self.slots.len() - 1
+        });
+        let waker = Waker::from(Arc::new(SlotWaker {
+            index,
+            ready: self.ready.clone(),
+        }));
+        self.slots[index] = Some(Slot {
+            task,
+            waiter: Waiter::new(&waker),
+        });
+        self.len += 1;
+        self.ready.lock().indices.push(index);
+    }
+
+    /// Records the session's waker, then takes the indices of the ready sub-machines.
+    pub(crate) fn drain_ready(&mut self, parent: &Waker) -> Vec<usize> {
+        let mut state = self.ready.lock();
+        if !state.parent.as_ref().is_some_and(|p| p.will_wake(parent)) {
+            state.parent = Some(parent.clone());
+        }
+        std::mem::take(&mut state.indices)
+    }
+
+    /// The sub-machine in slot `index` and its waiter, if it still runs.
+    pub(crate) fn get_mut(&mut self, index: usize) -> Option<(&mut T, &Waiter)> {
+        self.slots
+            .get_mut(index)
+            .and_then(Option::as_mut)
+            .map(|slot| (&mut slot.task, &slot.waiter))
+    }
+
+    /// Takes the sub-machine in slot `index` out of the set (it finished).
+    pub(crate) fn remove(&mut self, index: usize) -> Option<T> {
+        let slot = self.slots.get_mut(index)?.take()?;
+        self.free.push(index);
+        self.len -= 1;
+        Some(slot.task)
+    }
+
+    /// Every running sub-machine, for shutting them all down.
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
+        self.len = 0;
+        self.free.clear();
+        self.slots.drain(..).flatten().map(|slot| slot.task)
+    }
+}
+
+impl ReadyList {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ReadyState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Wake for SlotWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let mut state = self.ready.lock();
+        state.indices.push(self.index);
+        let parent = state.parent.clone();
+        drop(state);
+        if let Some(parent) = parent {
+            parent.wake();
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for TaskSet<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskSet").field("len", &self.len).finish()
+    }
+}
