@@ -141,3 +141,162 @@ fn a_frame_flows_from_publisher_through_relay_to_subscriber() {
         assert_eq!(received.frames.borrow()[0], "hello");
     });
 }
+
+/// Writes a one-frame group.
+fn send(track: &mut TrackProducer, timestamp: u64, text: &'static str) {
+    let mut group = track.append_group();
+    group.write(timestamp, text);
+    group.finish();
+}
+
+/// A relay, a publisher of `live`/`video`, and a subscriber already reading it.
+fn live(runtime: &TestRuntime, relay: &mut Relay) -> (Session, TrackProducer, Session, Received) {
+    let (publisher_session, broadcast, track) = publisher(runtime, relay, "live", "video");
+    std::mem::forget(broadcast); // published for the whole test
+    let (subscriber_session, origin) = subscriber(runtime, relay);
+    assert!(runtime.run_until(SECOND, || origin.consume_broadcast("live").is_some()));
+    let received = read_track(runtime, &origin, "live", "video");
+    assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
+    (publisher_session, track, subscriber_session, received)
+}
+
+#[test]
+fn a_late_joiner_starts_at_the_latest_group() {
+    seeded(2, |runtime| {
+        let mut relay = Relay::new();
+        let (_p, mut track, _s, first) = live(runtime, &mut relay);
+        for (timestamp, text) in [(0, "one"), (1, "two"), (2, "three")] {
+            send(&mut track, timestamp, text);
+        }
+        assert!(runtime.run_until(SECOND, || first.frames.borrow().len() == 3));
+
+        // A second subscriber joins now: the relay has the track cached, so it starts at the
+        // latest group, not at the first.
+        let (_s2, late_origin) = subscriber(runtime, &mut relay);
+        assert!(runtime.run_until(SECOND, || late_origin.consume_broadcast("live").is_some()));
+        let late = read_track(runtime, &late_origin, "live", "video");
+        assert!(runtime.run_until(SECOND, || late.frames.borrow().len() == 1));
+        send(&mut track, 3, "four");
+        assert!(runtime.run_until(SECOND, || late.frames.borrow().len() == 2));
+        assert_eq!(*late.frames.borrow(), ["three", "four"]);
+        assert_eq!(first.frames.borrow().len(), 4);
+    });
+}
+
+#[test]
+fn the_last_subscriber_leaving_cancels_upstream() {
+    seeded(3, |runtime| {
+        let mut relay = Relay::new();
+        let (_p, mut track, subscriber_session, received) = live(runtime, &mut relay);
+        send(&mut track, 0, "hi");
+        assert!(runtime.run_until(SECOND, || received.frames.borrow().len() == 1));
+
+        // The subscriber goes away: the relay's copy becomes unused and it unsubscribes.
+        subscriber_session.close(Error::Cancel);
+        assert!(
+            runtime.run_until(SECOND, || track.consumer_count() == 0),
+            "the publisher's track is no longer consumed"
+        );
+    });
+}
+
+#[test]
+fn a_dropped_publisher_track_ends_subscriptions_with_dropped() {
+    seeded(4, |runtime| {
+        let mut relay = Relay::new();
+        let (_p, mut track, _s, received) = live(runtime, &mut relay);
+        send(&mut track, 0, "last words");
+        assert!(runtime.run_until(SECOND, || received.frames.borrow().len() == 1));
+        drop(track);
+        assert!(runtime.run_until(SECOND, || received.end.borrow().is_some()));
+        assert_eq!(*received.end.borrow(), Some(Err(Error::Dropped)));
+    });
+}
+
+#[test]
+fn a_finished_publisher_track_ends_subscriptions_cleanly() {
+    seeded(5, |runtime| {
+        let mut relay = Relay::new();
+        let (_p, mut track, _s, received) = live(runtime, &mut relay);
+        send(&mut track, 0, "bye");
+        track.finish();
+        assert!(runtime.run_until(5 * SECOND, || received.end.borrow().is_some()));
+        assert_eq!(*received.frames.borrow(), ["bye"]);
+        assert_eq!(*received.end.borrow(), Some(Ok(())));
+        assert!(
+            relay.sessions.iter().all(|session| !session.is_closed()),
+            "ending a track closes no session"
+        );
+    });
+}
+
+#[test]
+fn a_publisher_disconnecting_unannounces_its_broadcasts() {
+    seeded(6, |runtime| {
+        let mut relay = Relay::new();
+        let (publisher_session, _b, _track) = publisher(runtime, &mut relay, "live", "video");
+        let (_s, origin) = subscriber(runtime, &mut relay);
+        assert!(runtime.run_until(SECOND, || origin.consume_broadcast("live").is_some()));
+        publisher_session.close(Error::Cancel);
+        assert!(
+            runtime.run_until(SECOND, || origin.consume_broadcast("live").is_none()),
+            "the relay and then the subscriber drop the broadcast"
+        );
+        assert!(relay.origin.consume_broadcast("live").is_none());
+    });
+}
+
+#[test]
+fn a_thousand_subscribers_read_one_track_through_one_relay() {
+    seeded(7, |runtime| {
+        let mut relay = Relay::new();
+        let (_p, _b, mut track) = publisher(runtime, &mut relay, "room", "chat");
+        let subscribers: Vec<(Session, Origin)> =
+            (0..1000).map(|_| subscriber(runtime, &mut relay)).collect();
+        assert!(runtime.run_until(SECOND, || subscribers
+            .iter()
+            .all(|(_, origin)| origin.consume_broadcast("room").is_some())));
+        let received: Vec<Received> = subscribers
+            .iter()
+            .map(|(_, origin)| read_track(runtime, origin, "room", "chat"))
+            .collect();
+        assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
+        // The relay has one upstream subscription however many subscribers it serves.
+        assert_eq!(track.consumer_count(), 1);
+        for (timestamp, text) in [(0, "a"), (1, "b"), (2, "c")] {
+            send(&mut track, timestamp, text);
+        }
+        assert!(runtime.run_until(SECOND, || received
+            .iter()
+            .all(|r| r.frames.borrow().len() == 3)));
+        for r in &received {
+            assert_eq!(*r.frames.borrow(), ["a", "b", "c"]);
+        }
+    });
+}
+
+#[test]
+fn ten_thousand_broadcasts_are_discovered() {
+    seeded(8, |runtime| {
+        let mut relay = Relay::new();
+        let origin = Origin::new();
+        let broadcasts: Vec<BroadcastProducer> = (0..10_000)
+            .map(|i| {
+                let broadcast = BroadcastProducer::new();
+                origin.publish(format!("rooms/{i}"), &broadcast);
+                broadcast
+            })
+            .collect();
+        let _publisher = relay.connect(
+            runtime,
+            SessionConfig {
+                publish: Some(origin),
+                ..SessionConfig::default()
+            },
+        );
+        let (_s, seen) = subscriber(runtime, &mut relay);
+        assert!(runtime.run_until(10 * SECOND, || seen.paths("rooms").len() == 10_000));
+        drop(broadcasts);
+        assert!(runtime.run_until(10 * SECOND, || seen.paths("rooms").is_empty()));
+    });
+}
