@@ -253,9 +253,11 @@ fn a_thousand_subscribers_read_one_track_through_one_relay() {
         let (_p, _b, mut track) = publisher(runtime, &mut relay, "room", "chat");
         let subscribers: Vec<(Session, Origin)> =
             (0..1000).map(|_| subscriber(runtime, &mut relay)).collect();
-        assert!(runtime.run_until(SECOND, || subscribers
-            .iter()
-            .all(|(_, origin)| origin.consume_broadcast("room").is_some())));
+        assert!(runtime.run_until(SECOND, || {
+            subscribers
+                .iter()
+                .all(|(_, origin)| origin.consume_broadcast("room").is_some())
+        }));
         let received: Vec<Received> = subscribers
             .iter()
             .map(|(_, origin)| read_track(runtime, origin, "room", "chat"))
@@ -266,9 +268,9 @@ fn a_thousand_subscribers_read_one_track_through_one_relay() {
         for (timestamp, text) in [(0, "a"), (1, "b"), (2, "c")] {
             send(&mut track, timestamp, text);
         }
-        assert!(runtime.run_until(SECOND, || received
-            .iter()
-            .all(|r| r.frames.borrow().len() == 3)));
+        assert!(runtime.run_until(SECOND, || {
+            received.iter().all(|r| r.frames.borrow().len() == 3)
+        }));
         for r in &received {
             assert_eq!(*r.frames.borrow(), ["a", "b", "c"]);
         }

@@ -18,6 +18,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
+use std::time::Instant;
 
 use kio::Waiter;
 
@@ -31,7 +32,7 @@ use super::{SessionConfig, Shared, Side};
 use crate::Error;
 use crate::coding::{Setup, Version};
 use crate::model::{BroadcastProducer, Path, TrackProducer};
-use crate::runtime::Runtime;
+use crate::runtime::{Deadline, Runtime};
 use crate::transport::{self, Session as _};
 
 /// A session's protocol machine. [`Runtime::spawn`] receives it and polls it to completion;
@@ -45,7 +46,10 @@ pub struct SessionMachine<R: Runtime> {
     waiter: Option<Waiter>,
     state_watch: kio::Consumer<super::State>,
     done: bool,
-    _runtime: R,
+    /// The one timer of the machine: the earliest wait for trailing groups.
+    deadline: R::Deadline,
+    armed: Option<Instant>,
+    runtime: R,
 }
 
 /// What every sub-machine may read and change. The machine owns it and lends it to one
@@ -63,13 +67,75 @@ pub(crate) struct Context {
     /// Tells a restarted broadcast from the one it replaced.
     pub(crate) next_remote: u64,
     /// Subscriber half: where each subscription's groups go, by subscribe id.
-    pub(crate) routes: HashMap<u64, TrackProducer>,
+    pub(crate) routes: HashMap<u64, Route>,
+    /// The time of this turn of the machine (read once per turn).
+    pub(crate) now: Instant,
     pub(crate) next_subscribe_id: u64,
     /// Sub-machines started by other sub-machines (not needing a new stream).
     pub(crate) spawned: Vec<Spawn>,
     /// The peer sent GOAWAY: open no new streams.
     pub(crate) goaway: bool,
     pub(crate) peer_setup: Option<Setup>,
+}
+
+/// Where one subscription's group streams go.
+pub(crate) struct Route {
+    pub(crate) track: TrackProducer,
+    /// Groups that arrived so far.
+    pub(crate) arrived: u64,
+    /// Set once the publisher ended the subscription: its last groups may still be in
+    /// flight on their own streams.
+    pub(crate) ending: Option<Ending>,
+}
+
+/// A subscription the publisher ended, waiting for its trailing groups.
+pub(crate) struct Ending {
+    /// How many groups the publisher served in all (SUBSCRIBE_START to SUBSCRIBE_END).
+    pub(crate) expected: u64,
+    /// Finish the track by then even if some never arrive.
+    pub(crate) until: Instant,
+}
+
+impl Route {
+    pub(crate) fn new(track: TrackProducer) -> Self {
+        Self {
+            track,
+            arrived: 0,
+            ending: None,
+        }
+    }
+
+    /// Whether every group the publisher served has arrived.
+    pub(crate) fn complete(&self) -> bool {
+        self.ending
+            .as_ref()
+            .is_some_and(|ending| self.arrived >= ending.expected)
+    }
+}
+
+impl Context {
+    /// Finishes the tracks of ended subscriptions whose groups all arrived or whose wait
+    /// is over; returns the earliest wait still running.
+    pub(crate) fn settle_routes(&mut self) -> Option<Instant> {
+        let now = self.now;
+        let done: Vec<u64> = self
+            .routes
+            .iter()
+            .filter(|(_, route)| {
+                route.complete() || route.ending.as_ref().is_some_and(|e| e.until <= now)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in done {
+            if let Some(route) = self.routes.remove(&id) {
+                route.track.finish();
+            }
+        }
+        self.routes
+            .values()
+            .filter_map(|route| route.ending.as_ref().map(|ending| ending.until))
+            .min()
+    }
 }
 
 /// A broadcast the peer announced, published in the local origin while it lives here.
@@ -134,6 +200,7 @@ impl<R: Runtime> SessionMachine<R> {
             remote: HashMap::new(),
             next_remote: 0,
             routes: HashMap::new(),
+            now: runtime.now(),
             next_subscribe_id: 0,
             spawned: Vec::new(),
             goaway: false,
@@ -156,7 +223,9 @@ impl<R: Runtime> SessionMachine<R> {
             waiter: None,
             state_watch,
             done: false,
-            _runtime: runtime,
+            deadline: runtime.deadline(),
+            armed: None,
+            runtime,
         }
     }
 
@@ -344,6 +413,8 @@ impl<R: Runtime> Future for SessionMachine<R> {
             }
             None => Waiter::new(cx.waker()),
         };
+        // The clock is read once per turn.
+        this.context.now = this.runtime.now();
         loop {
             if this.done {
                 return Poll::Ready(());
@@ -358,6 +429,16 @@ impl<R: Runtime> Future for SessionMachine<R> {
                     this.close(error);
                     return Poll::Ready(());
                 }
+            }
+            // Ended subscriptions whose trailing groups arrived (or whose wait is over).
+            let next = this.context.settle_routes();
+            if next != this.armed {
+                this.armed = next;
+                this.deadline.set(next);
+            }
+            if next.is_some() && this.deadline.poll(&waiter).is_ready() {
+                this.context.now = this.runtime.now();
+                progress = true;
             }
             if !progress {
                 break;

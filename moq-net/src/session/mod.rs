@@ -56,10 +56,14 @@ pub struct SessionConfig {
     pub origin_id: u64,
     /// The largest frame accepted from the peer, in bytes.
     pub max_frame_size: u64,
+    /// How long a subscription the publisher ended waits for its last groups, which travel
+    /// on their own streams and may arrive after the end, before its track finishes anyway.
+    pub trailing_groups_timeout: std::time::Duration,
 }
 
 impl Default for SessionConfig {
-    /// moq-lite-05, serving and subscribing to nothing, 16 MiB frames.
+    /// moq-lite-05, serving and subscribing to nothing, 16 MiB frames, 1 s for trailing
+    /// groups.
     fn default() -> Self {
         Self {
             version: Version::Lite05,
@@ -69,6 +73,7 @@ impl Default for SessionConfig {
             path: None,
             origin_id: 0,
             max_frame_size: 16 << 20,
+            trailing_groups_timeout: std::time::Duration::from_secs(1),
         }
     }
 }

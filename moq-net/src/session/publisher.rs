@@ -8,7 +8,7 @@ use std::task::Poll;
 use kio::Waiter;
 
 use super::machine::{Context, Open};
-use super::stream::{Reader, Writer, encoded};
+use super::stream::{ReadError, Reader, Writer, encoded};
 use crate::Error;
 use crate::coding::{
     Announce, AnnounceOk, AnnounceRequest, AnnounceStatus, Fetch, FrameHeader, Group, Message,
@@ -48,8 +48,9 @@ enum SubscribeState {
     Serving {
         request: Subscribe,
         track: TrackConsumer,
-        /// Closed when the subscription ends: its group writers stop.
-        alive: kio::Producer<()>,
+        /// Set when the subscriber cancels: its group writers stop. (Dropped, not set, when
+        /// the track ends normally: groups in flight are still written.)
+        cancel: kio::Producer<bool>,
         started: bool,
         /// One past the highest sequence served.
         end: u64,
@@ -86,7 +87,9 @@ pub(crate) struct GroupWrite<S> {
     group: GroupConsumer,
     header: Group,
     priority: i32,
-    alive: kio::Consumer<()>,
+    /// Whether the subscription was cancelled; `None` once it ended without (nothing more
+    /// to watch).
+    cancel: Option<kio::Consumer<bool>>,
     previous: u64,
     started: bool,
     ended: bool,
@@ -120,7 +123,7 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
             {
                 Poll::Ready(Ok(Some(request))) => request,
                 Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
-                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Ready(Err(error)) => return Poll::Ready(error.outcome()),
                 Poll::Pending => return Poll::Pending,
             };
             let Some(origin) = cx.config.publish.as_ref() else {
@@ -205,7 +208,7 @@ impl<S: SendStream, R: RecvStream> TrackServe<S, R> {
             {
                 Poll::Ready(Ok(Some(request))) => request,
                 Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
-                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Ready(Err(error)) => return Poll::Ready(error.outcome()),
                 Poll::Pending => return Poll::Pending,
             };
             match resolve(cx, &request.broadcast, &request.track) {
@@ -287,7 +290,7 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                     {
                         Poll::Ready(Ok(Some(request))) => request,
                         Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
-                        Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                        Poll::Ready(Err(error)) => return Poll::Ready(error.outcome()),
                         Poll::Pending => return Poll::Pending,
                     };
                     match resolve(cx, &request.broadcast, &request.track) {
@@ -315,7 +318,7 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                     self.state = SubscribeState::Serving {
                         request,
                         track,
-                        alive: kio::Producer::new(()),
+                        cancel: kio::Producer::new(false),
                         started: false,
                         end: 0,
                     };
@@ -323,7 +326,7 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                 SubscribeState::Serving {
                     request,
                     track,
-                    alive,
+                    cancel,
                     started,
                     end,
                 } => {
@@ -337,11 +340,15 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                                 request.priority = update.priority;
                                 request.end = update.end;
                             }
-                            Poll::Ready(Ok(None)) | Poll::Ready(Err(_)) => {
+                            Poll::Ready(Ok(None)) | Poll::Ready(Err(ReadError::Stream(_))) => {
                                 // Cancelled: stop the group writers, FIN our side.
-                                alive.close();
+                                cancel.update(|cancelled| *cancelled = true);
                                 let _ = self.writer.stream_mut().finish();
                                 return Poll::Ready(Ok(()));
+                            }
+                            Poll::Ready(Err(ReadError::Malformed(error))) => {
+                                cancel.update(|cancelled| *cancelled = true);
+                                return Poll::Ready(Err(error));
                             }
                             Poll::Pending => break,
                         }
@@ -367,7 +374,7 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                                     request.id,
                                     group,
                                     priority(request.priority, sequence),
-                                    alive.consume(),
+                                    cancel.consume(),
                                 )));
                             }
                             Poll::Ready(Ok(None)) => {
@@ -380,7 +387,6 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                                 break;
                             }
                             Poll::Ready(Err(error)) => {
-                                alive.close();
                                 refuse(&mut self.writer, &mut self.reader, error);
                                 return Poll::Ready(Ok(()));
                             }
@@ -435,7 +441,7 @@ impl<S: SendStream, R: RecvStream> FetchServe<S, R> {
                     {
                         Poll::Ready(Ok(Some(request))) => request,
                         Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
-                        Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                        Poll::Ready(Err(error)) => return Poll::Ready(error.outcome()),
                         Poll::Pending => return Poll::Pending,
                     };
                     match resolve(cx, &request.broadcast, &request.track) {
@@ -522,7 +528,7 @@ impl GroupWrite<()> {
         subscribe_id: u64,
         group: GroupConsumer,
         priority: i32,
-        alive: kio::Consumer<()>,
+        cancel: kio::Consumer<bool>,
     ) -> Self {
         Self {
             writer: None,
@@ -532,7 +538,7 @@ impl GroupWrite<()> {
             },
             group,
             priority,
-            alive,
+            cancel: Some(cancel),
             previous: 0,
             started: false,
             ended: false,
@@ -547,7 +553,7 @@ impl GroupWrite<()> {
             group: self.group,
             header: self.header,
             priority: self.priority,
-            alive: self.alive,
+            cancel: self.cancel,
             previous: 0,
             started: false,
             ended: false,
@@ -575,9 +581,15 @@ impl<S: SendStream> GroupWrite<S> {
                 Err(error) => return Poll::Ready(Err(error)),
             }
         }
-        if self.alive.poll_closed(waiter).is_ready() {
-            writer.stream_mut().reset(Error::Cancel.to_code());
-            return Poll::Ready(Ok(()));
+        if let Some(cancel) = self.cancel.as_ref() {
+            match cancel.poll_until(waiter, |cancelled| cancelled.then_some(())) {
+                Poll::Ready(Ok(())) => {
+                    writer.stream_mut().reset(Error::Cancel.to_code());
+                    return Poll::Ready(Ok(()));
+                }
+                Poll::Ready(Err(_)) => self.cancel = None, // ended without a cancel
+                Poll::Pending => {}
+            }
         }
         if writer.stream_mut().poll_stopped(waiter).is_ready() {
             return Poll::Ready(Ok(())); // the peer does not want this group

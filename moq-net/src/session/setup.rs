@@ -12,7 +12,7 @@ use kio::Waiter;
 use super::Side;
 use super::machine::{Context, Step, Task};
 use super::publisher::{AnnounceServe, FetchServe, SubscribeServe, TrackServe};
-use super::stream::{Reader, Writer, encoded};
+use super::stream::{ReadError, Reader, Writer, encoded};
 use super::subscriber::GroupRead;
 use crate::Error;
 use crate::coding::{BidiStream, GoAway, Message, Setup, UniStream};
@@ -99,7 +99,7 @@ impl<R: RecvStream> SetupRead<R> {
                     cx.peer_setup = Some(setup);
                 }
                 Poll::Ready(Ok(None)) => return Poll::Ready(Err(Error::ProtocolViolation)),
-                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Ready(Err(error)) => return Poll::Ready(error.outcome()),
                 Poll::Pending => return Poll::Pending,
             }
         }
@@ -138,13 +138,14 @@ impl<R: RecvStream> UniIncoming<R> {
         let version = cx.version;
         let kind = match reader.poll_message(waiter, |buf| UniStream::decode(buf, version)) {
             Poll::Ready(Ok(Some(kind))) => kind,
-            Poll::Ready(Ok(None)) => return Poll::Ready(Ok(Step::Done)),
+            Poll::Ready(Ok(None)) | Poll::Ready(Err(ReadError::Stream(_))) => {
+                return Poll::Ready(Ok(Step::Done));
+            }
             // An unknown stream type drops the stream (a reset, code 0), not the session.
-            Poll::Ready(Err(Error::Decode)) => {
+            Poll::Ready(Err(ReadError::Malformed(_))) => {
                 reader.stream_mut().stop(Error::Cancel.to_code());
                 return Poll::Ready(Ok(Step::Done));
             }
-            Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
             Poll::Pending => return Poll::Pending,
         };
         let Some(mut reader) = self.reader.take() else {
@@ -183,14 +184,17 @@ impl<S: SendStream, R: RecvStream> BidiIncoming<S, R> {
         let version = cx.version;
         let kind = match reader.poll_message(waiter, |buf| BidiStream::decode(buf, version)) {
             Poll::Ready(Ok(Some(kind))) => kind,
-            Poll::Ready(Ok(None)) => return Poll::Ready(Ok(Step::Done)),
-            Poll::Ready(Err(Error::Decode)) => {
-                let (mut writer, mut reader) = self.streams.take().expect("checked above");
-                writer.stream_mut().reset(Error::Cancel.to_code());
-                reader.stream_mut().stop(Error::Cancel.to_code());
+            Poll::Ready(Ok(None)) | Poll::Ready(Err(ReadError::Stream(_))) => {
                 return Poll::Ready(Ok(Step::Done));
             }
-            Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+            // An unknown stream type drops the stream (a reset, code 0), not the session.
+            Poll::Ready(Err(ReadError::Malformed(_))) => {
+                if let Some((mut writer, mut reader)) = self.streams.take() {
+                    writer.stream_mut().reset(Error::Cancel.to_code());
+                    reader.stream_mut().stop(Error::Cancel.to_code());
+                }
+                return Poll::Ready(Ok(Step::Done));
+            }
             Poll::Pending => return Poll::Pending,
         };
         let Some((mut writer, mut reader)) = self.streams.take() else {

@@ -24,6 +24,34 @@ impl From<StreamError> for Error {
     }
 }
 
+/// Why reading a message failed, which decides what fails with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadError {
+    /// The peer sent bytes that do not decode: a protocol error, fatal to the session.
+    Malformed(Error),
+    /// The stream was reset or stopped, or the connection went away: only this stream
+    /// ends, with the peer's code.
+    Stream(Error),
+}
+
+impl ReadError {
+    /// The sub-machine's result: a malformed message closes the session; a stream failure
+    /// ends only the sub-machine.
+    pub(crate) fn outcome(self) -> Result<(), Error> {
+        match self {
+            ReadError::Malformed(error) => Err(error),
+            ReadError::Stream(_) => Ok(()),
+        }
+    }
+
+    /// The error either way.
+    pub(crate) fn error(self) -> Error {
+        match self {
+            ReadError::Malformed(error) | ReadError::Stream(error) => error,
+        }
+    }
+}
+
 /// Buffers a receive stream and decodes messages from it.
 pub(crate) struct Reader<S> {
     stream: S,
@@ -46,7 +74,7 @@ impl<S: RecvStream> Reader<S> {
         &mut self,
         waiter: &Waiter,
         decode: impl Fn(&mut &[u8]) -> Result<M, DecodeError>,
-    ) -> Poll<Result<Option<M>, Error>> {
+    ) -> Poll<Result<Option<M>, ReadError>> {
         loop {
             if !self.buffer.is_empty() {
                 let mut cursor = &self.buffer[..];
@@ -57,14 +85,14 @@ impl<S: RecvStream> Reader<S> {
                         return Poll::Ready(Ok(Some(message)));
                     }
                     Err(DecodeError::Short) if !self.fin => {}
-                    Err(error) => return Poll::Ready(Err(error.into())),
+                    Err(error) => return Poll::Ready(Err(ReadError::Malformed(error.into()))),
                 }
             } else if self.fin {
                 return Poll::Ready(Ok(None));
             }
             match self.poll_fill(waiter) {
                 Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(ReadError::Stream(error))),
                 Poll::Pending => return Poll::Pending,
             }
         }

@@ -7,7 +7,7 @@ use std::task::Poll;
 
 use kio::Waiter;
 
-use super::machine::{Context, Open, Remote, Spawn};
+use super::machine::{Context, Ending, Open, Remote, Route, Spawn};
 use super::stream::{Reader, Writer, encoded};
 use crate::Error;
 use crate::coding::{
@@ -43,6 +43,9 @@ pub(crate) struct SubscribeRemote<S, R> {
     track: Option<TrackProducer>,
     id: u64,
     streams: Option<(Writer<S>, Reader<R>)>,
+    /// From SUBSCRIBE_START and SUBSCRIBE_END: which groups the publisher served.
+    start: Option<u64>,
+    end: Option<u64>,
 }
 
 /// Writes one incoming group stream into its subscription's track.
@@ -102,9 +105,8 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
             match reader.poll_message(waiter, |buf| AnnounceOk::decode(buf, version)) {
                 Poll::Ready(Ok(Some(_ok))) => self.acknowledged = true,
                 Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
-                Poll::Ready(Err(Error::Decode)) => return Poll::Ready(Err(Error::Decode)),
                 // Refused (reset): this peer publishes nothing to us.
-                Poll::Ready(Err(_)) => return Poll::Ready(Ok(())),
+                Poll::Ready(Err(error)) => return Poll::Ready(error.outcome()),
                 Poll::Pending => return Poll::Pending,
             }
         }
@@ -116,12 +118,9 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                     cx.remote.clear();
                     return Poll::Ready(Ok(()));
                 }
-                Poll::Ready(Err(error @ (Error::Decode | Error::BoundsExceeded))) => {
-                    return Poll::Ready(Err(error));
-                }
-                Poll::Ready(Err(_)) => {
+                Poll::Ready(Err(error)) => {
                     cx.remote.clear();
-                    return Poll::Ready(Ok(()));
+                    return Poll::Ready(error.outcome());
                 }
                 Poll::Pending => return Poll::Pending,
             };
@@ -242,13 +241,9 @@ impl<S: SendStream, R: RecvStream> TrackQuery<S, R> {
                 self.reject(Error::NotFound);
                 return Poll::Ready(Ok(()));
             }
-            Poll::Ready(Err(error @ (Error::Decode | Error::BoundsExceeded))) => {
-                self.reject(error);
-                return Poll::Ready(Err(error));
-            }
             Poll::Ready(Err(error)) => {
-                self.reject(error);
-                return Poll::Ready(Ok(()));
+                self.reject(error.error());
+                return Poll::Ready(error.outcome());
             }
             Poll::Pending => return Poll::Pending,
         };
@@ -283,6 +278,8 @@ impl SubscribeRemote<(), ()> {
             track: Some(track),
             id: 0,
             streams: None,
+            start: None,
+            end: None,
         }
     }
 
@@ -316,13 +313,15 @@ impl SubscribeRemote<(), ()> {
             }) {
                 writer.queue(bytes);
             }
-            cx.routes.insert(id, track);
+            cx.routes.insert(id, Route::new(track));
         }
         SubscribeRemote {
             path: self.path,
             track: None,
             id,
             streams: Some((writer, Reader::new(recv))),
+            start: None,
+            end: None,
         }
     }
 }
@@ -333,52 +332,55 @@ impl<S: SendStream, R: RecvStream> SubscribeRemote<S, R> {
         let Some((writer, reader)) = self.streams.as_mut() else {
             return Poll::Ready(Ok(()));
         };
-        let Some(track) = cx.routes.get(&self.id) else {
+        let Some(route) = cx.routes.get(&self.id) else {
             return Poll::Ready(Ok(()));
         };
         // Nobody wants the track any more: cancel upstream (FIN), end it locally.
-        if track.poll_unused(waiter).is_ready() {
+        if route.track.poll_unused(waiter).is_ready() {
             let _ = writer.stream_mut().finish();
             reader.stream_mut().stop(Error::Cancel.to_code());
-            if let Some(track) = cx.routes.remove(&self.id) {
-                track.abort(Error::Cancel);
+            if let Some(route) = cx.routes.remove(&self.id) {
+                route.track.abort(Error::Cancel);
             }
             return Poll::Ready(Ok(()));
         }
         if let Poll::Ready(Err(error)) = writer.poll_flush(waiter) {
-            if let Some(track) = cx.routes.remove(&self.id) {
-                track.abort(error);
-            }
+            self.abort(cx, error);
             return Poll::Ready(Ok(()));
         }
         let version = cx.version;
         loop {
             match reader.poll_message(waiter, |buf| SubscribeResponse::decode(buf, version)) {
-                Poll::Ready(Ok(Some(_response))) => {
-                    // START, END and DROP carry nothing this side needs: groups arrive on
-                    // their own streams, and the publisher's FIN ends the track.
+                Poll::Ready(Ok(Some(SubscribeResponse::Start { group }))) => {
+                    self.start.get_or_insert(group);
                 }
+                Poll::Ready(Ok(Some(SubscribeResponse::End { group }))) => self.end = Some(group),
+                // Groups the publisher will not deliver are simply not there.
+                Poll::Ready(Ok(Some(SubscribeResponse::Drop { .. }))) => {}
                 Poll::Ready(Ok(None)) => {
-                    if let Some(track) = cx.routes.remove(&self.id) {
-                        track.finish();
+                    // The track ended. Its last groups may still be on their way: the route
+                    // stays until they all arrived, or until the wait is over.
+                    let end = self.end.unwrap_or(0);
+                    let expected = end.saturating_sub(self.start.unwrap_or(end));
+                    let until = cx.now + cx.config.trailing_groups_timeout;
+                    if let Some(route) = cx.routes.get_mut(&self.id) {
+                        route.ending = Some(Ending { expected, until });
                     }
                     let _ = writer.stream_mut().finish();
                     return Poll::Ready(Ok(()));
                 }
-                Poll::Ready(Err(error @ (Error::Decode | Error::UnexpectedMessage))) => {
-                    if let Some(track) = cx.routes.remove(&self.id) {
-                        track.abort(error);
-                    }
-                    return Poll::Ready(Err(error));
-                }
                 Poll::Ready(Err(error)) => {
-                    if let Some(track) = cx.routes.remove(&self.id) {
-                        track.abort(error);
-                    }
-                    return Poll::Ready(Ok(()));
+                    self.abort(cx, error.error());
+                    return Poll::Ready(error.outcome());
                 }
                 Poll::Pending => return Poll::Pending,
             }
+        }
+    }
+
+    fn abort(&self, cx: &mut Context, error: Error) {
+        if let Some(route) = cx.routes.remove(&self.id) {
+            route.track.abort(error);
         }
     }
 }
@@ -400,12 +402,13 @@ impl<R: RecvStream> GroupRead<R> {
         loop {
             match self.decoder.next_item() {
                 Ok(Some(GroupItem::Header(header))) => {
-                    let Some(track) = cx.routes.get_mut(&header.subscribe_id) else {
+                    let Some(route) = cx.routes.get_mut(&header.subscribe_id) else {
                         // spec: a GROUP with an unknown subscribe id is stopped with code 0.
                         self.stream.stop(Error::Cancel.to_code());
                         return Poll::Ready(Ok(()));
                     };
-                    self.group = Some(track.create_group(header.sequence));
+                    self.group = Some(route.track.create_group(header.sequence));
+                    route.arrived += 1;
                 }
                 Ok(Some(GroupItem::Frame { timestamp, payload })) => {
                     if let Some(group) = self.group.as_mut() {
