@@ -16,27 +16,51 @@ use moq_net::session::{self, Session, SessionConfig};
 struct Relay {
     origin: Origin,
     sessions: Vec<Session>,
+    id: u64,
 }
 
 impl Relay {
     fn new() -> Self {
+        Self::with_id(0)
+    }
+
+    /// A relay with an origin (hop) id, for routes through several relays.
+    fn with_id(id: u64) -> Self {
         Self {
             origin: Origin::new(),
             sessions: Vec::new(),
+            id,
         }
+    }
+
+    /// How this relay's sessions are configured: both halves on the shared origin.
+    fn config(&self) -> SessionConfig {
+        SessionConfig {
+            publish: Some(self.origin.clone()),
+            subscribe: Some(self.origin.clone()),
+            origin_id: self.id,
+            ..SessionConfig::default()
+        }
+    }
+
+    /// Connects `other` to this relay as a client: each forwards the other's broadcasts.
+    fn link(&mut self, runtime: &TestRuntime, other: &mut Relay) {
+        let (client_end, relay_end) = runtime.connect(LinkConfig::default());
+        self.sessions
+            .push(session::accept(runtime.clone(), relay_end, self.config()));
+        other.sessions.push(session::connect(
+            runtime.clone(),
+            client_end,
+            other.config(),
+        ));
     }
 
     /// Connects a client to this relay; the client's config says what it publishes and
     /// where it puts what it receives.
     fn connect(&mut self, runtime: &TestRuntime, client: SessionConfig) -> Session {
         let (client_end, relay_end) = runtime.connect(LinkConfig::default());
-        let relay_config = SessionConfig {
-            publish: Some(self.origin.clone()),
-            subscribe: Some(self.origin.clone()),
-            ..SessionConfig::default()
-        };
         self.sessions
-            .push(session::accept(runtime.clone(), relay_end, relay_config));
+            .push(session::accept(runtime.clone(), relay_end, self.config()));
         session::connect(runtime.clone(), client_end, client)
     }
 }
@@ -300,5 +324,58 @@ fn ten_thousand_broadcasts_are_discovered() {
         assert!(runtime.run_until(10 * SECOND, || seen.paths("rooms").len() == 10_000));
         drop(broadcasts);
         assert!(runtime.run_until(10 * SECOND, || seen.paths("rooms").is_empty()));
+    });
+}
+
+#[test]
+fn a_ring_of_three_relays_delivers_once_and_drops_looped_announcements() {
+    seeded(9, |runtime| {
+        let (mut first, mut second, mut third) = (
+            Relay::with_id(101),
+            Relay::with_id(102),
+            Relay::with_id(103),
+        );
+        first.link(runtime, &mut second);
+        second.link(runtime, &mut third);
+        third.link(runtime, &mut first);
+        let (publisher_session, _b, mut track) = publisher(runtime, &mut first, "live", "video");
+        let (_s, origin) = subscriber(runtime, &mut third);
+        assert!(runtime.run_until(SECOND, || origin.consume_broadcast("live").is_some()));
+
+        // Every relay knows the broadcast, with a route that never contains itself.
+        for relay in [&first, &second, &third] {
+            let broadcast = relay.origin.consume_broadcast("live").expect("announced");
+            assert!(
+                !broadcast.hops().contains(&relay.id),
+                "relay {} looped",
+                relay.id
+            );
+        }
+        // The announcements settle: nothing keeps travelling around the ring.
+        runtime.advance(10 * SECOND);
+        assert_eq!(
+            runtime.pending_timers(),
+            0,
+            "traffic still in flight after 10 s"
+        );
+
+        let received = read_track(runtime, &origin, "live", "video");
+        assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
+        send(&mut track, 0, "around");
+        assert!(runtime.run_until(SECOND, || received.frames.borrow().len() == 1));
+        assert_eq!(*received.frames.borrow(), ["around"]);
+
+        publisher_session.close(Error::Cancel);
+        assert!(
+            runtime.run_until(5 * SECOND, || origin.consume_broadcast("live").is_none()),
+            "the end of the broadcast reaches the subscriber"
+        );
+        for relay in [&first, &second, &third] {
+            assert!(
+                relay.origin.consume_broadcast("live").is_none(),
+                "relay {}",
+                relay.id
+            );
+        }
     });
 }

@@ -126,6 +126,8 @@ struct BroadcastShared {
 #[derive(Debug, Default)]
 struct BroadcastState {
     tracks: HashMap<String, Slot>,
+    /// The origin ids the broadcast travelled through to get here.
+    hops: Vec<u64>,
     closed: bool,
     next_request: u64,
     /// Run when the producer drops: origins withdrawing their announcements.
@@ -193,6 +195,13 @@ impl BroadcastProducer {
     /// dropped or finished.
     pub fn create_track(&self, track: Track) -> TrackProducer {
         BroadcastShared::create_track(&self.source.shared, track, None)
+    }
+
+    /// Records the route this broadcast took to get here: the origin (hop) ids of the
+    /// relays it came through, from the original publisher's side. Sessions announce it
+    /// onwards so that relays can refuse routes that loop through themselves.
+    pub fn set_hops(&self, hops: Vec<u64>) {
+        self.source.shared.state.lock().hops = hops;
     }
 
     /// A consumer of this broadcast.
@@ -304,6 +313,12 @@ impl BroadcastConsumer {
     /// Waits until the producer is gone.
     pub async fn closed(&self) {
         self.presence.closed().await
+    }
+
+    /// The route the broadcast took to get here (see [`BroadcastProducer::set_hops`]); empty
+    /// for a broadcast published locally.
+    pub fn hops(&self) -> Vec<u64> {
+        self.shared.state.lock().hops.clone()
     }
 
     /// Whether both consumers read the same broadcast.
@@ -430,6 +445,11 @@ impl BroadcastSource {
             shared: self.shared.clone(),
             presence: self.presence.consume(),
         }
+    }
+
+    /// How many hops the broadcast's route has.
+    pub(crate) fn hop_count(&self) -> usize {
+        self.shared.state.lock().hops.len()
     }
 
     /// Whether both sources are the same broadcast.
@@ -694,6 +714,15 @@ mod tests {
             live.poll_next_group(&waiter()),
             Poll::Ready(Ok(None))
         ));
+    }
+
+    #[test]
+    fn consumers_see_the_route_the_broadcast_took() {
+        let broadcast = BroadcastProducer::new();
+        let consumer = broadcast.consume();
+        assert!(consumer.hops().is_empty(), "published here");
+        broadcast.set_hops(vec![7, 9]);
+        assert_eq!(consumer.hops(), [7, 9]);
     }
 
     #[test]

@@ -7,10 +7,10 @@
 //! when its [`BroadcastProducer`] is dropped.
 //!
 //! Several producers may publish the same path (a publisher reconnecting while its old
-//! session times out, or two routes to one broadcast). The most recent is active; if it goes
-//! away while an older one is still live, the older one becomes active again, announced as a
-//! fresh [`Announcement::Active`] (a restart, in moq-lite-05 terms). [`Announcement::Ended`]
-//! comes only when no publisher is left.
+//! session times out, or two routes to one broadcast). The one with the shortest route is
+//! active, the most recent among equals; if it goes away while another is still live, that
+//! one becomes active, announced as a fresh [`Announcement::Active`] (a restart, in
+//! moq-lite-05 terms). [`Announcement::Ended`] comes only when no publisher is left.
 //!
 //! Announcements are queued per listener under the origin's lock, so that every listener sees
 //! every path's events in the order they happened; publishing costs one queue push per
@@ -106,6 +106,8 @@ struct OriginState {
 #[derive(Debug)]
 struct Publication {
     id: u64,
+    /// The length of the broadcast's route when it was published.
+    hops: usize,
     broadcast: BroadcastSource,
 }
 
@@ -130,12 +132,17 @@ impl Origin {
         Self::default()
     }
 
-    /// Publishes `broadcast` at `path` (normalized), replacing whatever is active there until
-    /// this broadcast's producer is dropped. Publishing the same broadcast at the same path
-    /// again does nothing.
+    /// Publishes `broadcast` at `path` (normalized) until its producer is dropped. Publishing
+    /// the same broadcast at the same path again does nothing.
+    ///
+    /// When several broadcasts are published at one path, the active one has the shortest
+    /// route ([`BroadcastProducer::set_hops`], read now), and among equals the newest: a
+    /// reconnecting publisher replaces its stale session, and a relay in a mesh keeps the
+    /// direct route instead of flapping between routes that came around.
     pub fn publish(&self, path: impl Into<Path>, broadcast: &BroadcastProducer) {
         let path = path.into();
         let source = broadcast.source();
+        let hops = source.hop_count();
         let mut state = self.shared.state.lock();
         let id = state.next_id;
         state.next_id += 1;
@@ -146,11 +153,20 @@ impl Origin {
         {
             return;
         }
-        publications.push(Publication {
-            id,
-            broadcast: source.clone(),
-        });
-        state.announce(&path, Some(&source));
+        // Kept in preference order, the active one last.
+        let at = publications.partition_point(|p| p.hops > hops || (p.hops == hops && p.id < id));
+        let active = at == publications.len();
+        publications.insert(
+            at,
+            Publication {
+                id,
+                hops,
+                broadcast: source.clone(),
+            },
+        );
+        if active {
+            state.announce(&path, Some(&source));
+        }
         drop(state);
 
         // A strong reference: the hook lives only until the broadcast's producer drops.
@@ -391,6 +407,37 @@ mod tests {
         drop(first);
         assert!(origin.consume_broadcast("p").is_none());
         assert_eq!(drain(&mut listener), ["+p", "+p", "+p", "-p"]);
+    }
+
+    #[test]
+    fn the_shortest_route_is_active_and_a_longer_one_changes_nothing() {
+        let origin = Origin::new();
+        let direct = BroadcastProducer::new();
+        direct.set_hops(vec![1]);
+        let around = BroadcastProducer::new();
+        around.set_hops(vec![1, 2, 3]);
+        let mut listener = origin.announced("");
+        origin.publish("p", &direct);
+        origin.publish("p", &around);
+        assert_eq!(
+            drain(&mut listener),
+            ["+p"],
+            "the longer route is not announced"
+        );
+        let active = origin.consume_broadcast("p").unwrap();
+        assert!(active.same_broadcast(&direct.consume()));
+        drop(direct);
+        assert_eq!(
+            drain(&mut listener),
+            ["+p"],
+            "the remaining route takes over"
+        );
+        assert!(
+            origin
+                .consume_broadcast("p")
+                .unwrap()
+                .same_broadcast(&around.consume())
+        );
     }
 
     #[test]

@@ -22,6 +22,10 @@ pub(crate) struct AnnounceServe<S, R> {
     writer: Writer<S>,
     reader: Reader<R>,
     announced: Option<Announced>,
+    /// The subscriber's origin id: broadcasts whose route went through it are not offered.
+    exclude_hop: u64,
+    /// Paths announced active on this stream (an end is sent only for these).
+    active: std::collections::HashSet<crate::model::Path>,
 }
 
 /// Answers one TRACK with TRACK_INFO.
@@ -111,6 +115,8 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
             writer,
             reader,
             announced: None,
+            exclude_hop: 0,
+            active: std::collections::HashSet::new(),
         }
     }
 
@@ -130,6 +136,7 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
                 refuse(&mut self.writer, &mut self.reader, Error::NotFound);
                 return Poll::Ready(Ok(()));
             };
+            self.exclude_hop = request.exclude_hop;
             let announced = origin.announced(request.prefix);
             let ok = AnnounceOk {
                 hop_id: cx.config.origin_id,
@@ -146,9 +153,32 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
         };
         // Every announcement queued so far, then flush.
         while let Poll::Ready(announcement) = announced.poll_next(waiter) {
-            let (status, path) = match &announcement {
-                Announcement::Active { path, .. } => (AnnounceStatus::Active, path),
-                Announcement::Ended { path } => (AnnounceStatus::Ended, path),
+            let (status, path, hops) = match &announcement {
+                Announcement::Active { path, broadcast } => {
+                    let hops = broadcast.hops();
+                    // spec: never offer a route through the subscriber itself.
+                    let through_subscriber =
+                        self.exclude_hop != 0 && hops.contains(&self.exclude_hop);
+                    if through_subscriber {
+                        if self.active.remove(path) {
+                            // A route it had is now one through it: withdraw the old one.
+                            (AnnounceStatus::Ended, path, Vec::new())
+                        } else {
+                            continue;
+                        }
+                    } else if hops.len() > crate::coding::MAX_HOPS {
+                        continue; // a route longer than the wire carries is not offered
+                    } else {
+                        self.active.insert(path.clone());
+                        (AnnounceStatus::Active, path, hops)
+                    }
+                }
+                Announcement::Ended { path } => {
+                    if !self.active.remove(path) {
+                        continue;
+                    }
+                    (AnnounceStatus::Ended, path, Vec::new())
+                }
             };
             let Some(suffix) = path.strip_prefix(announced.prefix()) else {
                 continue;
@@ -156,7 +186,7 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
             let message = Announce {
                 status,
                 suffix: suffix.into(),
-                hops: Vec::new(),
+                hops,
             };
             match encoded(|buf| message.encode(buf, version)) {
                 Ok(bytes) => self.writer.queue(bytes),

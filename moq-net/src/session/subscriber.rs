@@ -22,6 +22,8 @@ pub(crate) struct AnnounceDiscover<S, R> {
     prefix: Path,
     streams: Option<(Writer<S>, Reader<R>)>,
     acknowledged: bool,
+    /// The publisher's origin id from ANNOUNCE_OK: the last hop of every route it offers.
+    publisher_hop: u64,
 }
 
 /// Turns a remote broadcast's track requests into TRACK queries.
@@ -62,6 +64,7 @@ impl AnnounceDiscover<(), ()> {
             prefix,
             streams: None,
             acknowledged: false,
+            publisher_hop: 0,
         }
     }
 
@@ -87,6 +90,7 @@ impl AnnounceDiscover<(), ()> {
             prefix: self.prefix,
             streams: Some((writer, Reader::new(recv))),
             acknowledged: false,
+            publisher_hop: 0,
         }
     }
 }
@@ -103,7 +107,10 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
         let version = cx.version;
         if !self.acknowledged {
             match reader.poll_message(waiter, |buf| AnnounceOk::decode(buf, version)) {
-                Poll::Ready(Ok(Some(_ok))) => self.acknowledged = true,
+                Poll::Ready(Ok(Some(ok))) => {
+                    self.acknowledged = true;
+                    self.publisher_hop = ok.hop_id;
+                }
                 Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
                 // Refused (reset): this peer publishes nothing to us.
                 Poll::Ready(Err(error)) => return Poll::Ready(error.outcome()),
@@ -127,9 +134,15 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
             let path = self.prefix.join(announce.suffix.as_str());
             match announce.status {
                 AnnounceStatus::Active => {
+                    // spec: the route is the announced hops plus the publisher's own id; a
+                    // route through this endpoint has looped back and is dropped.
+                    let mut route = announce.hops;
+                    if self.publisher_hop != 0 {
+                        route.push(self.publisher_hop);
+                    }
                     let own = cx.config.origin_id;
-                    if own != 0 && announce.hops.contains(&own) {
-                        continue; // looped back to us
+                    if own != 0 && route.contains(&own) {
+                        continue;
                     }
                     let Some(origin) = cx.config.subscribe.clone() else {
                         continue;
@@ -137,6 +150,7 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                     // A second active for an active path is a restart: the new broadcast
                     // replaces the old one.
                     let broadcast = BroadcastProducer::on_demand();
+                    broadcast.set_hops(route);
                     origin.publish(path.clone(), &broadcast);
                     let generation = cx.next_remote;
                     cx.next_remote += 1;

@@ -98,6 +98,13 @@ impl TestRuntime {
         self.inner.elapsed.get()
     }
 
+    /// How many timers are scheduled (deadlines and deliveries in flight). Zero after the
+    /// tasks ran means the system is quiet: nothing will happen until something new is
+    /// started.
+    pub fn pending_timers(&self) -> usize {
+        self.inner.timers.borrow().len()
+    }
+
     /// Runs `future` as a task of this runtime.
     pub fn spawn_task(&self, future: impl Future<Output = ()> + 'static) {
         self.inner.executor.spawn(Box::pin(future));
