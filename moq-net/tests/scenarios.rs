@@ -379,3 +379,304 @@ fn a_ring_of_three_relays_delivers_once_and_drops_looped_announcements() {
         }
     });
 }
+
+/// A hand-driven client of `relay`: raw streams, no session machine.
+fn raw_client(runtime: &TestRuntime, relay: &mut Relay) -> moq_net::runtime::test::TestTransport {
+    let (client_end, relay_end) = runtime.connect(LinkConfig::default());
+    relay
+        .sessions
+        .push(session::accept(runtime.clone(), relay_end, relay.config()));
+    client_end
+}
+
+/// Opens a uni stream and writes `bytes` to it, then FIN.
+fn write_uni(transport: &mut moq_net::runtime::test::TestTransport, bytes: &[u8]) {
+    use moq_net::transport::{SendStream, Session as _};
+    let waiter = kio::Waiter::new(std::task::Waker::noop());
+    let std::task::Poll::Ready(Ok(mut stream)) = transport.poll_open_uni(&waiter) else {
+        panic!("the test transport opens at once");
+    };
+    let _ = stream.poll_write(&waiter, &mut Bytes::copy_from_slice(bytes));
+    let _ = stream.finish();
+}
+
+/// Opens a bidi stream and writes `bytes` to it, then FIN.
+fn write_bidi(transport: &mut moq_net::runtime::test::TestTransport, bytes: &[u8]) {
+    use moq_net::transport::{SendStream, Session as _};
+    let waiter = kio::Waiter::new(std::task::Waker::noop());
+    let std::task::Poll::Ready(Ok((mut send, recv))) = transport.poll_open_bidi(&waiter) else {
+        panic!("the test transport opens at once");
+    };
+    std::mem::forget(recv); // keep the receive half open
+    let _ = send.poll_write(&waiter, &mut Bytes::copy_from_slice(bytes));
+    let _ = send.finish();
+}
+
+/// The code the relay closed a raw client's connection with, once it did.
+fn close_code(
+    runtime: &TestRuntime,
+    transport: &mut moq_net::runtime::test::TestTransport,
+) -> Option<u64> {
+    use moq_net::transport::{Session as _, TransportError};
+    let waiter = kio::Waiter::new(std::task::Waker::noop());
+    let mut code = None;
+    runtime.run_until(SECOND, || match transport.poll_closed(&waiter) {
+        std::task::Poll::Ready(TransportError::Closed { code: c, .. }) => {
+            code = Some(c);
+            true
+        }
+        _ => false,
+    });
+    code
+}
+
+/// The minimal valid client SETUP stream: type 1, length 1, no parameters.
+const SETUP: &[u8] = &[0x01, 0x01, 0x00];
+
+#[test]
+fn malformed_bytes_on_every_stream_type_close_that_session_with_the_right_code() {
+    seeded(10, |runtime| {
+        let mut relay = Relay::new();
+        let (_p, mut track, _s, received) = live(runtime, &mut relay);
+
+        // (what the bad client sends after its SETUP, on which kind of stream, the code)
+        let cases: [(&str, bool, Vec<u8>, Error); 6] = [
+            // SETUP with parameter 0x1 twice: a duplicate.
+            (
+                "setup",
+                false,
+                vec![0x01, 0x07, 0x02, 0x01, 0x01, 0x01, 0x01, 0x01, 0x02],
+                Error::Duplicate,
+            ),
+            // ANNOUNCE_REQUEST whose prefix has 33 parts.
+            (
+                "announce",
+                true,
+                {
+                    // 65 bytes of prefix: 2-byte varints for its length (0x4041) and for the
+                    // message length (2 + 65 + 1 = 68, 0x4044).
+                    let prefix = vec!["a"; 33].join("/");
+                    let mut bytes = vec![0x01, 0x40, 0x44, 0x40, 0x41];
+                    bytes.extend_from_slice(prefix.as_bytes());
+                    bytes.push(0x00);
+                    bytes
+                },
+                Error::BoundsExceeded,
+            ),
+            // TRACK whose name is not UTF-8.
+            (
+                "track",
+                true,
+                vec![0x06, 0x05, 0x01, b'a', 0x02, 0xc3, 0x28],
+                Error::Decode,
+            ),
+            // SUBSCRIBE with a byte left inside its length.
+            (
+                "subscribe",
+                true,
+                vec![
+                    0x02, 0x0b, 0x00, 0x01, b'a', 0x01, b'b', 0x00, 0x00, 0x00, 0x00, 0x00, 0xff,
+                ],
+                Error::Decode,
+            ),
+            // FETCH cut off by FIN.
+            ("fetch", true, vec![0x03, 0x09, 0x01, b'a'], Error::Decode),
+            // A GROUP header with a byte left inside its length.
+            (
+                "group",
+                false,
+                vec![0x00, 0x03, 0x00, 0x00, 0x00],
+                Error::Decode,
+            ),
+        ];
+        for (name, bidi, bytes, expected) in cases {
+            let mut bad = raw_client(runtime, &mut relay);
+            if name != "setup" {
+                write_uni(&mut bad, SETUP);
+            }
+            if bidi {
+                write_bidi(&mut bad, &bytes);
+            } else {
+                write_uni(&mut bad, &bytes);
+            }
+            assert_eq!(
+                close_code(runtime, &mut bad),
+                Some(expected.to_code()),
+                "{name}: closed with {expected:?}"
+            );
+        }
+
+        // An unknown stream type resets that stream only; the session stays up.
+        let mut odd = raw_client(runtime, &mut relay);
+        write_uni(&mut odd, SETUP);
+        write_bidi(&mut odd, &[0x07]);
+        write_uni(&mut odd, &[0x02]);
+        assert_eq!(
+            close_code(runtime, &mut odd),
+            None,
+            "unknown stream types are not fatal"
+        );
+
+        // Meanwhile the good sessions kept working.
+        send(&mut track, 0, "still here");
+        assert!(runtime.run_until(SECOND, || received.frames.borrow().len() == 1));
+        assert_eq!(*received.frames.borrow(), ["still here"]);
+    });
+}
+
+#[test]
+fn a_group_older_than_the_max_latency_is_dropped_on_the_way() {
+    seeded(11, |runtime| {
+        let mut relay = Relay::new();
+        let origin = Origin::new();
+        let broadcast = BroadcastProducer::new();
+        let mut properties = Track::new("video");
+        properties.max_latency = Duration::from_millis(1000);
+        let mut track = broadcast.create_track(properties);
+        origin.publish("live", &broadcast);
+        let _publisher = relay.connect(
+            runtime,
+            SessionConfig {
+                publish: Some(origin),
+                ..SessionConfig::default()
+            },
+        );
+        let (_s, seen) = subscriber(runtime, &mut relay);
+        assert!(runtime.run_until(SECOND, || seen.consume_broadcast("live").is_some()));
+        let received = read_track(runtime, &seen, "live", "video");
+        assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
+
+        // Group 1 (at 5 s) is published before group 0 (at 0 s), which is then 5 s older
+        // than the newest group: past the track's 1 s max latency.
+        let mut newer = track.create_group(1);
+        newer.write(5_000, "new");
+        newer.finish();
+        let mut older = track.create_group(0);
+        older.write(0, "stale");
+        older.finish();
+        let mut next = track.create_group(2);
+        next.write(5_033, "next");
+        next.finish();
+        assert!(runtime.run_until(SECOND, || received.frames.borrow().len() == 2));
+        runtime.advance(SECOND);
+        assert_eq!(
+            *received.frames.borrow(),
+            ["new", "next"],
+            "the stale group never arrives"
+        );
+    });
+}
+
+/// Runs a publisher → relay → subscriber session over a faulty link and returns what the
+/// subscriber saw and when, as text.
+fn faulty_run(seed: u64) -> Vec<String> {
+    let runtime = TestRuntime::new(seed);
+    let faults = LinkConfig {
+        latency: Duration::from_millis(30),
+        bandwidth: Some(2_000_000),
+        reorder: Duration::from_millis(20),
+        reset_probability: 0.05,
+        ..LinkConfig::default()
+    };
+    let relay_origin = Origin::new();
+    let relay_config = SessionConfig {
+        publish: Some(relay_origin.clone()),
+        subscribe: Some(relay_origin.clone()),
+        ..SessionConfig::default()
+    };
+    let origin = Origin::new();
+    let broadcast = BroadcastProducer::new();
+    let mut track = broadcast.create_track(Track::new("video"));
+    origin.publish("live", &broadcast);
+    let (a, b) = runtime.connect(faults.clone());
+    let _publisher = session::connect(
+        runtime.clone(),
+        a,
+        SessionConfig {
+            publish: Some(origin),
+            ..SessionConfig::default()
+        },
+    );
+    let _relay_a = session::accept(runtime.clone(), b, relay_config.clone());
+    let (c, d) = runtime.connect(faults);
+    let seen = Origin::new();
+    let _subscriber = session::connect(
+        runtime.clone(),
+        c,
+        SessionConfig {
+            subscribe: Some(seen.clone()),
+            ..SessionConfig::default()
+        },
+    );
+    let _relay_b = session::accept(runtime.clone(), d, relay_config);
+    assert!(runtime.run_until(5 * SECOND, || seen.consume_broadcast("live").is_some()));
+    let received = read_track(&runtime, &seen, "live", "video");
+    assert!(runtime.run_until(5 * SECOND, || track.consumer_count() > 0));
+    for i in 0..50u64 {
+        let mut group = track.append_group();
+        group.write(i * 33, Bytes::from(vec![i as u8; 1000]));
+        group.finish();
+        runtime.advance(Duration::from_millis(33));
+    }
+    runtime.advance(5 * SECOND);
+    let frames = received.frames.borrow();
+    let mut trace: Vec<String> = frames
+        .iter()
+        .map(|f| format!("{}:{}", f[0], f.len()))
+        .collect();
+    trace.push(format!("end at {:?}", runtime.elapsed()));
+    trace
+}
+
+#[test]
+fn the_same_seed_gives_the_same_run_under_faults() {
+    let first = faulty_run(12);
+    assert_eq!(first, faulty_run(12), "same seed, same run");
+    assert!(
+        first.len() > 10,
+        "most groups get through resets and reordering: {first:?}"
+    );
+    assert!(
+        first.len() < 51,
+        "some groups were cut off in flight: {first:?}"
+    );
+    assert_ne!(first, faulty_run(13), "another seed draws other faults");
+}
+
+#[test]
+fn a_dropped_connection_ends_the_sessions_and_their_broadcasts() {
+    seeded(14, |runtime| {
+        let origin = Origin::new();
+        let broadcast = BroadcastProducer::new();
+        origin.publish("live", &broadcast);
+        let relay_origin = Origin::new();
+        let (a, b) = runtime.connect(LinkConfig {
+            drop_after: Some(2 * SECOND),
+            ..LinkConfig::default()
+        });
+        let publisher = session::connect(
+            runtime.clone(),
+            a,
+            SessionConfig {
+                publish: Some(origin),
+                ..SessionConfig::default()
+            },
+        );
+        let relay = session::accept(
+            runtime.clone(),
+            b,
+            SessionConfig {
+                subscribe: Some(relay_origin.clone()),
+                ..SessionConfig::default()
+            },
+        );
+        assert!(runtime.run_until(SECOND, || relay_origin.consume_broadcast("live").is_some()));
+        assert!(runtime.run_until(5 * SECOND, || publisher.is_closed() && relay.is_closed()));
+        assert!(relay_origin.consume_broadcast("live").is_none());
+        let waiter = kio::Waiter::new(std::task::Waker::noop());
+        assert_eq!(
+            relay.poll_closed(&waiter),
+            std::task::Poll::Ready(Error::Transport)
+        );
+    });
+}

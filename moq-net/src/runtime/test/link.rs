@@ -30,8 +30,10 @@ pub struct LinkConfig {
     /// Up to this much extra delay, drawn per write, so that data of different streams
     /// overtakes each other (data of one stream stays in order).
     pub reorder: Duration,
-    /// The probability that a stream write resets the stream instead: the receiver sees a
-    /// reset, the sender a STOP_SENDING, both with code 0.
+    /// The probability that a write on a unidirectional stream, after the stream's first
+    /// write, resets the stream instead: the receiver sees a reset and the sender a
+    /// STOP_SENDING, both with code 0. (A group cut off in flight; control streams and the
+    /// first bytes of a stream, which say what it is, are left alone.)
     pub reset_probability: f64,
     /// The probability that a datagram is lost.
     pub datagram_loss: f64,
@@ -552,7 +554,9 @@ fn transmit(
     };
     let mut arrival = end.busy_until + config.latency + jitter;
     end.stats.bytes_sent += len as u64;
-    if let (Some(id), Event::Data(..)) = (stream, &event) {
+    let later_uni_write =
+        stream.is_some_and(|id| id & UNI != 0 && end.last_arrival.contains_key(&id));
+    if let (Some(id), Event::Data(..), true) = (stream, &event, later_uni_write) {
         if rng.f64() < config.reset_probability {
             // Fault: the stream is reset in flight. The sender learns of it as a stop.
             event = Event::Reset(id, 0);
