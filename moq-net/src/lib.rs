@@ -10,6 +10,7 @@
 //! global state. Driver crates (`moq-tokio`, `moq-uring`, `moq-wasm`) move the bytes.
 
 mod error;
+mod id_map;
 
 pub mod coding;
 pub mod model;

@@ -614,7 +614,9 @@ fn faulty_run(seed: u64) -> Vec<String> {
     assert!(runtime.run_until(5 * SECOND, || track.consumer_count() > 0));
     for i in 0..50u64 {
         let mut group = track.append_group();
-        group.write(i * 33, Bytes::from(vec![i as u8; 1000]));
+        // Large enough to travel as a write of its own after the group's header, where the
+        // link's reset faults apply.
+        group.write(i * 33, Bytes::from(vec![i as u8; 2000]));
         group.finish();
         runtime.advance(Duration::from_millis(33));
     }

@@ -10,7 +10,11 @@ use std::path::{Path, PathBuf};
 use crate::cmd::{Command, Failure, cargo};
 
 /// The benchmark binaries that speak the `--list` / `--only NAME --rounds K` protocol.
-const BENCH_TARGETS: &[(&str, &str)] = &[("kio", "kio"), ("moq-net", "fanout")];
+const BENCH_TARGETS: &[(&str, &str)] = &[
+    ("kio", "kio"),
+    ("moq-net", "fanout"),
+    ("moq-net", "session"),
+];
 
 /// Multi-threaded benchmarks that print their own report (CPU time per round); instruction
 /// counts of several threads under callgrind would mean nothing, so they run only without

@@ -31,6 +31,7 @@ use super::tasks::TaskSet;
 use super::{SessionConfig, Shared, Side};
 use crate::Error;
 use crate::coding::{Setup, Version};
+use crate::id_map::IdMap;
 use crate::model::{BroadcastProducer, Path, TrackProducer};
 use crate::runtime::{Deadline, Runtime};
 use crate::transport::{self, Session as _};
@@ -67,7 +68,7 @@ pub(crate) struct Context {
     /// Tells a restarted broadcast from the one it replaced.
     pub(crate) next_remote: u64,
     /// Subscriber half: where each subscription's groups go, by subscribe id.
-    pub(crate) routes: HashMap<u64, Route>,
+    pub(crate) routes: IdMap<Route>,
     /// The time of this turn of the machine (read once per turn).
     pub(crate) now: Instant,
     pub(crate) next_subscribe_id: u64,
@@ -117,6 +118,9 @@ impl Context {
     /// Finishes the tracks of ended subscriptions whose groups all arrived or whose wait
     /// is over; returns the earliest wait still running.
     pub(crate) fn settle_routes(&mut self) -> Option<Instant> {
+        if self.routes.values().all(|route| route.ending.is_none()) {
+            return None;
+        }
         let now = self.now;
         let done: Vec<u64> = self
             .routes
@@ -199,7 +203,7 @@ impl<R: Runtime> SessionMachine<R> {
             opens: VecDeque::new(),
             remote: HashMap::new(),
             next_remote: 0,
-            routes: HashMap::new(),
+            routes: IdMap::default(),
             now: runtime.now(),
             next_subscribe_id: 0,
             spawned: Vec::new(),
@@ -370,7 +374,7 @@ impl<R: Runtime> SessionMachine<R> {
     fn poll_tasks(&mut self, parent: &std::task::Waker) -> Result<bool, Error> {
         let ready = self.tasks.drain_ready(parent);
         let progress = !ready.is_empty();
-        for index in ready {
+        for &index in &ready {
             while let Some((task, waiter)) = self.tasks.get_mut(index) {
                 match task.poll(waiter, &mut self.context) {
                     Poll::Pending => break,
@@ -388,6 +392,7 @@ impl<R: Runtime> SessionMachine<R> {
                 }
             }
         }
+        self.tasks.recycle(ready);
         if let Some(setup) = self.context.peer_setup.take() {
             self.shared
                 .state

@@ -600,17 +600,6 @@ impl<S: SendStream> GroupWrite<S> {
         let Some(writer) = self.writer.as_mut() else {
             return Poll::Ready(Ok(()));
         };
-        if !self.started {
-            self.started = true;
-            let header = self.header;
-            match encoded(|buf| {
-                UniStream::Group.encode(buf, version)?;
-                header.encode(buf, version)
-            }) {
-                Ok(bytes) => writer.queue(bytes),
-                Err(error) => return Poll::Ready(Err(error)),
-            }
-        }
         if let Some(cancel) = self.cancel.as_ref() {
             match cancel.poll_until(waiter, |cancelled| cancelled.then_some(())) {
                 Poll::Ready(Ok(())) => {
@@ -624,20 +613,34 @@ impl<S: SendStream> GroupWrite<S> {
         if writer.stream_mut().poll_stopped(waiter).is_ready() {
             return Poll::Ready(Ok(())); // the peer does not want this group
         }
+        // Headers and small payloads go out in one write; a large payload is written as
+        // its own `Bytes`, without a copy.
+        let mut batch = bytes::BytesMut::new();
+        if !self.started {
+            self.started = true;
+            let header = self.header;
+            let encoded = UniStream::Group
+                .encode(&mut batch, version)
+                .and_then(|()| header.encode(&mut batch, version));
+            if let Err(error) = encoded {
+                return Poll::Ready(Err(error.into()));
+            }
+        }
         while !self.ended {
             match self.group.poll_read_frame(waiter) {
                 Poll::Ready(Ok(Some(frame))) => {
-                    let header = FrameHeader::new(
-                        self.previous,
-                        frame.timestamp,
-                        frame.payload.len() as u64,
-                    );
+                    let size = frame.payload.len();
+                    let header = FrameHeader::new(self.previous, frame.timestamp, size as u64);
                     self.previous = frame.timestamp;
-                    match encoded(|buf| header.encode(buf, version)) {
-                        Ok(bytes) => writer.queue(bytes),
-                        Err(error) => return Poll::Ready(Err(error)),
+                    if let Err(error) = header.encode(&mut batch, version) {
+                        return Poll::Ready(Err(error.into()));
                     }
-                    writer.queue(frame.payload);
+                    if size <= COPY_LIMIT {
+                        batch.extend_from_slice(&frame.payload);
+                    } else {
+                        writer.queue(batch.split().freeze());
+                        writer.queue(frame.payload);
+                    }
                 }
                 Poll::Ready(Ok(None)) => self.ended = true,
                 Poll::Ready(Err(error)) => {
@@ -647,6 +650,7 @@ impl<S: SendStream> GroupWrite<S> {
                 Poll::Pending => break,
             }
         }
+        writer.queue(batch.freeze());
         match writer.poll_flush(waiter) {
             Poll::Ready(Ok(())) if self.ended => {
                 let _ = writer.stream_mut().finish();
@@ -657,3 +661,7 @@ impl<S: SendStream> GroupWrite<S> {
         }
     }
 }
+
+/// Payloads up to this size are copied next to their frame header so that a frame is one
+/// write; larger ones are handed to the stream as they are.
+const COPY_LIMIT: usize = 1024;

@@ -17,6 +17,9 @@ pub(crate) struct TaskSet<T> {
     slots: Vec<Option<Slot<T>>>,
     free: Vec<usize>,
     ready: Arc<ReadyList>,
+    /// The list handed out by the last `drain_ready`, given back to the ready list next time
+    /// so that neither allocates in the steady state.
+    spare: Vec<usize>,
     len: usize,
 }
 
@@ -49,6 +52,7 @@ impl<T> TaskSet<T> {
             ready: Arc::new(ReadyList {
                 state: Mutex::new(ReadyState::default()),
             }),
+            spare: Vec::new(),
             len: 0,
         }
     }
@@ -76,13 +80,22 @@ impl<T> TaskSet<T> {
         self.ready.lock().indices.push(index);
     }
 
-    /// Records the session's waker, then takes the indices of the ready sub-machines.
+    /// Records the session's waker, then takes the indices of the ready sub-machines. Give
+    /// the vector back with [`recycle`](Self::recycle) when done with it.
     pub(crate) fn drain_ready(&mut self, parent: &Waker) -> Vec<usize> {
+        let mut spare = std::mem::take(&mut self.spare);
+        spare.clear();
         let mut state = self.ready.lock();
         if !state.parent.as_ref().is_some_and(|p| p.will_wake(parent)) {
             state.parent = Some(parent.clone());
         }
-        std::mem::take(&mut state.indices)
+        std::mem::swap(&mut spare, &mut state.indices);
+        spare
+    }
+
+    /// Takes back a vector [`drain_ready`](Self::drain_ready) handed out.
+    pub(crate) fn recycle(&mut self, ready: Vec<usize>) {
+        self.spare = ready;
     }
 
     /// The sub-machine in slot `index` and its waiter, if it still runs.

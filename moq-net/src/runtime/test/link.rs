@@ -7,7 +7,7 @@
 //! accepted at once and arrives when the link has carried it.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
@@ -16,6 +16,7 @@ use bytes::Bytes;
 use kio::{Waiter, WaiterList};
 
 use super::TestRuntime;
+use crate::id_map::IdMap;
 use crate::transport::{
     RecvStream, SendStream, Session, StreamError, TransportError, TransportStats,
 };
@@ -95,8 +96,8 @@ struct Link {
 /// What one end knows: the streams it sends and receives, and its queues.
 #[derive(Default)]
 struct End {
-    recv: HashMap<u64, RecvState>,
-    send: HashMap<u64, SendState>,
+    recv: IdMap<RecvState>,
+    send: IdMap<SendState>,
     incoming_uni: VecDeque<u64>,
     incoming_bidi: VecDeque<u64>,
     accept: Rc<WaiterList>,
@@ -109,7 +110,7 @@ struct End {
     /// When this end's outgoing direction is free again (bandwidth).
     busy_until: Duration,
     /// Per outgoing stream, when its last write arrives (keeps a stream in order).
-    last_arrival: HashMap<u64, Duration>,
+    last_arrival: IdMap<Duration>,
     stats: TransportStats,
 }
 
