@@ -682,3 +682,64 @@ fn a_dropped_connection_ends_the_sessions_and_their_broadcasts() {
         );
     });
 }
+
+#[test]
+fn after_goaway_the_peer_opens_no_new_streams_but_keeps_the_old_ones() {
+    seeded(15, |runtime| {
+        let mut relay = Relay::new();
+        let origin = Origin::new();
+        let broadcast = BroadcastProducer::new();
+        let mut video = broadcast.create_track(Track::new("video"));
+        let _audio = broadcast.create_track(Track::new("audio"));
+        origin.publish("live", &broadcast);
+        let _publisher = relay.connect(
+            runtime,
+            SessionConfig {
+                publish: Some(origin),
+                ..SessionConfig::default()
+            },
+        );
+        let (_s, seen) = subscriber(runtime, &mut relay);
+        assert!(runtime.run_until(SECOND, || seen.consume_broadcast("live").is_some()));
+        let received = read_track(runtime, &seen, "live", "video");
+        assert!(runtime.run_until(SECOND, || video.consumer_count() > 0));
+
+        // The relay's session with the subscriber says GOAWAY (a relay shutting down).
+        relay.sessions[1].goaway("https://elsewhere.example/");
+        runtime.advance(SECOND);
+        let late = read_track(runtime, &seen, "live", "audio");
+        assert!(runtime.run_until(SECOND, || late.end.borrow().is_some()));
+        assert_eq!(
+            *late.end.borrow(),
+            Some(Err(Error::NotFound)),
+            "no new subscription"
+        );
+
+        send(&mut video, 0, "still flowing");
+        assert!(runtime.run_until(SECOND, || received.frames.borrow().len() == 1));
+    });
+}
+
+#[test]
+fn the_server_sees_the_clients_setup_path_and_the_handle_sees_stats() {
+    seeded(16, |runtime| {
+        let mut relay = Relay::new();
+        let client = relay.connect(
+            runtime,
+            SessionConfig {
+                path: Some("/room/123?jwt=abc".into()),
+                ..SessionConfig::default()
+            },
+        );
+        assert!(runtime.run_until(SECOND, || relay.sessions[0].peer_setup().is_some()));
+        let setup = relay.sessions[0].peer_setup().expect("arrived");
+        assert_eq!(setup.path.as_deref(), Some("/room/123?jwt=abc"));
+        assert_eq!(
+            client.peer_setup().and_then(|s| s.path),
+            None,
+            "a server sends no path"
+        );
+        assert!(client.stats().bytes_sent > 0);
+        assert!(relay.sessions[0].stats().bytes_received > 0);
+    });
+}

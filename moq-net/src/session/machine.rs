@@ -23,7 +23,7 @@ use std::time::Instant;
 use kio::Waiter;
 
 use super::publisher::{AnnounceServe, FetchServe, GroupWrite, SubscribeServe, TrackServe};
-use super::setup::{BidiIncoming, SetupRead, SetupSend, UniIncoming};
+use super::setup::{BidiIncoming, GoAwaySend, SetupRead, SetupSend, UniIncoming};
 use super::subscriber::{
     AnnounceDiscover, BroadcastRequests, GroupRead, SubscribeRemote, TrackQuery,
 };
@@ -50,6 +50,7 @@ pub struct SessionMachine<R: Runtime> {
     /// The one timer of the machine: the earliest wait for trailing groups.
     deadline: R::Deadline,
     armed: Option<Instant>,
+    goaway_sent: bool,
     runtime: R,
 }
 
@@ -151,6 +152,7 @@ pub(crate) struct Remote {
 /// A stream a sub-machine wants opened, with what its own sub-machine will need.
 pub(crate) enum Open {
     Setup,
+    GoAway(String),
     Group(GroupWrite<()>),
     AnnounceDiscover(AnnounceDiscover<(), ()>),
     TrackQuery(TrackQuery<(), ()>),
@@ -165,6 +167,7 @@ pub(crate) enum Spawn {
 /// One sub-machine.
 pub(crate) enum Task<T: transport::Session> {
     SetupSend(SetupSend<T::SendStream>),
+    GoAwaySend(GoAwaySend<T::SendStream, T::RecvStream>),
     SetupRead(SetupRead<T::RecvStream>),
     UniIncoming(UniIncoming<T::RecvStream>),
     BidiIncoming(BidiIncoming<T::SendStream, T::RecvStream>),
@@ -229,6 +232,7 @@ impl<R: Runtime> SessionMachine<R> {
             done: false,
             deadline: runtime.deadline(),
             armed: None,
+            goaway_sent: false,
             runtime,
         }
     }
@@ -260,13 +264,27 @@ impl<R: Runtime> SessionMachine<R> {
     fn poll_own(&mut self, waiter: &Waiter) -> bool {
         let mut progress = false;
 
-        // A close requested through the handle.
-        if let Poll::Ready(Ok(error)) = self
-            .state_watch
-            .poll_until(waiter, |state| state.close_requested)
-        {
-            self.close(error);
-            return true;
+        // A close (or GOAWAY) requested through the handle.
+        let request = self.state_watch.poll_until(waiter, |state| {
+            if let Some(error) = state.close_requested {
+                return Some(Err(error));
+            }
+            match &state.goaway_requested {
+                Some(uri) if !self.goaway_sent => Some(Ok(uri.clone())),
+                _ => None,
+            }
+        });
+        match request {
+            Poll::Ready(Ok(Err(error))) => {
+                self.close(error);
+                return true;
+            }
+            Poll::Ready(Ok(Ok(uri))) => {
+                self.goaway_sent = true;
+                self.context.opens.push_back(Open::GoAway(uri));
+                progress = true;
+            }
+            _ => {}
         }
 
         // The transport went away.
@@ -309,7 +327,7 @@ impl<R: Runtime> SessionMachine<R> {
 
         // Streams sub-machines asked for.
         while let Some(open) = self.context.opens.pop_front() {
-            if self.context.goaway && !matches!(open, Open::Setup) {
+            if self.context.goaway && !matches!(open, Open::Setup | Open::GoAway(_)) {
                 drop(open); // after GOAWAY nothing new starts; dropping cancels it
                 continue;
             }
@@ -357,6 +375,7 @@ impl<R: Runtime> SessionMachine<R> {
             Poll::Pending => return Err(open),
         };
         Ok(Some(match open {
+            Open::GoAway(uri) => Task::GoAwaySend(GoAwaySend::new(send, recv, uri, &self.context)),
             Open::AnnounceDiscover(task) => {
                 Task::AnnounceDiscover(task.with_streams(send, recv, &self.context))
             }
@@ -393,6 +412,7 @@ impl<R: Runtime> SessionMachine<R> {
             }
         }
         self.tasks.recycle(ready);
+        *self.shared.stats.lock() = self.transport.stats();
         if let Some(setup) = self.context.peer_setup.take() {
             self.shared
                 .state
@@ -468,6 +488,7 @@ impl<T: transport::Session> Task<T> {
     fn poll(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<Result<Step<T>, Error>> {
         match self {
             Task::SetupSend(task) => task.poll(waiter).map(done),
+            Task::GoAwaySend(task) => task.poll(waiter).map(done),
             Task::SetupRead(task) => task.poll(waiter, cx).map(done),
             Task::UniIncoming(task) => task.poll(waiter, cx),
             Task::BidiIncoming(task) => task.poll(waiter, cx),

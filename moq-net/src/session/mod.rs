@@ -97,14 +97,18 @@ pub struct Session {
 /// What the handle and the machine share.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    /// Written by the handle (a close request) and by the machine (the outcome).
+    /// Written by the handle (a close or GOAWAY request) and by the machine (the outcome).
     state: kio::Producer<State>,
+    /// The transport's counters, refreshed by the machine once per turn.
+    stats: kio::sync::Mutex<crate::transport::TransportStats>,
 }
 
 #[derive(Debug, Default)]
 pub(crate) struct State {
     /// The handle asked the machine to close with this error.
     close_requested: Option<Error>,
+    /// The handle asked the machine to send GOAWAY with this URI.
+    goaway_requested: Option<String>,
     /// The session ended, with this error (`Error::Closed` for a clean close).
     closed: Option<Error>,
     /// The peer's SETUP, once received.
@@ -129,6 +133,7 @@ fn start<R: Runtime>(
 ) -> Session {
     let shared = Arc::new(Shared {
         state: kio::Producer::new(State::default()),
+        stats: kio::sync::Mutex::new(crate::transport::TransportStats::default()),
     });
     let machine = SessionMachine::new(runtime.clone(), transport, config, side, shared.clone());
     runtime.spawn(machine);
@@ -169,5 +174,19 @@ impl Session {
     /// The peer's SETUP, once it arrived.
     pub fn peer_setup(&self) -> Option<Setup> {
         self.shared.state.borrow().peer_setup.clone()
+    }
+
+    /// Tells the peer this side is going away (GOAWAY), naming where to reconnect (empty
+    /// for "the same place, later"). Streams already open carry on; the peer opens no new
+    /// ones. A server sends it on shutdown, then closes after a drain.
+    pub fn goaway(&self, uri: &str) {
+        self.shared.state.update(|state| {
+            state.goaway_requested.get_or_insert_with(|| uri.to_owned());
+        });
+    }
+
+    /// The transport's counters as of the machine's last turn.
+    pub fn stats(&self) -> crate::transport::TransportStats {
+        *self.shared.stats.lock()
     }
 }

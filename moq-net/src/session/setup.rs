@@ -24,6 +24,13 @@ pub(crate) struct SetupSend<S> {
     failed: Option<Error>,
 }
 
+/// Sends GOAWAY on a bidi stream of its own, then FIN.
+pub(crate) struct GoAwaySend<S, R> {
+    writer: Writer<S>,
+    _reader: Reader<R>,
+    failed: Option<Error>,
+}
+
 /// Reads the peer's SETUP.
 pub(crate) struct SetupRead<R> {
     reader: Reader<R>,
@@ -74,6 +81,43 @@ impl<S: SendStream> SetupSend<S> {
                 Poll::Ready(self.writer.stream_mut().finish().map_err(Error::from))
             }
             other => other,
+        }
+    }
+}
+
+impl<S: SendStream, R: RecvStream> GoAwaySend<S, R> {
+    pub(crate) fn new(send: S, recv: R, uri: String, cx: &Context) -> Self {
+        let mut writer = Writer::new(send);
+        let version = cx.version;
+        let message = GoAway { uri };
+        let failed = match encoded(|buf| {
+            BidiStream::Goaway.encode(buf, version)?;
+            message.encode(buf, version)
+        }) {
+            Ok(bytes) => {
+                writer.queue(bytes);
+                None
+            }
+            Err(error) => Some(error),
+        };
+        Self {
+            writer,
+            _reader: Reader::new(recv),
+            failed,
+        }
+    }
+
+    pub(crate) fn poll(&mut self, waiter: &Waiter) -> Poll<Result<(), Error>> {
+        if let Some(error) = self.failed.take() {
+            return Poll::Ready(Err(error));
+        }
+        match self.writer.poll_flush(waiter) {
+            Poll::Ready(Ok(())) => {
+                let _ = self.writer.stream_mut().finish();
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(_)) => Poll::Ready(Ok(())),
+            Poll::Pending => Poll::Pending,
         }
     }
 }
