@@ -743,3 +743,73 @@ fn the_server_sees_the_clients_setup_path_and_the_handle_sees_stats() {
         assert!(relay.sessions[0].stats().bytes_received > 0);
     });
 }
+
+#[test]
+fn subscribe_update_reprioritizes_groups_in_flight() {
+    use moq_net::coding::{Message, Subscribe, SubscribeUpdate, Version};
+    use moq_net::transport::{SendStream, Session as _};
+    seeded(17, |runtime| {
+        let mut relay = Relay::new();
+        let (_p, _b, mut track) = publisher(runtime, &mut relay, "live", "video");
+        let mut raw = raw_client(runtime, &mut relay);
+        write_uni(&mut raw, SETUP);
+        assert!(runtime.run_until(SECOND, || relay.origin.consume_broadcast("live").is_some()));
+
+        // SUBSCRIBE at priority 1, on a bidi stream kept open for the update.
+        let waiter = kio::Waiter::new(std::task::Waker::noop());
+        let std::task::Poll::Ready(Ok((mut send, recv))) = raw.poll_open_bidi(&waiter) else {
+            panic!("the test transport opens at once");
+        };
+        std::mem::forget(recv);
+        let mut bytes = vec![0x02];
+        Subscribe {
+            id: 0,
+            broadcast: moq_net::model::Path::new("live"),
+            track: "video".into(),
+            priority: 1,
+            ordered: false,
+            max_latency: Duration::from_secs(5),
+            start: None,
+            end: None,
+        }
+        .encode(&mut bytes, Version::Lite05)
+        .unwrap();
+        let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
+        assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
+
+        // The subscriber priority of the group streams in flight to the client (the top
+        // bits of the stream priority; uni stream ids have bit 1 set).
+        let group_priority = |raw: &moq_net::runtime::test::TestTransport| {
+            raw.peer_priorities()
+                .into_iter()
+                .find(|(id, _)| id & 2 != 0)
+                .map(|(_, priority)| priority >> 23)
+        };
+        // A group stays open, so its stream to the client stays in flight.
+        let mut group = track.append_group();
+        group.write(0, "streaming");
+        assert!(runtime.run_until(SECOND, || group_priority(&raw).is_some()));
+        assert_eq!(
+            group_priority(&raw),
+            Some(1),
+            "sent at the subscriber's priority"
+        );
+
+        let mut update = Vec::new();
+        SubscribeUpdate {
+            priority: 200,
+            ordered: false,
+            max_latency: Duration::from_secs(5),
+            start: None,
+            end: None,
+        }
+        .encode(&mut update, Version::Lite05)
+        .unwrap();
+        let _ = send.poll_write(&waiter, &mut Bytes::from(update));
+        assert!(
+            runtime.run_until(SECOND, || group_priority(&raw) == Some(200)),
+            "the stream in flight takes the new priority"
+        );
+        group.finish();
+    });
+}

@@ -52,9 +52,10 @@ enum SubscribeState {
     Serving {
         request: Subscribe,
         track: TrackConsumer,
-        /// Set when the subscriber cancels: its group writers stop. (Dropped, not set, when
-        /// the track ends normally: groups in flight are still written.)
-        cancel: kio::Producer<bool>,
+        /// What the group writers follow: a cancel (they stop) and the subscriber's
+        /// priority (they re-prioritize). Dropped, not cancelled, when the track ends
+        /// normally: groups in flight are still written.
+        control: kio::Producer<Control>,
         started: bool,
         /// One past the highest sequence served.
         end: u64,
@@ -82,6 +83,15 @@ enum FetchState {
     Ending,
 }
 
+/// What a subscription tells its group writers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Control {
+    /// The subscriber cancelled: stop.
+    cancelled: bool,
+    /// The subscriber's current priority.
+    priority: u8,
+}
+
 /// Writes one group to its uni stream: the stream type and GROUP header, each frame as it
 /// is published, then FIN. The group's error resets the stream with its code; the end of the
 /// subscription resets it with `Cancel`.
@@ -90,10 +100,11 @@ pub(crate) struct GroupWrite<S> {
     writer: Option<Writer<S>>,
     group: GroupConsumer,
     header: Group,
-    priority: i32,
-    /// Whether the subscription was cancelled; `None` once it ended without (nothing more
-    /// to watch).
-    cancel: Option<kio::Consumer<bool>>,
+    /// The subscriber priority the stream's priority was last set from.
+    subscriber_priority: u8,
+    /// The subscription's control; `None` once it ended without a cancel (nothing more to
+    /// watch).
+    control: Option<kio::Consumer<Control>>,
     previous: u64,
     started: bool,
     ended: bool,
@@ -345,10 +356,14 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                         None => track,
                     };
                     let request = request.clone();
+                    let subscriber_priority = request.priority;
                     self.state = SubscribeState::Serving {
                         request,
                         track,
-                        cancel: kio::Producer::new(false),
+                        control: kio::Producer::new(Control {
+                            cancelled: false,
+                            priority: subscriber_priority,
+                        }),
                         started: false,
                         end: 0,
                     };
@@ -356,7 +371,7 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                 SubscribeState::Serving {
                     request,
                     track,
-                    cancel,
+                    control,
                     started,
                     end,
                 } => {
@@ -367,17 +382,19 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                             .poll_message(waiter, |buf| SubscribeUpdate::decode(buf, version))
                         {
                             Poll::Ready(Ok(Some(update))) => {
+                                // spec: SUBSCRIBE_UPDATE re-prioritizes groups in flight.
                                 request.priority = update.priority;
                                 request.end = update.end;
+                                control.update(|control| control.priority = update.priority);
                             }
                             Poll::Ready(Ok(None)) | Poll::Ready(Err(ReadError::Stream(_))) => {
                                 // Cancelled: stop the group writers, FIN our side.
-                                cancel.update(|cancelled| *cancelled = true);
+                                control.update(|control| control.cancelled = true);
                                 let _ = self.writer.stream_mut().finish();
                                 return Poll::Ready(Ok(()));
                             }
                             Poll::Ready(Err(ReadError::Malformed(error))) => {
-                                cancel.update(|cancelled| *cancelled = true);
+                                control.update(|control| control.cancelled = true);
                                 return Poll::Ready(Err(error));
                             }
                             Poll::Pending => break,
@@ -403,8 +420,8 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                                 cx.opens.push_back(Open::Group(GroupWrite::plan(
                                     request.id,
                                     group,
-                                    priority(request.priority, sequence),
-                                    cancel.consume(),
+                                    request.priority,
+                                    control.consume(),
                                 )));
                             }
                             Poll::Ready(Ok(None)) => {
@@ -557,8 +574,8 @@ impl GroupWrite<()> {
     pub(crate) fn plan(
         subscribe_id: u64,
         group: GroupConsumer,
-        priority: i32,
-        cancel: kio::Consumer<bool>,
+        subscriber_priority: u8,
+        control: kio::Consumer<Control>,
     ) -> Self {
         Self {
             writer: None,
@@ -567,8 +584,8 @@ impl GroupWrite<()> {
                 sequence: group.sequence(),
             },
             group,
-            priority,
-            cancel: Some(cancel),
+            subscriber_priority,
+            control: Some(control),
             previous: 0,
             started: false,
             ended: false,
@@ -577,13 +594,13 @@ impl GroupWrite<()> {
 
     /// The sub-machine, with its stream.
     pub(crate) fn with_stream<S: SendStream>(self, mut stream: S) -> GroupWrite<S> {
-        stream.set_priority(self.priority);
+        stream.set_priority(priority(self.subscriber_priority, self.header.sequence));
         GroupWrite {
             writer: Some(Writer::new(stream)),
             group: self.group,
             header: self.header,
-            priority: self.priority,
-            cancel: self.cancel,
+            subscriber_priority: self.subscriber_priority,
+            control: self.control,
             previous: 0,
             started: false,
             ended: false,
@@ -600,13 +617,25 @@ impl<S: SendStream> GroupWrite<S> {
         let Some(writer) = self.writer.as_mut() else {
             return Poll::Ready(Ok(()));
         };
-        if let Some(cancel) = self.cancel.as_ref() {
-            match cancel.poll_until(waiter, |cancelled| cancelled.then_some(())) {
-                Poll::Ready(Ok(())) => {
+        if let Some(control) = self.control.as_ref() {
+            let current = self.subscriber_priority;
+            let change = control.poll_until(waiter, |control| {
+                (control.cancelled || control.priority != current).then_some(*control)
+            });
+            match change {
+                Poll::Ready(Ok(Control {
+                    cancelled: true, ..
+                })) => {
                     writer.stream_mut().reset(Error::Cancel.to_code());
                     return Poll::Ready(Ok(()));
                 }
-                Poll::Ready(Err(_)) => self.cancel = None, // ended without a cancel
+                Poll::Ready(Ok(Control { priority: new, .. })) => {
+                    self.subscriber_priority = new;
+                    writer
+                        .stream_mut()
+                        .set_priority(priority(new, self.header.sequence));
+                }
+                Poll::Ready(Err(_)) => self.control = None, // ended without a cancel
                 Poll::Pending => {}
             }
         }

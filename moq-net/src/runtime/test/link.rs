@@ -127,6 +127,8 @@ struct RecvState {
 #[derive(Default)]
 struct SendState {
     stopped: Option<u64>,
+    /// The last priority the sender set.
+    priority: i32,
     /// Finished or reset: no more writes.
     done: bool,
     waiters: Rc<WaiterList>,
@@ -178,6 +180,20 @@ impl TestRuntime {
 }
 
 impl TestTransport {
+    /// The priorities the peer last set on the streams it sends and has not finished, by
+    /// stream id: what a scheduler would order them by.
+    pub fn peer_priorities(&self) -> Vec<(u64, i32)> {
+        let link = self.link.borrow();
+        let mut priorities: Vec<(u64, i32)> = link.ends[1 - self.side]
+            .send
+            .iter()
+            .filter(|(_, state)| !state.done)
+            .map(|(id, state)| (*id, state.priority))
+            .collect();
+        priorities.sort_unstable();
+        priorities
+    }
+
     fn open(&mut self, kind: u64) -> Result<u64, TransportError> {
         let mut link = self.link.borrow_mut();
         let end = &mut link.ends[self.side];
@@ -415,8 +431,15 @@ impl SendStream for TestSendStream {
         );
     }
 
-    fn set_priority(&mut self, _priority: i32) {
-        // The in-memory link delivers in send order; priority has no effect here.
+    fn set_priority(&mut self, priority: i32) {
+        // The in-memory link delivers in send order; the priority is recorded for tests
+        // (`TestTransport::peer_priorities`), not acted on.
+        if let Some(state) = self.link.borrow_mut().ends[self.side]
+            .send
+            .get_mut(&self.id)
+        {
+            state.priority = priority;
+        }
     }
 
     fn poll_stopped(&mut self, waiter: &Waiter) -> Poll<Result<u64, StreamError>> {
