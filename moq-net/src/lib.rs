@@ -1,13 +1,70 @@
 //! # moq-net: the sans-IO core of MoQ
 //!
 //! This crate **is** the part of a Media-over-QUIC implementation that does not depend on
-//! how bytes, time or tasks move: the pub/sub [`model`] (an origin of broadcasts → tracks →
-//! groups → frames, shared by every session of a relay on every core) and the [`Error`]
-//! taxonomy with its wire codes. The moq-lite codec, the protocol state machines and the
-//! `Runtime` boundary follow in the same crate.
+//! how bytes, time or tasks move:
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`model`] | the pub/sub model: an [`Origin`](model::Origin) of broadcasts → tracks → groups → frames, shared by every session of a relay on every core |
+//! | [`coding`] | the moq-lite-05 wire codec, byte for byte as deployed peers speak it |
+//! | [`session`] | the protocol machines: a publisher half serving an origin, a subscriber half filling one |
+//! | [`transport`] | the poll-based traits a QUIC (or WebTransport) connection implements for a session |
+//! | [`runtime`] | the [`Runtime`](runtime::Runtime) boundary (time, timers, running a machine), and with feature `test-runtime` a deterministic virtual-time runtime with an in-memory transport |
+//!
+//! and the [`Error`] taxonomy with its one mapping to wire codes.
 //!
 //! It **is not** a network stack: it owns no sockets, reads no clock of its own and keeps no
-//! global state. Driver crates (`moq-tokio`, `moq-uring`, `moq-wasm`) move the bytes.
+//! global state. Driver crates (`moq-tokio`, `moq-uring`, `moq-wasm`) implement
+//! [`transport`] over real connections and [`runtime::Runtime`] over their executors.
+//!
+//! # A session, driven
+//!
+//! A driver hands [`session::connect`] (or [`session::accept`]) its runtime and a transport,
+//! and gets a [`session::Session`] handle; the runtime runs the machine. Here the test
+//! runtime plays the driver: a publisher and a subscriber meet over an in-memory link, in
+//! virtual time.
+//!
+//! ```
+//! use std::time::Duration;
+//! use moq_net::model::{BroadcastProducer, Origin, Track};
+//! use moq_net::runtime::test::{LinkConfig, TestRuntime};
+//! use moq_net::session::{self, SessionConfig};
+//!
+//! let runtime = TestRuntime::new(1);
+//! let (client, server) = runtime.connect(LinkConfig::default());
+//!
+//! // The server publishes a broadcast with one track.
+//! let published = Origin::new();
+//! let broadcast = BroadcastProducer::new();
+//! let mut track = broadcast.create_track(Track::new("clock"));
+//! published.publish("time", &broadcast);
+//! let _server = session::accept(runtime.clone(), server, SessionConfig {
+//!     publish: Some(published),
+//!     ..SessionConfig::default()
+//! });
+//!
+//! // The client discovers it and subscribes.
+//! let discovered = Origin::new();
+//! let _client = session::connect(runtime.clone(), client, SessionConfig {
+//!     subscribe: Some(discovered.clone()),
+//!     ..SessionConfig::default()
+//! });
+//! assert!(runtime.run_until(Duration::from_secs(1), || discovered.consume_broadcast("time").is_some()));
+//! let remote = discovered.consume_broadcast("time").unwrap();
+//! let reader = runtime.block_on(Duration::from_secs(1), async move {
+//!     remote.subscribe_track("clock").await
+//! });
+//! let mut reader = reader.unwrap();
+//!
+//! let mut group = track.append_group();
+//! group.write(0, "12:00:00");
+//! group.finish();
+//! let text = runtime.block_on(Duration::from_secs(1), async move {
+//!     let mut group = reader.next_group().await.unwrap().unwrap();
+//!     group.read_frame().await.unwrap().unwrap().payload
+//! });
+//! assert_eq!(text, "12:00:00");
+//! ```
 
 mod error;
 mod id_map;

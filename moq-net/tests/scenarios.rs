@@ -813,3 +813,104 @@ fn subscribe_update_reprioritizes_groups_in_flight() {
         group.finish();
     });
 }
+
+#[test]
+fn fetch_returns_a_cached_group_and_not_found_for_one_that_is_gone() {
+    use moq_net::coding::{Fetch, GroupDecoder, GroupItem, Message, Version};
+    use moq_net::transport::{RecvStream, SendStream, Session as _};
+    seeded(18, |runtime| {
+        let origin = Origin::new();
+        let broadcast = BroadcastProducer::new();
+        let mut track = broadcast.create_track(Track::new("video"));
+        origin.publish("live", &broadcast);
+        // The publisher itself is the raw client's peer: FETCH is served from its cache.
+        let (raw_end, server_end) = runtime.connect(LinkConfig::default());
+        let _server = session::accept(
+            runtime.clone(),
+            server_end,
+            SessionConfig {
+                publish: Some(origin),
+                ..SessionConfig::default()
+            },
+        );
+        let mut raw = raw_end;
+        write_uni(&mut raw, SETUP);
+        let mut group = track.append_group();
+        group.write(1000, "hello");
+        group.write(1033, "world");
+        group.finish();
+
+        let fetch = |raw: &mut moq_net::runtime::test::TestTransport, sequence: u64| {
+            let waiter = kio::Waiter::new(std::task::Waker::noop());
+            let std::task::Poll::Ready(Ok((mut send, recv))) = raw.poll_open_bidi(&waiter) else {
+                panic!("the test transport opens at once");
+            };
+            let mut bytes = vec![0x03];
+            Fetch {
+                broadcast: moq_net::model::Path::new("live"),
+                track: "video".into(),
+                priority: 0,
+                group: sequence,
+            }
+            .encode(&mut bytes, Version::Lite05)
+            .unwrap();
+            let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
+            let _ = send.finish();
+            recv
+        };
+        let read_all = |runtime: &TestRuntime, mut recv: moq_net::runtime::test::TestRecvStream| {
+            let waiter = kio::Waiter::new(std::task::Waker::noop());
+            let mut bytes = Vec::new();
+            let mut outcome = None;
+            runtime.run_until(SECOND, || {
+                loop {
+                    match recv.poll_read(&waiter) {
+                        std::task::Poll::Ready(Ok(Some(chunk))) => bytes.extend_from_slice(&chunk),
+                        std::task::Poll::Ready(Ok(None)) => {
+                            outcome = Some(Ok(()));
+                            return true;
+                        }
+                        std::task::Poll::Ready(Err(error)) => {
+                            outcome = Some(Err(error));
+                            return true;
+                        }
+                        std::task::Poll::Pending => return false,
+                    }
+                }
+            });
+            (bytes, outcome)
+        };
+
+        let (body, outcome) = read_all(runtime, fetch(&mut raw, 0));
+        assert_eq!(outcome, Some(Ok(())));
+        // The reply is bare FRAMEs: decode them behind a synthetic GROUP header.
+        let mut decoder = GroupDecoder::new(Version::Lite05, 1 << 20);
+        decoder.push(&[0x02, 0x00, 0x00]);
+        decoder.push(&body);
+        let mut frames = Vec::new();
+        while let Some(item) = decoder.next_item().unwrap() {
+            if let GroupItem::Frame { timestamp, payload } = item {
+                frames.push((timestamp, payload));
+            }
+        }
+        assert_eq!(
+            frames,
+            [(1000, Bytes::from("hello")), (1033, Bytes::from("world"))]
+        );
+
+        let (_, missing) = read_all(runtime, fetch(&mut raw, 7));
+        assert_eq!(
+            missing,
+            Some(Err(moq_net::transport::StreamError::Reset(
+                Error::NotFound.to_code()
+            )))
+        );
+    });
+}
+
+#[test]
+fn the_session_handle_is_send_and_sync() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Session>();
+    shared::<SessionConfig>();
+}
