@@ -3,12 +3,12 @@
 //!
 //! One turn of the machine ([`SessionMachine::poll`]):
 //!
-//! 1. a close requested through the [`Session`](super::Session) handle closes the transport;
-//! 2. a closed transport ends the machine, recording why;
-//! 3. streams the peer opened are accepted and given a sub-machine that reads their type
-//!    (bidi streams only once the client's SETUP arrived, on a server);
-//! 4. streams sub-machines asked for are opened ([`Open`]), as far as the transport allows;
-//! 5. every sub-machine whose waiter fired is polled with the shared [`Context`].
+//! 1. if the machine's own waiter fired (or on the first turn): a close requested through
+//!    the [`Session`](super::Session) handle closes the transport, a closed transport ends
+//!    the machine, and streams the peer opened are accepted and given a sub-machine that
+//!    reads their type (bidi streams only once the client's SETUP arrived, on a server);
+//! 2. streams sub-machines asked for are opened ([`Open`]), as far as the transport allows;
+//! 3. every sub-machine whose waiter fired is polled with the shared [`Context`].
 //!
 //! It repeats until a turn makes no progress. A sub-machine that fails with a protocol error
 //! closes the session with that error's code.
@@ -17,7 +17,8 @@ use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context as TaskContext, Poll};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::time::Instant;
 
 use kio::Waiter;
@@ -51,7 +52,43 @@ pub struct SessionMachine<R: Runtime> {
     deadline: R::Deadline,
     armed: Option<Instant>,
     goaway_sent: bool,
+    /// The waker of `waiter`: records that one of the machine's own sources fired.
+    own: Arc<OwnWake>,
     runtime: R,
+}
+
+/// Wakes the machine's task for its own waiter, noting that the wake came from the
+/// machine's own sources rather than from a sub-machine.
+#[derive(Default)]
+struct OwnWake {
+    woken: AtomicBool,
+    task: std::sync::Mutex<Option<Waker>>,
+}
+
+impl OwnWake {
+    fn set_task(&self, waker: &Waker) {
+        let mut task = self.task.lock().unwrap_or_else(|e| e.into_inner());
+        if !task
+            .as_ref()
+            .is_some_and(|current| current.will_wake(waker))
+        {
+            *task = Some(waker.clone());
+        }
+    }
+}
+
+impl Wake for OwnWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        let task = self.task.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(task) = task {
+            task.wake();
+        }
+    }
 }
 
 /// What every sub-machine may read and change. The machine owns it and lends it to one
@@ -233,6 +270,7 @@ impl<R: Runtime> SessionMachine<R> {
             deadline: runtime.deadline(),
             armed: None,
             goaway_sent: false,
+            own: Arc::new(OwnWake::default()),
             runtime,
         }
     }
@@ -260,8 +298,9 @@ impl<R: Runtime> SessionMachine<R> {
         });
     }
 
-    /// One pass over the machine's own sources; returns whether anything happened.
-    fn poll_own(&mut self, waiter: &Waiter) -> bool {
+    /// One pass over the machine's own sources (close requests, the transport's close and
+    /// accept queues); returns whether anything happened.
+    fn poll_sources(&mut self, waiter: &Waiter) -> bool {
         let mut progress = false;
 
         // A close (or GOAWAY) requested through the handle.
@@ -325,7 +364,13 @@ impl<R: Runtime> SessionMachine<R> {
             }
         }
 
-        // Streams sub-machines asked for.
+        progress
+    }
+
+    /// Opens the streams sub-machines asked for and starts the sub-machines they spawned;
+    /// returns whether anything happened.
+    fn start_requested(&mut self, waiter: &Waiter) -> bool {
+        let mut progress = false;
         while let Some(open) = self.context.opens.pop_front() {
             if self.context.goaway && !matches!(open, Open::Setup | Open::GoAway(_)) {
                 drop(open); // after GOAWAY nothing new starts; dropping cancels it
@@ -390,7 +435,7 @@ impl<R: Runtime> SessionMachine<R> {
     }
 
     /// Polls every sub-machine whose waiter fired; returns whether any was ready.
-    fn poll_tasks(&mut self, parent: &std::task::Waker) -> Result<bool, Error> {
+    fn poll_tasks(&mut self, parent: &Waker) -> Result<bool, Error> {
         let ready = self.tasks.drain_ready(parent);
         let progress = !ready.is_empty();
         for &index in &ready {
@@ -431,12 +476,14 @@ impl<R: Runtime> Future for SessionMachine<R> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<()> {
         let this = self.get_mut();
+        this.own.set_task(cx.waker());
         let waiter = match this.waiter.take() {
-            Some(waiter) => {
-                waiter.set_waker(cx.waker());
-                waiter
+            Some(waiter) => waiter,
+            None => {
+                // The first turn polls every source.
+                this.own.woken.store(true, Ordering::Release);
+                Waiter::new(&Waker::from(this.own.clone()))
             }
-            None => Waiter::new(cx.waker()),
         };
         // The clock is read once per turn.
         this.context.now = this.runtime.now();
@@ -444,10 +491,16 @@ impl<R: Runtime> Future for SessionMachine<R> {
             if this.done {
                 return Poll::Ready(());
             }
-            let mut progress = this.poll_own(&waiter);
+            // The machine's own sources only when they fired: most turns are a sub-machine
+            // (a stream) waking, and re-polling the transport's queues on each costs.
+            let mut progress = false;
+            if this.own.woken.swap(false, Ordering::AcqRel) {
+                progress |= this.poll_sources(&waiter);
+            }
             if this.done {
                 return Poll::Ready(());
             }
+            progress |= this.start_requested(&waiter);
             match this.poll_tasks(cx.waker()) {
                 Ok(tasks_progress) => progress |= tasks_progress,
                 Err(error) => {

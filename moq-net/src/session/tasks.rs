@@ -14,7 +14,9 @@ use kio::Waiter;
 
 /// A set of sub-machines with a ready list.
 pub(crate) struct TaskSet<T> {
-    slots: Vec<Option<Slot<T>>>,
+    /// Slots keep their waiter when their sub-machine finishes, for the next one: a stream
+    /// per group would otherwise allocate a waker and a waiter per group.
+    slots: Vec<Slot<T>>,
     free: Vec<usize>,
     ready: Arc<ReadyList>,
     /// The list handed out by the last `drain_ready`, given back to the ready list next time
@@ -24,7 +26,7 @@ pub(crate) struct TaskSet<T> {
 }
 
 struct Slot<T> {
-    task: T,
+    task: Option<T>,
     waiter: Waiter,
 }
 
@@ -63,19 +65,28 @@ impl<T> TaskSet<T> {
     }
 
     /// Adds a sub-machine; it is polled on the next [`drain_ready`](Self::drain_ready).
+    ///
+    /// A reused slot keeps its waiter. Registrations the previous sub-machine left behind
+    /// may wake the new one once for nothing, which costs a poll and nothing else.
     pub(crate) fn push(&mut self, task: T) {
-        let index = self.free.pop().unwrap_or_else(|| {
-            self.slots.push(None);
-            self.slots.len() - 1
-        });
-        let waker = Waker::from(Arc::new(SlotWaker {
-            index,
-            ready: self.ready.clone(),
-        }));
-        self.slots[index] = Some(Slot {
-            task,
-            waiter: Waiter::new(&waker),
-        });
+        let index = match self.free.pop() {
+            Some(index) => {
+                self.slots[index].task = Some(task);
+                index
+            }
+            None => {
+                let index = self.slots.len();
+                let waker = Waker::from(Arc::new(SlotWaker {
+                    index,
+                    ready: self.ready.clone(),
+                }));
+                self.slots.push(Slot {
+                    task: Some(task),
+                    waiter: Waiter::new(&waker),
+                });
+                index
+            }
+        };
         self.len += 1;
         self.ready.lock().indices.push(index);
     }
@@ -100,25 +111,24 @@ impl<T> TaskSet<T> {
 
     /// The sub-machine in slot `index` and its waiter, if it still runs.
     pub(crate) fn get_mut(&mut self, index: usize) -> Option<(&mut T, &Waiter)> {
-        self.slots
-            .get_mut(index)
-            .and_then(Option::as_mut)
-            .map(|slot| (&mut slot.task, &slot.waiter))
+        let slot = self.slots.get_mut(index)?;
+        let task = slot.task.as_mut()?;
+        Some((task, &slot.waiter))
     }
 
     /// Takes the sub-machine in slot `index` out of the set (it finished).
     pub(crate) fn remove(&mut self, index: usize) -> Option<T> {
-        let slot = self.slots.get_mut(index)?.take()?;
+        let task = self.slots.get_mut(index)?.task.take()?;
         self.free.push(index);
         self.len -= 1;
-        Some(slot.task)
+        Some(task)
     }
 
     /// Every running sub-machine, for shutting them all down.
     pub(crate) fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
         self.len = 0;
         self.free.clear();
-        self.slots.drain(..).flatten().map(|slot| slot.task)
+        self.slots.drain(..).filter_map(|slot| slot.task)
     }
 }
 
