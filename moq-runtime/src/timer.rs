@@ -1,0 +1,298 @@
+//! A hierarchical timing wheel: thousands of connection timeouts behind one park deadline.
+//!
+//! Every QUIC connection has a timeout that moves on almost every packet. Keeping one
+//! kernel timer per connection, or a sorted tree re-balanced on every move, costs per
+//! packet; a wheel makes setting, moving and cancelling a timer O(1), and the event loop
+//! parks once per turn on [`TimerWheel::next_deadline`], then collects what expired with
+//! [`TimerWheel::expire`].
+//!
+//! Six levels of 64 slots, with 1 ms resolution at the bottom: a timer lands in the level
+//! whose slot width matches how far away it is, and moves down a level each time the wheel
+//! reaches its slot, until it expires from the bottom level. Timers never fire early: a
+//! deadline is rounded up to the next millisecond. The range is 64^6 ms (about two years);
+//! later deadlines are held at the end of the range.
+//!
+//! Written by hand because the wheel must be driven by the loop's own clock reading and
+//! keyed by the loop's connection handles; the async runtimes' wheels are internal to them.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::time::Instant;
+
+const SLOT_BITS: u32 = 6;
+const SLOTS: usize = 1 << SLOT_BITS;
+const LEVELS: usize = 6;
+/// The furthest deadline the wheel holds, in ticks from now.
+const MAX_TICKS: u64 = (1 << (SLOT_BITS as usize * LEVELS)) - 1;
+
+/// Timers keyed by `K` (a connection handle), with millisecond resolution.
+#[derive(Debug)]
+pub struct TimerWheel<K> {
+    origin: Instant,
+    /// Ticks (milliseconds since `origin`) processed so far.
+    elapsed: u64,
+    levels: Vec<Level<K>>,
+    entries: HashMap<K, Entry>,
+}
+
+#[derive(Debug)]
+struct Level<K> {
+    slots: Vec<Vec<K>>,
+    /// Bit `s` is set while slot `s` holds a timer.
+    occupied: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// The deadline, in ticks.
+    when: u64,
+    level: usize,
+    slot: usize,
+    /// Position in the slot's vector.
+    index: usize,
+}
+
+impl<K: Hash + Eq + Copy> TimerWheel<K> {
+    /// An empty wheel whose clock starts at `now`.
+    pub fn new(now: Instant) -> Self {
+        Self {
+            origin: now,
+            elapsed: 0,
+            levels: (0..LEVELS)
+                .map(|_| Level {
+                    slots: (0..SLOTS).map(|_| Vec::new()).collect(),
+                    occupied: 0,
+                })
+                .collect(),
+            entries: HashMap::new(),
+        }
+    }
+
+    /// How many timers are set.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no timer is set.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Sets `key`'s timer to `at`, replacing any it had. A time already past expires on the
+    /// next [`expire`](Self::expire).
+    pub fn insert(&mut self, key: K, at: Instant) {
+        self.remove(key);
+        let when = self
+            .ticks_ceil(at)
+            .clamp(self.elapsed, self.elapsed + MAX_TICKS);
+        self.place(key, when);
+    }
+
+    /// Cancels `key`'s timer; returns whether it had one.
+    pub fn remove(&mut self, key: K) -> bool {
+        let Some(entry) = self.entries.remove(&key) else {
+            return false;
+        };
+        let level = &mut self.levels[entry.level];
+        let slot = &mut level.slots[entry.slot];
+        slot.swap_remove(entry.index);
+        if let Some(&moved) = slot.get(entry.index) {
+            if let Some(moved) = self.entries.get_mut(&moved) {
+                moved.index = entry.index;
+            }
+        }
+        if slot.is_empty() {
+            level.occupied &= !(1 << entry.slot);
+        }
+        true
+    }
+
+    /// When the loop should wake next: the start of the earliest occupied slot, never after
+    /// the earliest timer (it may be before it, for a timer in a coarse slot; waking then
+    /// moves it down a level).
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.next_slot()
+            .map(|(_, _, tick)| self.origin + std::time::Duration::from_millis(tick))
+    }
+
+    /// Moves the wheel's clock to `now` and appends every timer that expired to `expired`.
+    pub fn expire(&mut self, now: Instant, expired: &mut Vec<K>) {
+        let target = self.ticks_floor(now);
+        while let Some((level, slot, tick)) = self.next_slot() {
+            if tick > target {
+                break;
+            }
+            self.elapsed = self.elapsed.max(tick);
+            let keys = std::mem::take(&mut self.levels[level].slots[slot]);
+            self.levels[level].occupied &= !(1 << slot);
+            for key in keys {
+                let Some(entry) = self.entries.remove(&key) else {
+                    continue;
+                };
+                if entry.when <= self.elapsed {
+                    expired.push(key);
+                } else {
+                    // Down a level (or more), now that the wheel is this close to it.
+                    self.place(key, entry.when);
+                }
+            }
+        }
+        self.elapsed = self.elapsed.max(target);
+    }
+
+    fn place(&mut self, key: K, when: u64) {
+        let level = level_for(self.elapsed, when);
+        let slot = ((when >> (SLOT_BITS as usize * level)) & (SLOTS as u64 - 1)) as usize;
+        let slots = &mut self.levels[level];
+        slots.slots[slot].push(key);
+        slots.occupied |= 1 << slot;
+        let index = slots.slots[slot].len() - 1;
+        self.entries.insert(
+            key,
+            Entry {
+                when,
+                level,
+                slot,
+                index,
+            },
+        );
+    }
+
+    /// The earliest occupied slot: its level, index, and first tick. Timers at a lower level
+    /// are always due before those at a higher one, so the lowest occupied level decides.
+    fn next_slot(&self) -> Option<(usize, usize, u64)> {
+        for (level, slots) in self.levels.iter().enumerate() {
+            if slots.occupied == 0 {
+                continue;
+            }
+            let shift = SLOT_BITS as usize * level;
+            let position = ((self.elapsed >> shift) & (SLOTS as u64 - 1)) as u32;
+            let distance = slots.occupied.rotate_right(position).trailing_zeros();
+            let slot = (position + distance) as usize % SLOTS;
+            let level_span = 1u64 << (shift + SLOT_BITS as usize);
+            let level_start = self.elapsed & !(level_span - 1);
+            let mut tick = level_start + ((slot as u64) << shift);
+            if tick + (1 << shift) <= self.elapsed {
+                tick += level_span; // the slot is in the next rotation
+            }
+            return Some((level, slot, tick.max(self.elapsed)));
+        }
+        None
+    }
+
+    fn ticks_ceil(&self, at: Instant) -> u64 {
+        let nanos = at.saturating_duration_since(self.origin).as_nanos();
+        u64::try_from(nanos.div_ceil(1_000_000)).unwrap_or(u64::MAX)
+    }
+
+    fn ticks_floor(&self, at: Instant) -> u64 {
+        let millis = at.saturating_duration_since(self.origin).as_millis();
+        u64::try_from(millis).unwrap_or(u64::MAX)
+    }
+}
+
+/// The level whose slots are as wide as the distance from `elapsed` to `when`: the highest
+/// 6-bit digit in which they differ.
+fn level_for(elapsed: u64, when: u64) -> usize {
+    let masked = (elapsed ^ when) | (SLOTS as u64 - 1);
+    let significant = 63 - masked.leading_zeros() as usize;
+    (significant / SLOT_BITS as usize).min(LEVELS - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn timers_expire_in_order_never_early() {
+        let start = Instant::now();
+        let mut wheel = TimerWheel::new(start);
+        wheel.insert(1, start + 5 * MS);
+        wheel.insert(2, start + 70 * MS);
+        wheel.insert(3, start + Duration::from_secs(10));
+        let mut expired = Vec::new();
+        wheel.expire(start + 4 * MS, &mut expired);
+        assert!(expired.is_empty());
+        wheel.expire(start + 5 * MS, &mut expired);
+        assert_eq!(expired, [1]);
+        assert!(wheel.next_deadline().unwrap() <= start + 70 * MS);
+        wheel.expire(start + Duration::from_secs(9), &mut expired);
+        assert_eq!(expired, [1, 2]);
+        wheel.expire(start + Duration::from_secs(10), &mut expired);
+        assert_eq!(expired, [1, 2, 3]);
+        assert!(wheel.is_empty());
+        assert_eq!(wheel.next_deadline(), None);
+    }
+
+    #[test]
+    fn moving_and_cancelling_a_timer() {
+        let start = Instant::now();
+        let mut wheel = TimerWheel::new(start);
+        wheel.insert("a", start + 10 * MS);
+        wheel.insert("b", start + 10 * MS);
+        wheel.insert("a", start + 30 * MS); // moved
+        assert!(wheel.remove("b"));
+        assert!(!wheel.remove("b"));
+        let mut expired = Vec::new();
+        wheel.expire(start + 20 * MS, &mut expired);
+        assert!(expired.is_empty());
+        wheel.expire(start + 30 * MS, &mut expired);
+        assert_eq!(expired, ["a"]);
+    }
+
+    #[test]
+    fn a_past_deadline_expires_at_once_and_a_far_one_is_held() {
+        let start = Instant::now();
+        let mut wheel = TimerWheel::new(start + Duration::from_secs(1));
+        wheel.insert(1, start);
+        let mut expired = Vec::new();
+        wheel.expire(start + Duration::from_secs(1), &mut expired);
+        assert_eq!(expired, [1]);
+        wheel.insert(2, start + Duration::from_secs(10 * 365 * 86_400));
+        assert!(wheel.next_deadline().is_some());
+    }
+
+    proptest! {
+        /// Against a sorted map: after any sequence of sets, cancels and clock moves, the
+        /// wheel expires exactly the timers due (at millisecond resolution, rounded up), and
+        /// its next deadline is never after the earliest timer.
+        #[test]
+        fn behaves_like_a_sorted_map(ops in proptest::collection::vec((0u8..3, 0u16..64, 0u64..300_000), 1..200)) {
+            let start = Instant::now();
+            let mut wheel = TimerWheel::new(start);
+            let mut model: BTreeMap<u16, u64> = BTreeMap::new();
+            let mut now_ms = 0u64;
+            for (op, key, value) in ops {
+                match op {
+                    0 => {
+                        let when = now_ms + value;
+                        wheel.insert(key, start + Duration::from_millis(when));
+                        model.insert(key, when);
+                    }
+                    1 => {
+                        prop_assert_eq!(wheel.remove(key), model.remove(&key).is_some());
+                    }
+                    _ => {
+                        now_ms += value % 5_000;
+                        let mut expired = Vec::new();
+                        wheel.expire(start + Duration::from_millis(now_ms), &mut expired);
+                        expired.sort_unstable();
+                        let due: Vec<u16> = model.iter().filter(|(_, w)| **w <= now_ms).map(|(k, _)| *k).collect();
+                        model.retain(|_, w| *w > now_ms);
+                        prop_assert_eq!(expired, due);
+                    }
+                }
+                prop_assert_eq!(wheel.len(), model.len());
+                if let Some(earliest) = model.values().min() {
+                    let next = wheel.next_deadline().expect("a timer is set");
+                    prop_assert!(next <= start + Duration::from_millis(*earliest));
+                }
+            }
+        }
+    }
+}
