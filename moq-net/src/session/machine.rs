@@ -26,7 +26,7 @@ use kio::Waiter;
 use super::publisher::{AnnounceServe, FetchServe, GroupWrite, SubscribeServe, TrackServe};
 use super::setup::{BidiIncoming, GoAwaySend, SetupRead, SetupSend, UniIncoming};
 use super::subscriber::{
-    AnnounceDiscover, BroadcastRequests, GroupRead, SubscribeRemote, TrackQuery,
+    AnnounceDiscover, BroadcastRequests, GroupRead, SubscribePlan, SubscribeRemote, TrackQuery,
 };
 use super::tasks::TaskSet;
 use super::{SessionConfig, Shared, Side};
@@ -193,7 +193,7 @@ pub(crate) enum Open {
     Group(GroupWrite<()>),
     AnnounceDiscover(AnnounceDiscover<(), ()>),
     TrackQuery(TrackQuery<(), ()>),
-    Subscribe(SubscribeRemote<(), ()>),
+    Subscribe(SubscribePlan),
 }
 
 /// A sub-machine that needs no stream of its own.

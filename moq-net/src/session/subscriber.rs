@@ -39,12 +39,17 @@ pub(crate) struct TrackQuery<S, R> {
     streams: Option<(Writer<S>, Reader<R>)>,
 }
 
-/// One subscription to the peer: its responses, and cancelling it when nobody wants it.
-pub(crate) struct SubscribeRemote<S, R> {
+/// A subscription to open once its stream is: the broadcast and the track it fills.
+pub(crate) struct SubscribePlan {
     path: Path,
-    track: Option<TrackProducer>,
+    track: TrackProducer,
+}
+
+/// One subscription to the peer: its responses, and cancelling it when nobody wants it.
+/// Its track lives in the context's routes, under its id.
+pub(crate) struct SubscribeRemote<S, R> {
     id: u64,
-    streams: Option<(Writer<S>, Reader<R>)>,
+    streams: (Writer<S>, Reader<R>),
     /// From SUBSCRIBE_START and SUBSCRIBE_END: which groups the publisher served.
     start: Option<u64>,
     end: Option<u64>,
@@ -271,10 +276,10 @@ impl<S: SendStream, R: RecvStream> TrackQuery<S, R> {
         track.max_latency = info.max_latency;
         track.timescale = info.timescale.get();
         let producer = request.serve(track);
-        cx.opens.push_back(Open::Subscribe(SubscribeRemote::plan(
-            self.path.clone(),
-            producer,
-        )));
+        cx.opens.push_back(Open::Subscribe(SubscribePlan {
+            path: self.path.clone(),
+            track: producer,
+        }));
         Poll::Ready(Ok(()))
     }
 
@@ -285,18 +290,7 @@ impl<S: SendStream, R: RecvStream> TrackQuery<S, R> {
     }
 }
 
-impl SubscribeRemote<(), ()> {
-    pub(crate) fn plan(path: Path, track: TrackProducer) -> Self {
-        Self {
-            path,
-            track: Some(track),
-            id: 0,
-            streams: None,
-            start: None,
-            end: None,
-        }
-    }
-
+impl SubscribePlan {
     /// Registers the subscription's route (before SUBSCRIBE is written, so that a group
     /// arriving first is not lost) and queues the SUBSCRIBE.
     pub(crate) fn with_streams<S: SendStream, R: RecvStream>(
@@ -308,32 +302,28 @@ impl SubscribeRemote<(), ()> {
         let id = cx.next_subscribe_id;
         cx.next_subscribe_id += 1;
         let mut writer = Writer::new(send);
-        if let Some(track) = self.track {
-            let properties = track.track();
-            let subscribe = Subscribe {
-                id,
-                broadcast: self.path.clone(),
-                track: properties.name.clone(),
-                priority: properties.priority,
-                ordered: properties.ordered,
-                max_latency: properties.max_latency,
-                start: None,
-                end: None,
-            };
-            let version = cx.version;
-            if let Ok(bytes) = encoded(|buf| {
-                BidiStream::Subscribe.encode(buf, version)?;
-                subscribe.encode(buf, version)
-            }) {
-                writer.queue(bytes);
-            }
-            cx.routes.insert(id, Route::new(track));
-        }
-        SubscribeRemote {
-            path: self.path,
-            track: None,
+        let properties = self.track.track();
+        let subscribe = Subscribe {
             id,
-            streams: Some((writer, Reader::new(recv))),
+            broadcast: self.path,
+            track: properties.name.clone(),
+            priority: properties.priority,
+            ordered: properties.ordered,
+            max_latency: properties.max_latency,
+            start: None,
+            end: None,
+        };
+        let version = cx.version;
+        if let Ok(bytes) = encoded(|buf| {
+            BidiStream::Subscribe.encode(buf, version)?;
+            subscribe.encode(buf, version)
+        }) {
+            writer.queue(bytes);
+        }
+        cx.routes.insert(id, Route::new(self.track));
+        SubscribeRemote {
+            id,
+            streams: (writer, Reader::new(recv)),
             start: None,
             end: None,
         }
@@ -342,10 +332,7 @@ impl SubscribeRemote<(), ()> {
 
 impl<S: SendStream, R: RecvStream> SubscribeRemote<S, R> {
     pub(crate) fn poll(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<Result<(), Error>> {
-        let _ = (&self.path, &self.track);
-        let Some((writer, reader)) = self.streams.as_mut() else {
-            return Poll::Ready(Ok(()));
-        };
+        let (writer, reader) = &mut self.streams;
         let Some(route) = cx.routes.get(&self.id) else {
             return Poll::Ready(Ok(()));
         };
