@@ -32,8 +32,88 @@ pub(crate) struct AnnounceServe<S, R> {
 pub(crate) struct TrackServe<S, R> {
     writer: Writer<S>,
     reader: Reader<R>,
-    pending: Option<PendingTrack>,
+    lookup: Lookup<TrackMessage>,
     answered: bool,
+}
+
+/// The first half of serving TRACK, SUBSCRIBE or FETCH: read the request, find the track
+/// in the published origin (waiting for an on-demand one), or refuse the stream.
+enum Lookup<M> {
+    Reading,
+    Resolving { request: M, pending: PendingTrack },
+}
+
+/// A request naming a broadcast and a track.
+trait TrackRequestMessage: Message + Clone {
+    fn names(&self) -> (&crate::model::Path, &str);
+}
+
+impl TrackRequestMessage for TrackMessage {
+    fn names(&self) -> (&crate::model::Path, &str) {
+        (&self.broadcast, &self.track)
+    }
+}
+
+impl TrackRequestMessage for Subscribe {
+    fn names(&self) -> (&crate::model::Path, &str) {
+        (&self.broadcast, &self.track)
+    }
+}
+
+impl TrackRequestMessage for Fetch {
+    fn names(&self) -> (&crate::model::Path, &str) {
+        (&self.broadcast, &self.track)
+    }
+}
+
+impl<M: TrackRequestMessage> Lookup<M> {
+    /// The request and its track once found; `Ready(Ok(None))` when the stream ended or
+    /// was refused (the sub-machine is done); `Ready(Err)` for a malformed request.
+    fn poll<S: SendStream, R: RecvStream>(
+        &mut self,
+        waiter: &Waiter,
+        cx: &Context,
+        writer: &mut Writer<S>,
+        reader: &mut Reader<R>,
+    ) -> Poll<Result<Option<(M, TrackConsumer)>, Error>> {
+        loop {
+            match self {
+                Lookup::Reading => {
+                    let version = cx.version;
+                    let request = match reader.poll_message(waiter, |buf| M::decode(buf, version)) {
+                        Poll::Ready(Ok(Some(request))) => request,
+                        Poll::Ready(Ok(None)) => return Poll::Ready(Ok(None)),
+                        Poll::Ready(Err(error)) => {
+                            return Poll::Ready(error.outcome().map(|()| None));
+                        }
+                        Poll::Pending => return Poll::Pending,
+                    };
+                    let (broadcast, track) = request.names();
+                    match resolve(cx, broadcast, track) {
+                        Ok(pending) => *self = Lookup::Resolving { request, pending },
+                        Err(error) => {
+                            refuse(writer, reader, error);
+                            return Poll::Ready(Ok(None));
+                        }
+                    }
+                }
+                Lookup::Resolving { request, pending } => {
+                    return match pending.poll_track(waiter) {
+                        Poll::Ready(Ok(track)) => {
+                            let request = request.clone();
+                            *self = Lookup::Reading;
+                            Poll::Ready(Ok(Some((request, track))))
+                        }
+                        Poll::Ready(Err(error)) => {
+                            refuse(writer, reader, error);
+                            Poll::Ready(Ok(None))
+                        }
+                        Poll::Pending => Poll::Pending,
+                    };
+                }
+            }
+        }
+    }
 }
 
 /// Serves one subscription: a group stream per group, START and END on the stream.
@@ -44,11 +124,7 @@ pub(crate) struct SubscribeServe<S, R> {
 }
 
 enum SubscribeState {
-    Reading,
-    Resolving {
-        request: Subscribe,
-        pending: PendingTrack,
-    },
+    Looking(Lookup<Subscribe>),
     Serving {
         request: Subscribe,
         track: TrackConsumer,
@@ -71,15 +147,8 @@ pub(crate) struct FetchServe<S, R> {
 }
 
 enum FetchState {
-    Reading,
-    Resolving {
-        request: Fetch,
-        pending: PendingTrack,
-    },
-    Writing {
-        group: GroupConsumer,
-        previous: u64,
-    },
+    Looking(Lookup<Fetch>),
+    Writing { group: GroupConsumer, previous: u64 },
     Ending,
 }
 
@@ -225,60 +294,31 @@ impl<S: SendStream, R: RecvStream> TrackServe<S, R> {
         Self {
             writer,
             reader,
-            pending: None,
+            lookup: Lookup::Reading,
             answered: false,
         }
     }
 
     pub(crate) fn poll(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<Result<(), Error>> {
-        let version = cx.version;
-        if self.answered {
-            return match self.writer.poll_flush(waiter) {
-                Poll::Ready(Ok(())) => {
-                    let _ = self.writer.stream_mut().finish();
-                    Poll::Ready(Ok(()))
-                }
-                Poll::Ready(Err(error)) => Poll::Ready(from_peer(error)),
-                Poll::Pending => Poll::Pending,
-            };
-        }
-        if self.pending.is_none() {
-            let request = match self
-                .reader
-                .poll_message(waiter, |buf| TrackMessage::decode(buf, version))
+        if !self.answered {
+            let track = match self
+                .lookup
+                .poll(waiter, cx, &mut self.writer, &mut self.reader)
             {
-                Poll::Ready(Ok(Some(request))) => request,
+                Poll::Ready(Ok(Some((_, track)))) => track,
                 Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
-                Poll::Ready(Err(error)) => return Poll::Ready(error.outcome()),
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
                 Poll::Pending => return Poll::Pending,
             };
-            match resolve(cx, &request.broadcast, &request.track) {
-                Ok(pending) => self.pending = Some(pending),
-                Err(error) => {
-                    refuse(&mut self.writer, &mut self.reader, error);
-                    return Poll::Ready(Ok(()));
-                }
+            let info = track_info(&track);
+            let version = cx.version;
+            match encoded(|buf| info.encode(buf, version)) {
+                Ok(bytes) => self.writer.queue(bytes),
+                Err(error) => return Poll::Ready(Err(error)),
             }
+            self.answered = true;
         }
-        let Some(pending) = self.pending.as_mut() else {
-            return Poll::Ready(Ok(()));
-        };
-        let track = match pending.poll_track(waiter) {
-            Poll::Ready(Ok(track)) => track,
-            Poll::Ready(Err(error)) => {
-                refuse(&mut self.writer, &mut self.reader, error);
-                return Poll::Ready(Ok(()));
-            }
-            Poll::Pending => return Poll::Pending,
-        };
-        self.pending = None;
-        let info = track_info(&track);
-        match encoded(|buf| info.encode(buf, version)) {
-            Ok(bytes) => self.writer.queue(bytes),
-            Err(error) => return Poll::Ready(Err(error)),
-        }
-        self.answered = true;
-        self.poll(waiter, cx)
+        self.writer.poll_finish(waiter).map(Ok)
     }
 }
 
@@ -316,7 +356,7 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
         Self {
             writer,
             reader,
-            state: SubscribeState::Reading,
+            state: SubscribeState::Looking(Lookup::Reading),
         }
     }
 
@@ -324,38 +364,18 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
         let version = cx.version;
         loop {
             match &mut self.state {
-                SubscribeState::Reading => {
-                    let request = match self
-                        .reader
-                        .poll_message(waiter, |buf| Subscribe::decode(buf, version))
-                    {
-                        Poll::Ready(Ok(Some(request))) => request,
-                        Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
-                        Poll::Ready(Err(error)) => return Poll::Ready(error.outcome()),
-                        Poll::Pending => return Poll::Pending,
-                    };
-                    match resolve(cx, &request.broadcast, &request.track) {
-                        Ok(pending) => self.state = SubscribeState::Resolving { request, pending },
-                        Err(error) => {
-                            refuse(&mut self.writer, &mut self.reader, error);
-                            return Poll::Ready(Ok(()));
-                        }
-                    }
-                }
-                SubscribeState::Resolving { request, pending } => {
-                    let track = match pending.poll_track(waiter) {
-                        Poll::Ready(Ok(track)) => track,
-                        Poll::Ready(Err(error)) => {
-                            refuse(&mut self.writer, &mut self.reader, error);
-                            return Poll::Ready(Ok(()));
-                        }
-                        Poll::Pending => return Poll::Pending,
-                    };
+                SubscribeState::Looking(lookup) => {
+                    let (request, track) =
+                        match lookup.poll(waiter, cx, &mut self.writer, &mut self.reader) {
+                            Poll::Ready(Ok(Some(found))) => found,
+                            Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
+                            Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                            Poll::Pending => return Poll::Pending,
+                        };
                     let track = match request.start {
                         Some(start) => track.consume_from(start),
                         None => track,
                     };
-                    let request = request.clone();
                     let subscriber_priority = request.priority;
                     self.state = SubscribeState::Serving {
                         request,
@@ -447,16 +467,7 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                         return Poll::Pending;
                     }
                 }
-                SubscribeState::Ending => {
-                    return match self.writer.poll_flush(waiter) {
-                        Poll::Ready(Ok(())) => {
-                            let _ = self.writer.stream_mut().finish();
-                            Poll::Ready(Ok(()))
-                        }
-                        Poll::Ready(Err(error)) => Poll::Ready(from_peer(error)),
-                        Poll::Pending => Poll::Pending,
-                    };
-                }
+                SubscribeState::Ending => return self.writer.poll_finish(waiter).map(Ok),
             }
         }
     }
@@ -473,7 +484,7 @@ impl<S: SendStream, R: RecvStream> FetchServe<S, R> {
         Self {
             writer,
             reader,
-            state: FetchState::Reading,
+            state: FetchState::Looking(Lookup::Reading),
         }
     }
 
@@ -481,33 +492,14 @@ impl<S: SendStream, R: RecvStream> FetchServe<S, R> {
         let version = cx.version;
         loop {
             match &mut self.state {
-                FetchState::Reading => {
-                    let request = match self
-                        .reader
-                        .poll_message(waiter, |buf| Fetch::decode(buf, version))
-                    {
-                        Poll::Ready(Ok(Some(request))) => request,
-                        Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
-                        Poll::Ready(Err(error)) => return Poll::Ready(error.outcome()),
-                        Poll::Pending => return Poll::Pending,
-                    };
-                    match resolve(cx, &request.broadcast, &request.track) {
-                        Ok(pending) => self.state = FetchState::Resolving { request, pending },
-                        Err(error) => {
-                            refuse(&mut self.writer, &mut self.reader, error);
-                            return Poll::Ready(Ok(()));
-                        }
-                    }
-                }
-                FetchState::Resolving { request, pending } => {
-                    let track = match pending.poll_track(waiter) {
-                        Poll::Ready(Ok(track)) => track,
-                        Poll::Ready(Err(error)) => {
-                            refuse(&mut self.writer, &mut self.reader, error);
-                            return Poll::Ready(Ok(()));
-                        }
-                        Poll::Pending => return Poll::Pending,
-                    };
+                FetchState::Looking(lookup) => {
+                    let (request, track) =
+                        match lookup.poll(waiter, cx, &mut self.writer, &mut self.reader) {
+                            Poll::Ready(Ok(Some(found))) => found,
+                            Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
+                            Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                            Poll::Pending => return Poll::Pending,
+                        };
                     // The group, if the cache still holds it: the first cached group at or
                     // after the sequence must be exactly it.
                     let mut from = track.consume_from(request.group);
@@ -554,16 +546,7 @@ impl<S: SendStream, R: RecvStream> FetchServe<S, R> {
                         return Poll::Pending;
                     }
                 }
-                FetchState::Ending => {
-                    return match self.writer.poll_flush(waiter) {
-                        Poll::Ready(Ok(())) => {
-                            let _ = self.writer.stream_mut().finish();
-                            Poll::Ready(Ok(()))
-                        }
-                        Poll::Ready(Err(error)) => Poll::Ready(from_peer(error)),
-                        Poll::Pending => Poll::Pending,
-                    };
-                }
+                FetchState::Ending => return self.writer.poll_finish(waiter).map(Ok),
             }
         }
     }

@@ -171,6 +171,19 @@ impl<S: SendStream> Writer<S> {
         Poll::Ready(Ok(()))
     }
 
+    /// Writes everything queued, then ends the stream (FIN). A stream the peer already
+    /// reset or stopped counts as finished: there is nothing left to do with it.
+    pub(crate) fn poll_finish(&mut self, waiter: &Waiter) -> Poll<()> {
+        match self.poll_flush(waiter) {
+            Poll::Ready(Ok(())) => {
+                let _ = self.stream.finish();
+                Poll::Ready(())
+            }
+            Poll::Ready(Err(_)) => Poll::Ready(()),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
     /// The stream itself.
     pub(crate) fn stream_mut(&mut self) -> &mut S {
         &mut self.stream
