@@ -914,3 +914,95 @@ fn the_session_handle_is_send_and_sync() {
     shared::<Session>();
     shared::<SessionConfig>();
 }
+
+#[test]
+fn a_publisher_told_to_go_away_keeps_delivering_its_running_subscriptions() {
+    seeded(19, |runtime| {
+        let mut relay = Relay::new();
+        let (_p, mut track, _s, received) = live(runtime, &mut relay);
+        // The relay's session with the publisher (the first it accepted) says GOAWAY.
+        relay.sessions[0].goaway("");
+        runtime.advance(SECOND);
+        send(&mut track, 0, "after goaway");
+        assert!(runtime.run_until(SECOND, || received.frames.borrow().len() == 1));
+    });
+}
+
+#[test]
+fn bidi_streams_that_arrive_before_the_clients_setup_are_served_once_it_arrives() {
+    use moq_net::coding::{AnnounceOk, AnnounceRequest, Message, Version};
+    use moq_net::transport::{RecvStream, SendStream, Session as _};
+    seeded(20, |runtime| {
+        let mut relay = Relay::new();
+        let mut raw = raw_client(runtime, &mut relay);
+        let waiter = kio::Waiter::new(std::task::Waker::noop());
+        // ANNOUNCE_REQUEST first, SETUP after it.
+        let std::task::Poll::Ready(Ok((mut send, mut recv))) = raw.poll_open_bidi(&waiter) else {
+            panic!("the test transport opens at once");
+        };
+        let mut bytes = vec![0x01];
+        AnnounceRequest {
+            prefix: moq_net::model::Path::root(),
+            exclude_hop: 0,
+        }
+        .encode(&mut bytes, Version::Lite05)
+        .unwrap();
+        let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
+        runtime.advance(Duration::from_millis(50));
+        write_uni(&mut raw, SETUP);
+
+        let mut reply = Vec::new();
+        assert!(runtime.run_until(SECOND, || {
+            while let std::task::Poll::Ready(Ok(Some(chunk))) = recv.poll_read(&waiter) {
+                reply.extend_from_slice(&chunk);
+            }
+            !reply.is_empty()
+        }));
+        let ok = AnnounceOk::decode(&mut &reply[..], Version::Lite05).unwrap();
+        assert_eq!(ok.active_count, 0);
+    });
+}
+
+#[test]
+fn announce_ok_counts_exactly_the_announces_sent_after_exclusions() {
+    use moq_net::coding::{Announce, AnnounceOk, AnnounceRequest, Message, Version};
+    use moq_net::transport::{RecvStream, SendStream, Session as _};
+    seeded(21, |runtime| {
+        let mut relay = Relay::new();
+        // One broadcast came through origin 77, one is local.
+        let through = BroadcastProducer::new();
+        through.set_hops(vec![77]);
+        relay.origin.publish("via", &through);
+        let local = BroadcastProducer::new();
+        relay.origin.publish("here", &local);
+
+        let mut raw = raw_client(runtime, &mut relay);
+        write_uni(&mut raw, SETUP);
+        let waiter = kio::Waiter::new(std::task::Waker::noop());
+        let std::task::Poll::Ready(Ok((mut send, mut recv))) = raw.poll_open_bidi(&waiter) else {
+            panic!("the test transport opens at once");
+        };
+        // The requester is origin 77: the route through it must not be offered.
+        let mut bytes = vec![0x01];
+        AnnounceRequest {
+            prefix: moq_net::model::Path::root(),
+            exclude_hop: 77,
+        }
+        .encode(&mut bytes, Version::Lite05)
+        .unwrap();
+        let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
+        let mut reply = Vec::new();
+        runtime.run_until(SECOND, || {
+            while let std::task::Poll::Ready(Ok(Some(chunk))) = recv.poll_read(&waiter) {
+                reply.extend_from_slice(&chunk);
+            }
+            false
+        });
+        let mut cursor = &reply[..];
+        let ok = AnnounceOk::decode(&mut cursor, Version::Lite05).unwrap();
+        assert_eq!(ok.active_count, 1, "only the local broadcast");
+        let announce = Announce::decode(&mut cursor, Version::Lite05).unwrap();
+        assert_eq!(announce.suffix.as_str(), "here");
+        assert!(cursor.is_empty(), "nothing else was announced");
+    });
+}

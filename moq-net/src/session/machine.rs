@@ -114,6 +114,9 @@ pub(crate) struct Context {
     pub(crate) spawned: Vec<Spawn>,
     /// The peer sent GOAWAY: open no new streams.
     pub(crate) goaway: bool,
+    /// Something changed what the machine's own sources may yield (the client's SETUP
+    /// arrived, so bidi streams may now be accepted): poll them again this turn.
+    pub(crate) sources_changed: bool,
     pub(crate) peer_setup: Option<Setup>,
 }
 
@@ -196,6 +199,20 @@ pub(crate) enum Open {
     Subscribe(SubscribePlan),
 }
 
+impl Open {
+    fn is_uni(&self) -> bool {
+        matches!(self, Open::Setup | Open::Group(_))
+    }
+
+    /// Whether this starts a new exchange with the peer (as opposed to continuing one).
+    fn is_new_request(&self) -> bool {
+        matches!(
+            self,
+            Open::AnnounceDiscover(_) | Open::TrackQuery(_) | Open::Subscribe(_)
+        )
+    }
+}
+
 /// A sub-machine that needs no stream of its own.
 pub(crate) enum Spawn {
     BroadcastRequests(BroadcastRequests),
@@ -248,6 +265,7 @@ impl<R: Runtime> SessionMachine<R> {
             next_subscribe_id: 0,
             spawned: Vec::new(),
             goaway: false,
+            sources_changed: false,
             peer_setup: None,
             config,
         };
@@ -371,23 +389,40 @@ impl<R: Runtime> SessionMachine<R> {
     /// returns whether anything happened.
     fn start_requested(&mut self, waiter: &Waiter) -> bool {
         let mut progress = false;
+        // Uni and bidi streams have separate credit: a uni open waiting for credit must not
+        // hold back a bidi one (or the reverse). Order is kept within each kind.
+        let (mut uni_blocked, mut bidi_blocked) = (false, false);
+        let mut waiting = std::collections::VecDeque::new();
         while let Some(open) = self.context.opens.pop_front() {
-            if self.context.goaway && !matches!(open, Open::Setup | Open::GoAway(_)) {
-                drop(open); // after GOAWAY nothing new starts; dropping cancels it
+            if self.context.goaway && open.is_new_request() {
+                // After the peer's GOAWAY no new request starts; dropping one cancels it
+                // (a track request is answered NotFound). Groups of running
+                // subscriptions still go out.
+                drop(open);
                 continue;
             }
-            let task = match self.open(open, waiter) {
-                Ok(task) => task,
-                Err(open) => {
-                    self.context.opens.push_front(open);
-                    break;
+            let uni = open.is_uni();
+            if (uni && uni_blocked) || (!uni && bidi_blocked) {
+                waiting.push_back(open);
+                continue;
+            }
+            match self.open(open, waiter) {
+                Ok(Some(task)) => {
+                    self.tasks.push(task);
+                    progress = true;
                 }
-            };
-            if let Some(task) = task {
-                self.tasks.push(task);
-                progress = true;
+                Ok(None) => {}
+                Err(open) => {
+                    if uni {
+                        uni_blocked = true;
+                    } else {
+                        bidi_blocked = true;
+                    }
+                    waiting.push_back(open);
+                }
             }
         }
+        self.context.opens = waiting;
 
         for spawn in self.context.spawned.drain(..) {
             match spawn {
@@ -401,8 +436,7 @@ impl<R: Runtime> SessionMachine<R> {
     /// Opens the stream `open` needs; gives it back if the transport cannot open one now.
     #[allow(clippy::result_large_err)]
     fn open(&mut self, open: Open, waiter: &Waiter) -> Result<Option<Task<R::Transport>>, Open> {
-        let uni = matches!(open, Open::Setup | Open::Group(_));
-        if uni {
+        if open.is_uni() {
             let stream = match self.transport.poll_open_uni(waiter) {
                 Poll::Ready(Ok(stream)) => stream,
                 Poll::Ready(Err(_)) => return Ok(None),
@@ -457,6 +491,9 @@ impl<R: Runtime> SessionMachine<R> {
             }
         }
         self.tasks.recycle(ready);
+        if std::mem::take(&mut self.context.sources_changed) {
+            self.own.woken.store(true, Ordering::Release);
+        }
         *self.shared.stats.lock() = self.transport.stats();
         if let Some(setup) = self.context.peer_setup.take() {
             self.shared

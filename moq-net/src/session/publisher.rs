@@ -217,62 +217,47 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
                 return Poll::Ready(Ok(()));
             };
             self.exclude_hop = request.exclude_hop;
-            let announced = origin.announced(request.prefix);
+            let mut announced = origin.announced(request.prefix);
+            // The snapshot goes out right behind ANNOUNCE_OK, whose count must be exactly
+            // the number of ANNOUNCEs that follow as the initial set (a deployed receiver
+            // waits for that many): encode it first, filtered, then count.
+            let mut initial = Vec::new();
+            let mut count = 0u64;
+            for _ in 0..announced.initial_len() {
+                let Some(announcement) = announced.try_next() else {
+                    break;
+                };
+                if let Some(bytes) =
+                    self.encode_announcement(announcement, announced.prefix(), version)
+                {
+                    initial.push(bytes);
+                    count += 1;
+                }
+            }
             let ok = AnnounceOk {
                 hop_id: cx.config.origin_id,
-                active_count: announced.initial_len() as u64,
+                active_count: count,
             };
             match encoded(|buf| ok.encode(buf, version)) {
                 Ok(bytes) => self.writer.queue(bytes),
                 Err(error) => return Poll::Ready(Err(error)),
             }
+            for bytes in initial {
+                self.writer.queue(bytes);
+            }
             self.announced = Some(announced);
         }
-        let Some(announced) = self.announced.as_mut() else {
+        let Some(mut announced) = self.announced.take() else {
             return Poll::Ready(Ok(()));
         };
-        // Every announcement queued so far, then flush.
+        // Every announcement queued since, then flush.
         while let Poll::Ready(announcement) = announced.poll_next(waiter) {
-            let (status, path, hops) = match &announcement {
-                Announcement::Active { path, broadcast } => {
-                    let hops = broadcast.hops();
-                    // spec: never offer a route through the subscriber itself.
-                    let through_subscriber =
-                        self.exclude_hop != 0 && hops.contains(&self.exclude_hop);
-                    if through_subscriber {
-                        if self.active.remove(path) {
-                            // A route it had is now one through it: withdraw the old one.
-                            (AnnounceStatus::Ended, path, Vec::new())
-                        } else {
-                            continue;
-                        }
-                    } else if hops.len() > crate::coding::MAX_HOPS {
-                        continue; // a route longer than the wire carries is not offered
-                    } else {
-                        self.active.insert(path.clone());
-                        (AnnounceStatus::Active, path, hops)
-                    }
-                }
-                Announcement::Ended { path } => {
-                    if !self.active.remove(path) {
-                        continue;
-                    }
-                    (AnnounceStatus::Ended, path, Vec::new())
-                }
-            };
-            let Some(suffix) = path.strip_prefix(announced.prefix()) else {
-                continue;
-            };
-            let message = Announce {
-                status,
-                suffix: suffix.into(),
-                hops,
-            };
-            match encoded(|buf| message.encode(buf, version)) {
-                Ok(bytes) => self.writer.queue(bytes),
-                Err(error) => return Poll::Ready(Err(error)),
+            if let Some(bytes) = self.encode_announcement(announcement, announced.prefix(), version)
+            {
+                self.writer.queue(bytes);
             }
         }
+        self.announced = Some(announced);
         if let Poll::Ready(Err(error)) = self.writer.poll_flush(waiter) {
             return Poll::Ready(from_peer(error));
         }
@@ -286,6 +271,49 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
             Poll::Ready(Err(_)) => Poll::Ready(Ok(())),
             Poll::Pending => Poll::Pending,
         }
+    }
+}
+
+impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
+    /// The ANNOUNCE for an announcement, if this subscriber should hear of it: not for a
+    /// route through the subscriber itself (spec: never offer a route through the
+    /// subscriber), not for one longer than the wire carries, and an end only for a path
+    /// it was told is active.
+    fn encode_announcement(
+        &mut self,
+        announcement: Announcement,
+        prefix: &crate::model::Path,
+        version: crate::coding::Version,
+    ) -> Option<bytes::Bytes> {
+        let (status, path, hops) = match announcement {
+            Announcement::Active { path, broadcast } => {
+                let hops = broadcast.hops();
+                let through_subscriber = self.exclude_hop != 0 && hops.contains(&self.exclude_hop);
+                if through_subscriber || hops.len() > crate::coding::MAX_HOPS {
+                    // A route it had is now one it must not use: withdraw it.
+                    if !self.active.remove(&path) {
+                        return None;
+                    }
+                    (AnnounceStatus::Ended, path, Vec::new())
+                } else {
+                    self.active.insert(path.clone());
+                    (AnnounceStatus::Active, path, hops)
+                }
+            }
+            Announcement::Ended { path } => {
+                if !self.active.remove(&path) {
+                    return None;
+                }
+                (AnnounceStatus::Ended, path, Vec::new())
+            }
+        };
+        let message = Announce {
+            status,
+            suffix: path.strip_prefix(prefix)?.into(),
+            hops,
+        };
+        // A path that does not encode (over the part limit) is not offered.
+        encoded(|buf| message.encode(buf, version)).ok()
     }
 }
 
@@ -460,9 +488,11 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                             Poll::Pending => break,
                         }
                     }
-                    if matches!(self.state, SubscribeState::Serving { .. }) {
-                        if let Poll::Ready(Err(error)) = self.writer.poll_flush(waiter) {
-                            return Poll::Ready(from_peer(error));
+                    if let SubscribeState::Serving { control, .. } = &self.state {
+                        if let Poll::Ready(Err(_)) = self.writer.poll_flush(waiter) {
+                            // The subscriber stopped the stream: that cancels.
+                            control.update(|control| control.cancelled = true);
+                            return Poll::Ready(Ok(()));
                         }
                         return Poll::Pending;
                     }
@@ -600,7 +630,9 @@ impl<S: SendStream> GroupWrite<S> {
         let Some(writer) = self.writer.as_mut() else {
             return Poll::Ready(Ok(()));
         };
-        if let Some(control) = self.control.as_ref() {
+        // Follow the subscription's control until it has nothing new (which leaves the
+        // waiter registered on it): a cancel stops the group, a priority change moves it.
+        while let Some(control) = self.control.as_ref() {
             let current = self.subscriber_priority;
             let change = control.poll_until(waiter, |control| {
                 (control.cancelled || control.priority != current).then_some(*control)
@@ -619,7 +651,7 @@ impl<S: SendStream> GroupWrite<S> {
                         .set_priority(priority(new, self.header.sequence));
                 }
                 Poll::Ready(Err(_)) => self.control = None, // ended without a cancel
-                Poll::Pending => {}
+                Poll::Pending => break,
             }
         }
         if writer.stream_mut().poll_stopped(waiter).is_ready() {

@@ -140,6 +140,7 @@ impl<R: RecvStream> SetupRead<R> {
                 Poll::Ready(Ok(Some(setup))) => {
                     self.received = true;
                     cx.setup_received = true;
+                    cx.sources_changed = true;
                     cx.peer_setup = Some(setup);
                 }
                 Poll::Ready(Ok(None)) => return Poll::Ready(Err(Error::ProtocolViolation)),

@@ -37,6 +37,8 @@ pub(crate) struct TrackQuery<S, R> {
     path: Path,
     request: Option<TrackRequest>,
     streams: Option<(Writer<S>, Reader<R>)>,
+    /// The TRACK did not encode: the request fails with this.
+    failed: Option<Error>,
 }
 
 /// A subscription to open once its stream is: the broadcast and the track it fills.
@@ -85,15 +87,22 @@ impl AnnounceDiscover<(), ()> {
             exclude_hop: cx.config.origin_id,
         };
         let version = cx.version;
-        if let Ok(bytes) = encoded(|buf| {
+        let mut reader = Reader::new(recv);
+        match encoded(|buf| {
             BidiStream::Announce.encode(buf, version)?;
             request.encode(buf, version)
         }) {
-            writer.queue(bytes);
+            Ok(bytes) => writer.queue(bytes),
+            Err(error) => {
+                // The configured prefix cannot be asked for: give the stream up, and with it
+                // discovery (the sub-machine ends when it sees the reset below).
+                writer.stream_mut().reset(error.to_code());
+                reader.stream_mut().stop(error.to_code());
+            }
         }
         AnnounceDiscover {
             prefix: self.prefix,
-            streams: Some((writer, Reader::new(recv))),
+            streams: Some((writer, reader)),
             acknowledged: false,
             publisher_hop: 0,
         }
@@ -137,6 +146,9 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                 Poll::Pending => return Poll::Pending,
             };
             let path = self.prefix.join(announce.suffix.as_str());
+            if path.as_str().split('/').count() > crate::coding::MAX_PATH_PARTS {
+                continue; // could not be asked for on the wire: ignore it
+            }
             match announce.status {
                 AnnounceStatus::Active => {
                     // spec: the route is the announced hops plus the publisher's own id; a
@@ -210,6 +222,7 @@ impl TrackQuery<(), ()> {
             path,
             request: Some(request),
             streams: None,
+            failed: None,
         }
     }
 
@@ -230,16 +243,21 @@ impl TrackQuery<(), ()> {
             track: name,
         };
         let version = cx.version;
-        if let Ok(bytes) = encoded(|buf| {
+        let failed = match encoded(|buf| {
             BidiStream::Track.encode(buf, version)?;
             query.encode(buf, version)
         }) {
-            writer.queue(bytes);
-        }
+            Ok(bytes) => {
+                writer.queue(bytes);
+                None
+            }
+            Err(error) => Some(error),
+        };
         TrackQuery {
             path: self.path,
             request: self.request,
             streams: Some((writer, Reader::new(recv))),
+            failed,
         }
     }
 }
@@ -249,6 +267,12 @@ impl<S: SendStream, R: RecvStream> TrackQuery<S, R> {
         let Some((writer, reader)) = self.streams.as_mut() else {
             return Poll::Ready(Ok(()));
         };
+        if let Some(error) = self.failed.take() {
+            writer.stream_mut().reset(error.to_code());
+            reader.stream_mut().stop(error.to_code());
+            self.reject(error);
+            return Poll::Ready(Ok(()));
+        }
         if let Poll::Ready(Err(error)) = writer.poll_flush(waiter) {
             self.reject(error);
             return Poll::Ready(Ok(()));
@@ -314,13 +338,20 @@ impl SubscribePlan {
             end: None,
         };
         let version = cx.version;
-        if let Ok(bytes) = encoded(|buf| {
+        match encoded(|buf| {
             BidiStream::Subscribe.encode(buf, version)?;
             subscribe.encode(buf, version)
         }) {
-            writer.queue(bytes);
+            Ok(bytes) => {
+                writer.queue(bytes);
+                cx.routes.insert(id, Route::new(self.track));
+            }
+            Err(error) => {
+                // No route: the sub-machine finds none and ends; the track fails.
+                writer.stream_mut().reset(error.to_code());
+                self.track.abort(error);
+            }
         }
-        cx.routes.insert(id, Route::new(self.track));
         SubscribeRemote {
             id,
             streams: (writer, Reader::new(recv)),
@@ -361,8 +392,13 @@ impl<S: SendStream, R: RecvStream> SubscribeRemote<S, R> {
                 Poll::Ready(Ok(None)) => {
                     // The track ended. Its last groups may still be on their way: the route
                     // stays until they all arrived, or until the wait is over.
-                    let end = self.end.unwrap_or(0);
-                    let expected = end.saturating_sub(self.start.unwrap_or(end));
+                    // Without SUBSCRIBE_START (it is optional) the count of served groups is
+                    // unknown: if any were served (END > 0), wait out the timeout.
+                    let expected = match (self.start, self.end.unwrap_or(0)) {
+                        (_, 0) => 0,
+                        (Some(start), end) => end.saturating_sub(start),
+                        (None, _) => u64::MAX,
+                    };
                     let until = cx.now + cx.config.trailing_groups_timeout;
                     if let Some(route) = cx.routes.get_mut(&self.id) {
                         route.ending = Some(Ending { expected, until });

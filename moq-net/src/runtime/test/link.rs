@@ -100,7 +100,10 @@ struct End {
     send: IdMap<SendState>,
     incoming_uni: VecDeque<u64>,
     incoming_bidi: VecDeque<u64>,
-    accept: Rc<WaiterList>,
+    /// Waiting for a new uni stream, and for a new bidi stream: separate, as a transport's
+    /// queues are, so that a session waiting on one is not woken by the other.
+    accept_uni: Rc<WaiterList>,
+    accept_bidi: Rc<WaiterList>,
     datagrams: VecDeque<Bytes>,
     datagram_waiters: Rc<WaiterList>,
     closed: Option<TransportError>,
@@ -246,7 +249,11 @@ impl TestTransport {
         if let Some(error) = &end.closed {
             return Poll::Ready(Err(error.clone()));
         }
-        end.accept.register(waiter);
+        if kind == BIDI {
+            end.accept_bidi.register(waiter);
+        } else {
+            end.accept_uni.register(waiter);
+        }
         Poll::Pending
     }
 }
@@ -620,10 +627,11 @@ fn deliver(link_cell: &Rc<RefCell<Link>>, side: usize, event: Event) {
             if incoming {
                 if id & UNI == 0 {
                     end.incoming_bidi.push_back(id);
+                    wake.push(end.accept_bidi.clone());
                 } else {
                     end.incoming_uni.push_back(id);
+                    wake.push(end.accept_uni.clone());
                 }
-                wake.push(end.accept.clone());
             }
             let state = end.recv.entry(id).or_default();
             if !state.stopped {
@@ -657,7 +665,8 @@ fn deliver(link_cell: &Rc<RefCell<Link>>, side: usize, event: Event) {
             end.closed = Some(error);
             wake.extend(end.recv.values().map(|s| s.waiters.clone()));
             wake.extend(end.send.values().map(|s| s.waiters.clone()));
-            wake.push(end.accept.clone());
+            wake.push(end.accept_uni.clone());
+            wake.push(end.accept_bidi.clone());
             wake.push(end.datagram_waiters.clone());
             wake.push(end.closed_waiters.clone());
         }
