@@ -3,13 +3,15 @@
 //! This crate **is** the driver-independent machinery between `moq-net`'s sans-IO sessions
 //! and a real network: today the [`cid`] codec that lets a multi-worker endpoint steer
 //! every packet to the worker that owns its connection, the [`timer`] wheel that keeps
-//! thousands of connection timeouts behind one park deadline, and [`udp`] sockets with GSO
-//! sends and GRO receives (each switchable, to measure them). The quiche adapter (raw QUIC
-//! and WebTransport) and TLS configuration join it next.
+//! thousands of connection timeouts behind one park deadline, [`udp`] sockets with GSO
+//! sends and GRO receives (each switchable, to measure them), and [`tls`] certificates
+//! (PEM files, or self-signed at start with a fingerprint to pin). The quiche adapter (raw
+//! QUIC and WebTransport) joins it next.
 //!
 //! It **is not** a driver: it spawns nothing, owns no event loop and depends on no async
 //! runtime. `moq-tokio` and `moq-uring` build their loops out of these parts.
 
 pub mod cid;
 pub mod timer;
+pub mod tls;
 pub mod udp;
