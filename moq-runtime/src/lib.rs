@@ -5,13 +5,15 @@
 //! every packet to the worker that owns its connection, the [`timer`] wheel that keeps
 //! thousands of connection timeouts behind one park deadline, [`udp`] sockets with GSO
 //! sends and GRO receives (each switchable, to measure them), and [`tls`] certificates
-//! (PEM files, or self-signed at start with a fingerprint to pin). The quiche adapter (raw
-//! QUIC and WebTransport) joins it next.
+//! (PEM files, or self-signed at start with a fingerprint to pin), and the [`quic`] adapter
+//! that runs `moq_net` sessions over a quiche connection (raw QUIC; WebTransport over
+//! HTTP/3 is next).
 //!
 //! It **is not** a driver: it spawns nothing, owns no event loop and depends on no async
 //! runtime. `moq-tokio` and `moq-uring` build their loops out of these parts.
 
 pub mod cid;
+pub mod quic;
 pub mod timer;
 pub mod tls;
 pub mod udp;
