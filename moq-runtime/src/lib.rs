@@ -4,7 +4,7 @@
 //! and a real network: today the [`cid`] codec that lets a multi-worker endpoint steer
 //! every packet to the worker that owns its connection, the [`timer`] wheel that keeps
 //! thousands of connection timeouts behind one park deadline, [`udp`] sockets with GSO
-//! sends and GRO receives (each switchable, to measure them), and [`tls`] certificates
+//! sends and GRO receives (each switchable, to measure them), [`tls`] certificates
 //! (PEM files, or self-signed at start with a fingerprint to pin), and the [`quic`] adapter
 //! that runs `moq_net` sessions over a quiche connection (raw QUIC; WebTransport over
 //! HTTP/3 is next).
