@@ -249,3 +249,78 @@ fn a_broadcast_flows_over_real_quic_between_two_sessions() {
     assert_eq!(received[1], "12:00:01");
     assert_eq!(received[2], big);
 }
+
+/// A connected client/server pair of quiche connections on an in-memory pump.
+fn connected_pair(runtime: &BusyRuntime, name: &str) -> (QuicConnection, QuicConnection) {
+    let certificate = Certificate::self_signed(&["localhost".into()]).unwrap();
+    let dir = std::env::temp_dir().join(format!("moq-quiche-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (chain, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&chain, certificate.chain_pem()).unwrap();
+    std::fs::write(&key, certificate.key_pem()).unwrap();
+    let client_addr: SocketAddr = "127.0.0.1:4000".parse().unwrap();
+    let server_addr: SocketAddr = "127.0.0.1:4433".parse().unwrap();
+    let client = QuicConnection::new(
+        quiche::connect(
+            Some("localhost"),
+            &quiche::ConnectionId::from_ref(&[3; 16]),
+            client_addr,
+            server_addr,
+            &mut config(None),
+        )
+        .expect("connect"),
+    );
+    let server = QuicConnection::new(
+        quiche::accept(
+            &quiche::ConnectionId::from_ref(&[4; 16]),
+            None,
+            server_addr,
+            client_addr,
+            &mut config(Some((&chain, &key))),
+        )
+        .expect("accept"),
+    );
+    assert!(run_until(runtime, &client, &server, || client
+        .is_established()
+        && server.is_established()));
+    (client, server)
+}
+
+#[test]
+fn datagrams_and_the_close_code_cross_the_adapter() {
+    use moq_net::transport::{Session, TransportError};
+    let runtime = BusyRuntime::default();
+    let (client, server) = connected_pair(&runtime, "close");
+    let (mut client_session, mut server_session) = (client.session(), server.session());
+    let waiter = Waiter::new(Waker::noop());
+
+    assert!(client_session.max_datagram_size().is_some());
+    client_session
+        .send_datagram(bytes::Bytes::from_static(b"ping"))
+        .unwrap();
+    let mut datagram = None;
+    assert!(run_until(&runtime, &client, &server, || {
+        if let Poll::Ready(Ok(payload)) = server_session.poll_recv_datagram(&waiter) {
+            datagram = Some(payload);
+        }
+        datagram.is_some()
+    }));
+    assert_eq!(datagram.as_deref(), Some(&b"ping"[..]));
+
+    client_session.close(0x42, "bye");
+    let mut closed = None;
+    assert!(run_until(&runtime, &client, &server, || {
+        if let Poll::Ready(error) = server_session.poll_closed(&waiter) {
+            closed = Some(error);
+        }
+        closed.is_some()
+    }));
+    assert_eq!(
+        closed,
+        Some(TransportError::Closed {
+            code: 0x42,
+            reason: "bye".into(),
+            remote: true,
+        })
+    );
+}
