@@ -6,77 +6,19 @@
 //! turn: enough to show the adapter carries a session end to end. The real endpoint with
 //! sockets and wakers is the tokio driver's.
 
+mod common;
+
 use std::cell::RefCell;
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
+use common::{BusyRuntime, certificate_files, config};
 use kio::Waiter;
 use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::runtime::{Deadline, Runtime};
-use moq_net::session::{self, SessionConfig, SessionMachine};
-use moq_runtime::quic::{QuicConnection, QuicSession};
-use moq_runtime::tls::Certificate;
-
-type Task = Pin<Box<dyn Future<Output = ()>>>;
-
-/// Runs session machines (and test tasks) by polling all of them every turn.
-#[derive(Clone, Default)]
-struct BusyRuntime {
-    tasks: Rc<RefCell<Vec<Task>>>,
-}
-
-/// A deadline the busy loop polls every turn: no waking needed.
-struct BusyDeadline(Option<Instant>);
-
-impl Deadline for BusyDeadline {
-    fn set(&mut self, at: Option<Instant>) {
-        self.0 = at;
-    }
-
-    fn poll(&mut self, _waiter: &Waiter) -> Poll<()> {
-        match self.0 {
-            Some(at) if Instant::now() >= at => Poll::Ready(()),
-            _ => Poll::Pending,
-        }
-    }
-}
-
-impl Runtime for BusyRuntime {
-    type Transport = QuicSession;
-    type Deadline = BusyDeadline;
-
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
-
-    fn deadline(&self) -> BusyDeadline {
-        BusyDeadline(None)
-    }
-
-    fn spawn(&self, machine: SessionMachine<Self>) {
-        self.tasks.borrow_mut().push(Box::pin(machine));
-    }
-}
-
-impl BusyRuntime {
-    fn spawn_task(&self, task: impl Future<Output = ()> + 'static) {
-        self.tasks.borrow_mut().push(Box::pin(task));
-    }
-
-    /// Polls every task once; drops the finished ones.
-    fn turn(&self) {
-        let mut tasks = std::mem::take(&mut *self.tasks.borrow_mut());
-        let mut context = Context::from_waker(Waker::noop());
-        tasks.retain_mut(|task| task.as_mut().poll(&mut context).is_pending());
-        // Tasks spawned during the turn were pushed to the (now empty) shared list.
-        tasks.append(&mut self.tasks.borrow_mut());
-        *self.tasks.borrow_mut() = tasks;
-    }
-}
+use moq_net::session::{self, SessionConfig};
+use moq_runtime::quic::QuicConnection;
 
 /// Moves every pending packet from `from` to `to`.
 fn pump(from: &QuicConnection, to: &QuicConnection) {
@@ -108,42 +50,9 @@ fn run_until(
     false
 }
 
-fn config(certificate: Option<(&std::path::Path, &std::path::Path)>) -> quiche::Config {
-    let mut config = quiche::Config::new(quiche::PROTOCOL_VERSION).expect("a quiche config");
-    config
-        .set_application_protos(&[b"moq-lite-05"])
-        .expect("ALPN");
-    match certificate {
-        Some((chain, key)) => {
-            config
-                .load_cert_chain_from_pem_file(chain.to_str().unwrap())
-                .expect("the certificate loads");
-            config
-                .load_priv_key_from_pem_file(key.to_str().unwrap())
-                .expect("the key loads");
-        }
-        // Loopback test: the client does not verify the self-signed certificate.
-        None => config.verify_peer(false),
-    }
-    config.set_max_idle_timeout(10_000);
-    config.set_initial_max_data(10_000_000);
-    config.set_initial_max_stream_data_bidi_local(1_000_000);
-    config.set_initial_max_stream_data_bidi_remote(1_000_000);
-    config.set_initial_max_stream_data_uni(1_000_000);
-    config.set_initial_max_streams_bidi(100);
-    config.set_initial_max_streams_uni(100);
-    config.enable_dgram(true, 100, 100);
-    config
-}
-
 #[test]
 fn a_broadcast_flows_over_real_quic_between_two_sessions() {
-    let certificate = Certificate::self_signed(&["localhost".into()]).unwrap();
-    let dir = std::env::temp_dir().join(format!("moq-quiche-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (chain, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    std::fs::write(&chain, certificate.chain_pem()).unwrap();
-    std::fs::write(&key, certificate.key_pem()).unwrap();
+    let (chain, key) = certificate_files("flow");
 
     let client_addr: SocketAddr = "127.0.0.1:4000".parse().unwrap();
     let server_addr: SocketAddr = "127.0.0.1:4433".parse().unwrap();
@@ -252,12 +161,7 @@ fn a_broadcast_flows_over_real_quic_between_two_sessions() {
 
 /// A connected client/server pair of quiche connections on an in-memory pump.
 fn connected_pair(runtime: &BusyRuntime, name: &str) -> (QuicConnection, QuicConnection) {
-    let certificate = Certificate::self_signed(&["localhost".into()]).unwrap();
-    let dir = std::env::temp_dir().join(format!("moq-quiche-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (chain, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    std::fs::write(&chain, certificate.chain_pem()).unwrap();
-    std::fs::write(&key, certificate.key_pem()).unwrap();
+    let (chain, key) = certificate_files(name);
     let client_addr: SocketAddr = "127.0.0.1:4000".parse().unwrap();
     let server_addr: SocketAddr = "127.0.0.1:4433".parse().unwrap();
     let client = QuicConnection::new(

@@ -1,0 +1,116 @@
+//! What the quiche tests share: a busy-loop runtime for session machines, quiche
+//! configurations, and a self-signed certificate on disk.
+#![allow(dead_code, missing_docs)] // each test file uses a part
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use kio::Waiter;
+use moq_net::runtime::{Deadline, Runtime};
+use moq_net::session::SessionMachine;
+use moq_runtime::quic::QuicSession;
+use moq_runtime::tls::Certificate;
+
+type Task = Pin<Box<dyn Future<Output = ()>>>;
+
+/// Runs session machines (and test tasks) by polling all of them every turn.
+#[derive(Clone, Default)]
+pub(crate) struct BusyRuntime {
+    tasks: Rc<RefCell<Vec<Task>>>,
+}
+
+/// A deadline the busy loop polls every turn: no waking needed.
+pub(crate) struct BusyDeadline(Option<Instant>);
+
+impl Deadline for BusyDeadline {
+    fn set(&mut self, at: Option<Instant>) {
+        self.0 = at;
+    }
+
+    fn poll(&mut self, _waiter: &Waiter) -> Poll<()> {
+        match self.0 {
+            Some(at) if Instant::now() >= at => Poll::Ready(()),
+            _ => Poll::Pending,
+        }
+    }
+}
+
+impl Runtime for BusyRuntime {
+    type Transport = QuicSession;
+    type Deadline = BusyDeadline;
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn deadline(&self) -> BusyDeadline {
+        BusyDeadline(None)
+    }
+
+    fn spawn(&self, machine: SessionMachine<Self>) {
+        self.tasks.borrow_mut().push(Box::pin(machine));
+    }
+}
+
+impl BusyRuntime {
+    pub(crate) fn spawn_task(&self, task: impl Future<Output = ()> + 'static) {
+        self.tasks.borrow_mut().push(Box::pin(task));
+    }
+
+    /// Polls every task once; drops the finished ones.
+    pub(crate) fn turn(&self) {
+        let mut tasks = std::mem::take(&mut *self.tasks.borrow_mut());
+        let mut context = Context::from_waker(Waker::noop());
+        tasks.retain_mut(|task| task.as_mut().poll(&mut context).is_pending());
+        // Tasks spawned during the turn were pushed to the (now empty) shared list.
+        tasks.append(&mut self.tasks.borrow_mut());
+        *self.tasks.borrow_mut() = tasks;
+    }
+}
+
+/// A fresh self-signed certificate for `localhost`, written to a temporary directory:
+/// (chain file, key file).
+pub(crate) fn certificate_files(name: &str) -> (PathBuf, PathBuf) {
+    let certificate = Certificate::self_signed(&["localhost".into()]).unwrap();
+    let dir = std::env::temp_dir().join(format!("moq-quiche-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (chain, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&chain, certificate.chain_pem()).unwrap();
+    std::fs::write(&key, certificate.key_pem()).unwrap();
+    (chain, key)
+}
+
+/// A quiche configuration for moq-lite-05: a server's with `certificate`, a client's
+/// (not verifying, for loopback) without.
+pub(crate) fn config(certificate: Option<(&std::path::Path, &std::path::Path)>) -> quiche::Config {
+    let mut config = quiche::Config::new(quiche::PROTOCOL_VERSION).expect("a quiche config");
+    config
+        .set_application_protos(&[b"moq-lite-05"])
+        .expect("ALPN");
+    match certificate {
+        Some((chain, key)) => {
+            config
+                .load_cert_chain_from_pem_file(chain.to_str().unwrap())
+                .expect("the certificate loads");
+            config
+                .load_priv_key_from_pem_file(key.to_str().unwrap())
+                .expect("the key loads");
+        }
+        // Loopback test: the client does not verify the self-signed certificate.
+        None => config.verify_peer(false),
+    }
+    config.set_max_idle_timeout(10_000);
+    config.set_initial_max_data(10_000_000);
+    config.set_initial_max_stream_data_bidi_local(1_000_000);
+    config.set_initial_max_stream_data_bidi_remote(1_000_000);
+    config.set_initial_max_stream_data_uni(1_000_000);
+    config.set_initial_max_streams_bidi(100);
+    config.set_initial_max_streams_uni(100);
+    config.enable_dgram(true, 100, 100);
+    config
+}

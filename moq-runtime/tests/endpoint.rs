@@ -1,0 +1,200 @@
+//! Two endpoints exchanging datagrams in memory: connection IDs of our own, the connection
+//! table, timers, and send batching across connections, with sessions on top.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::{BusyRuntime, certificate_files, config};
+use moq_net::model::{BroadcastProducer, Origin, Track};
+use moq_net::session::{self, SessionConfig};
+use moq_runtime::cid::{CID_LEN, Steer, steer};
+use moq_runtime::endpoint::{Endpoint, Transmit};
+
+const CLIENT: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 5000);
+const SERVER: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 5443);
+
+/// Delivers every transmit between the two endpoints (split back into datagrams, as the
+/// receiving kernel would), runs timers, and returns what was sent, for inspection.
+fn exchange(client: &mut Endpoint, server: &mut Endpoint) -> Vec<Transmit> {
+    let now = Instant::now();
+    let mut sent = Vec::new();
+    for client_to_server in [true, false] {
+        let mut transmits = Vec::new();
+        let (source, sink, from_addr) = if client_to_server {
+            (&mut *client, &mut *server, CLIENT)
+        } else {
+            (&mut *server, &mut *client, SERVER)
+        };
+        source.handle_timeouts(now);
+        source.poll_transmits(now, &mut transmits);
+        for transmit in &transmits {
+            for datagram in transmit.contents.chunks(transmit.segment_size) {
+                let mut datagram = datagram.to_vec();
+                let _ = sink.handle_datagram(&mut datagram, from_addr, now);
+            }
+        }
+        sent.extend(transmits);
+    }
+    sent
+}
+
+fn run_until(
+    runtime: &BusyRuntime,
+    client: &mut Endpoint,
+    server: &mut Endpoint,
+    mut done: impl FnMut(&mut Endpoint, &mut Endpoint) -> bool,
+) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        exchange(client, server);
+        runtime.turn();
+        if done(client, server) {
+            return true;
+        }
+    }
+    false
+}
+
+fn endpoints(name: &str) -> (Endpoint, Endpoint) {
+    let (chain, key) = certificate_files(name);
+    let now = Instant::now();
+    let client = Endpoint::new(config(None), CLIENT, 0, 100, now);
+    let server = Endpoint::new(config(Some((&chain, &key))), SERVER, 3, 100, now);
+    (client, server)
+}
+
+#[test]
+fn a_client_endpoint_connects_and_a_session_runs_through_the_table() {
+    let runtime = BusyRuntime::default();
+    let (mut client, mut server) = endpoints("table");
+    let connection = client.connect("localhost", SERVER, Instant::now()).unwrap();
+    let mut accepted = None;
+    assert!(run_until(
+        &runtime,
+        &mut client,
+        &mut server,
+        |_, server| {
+            if accepted.is_none() {
+                accepted = server.accept();
+            }
+            accepted.is_some() && connection.is_established()
+        }
+    ));
+    assert_eq!((client.len(), server.len()), (1, 1));
+
+    let published = Origin::new();
+    let broadcast = BroadcastProducer::new();
+    let mut track = broadcast.create_track(Track::new("t"));
+    published.publish("live", &broadcast);
+    let _server_session = session::accept(
+        runtime.clone(),
+        accepted.unwrap().session(),
+        SessionConfig {
+            publish: Some(published),
+            ..SessionConfig::default()
+        },
+    );
+    let seen = Origin::new();
+    let _client_session = session::connect(
+        runtime.clone(),
+        connection.session(),
+        SessionConfig {
+            subscribe: Some(seen.clone()),
+            ..SessionConfig::default()
+        },
+    );
+    assert!(run_until(&runtime, &mut client, &mut server, |_, _| seen
+        .consume_broadcast("live")
+        .is_some()));
+    let remote = seen.consume_broadcast("live").unwrap();
+    let frames = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let sink = frames.clone();
+    runtime.spawn_task(async move {
+        let Ok(mut track) = remote.subscribe_track("t").await else {
+            return;
+        };
+        while let Ok(Some(mut group)) = track.next_group().await {
+            while let Ok(Some(frame)) = group.read_frame().await {
+                sink.borrow_mut().push(frame.payload);
+            }
+        }
+    });
+    assert!(run_until(&runtime, &mut client, &mut server, |_, _| track
+        .consumer_count()
+        > 0));
+    let mut group = track.append_group();
+    group.write(0, "through the table");
+    group.finish();
+    assert!(run_until(&runtime, &mut client, &mut server, |_, _| frames
+        .borrow()
+        .len()
+        == 1));
+}
+
+#[test]
+fn server_connection_ids_name_the_worker_and_steer_to_it() {
+    let runtime = BusyRuntime::default();
+    let (mut client, mut server) = endpoints("steer");
+    use moq_net::transport::Session as _;
+    let connection = client.connect("localhost", SERVER, Instant::now()).unwrap();
+    assert!(run_until(
+        &runtime,
+        &mut client,
+        &mut server,
+        |_, server| { server.accept().is_some() }
+    ));
+    assert!(run_until(&runtime, &mut client, &mut server, |_, _| {
+        connection.is_established()
+    }));
+    // Every datagram the client sends now carries the server's CID: worker 3 of 4.
+    connection
+        .session()
+        .send_datagram(bytes::Bytes::from_static(b"probe"))
+        .unwrap();
+    let mut transmits = Vec::new();
+    client.poll_transmits(Instant::now(), &mut transmits);
+    let mut checked = 0;
+    for transmit in transmits {
+        for datagram in transmit.contents.chunks(transmit.segment_size) {
+            assert!(datagram.len() > CID_LEN);
+            assert_eq!(steer(datagram, 4, 99), Steer::Worker(3));
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "a packet was sent");
+}
+
+#[test]
+fn packets_of_many_connections_to_one_host_leave_in_gso_batches() {
+    let runtime = BusyRuntime::default();
+    let (mut client, mut server) = endpoints("batch");
+    let connections: Vec<_> = (0..8)
+        .map(|_| client.connect("localhost", SERVER, Instant::now()).unwrap())
+        .collect();
+    let mut accepted = Vec::new();
+    let mut batched = false;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        for transmit in exchange(&mut client, &mut server) {
+            if transmit.contents.len() > transmit.segment_size {
+                batched = true;
+            }
+        }
+        runtime.turn();
+        while let Some(connection) = server.accept() {
+            accepted.push(connection);
+        }
+        if accepted.len() == 8 && connections.iter().all(|c| c.is_established()) {
+            break;
+        }
+    }
+    assert_eq!(accepted.len(), 8, "every handshake completed");
+    assert!(
+        batched,
+        "the handshakes of eight connections to one address share GSO batches"
+    );
+}
