@@ -108,6 +108,13 @@ impl Waiter {
         drop(old);
     }
 
+    /// The task waker this waiter currently holds, for polling a foreign future (a runtime's
+    /// timer, say) on the waiter's behalf. That future wakes the task directly, not through
+    /// a list, which is all a foreign future needs.
+    pub fn waker(&self) -> Option<Waker> {
+        self.slot.state.lock().waker.clone()
+    }
+
     /// How many times this waiter has been woken (or invalidated). Two equal readings mean no
     /// list woke this waiter in between.
     pub fn generation(&self) -> u64 {
@@ -339,6 +346,18 @@ impl Entry {
 mod tests {
     use super::*;
     use crate::test_util::CountingWaker;
+
+    #[test]
+    fn the_waiter_hands_out_its_current_waker() {
+        let (first, first_count) = CountingWaker::pair();
+        let (second, second_count) = CountingWaker::pair();
+        let waiter = Waiter::new(&first);
+        waiter.waker().expect("set").wake();
+        assert_eq!(first_count.count(), 1);
+        waiter.set_waker(&second);
+        waiter.waker().expect("set").wake();
+        assert_eq!((first_count.count(), second_count.count()), (1, 1));
+    }
 
     #[test]
     fn wake_all_wakes_each_registered_waiter_once() {

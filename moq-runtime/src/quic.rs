@@ -180,6 +180,14 @@ impl QuicConnection {
         self.shared.state.lock().conn.is_closed()
     }
 
+    /// Why the connection closed, in words (empty while it is open).
+    pub fn close_reason(&self) -> String {
+        match self.shared.state.lock().closed() {
+            Some(error) => error.to_string(),
+            None => String::new(),
+        }
+    }
+
     /// Registers `waiter` to be woken when a session writes something (or closes): the
     /// endpoint should then call [`send`](Self::send) until it returns `None`.
     pub fn register_flush(&self, waiter: &Waiter) {

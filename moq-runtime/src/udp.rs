@@ -153,6 +153,13 @@ impl UdpSocket {
     }
 }
 
+impl std::os::fd::AsRawFd for UdpSocket {
+    /// For registering with an event loop (tokio's `AsyncFd`, an io_uring ring).
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.io.as_raw_fd()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,222 @@
+//! The endpoint task: one UDP socket and one socketless `Endpoint`, driven by tokio.
+//!
+//! Each turn: run due timers, send everything the connections produced (batched by
+//! destination into GSO sends), hand established server connections to the server, settle
+//! pending client handshakes; then wait for the socket, a command, a connection's flush or
+//! the next timer.
+
+use std::io::IoSliceMut;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::task::{Wake, Waker};
+use std::time::Instant;
+
+use moq_runtime::endpoint::{Endpoint, Transmit};
+use moq_runtime::quic::QuicConnection;
+use moq_runtime::udp::{RecvMeta, UdpSocket};
+use tokio::io::unix::AsyncFd;
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use crate::Error;
+
+/// What a handle asks of its endpoint task.
+pub(crate) enum Command {
+    Connect {
+        server_name: String,
+        peer: SocketAddr,
+        reply: oneshot::Sender<Result<QuicConnection, Error>>,
+    },
+}
+
+/// Talks to a running endpoint task.
+#[derive(Debug, Clone)]
+pub(crate) struct EndpointHandle {
+    commands: mpsc::UnboundedSender<Command>,
+    local_addr: SocketAddr,
+}
+
+impl EndpointHandle {
+    pub(crate) fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Opens a client connection and waits for its handshake.
+    pub(crate) async fn connect(
+        &self,
+        server_name: &str,
+        peer: SocketAddr,
+    ) -> Result<QuicConnection, Error> {
+        let (reply, answer) = oneshot::channel();
+        self.commands
+            .send(Command::Connect {
+                server_name: server_name.to_owned(),
+                peer,
+                reply,
+            })
+            .map_err(|_| Error::EndpointGone)?;
+        answer.await.map_err(|_| Error::EndpointGone)?
+    }
+}
+
+/// Starts the endpoint task on the current tokio runtime. Established server connections
+/// go to `accepted`.
+pub(crate) fn start(
+    socket: UdpSocket,
+    endpoint: Endpoint,
+    accepted: Option<mpsc::UnboundedSender<QuicConnection>>,
+) -> Result<EndpointHandle, Error> {
+    let local_addr = socket
+        .local_addr()
+        .map_err(Error::io("reading the bound address"))?;
+    // SAFETY: `UdpSocket` owns its file descriptor (a `std::net::UdpSocket` inside), which
+    // stays open, and is the one `as_raw_fd` returns, for as long as the socket lives; the
+    // `AsyncFd` owns the socket until it drops. Exercised by every test in tests/loopback.rs.
+    let socket = unsafe { AsyncFd::register(socket) }
+        .map_err(|error| Error::io("registering the socket with tokio")(error.into()))?;
+    let (commands, receiver) = mpsc::unbounded_channel();
+    tokio::spawn(run(socket, endpoint, receiver, accepted));
+    Ok(EndpointHandle {
+        commands,
+        local_addr,
+    })
+}
+
+struct NotifyWaker(Notify);
+
+impl Wake for NotifyWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.notify_one();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.notify_one();
+    }
+}
+
+async fn run(
+    socket: AsyncFd<UdpSocket>,
+    mut endpoint: Endpoint,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    accepted: Option<mpsc::UnboundedSender<QuicConnection>>,
+) {
+    let flush = Arc::new(NotifyWaker(Notify::new()));
+    endpoint.set_waker(&Waker::from(flush.clone()));
+    let mut storage = vec![0u8; 65_536 * socket.get_ref().gro_segments().max(1)];
+    let mut pending: Vec<(
+        QuicConnection,
+        oneshot::Sender<Result<QuicConnection, Error>>,
+    )> = Vec::new();
+    let mut transmits: Vec<Transmit> = Vec::new();
+    let mut handles_open = true;
+    loop {
+        let now = Instant::now();
+        endpoint.handle_timeouts(now);
+        endpoint.poll_transmits(now, &mut transmits);
+        for transmit in transmits.drain(..) {
+            send(&socket, &transmit).await;
+        }
+        while let Some(connection) = endpoint.accept() {
+            if let Some(accepted) = &accepted {
+                let _ = accepted.send(connection);
+            }
+        }
+        pending = settle(pending);
+        if !handles_open && endpoint.is_empty() {
+            return;
+        }
+
+        let timeout = endpoint.next_timeout();
+        tokio::select! {
+            ready = socket.readable() => {
+                let Ok(mut guard) = ready else { return };
+                let mut meta = [RecvMeta::default()];
+                loop {
+                    let received = guard.try_io(|socket| {
+                        let mut buffers = [IoSliceMut::new(&mut storage)];
+                        socket.get_ref().recv(&mut buffers, &mut meta)
+                    });
+                    match received {
+                        Ok(Ok(count)) => {
+                            let now = Instant::now();
+                            for meta in &meta[..count] {
+                                let len = meta.len.min(storage.len());
+                                for datagram in storage[..len].chunks_mut(meta.stride.max(1)) {
+                                    let _ = endpoint.handle_datagram(datagram, meta.addr, now);
+                                }
+                            }
+                        }
+                        // A read error other than "nothing there" is a datagram lost.
+                        Ok(Err(_)) => {}
+                        Err(_would_block) => break,
+                    }
+                }
+            }
+            command = commands.recv(), if handles_open => match command {
+                Some(Command::Connect { server_name, peer, reply }) => {
+                    match endpoint.connect(&server_name, peer, Instant::now()) {
+                        Ok(connection) => pending.push((connection, reply)),
+                        Err(error) => {
+                            let _ = reply.send(Err(Error::Quic(error.to_string())));
+                        }
+                    }
+                }
+                None => handles_open = false,
+            },
+            () = flush.0.notified() => {}
+            () = sleep_until(timeout) => {}
+        }
+    }
+}
+
+/// Answers client handshakes that completed or failed.
+fn settle(
+    pending: Vec<(
+        QuicConnection,
+        oneshot::Sender<Result<QuicConnection, Error>>,
+    )>,
+) -> Vec<(
+    QuicConnection,
+    oneshot::Sender<Result<QuicConnection, Error>>,
+)> {
+    pending
+        .into_iter()
+        .filter_map(|(connection, reply)| {
+            if connection.is_established() {
+                let _ = reply.send(Ok(connection));
+                None
+            } else if connection.is_closed() {
+                let _ = reply.send(Err(Error::Handshake(connection.close_reason())));
+                None
+            } else {
+                Some((connection, reply))
+            }
+        })
+        .collect()
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sends one batch, waiting for the socket when its buffer is full.
+async fn send(socket: &AsyncFd<UdpSocket>, transmit: &Transmit) {
+    loop {
+        match socket.get_ref().send(
+            transmit.destination,
+            &transmit.contents,
+            transmit.segment_size,
+        ) {
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                let Ok(mut guard) = socket.writable().await else {
+                    return;
+                };
+                guard.clear_ready();
+            }
+            // Sent, or lost (UDP: QUIC retransmits).
+            _ => return,
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! A client and a server on loopback, over real UDP sockets and real QUIC.
+
+use std::time::Duration;
+
+use moq_net::model::{BroadcastProducer, Origin, Track};
+use moq_net::session::SessionConfig;
+use moq_runtime::tls::Certificate;
+use moq_tokio::{ClientConfig, Server, ServerConfig, connect};
+
+/// A bound on how long any step may take before the test fails instead of hanging.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broadcast_flows_over_loopback_from_server_to_client() {
+    let published = Origin::new();
+    let broadcast = BroadcastProducer::new();
+    let mut track = broadcast.create_track(Track::new("clock"));
+    published.publish("time", &broadcast);
+    let certificate = Certificate::self_signed(&["localhost".into()]).unwrap();
+    let mut server = Server::bind(ServerConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        certificate,
+        SessionConfig {
+            publish: Some(published),
+            ..SessionConfig::default()
+        },
+    ))
+    .await
+    .unwrap();
+    let port = server.local_addr().port();
+    let server_sessions = tokio::spawn(async move {
+        let mut sessions = Vec::new();
+        while let Some(session) = server.accept().await {
+            sessions.push(session);
+        }
+    });
+
+    let discovered = Origin::new();
+    let client = connect(
+        &format!("moqt://localhost:{port}/room?token=x"),
+        ClientConfig {
+            session: SessionConfig {
+                subscribe: Some(discovered.clone()),
+                ..SessionConfig::default()
+            },
+            insecure_skip_verify: true,
+        },
+    )
+    .await
+    .unwrap();
+
+    let remote = tokio::time::timeout(PATIENCE, async {
+        loop {
+            if let Some(broadcast) = discovered.consume_broadcast("time") {
+                return broadcast;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the broadcast is announced");
+    let reader = tokio::spawn(async move {
+        let mut track = remote.subscribe_track("clock").await.unwrap();
+        let mut group = track.next_group().await.unwrap().unwrap();
+        group.read_frame().await.unwrap().unwrap().payload
+    });
+    tokio::time::timeout(PATIENCE, async {
+        while track.consumer_count() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the subscription reaches the server");
+    let mut group = track.append_group();
+    group.write(0, bytes::Bytes::from_static(b"12:00:00"));
+    group.finish();
+    let payload = tokio::time::timeout(PATIENCE, reader)
+        .await
+        .expect("the frame arrives")
+        .unwrap();
+    assert_eq!(payload, "12:00:00");
+    drop(client);
+    server_sessions.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_urls_and_refused_handshakes_say_what_went_wrong() {
+    let error = connect("http://localhost:1/", ClientConfig::default())
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("moqt://"), "{error}");
+    let error = connect("https://localhost:1/", ClientConfig::default())
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("WebTransport"), "{error}");
+
+    // A server whose certificate the client does verify (and cannot: self-signed).
+    let certificate = Certificate::self_signed(&["localhost".into()]).unwrap();
+    let server = Server::bind(ServerConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        certificate,
+        SessionConfig::default(),
+    ))
+    .await
+    .unwrap();
+    let url = format!("moqt://localhost:{}/", server.local_addr().port());
+    let error = tokio::time::timeout(PATIENCE, connect(&url, ClientConfig::default()))
+        .await
+        .expect("the handshake fails rather than hangs")
+        .unwrap_err();
+    assert!(error.to_string().contains("handshake"), "{error}");
+}
