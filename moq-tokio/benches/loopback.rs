@@ -8,7 +8,7 @@
 //! relay's GSO on and off alternate, so that their ratio is measured side by side.
 //!
 //! ```text
-//! cargo bench -p moq-tokio --bench loopback [-- --subscribers 100 --rate 500 --seconds 2 --rounds 3]
+//! cargo bench -p moq-tokio --bench loopback [-- --subscribers 100 --rate 50 --seconds 2 --rounds 2]
 //! ```
 #![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
 
@@ -211,9 +211,9 @@ impl Options {
         };
         Self {
             subscribers: value("--subscribers", 100) as usize,
-            rate: value("--rate", 500),
+            rate: value("--rate", 50),
             seconds: value("--seconds", 2),
-            rounds: value("--rounds", 3) as usize,
+            rounds: value("--rounds", 2) as usize,
         }
     }
 }

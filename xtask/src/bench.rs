@@ -19,7 +19,7 @@ const BENCH_TARGETS: &[(&str, &str)] = &[
 /// Multi-threaded benchmarks that print their own report (CPU time per round); instruction
 /// counts of several threads under callgrind would mean nothing, so they run only without
 /// `--instructions`.
-const REPORT_TARGETS: &[(&str, &str)] = &[("moq-net", "fanout_threads")];
+const REPORT_TARGETS: &[(&str, &str)] = &[("moq-net", "fanout_threads"), ("moq-tokio", "loopback")];
 
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), Failure> {
     if args.iter().any(|a| a == "--instructions") {
