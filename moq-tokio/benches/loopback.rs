@@ -114,6 +114,7 @@ async fn run(options: &Options, gso: bool) -> Outcome {
                 ..SessionConfig::default()
             },
             insecure_skip_verify: true,
+            ..ClientConfig::default()
         },
     )
     .await
@@ -132,6 +133,7 @@ async fn run(options: &Options, gso: bool) -> Outcome {
                         ..SessionConfig::default()
                     },
                     insecure_skip_verify: true,
+                    ..ClientConfig::default()
                 },
             )
             .await

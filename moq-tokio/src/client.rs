@@ -18,6 +18,8 @@ pub struct ClientConfig {
     /// Skip verifying the server's certificate. For loopback tests only: anyone can then
     /// impersonate the server.
     pub insecure_skip_verify: bool,
+    /// The client socket's setup (GSO, GRO, buffers).
+    pub udp: UdpConfig,
 }
 
 /// Connects to `url` and starts a session on the current tokio runtime.

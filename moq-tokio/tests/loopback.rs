@@ -44,6 +44,7 @@ async fn a_broadcast_flows_over_loopback_from_server_to_client() {
                 ..SessionConfig::default()
             },
             insecure_skip_verify: true,
+            ..ClientConfig::default()
         },
     )
     .await

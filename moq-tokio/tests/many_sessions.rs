@@ -1,0 +1,139 @@
+//! Many concurrent sessions through one relay on loopback, each publishing and subscribing,
+//! with large frames, under every GSO / GRO setting: the same bytes arrive every time.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use moq_net::model::{BroadcastProducer, Origin, Track};
+use moq_net::session::SessionConfig;
+use moq_runtime::tls::Certificate;
+use moq_runtime::udp::UdpConfig;
+use moq_tokio::{ClientConfig, Server, ServerConfig, connect};
+
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// `peers` clients through one relay: client `i` publishes `peer-i` with one frame of
+/// `size` bytes (every byte `i`), and reads `peer-(i+1)`'s. Returns what each one read.
+async fn ring(peers: usize, size: usize, udp: UdpConfig) -> Vec<Bytes> {
+    let relay_origin = Origin::new();
+    let mut config = ServerConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        Certificate::self_signed(&["localhost".into()]).unwrap(),
+        SessionConfig {
+            publish: Some(relay_origin.clone()),
+            subscribe: Some(relay_origin),
+            ..SessionConfig::default()
+        },
+    );
+    config.udp = udp.clone();
+    let mut server = Server::bind(config).await.unwrap();
+    let url = format!("moqt://localhost:{}/", server.local_addr().port());
+    let relay = tokio::spawn(async move {
+        let mut sessions = Vec::new();
+        while let Some(session) = server.accept().await {
+            sessions.push(session);
+        }
+    });
+
+    let mut clients = Vec::new();
+    let mut tracks = Vec::new();
+    let mut seen_origins = Vec::new();
+    for i in 0..peers {
+        let published = Origin::new();
+        let broadcast = BroadcastProducer::new();
+        tracks.push((broadcast.create_track(Track::new("data")), broadcast));
+        published.publish(format!("peer-{i}"), &tracks[i].1);
+        let seen = Origin::new();
+        clients.push(
+            connect(
+                &url,
+                ClientConfig {
+                    session: SessionConfig {
+                        publish: Some(published),
+                        subscribe: Some(seen.clone()),
+                        ..SessionConfig::default()
+                    },
+                    insecure_skip_verify: true,
+                    udp: udp.clone(),
+                },
+            )
+            .await
+            .unwrap(),
+        );
+        seen_origins.push(seen);
+    }
+    let readers: Vec<_> = (0..peers)
+        .map(|i| {
+            let seen = seen_origins[i].clone();
+            let path = format!("peer-{}", (i + 1) % peers);
+            tokio::spawn(async move {
+                let broadcast = loop {
+                    if let Some(broadcast) = seen.consume_broadcast(path.as_str()) {
+                        break broadcast;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                };
+                let mut track = broadcast.subscribe_track("data").await.unwrap();
+                let mut group = track.next_group().await.unwrap().unwrap();
+                group.read_frame().await.unwrap().unwrap().payload
+            })
+        })
+        .collect();
+    // Every peer's track is subscribed (through the relay) before anything is written.
+    tokio::time::timeout(PATIENCE, async {
+        while tracks.iter().any(|(track, _)| track.consumer_count() == 0) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("every subscription reaches its publisher");
+    for (i, (track, _)) in tracks.iter_mut().enumerate() {
+        let mut group = track.append_group();
+        group.write(0, Bytes::from(vec![i as u8; size]));
+        group.finish();
+    }
+    let mut received = Vec::new();
+    for reader in readers {
+        received.push(
+            tokio::time::timeout(PATIENCE, reader)
+                .await
+                .expect("the frame arrives")
+                .unwrap(),
+        );
+    }
+    drop(clients);
+    relay.abort();
+    received
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_sessions_each_publish_and_subscribe_through_one_server() {
+    let received = ring(100, 64 * 1024, UdpConfig::default()).await;
+    for (i, payload) in received.iter().enumerate() {
+        let from = ((i + 1) % 100) as u8;
+        assert_eq!(payload.len(), 64 * 1024, "peer {i}");
+        assert!(
+            payload.iter().all(|byte| *byte == from),
+            "peer {i} got peer {from}'s bytes"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_megabyte_frames_arrive_identical_with_gso_and_gro_on_or_off() {
+    let mut results = Vec::new();
+    for gso in [true, false] {
+        for gro in [true, false] {
+            let udp = UdpConfig {
+                gso,
+                gro,
+                ..UdpConfig::default()
+            };
+            results.push(ring(4, 1 << 20, udp).await);
+        }
+    }
+    for result in &results[1..] {
+        assert_eq!(result, &results[0], "every setting delivers the same bytes");
+    }
+    assert!(results[0].iter().all(|payload| payload.len() == 1 << 20));
+}
