@@ -1,0 +1,207 @@
+//! What an independent implementation sees: a raw QUIC client written directly on quiche,
+//! over a real UDP socket, sends the byte sequences of `shared/spec/moq-lite-05.md` to a
+//! `moq-tokio` server and checks the replies byte for byte.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use moq_net::model::{BroadcastProducer, Origin, Track};
+use moq_net::session::SessionConfig;
+use moq_runtime::tls::Certificate;
+use moq_tokio::{Server, ServerConfig};
+
+/// A raw quiche client on a blocking socket.
+struct RawPeer {
+    socket: UdpSocket,
+    conn: quiche::Connection,
+}
+
+impl RawPeer {
+    fn connect(server: SocketAddr) -> Self {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(5)))
+            .unwrap();
+        let mut config = quiche::Config::new(quiche::PROTOCOL_VERSION).unwrap();
+        config.set_application_protos(&[b"moq-lite-05"]).unwrap();
+        config.verify_peer(false);
+        config.set_max_idle_timeout(10_000);
+        config.set_initial_max_data(1 << 20);
+        config.set_initial_max_stream_data_bidi_local(1 << 20);
+        config.set_initial_max_stream_data_bidi_remote(1 << 20);
+        config.set_initial_max_stream_data_uni(1 << 20);
+        config.set_initial_max_streams_bidi(100);
+        config.set_initial_max_streams_uni(100);
+        let scid = [0x5a; 16];
+        let conn = quiche::connect(
+            Some("localhost"),
+            &quiche::ConnectionId::from_ref(&scid),
+            socket.local_addr().unwrap(),
+            server,
+            &mut config,
+        )
+        .unwrap();
+        let mut peer = Self { socket, conn };
+        assert!(peer.drive(|conn| conn.is_established()), "handshake");
+        peer
+    }
+
+    /// Moves packets until `done`, for at most 10 s.
+    fn drive(&mut self, mut done: impl FnMut(&mut quiche::Connection) -> bool) -> bool {
+        let start = Instant::now();
+        let mut buf = [0u8; 65_536];
+        while start.elapsed() < Duration::from_secs(10) {
+            while let Ok((len, info)) = self.conn.send(&mut buf) {
+                self.socket.send_to(&buf[..len], info.to).unwrap();
+            }
+            if let Ok((len, from)) = self.socket.recv_from(&mut buf) {
+                let to = self.socket.local_addr().unwrap();
+                let _ = self
+                    .conn
+                    .recv(&mut buf[..len], quiche::RecvInfo { from, to });
+            }
+            if self.conn.timeout() == Some(Duration::ZERO) {
+                self.conn.on_timeout();
+            }
+            if done(&mut self.conn) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Writes `bytes` on stream `id`, with FIN if `fin`.
+    fn write(&mut self, id: u64, bytes: &[u8], fin: bool) {
+        let written = self.conn.stream_send(id, bytes, fin).unwrap();
+        assert_eq!(written, bytes.len());
+    }
+
+    /// Reads stream `id` until it holds `len` bytes (or FIN); returns them and the FIN.
+    fn read(&mut self, id: u64, len: usize) -> (Vec<u8>, bool) {
+        let mut data = Vec::new();
+        let mut fin = false;
+        self.drive(|conn| {
+            let mut buf = [0u8; 4096];
+            while let Ok((n, end)) = conn.stream_recv(id, &mut buf) {
+                data.extend_from_slice(&buf[..n]);
+                fin |= end;
+                if end {
+                    break;
+                }
+            }
+            data.len() >= len || fin
+        });
+        (data, fin)
+    }
+
+    /// The first server-opened uni stream other than `except` that has data.
+    fn next_uni(&mut self, except: &[u64]) -> u64 {
+        let mut found = None;
+        self.drive(|conn| {
+            found = conn
+                .readable()
+                .find(|id| id & 3 == 3 && !except.contains(id));
+            found.is_some()
+        });
+        found.expect("a server uni stream")
+    }
+}
+
+fn hex(text: &str) -> Vec<u8> {
+    let text: String = text.split_whitespace().collect();
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_built_peer_sees_the_spec_bytes() {
+    let published = Origin::new();
+    let broadcast = BroadcastProducer::new();
+    let mut track = broadcast.create_track(Track::new("video"));
+    published.publish("demo", &broadcast);
+    let mut server = Server::bind(ServerConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        Certificate::self_signed(&["localhost".into()]).unwrap(),
+        SessionConfig {
+            publish: Some(published),
+            ..SessionConfig::default()
+        },
+    ))
+    .await
+    .unwrap();
+    let address = server.local_addr();
+    let sessions = tokio::spawn(async move {
+        let mut sessions = Vec::new();
+        while let Some(session) = server.accept().await {
+            sessions.push(session);
+        }
+    });
+    let (subscribed_tx, subscribed_rx) = std::sync::mpsc::channel::<()>();
+    let (published_tx, published_rx) = std::sync::mpsc::channel::<()>();
+
+    let peer = tokio::task::spawn_blocking(move || {
+        let mut peer = RawPeer::connect(address);
+
+        // SETUP with Path "/": stream type 1; length 4; one parameter: id 2, length 1, "/".
+        peer.write(2, &hex("01 04 01 02 01 2f"), true);
+
+        // The server's SETUP: type 1, length 1, no parameters.
+        let setup_stream = peer.next_uni(&[]);
+        let (setup, fin) = peer.read(setup_stream, 3);
+        assert_eq!(setup, hex("01 01 00"), "the server's SETUP");
+        assert!(fin);
+
+        // ANNOUNCE_REQUEST for everything: stream type 1, then length 2, prefix "", hop 0.
+        peer.write(0, &hex("01 02 00 00"), false);
+        // ANNOUNCE_OK (hop 0, 1 active), then ANNOUNCE active "demo", no hops.
+        let (announce, _) = peer.read(0, 11);
+        assert_eq!(announce, hex("02 00 01  07 01 04 64656d6f 00"));
+
+        // TRACK "demo" / "video": type 6; length 11.
+        peer.write(4, &hex("06 0b 04 64656d6f 05 766964656f"), true);
+        // TRACK_INFO: priority 0, unordered, 5000 ms, timescale 1000; then FIN.
+        let (info, fin) = peer.read(4, 7);
+        assert_eq!(info, hex("06 00 00 5388 43e8"));
+        assert!(fin, "TRACK_INFO is the sole reply");
+
+        // SUBSCRIBE id 0, "demo", "video", priority 0, unordered, 5000 ms, latest, open end.
+        peer.write(
+            8,
+            &hex("02 12 00 04 64656d6f 05 766964656f 00 00 5388 00 00"),
+            false,
+        );
+        subscribed_tx.send(()).unwrap();
+        // Keep the connection moving while the server's side publishes.
+        assert!(peer.drive(|_| published_rx.try_recv().is_ok()), "published");
+
+        // SUBSCRIBE_START for group 0 on the subscribe stream.
+        let (start, _) = peer.read(8, 3);
+        assert_eq!(start, hex("00 01 00"));
+        // The group on its own uni stream: type 0, GROUP(id 0, seq 0), FRAME(ts 0, "hi").
+        let group_stream = peer.next_uni(&[setup_stream]);
+        let (group, fin) = peer.read(group_stream, 7);
+        assert_eq!(group, hex("00 02 00 00 00 02 6869"));
+        assert!(fin, "the group stream ends with the group");
+    });
+
+    tokio::task::spawn_blocking(move || subscribed_rx.recv_timeout(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .expect("the peer subscribed");
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while track.consumer_count() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the subscription reached the track");
+    let mut group = track.append_group();
+    group.write(0, bytes::Bytes::from_static(b"hi"));
+    group.finish();
+    published_tx.send(()).unwrap();
+
+    peer.await.expect("every byte as the spec says");
+    sessions.abort();
+}
