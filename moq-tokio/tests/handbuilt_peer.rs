@@ -18,12 +18,19 @@ struct RawPeer {
 
 impl RawPeer {
     fn connect(server: SocketAddr) -> Self {
+        let mut peer = Self::start(server, b"moq-lite-05");
+        assert!(peer.drive(|conn| conn.is_established()), "handshake");
+        peer
+    }
+
+    /// Starts a handshake offering `alpn`, without waiting for it.
+    fn start(server: SocketAddr, alpn: &[u8]) -> Self {
         let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
         socket
             .set_read_timeout(Some(Duration::from_millis(5)))
             .unwrap();
         let mut config = quiche::Config::new(quiche::PROTOCOL_VERSION).unwrap();
-        config.set_application_protos(&[b"moq-lite-05"]).unwrap();
+        config.set_application_protos(&[alpn]).unwrap();
         config.verify_peer(false);
         config.set_max_idle_timeout(10_000);
         config.set_initial_max_data(1 << 20);
@@ -41,9 +48,7 @@ impl RawPeer {
             &mut config,
         )
         .unwrap();
-        let mut peer = Self { socket, conn };
-        assert!(peer.drive(|conn| conn.is_established()), "handshake");
-        peer
+        Self { socket, conn }
     }
 
     /// Moves packets until `done`, for at most 10 s.
@@ -203,5 +208,42 @@ async fn a_hand_built_peer_sees_the_spec_bytes() {
     published_tx.send(()).unwrap();
 
     peer.await.expect("every byte as the spec says");
+    sessions.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_alpn_is_refused_and_the_server_keeps_serving() {
+    let mut server = Server::bind(ServerConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        Certificate::self_signed(&["localhost".into()]).unwrap(),
+        SessionConfig::default(),
+    ))
+    .await
+    .unwrap();
+    let address = server.local_addr();
+    let sessions = tokio::spawn(async move {
+        let mut sessions = Vec::new();
+        while let Some(session) = server.accept().await {
+            sessions.push(session);
+        }
+    });
+    tokio::task::spawn_blocking(move || {
+        // An HTTP/3-only client: no protocol in common.
+        let mut stranger = RawPeer::start(address, b"h3");
+        assert!(stranger.drive(|conn| conn.is_closed()), "refused");
+        assert!(!stranger.conn.is_established());
+        let error = stranger
+            .conn
+            .peer_error()
+            .or(stranger.conn.local_error())
+            .expect("a close with a reason");
+        // TLS alert 120 (no_application_protocol) as a QUIC crypto error: 0x100 + 120.
+        assert_eq!(error.error_code, 0x178, "{error:?}");
+
+        // The server is unaffected: a moq-lite-05 client gets through.
+        let _friend = RawPeer::connect(address);
+    })
+    .await
+    .expect("refused, then served");
     sessions.abort();
 }
