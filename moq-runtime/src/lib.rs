@@ -6,16 +6,18 @@
 //! thousands of connection timeouts behind one park deadline, [`udp`] sockets with GSO
 //! sends and GRO receives (each switchable, to measure them), [`tls`] certificates
 //! (PEM files, or self-signed at start with a fingerprint to pin), the [`quic`] adapter
-//! that runs `moq_net` sessions over a quiche connection (raw QUIC; WebTransport over
-//! HTTP/3 is next), and the socketless [`endpoint`]: the connection table of one UDP port,
+//! that runs `moq_net` sessions over a quiche connection (raw QUIC), [`webtransport`] over
+//! HTTP/3 on the same connections (the browser binding), one [`binding`] type over both, and the socketless [`endpoint`]: the connection table of one UDP port,
 //! accepting with connection IDs of our own and batching sends across connections.
 //!
 //! It **is not** a driver: it spawns nothing, owns no event loop and depends on no async
 //! runtime. `moq-tokio` and `moq-uring` build their loops out of these parts.
 
+pub mod binding;
 pub mod cid;
 pub mod endpoint;
 pub mod quic;
 pub mod timer;
 pub mod tls;
 pub mod udp;
+pub mod webtransport;

@@ -35,6 +35,8 @@ pub struct QuicConnection {
 }
 
 /// The session side of a [`QuicConnection`]: implements `moq_net::transport::Session`.
+/// Clones are handles to the same connection.
+#[derive(Clone)]
 pub struct QuicSession {
     connection: QuicConnection,
     protocol: Option<String>,
@@ -178,6 +180,26 @@ impl QuicConnection {
     /// Whether the connection is closed for good.
     pub fn is_closed(&self) -> bool {
         self.shared.state.lock().conn.is_closed()
+    }
+
+    /// The ALPN the handshake selected (empty before it completes).
+    pub fn application_protocol(&self) -> Option<Vec<u8>> {
+        let state = self.shared.state.lock();
+        let protocol = state.conn.application_proto();
+        (!protocol.is_empty()).then(|| protocol.to_vec())
+    }
+
+    /// The peer's address on the connection's active path.
+    pub fn peer_address(&self) -> Option<SocketAddr> {
+        let state = self.shared.state.lock();
+        state.conn.path_stats().next().map(|path| path.peer_addr)
+    }
+
+    /// Closes the connection with an application `code` and `reason`.
+    pub fn close(&self, code: u64, reason: &str) {
+        self.with(|state| {
+            let _ = state.conn.close(true, code, reason.as_bytes());
+        });
     }
 
     /// Why the connection closed, in words (empty while it is open).
@@ -480,6 +502,23 @@ impl Session for QuicSession {
     }
 }
 
+impl QuicSendStream {
+    /// The QUIC stream id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Writes what fits of `data` now (and the FIN once all of it is written, if `fin`),
+    /// without waiting: for best-effort writes on the way out, such as a closing capsule.
+    pub(crate) fn try_write(&mut self, data: &mut Bytes, fin: bool) {
+        self.connection.with(|state| {
+            if let Ok(written) = state.conn.stream_send(self.id, data, fin) {
+                data.advance(written);
+            }
+        });
+    }
+}
+
 impl SendStream for QuicSendStream {
     fn poll_write(&mut self, waiter: &Waiter, data: &mut Bytes) -> Poll<Result<(), StreamError>> {
         let shared = &self.connection.shared;
@@ -563,6 +602,13 @@ impl SendStream for QuicSendStream {
                 Poll::Pending
             }
         }
+    }
+}
+
+impl QuicRecvStream {
+    /// The QUIC stream id.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 }
 

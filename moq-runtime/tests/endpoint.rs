@@ -92,7 +92,7 @@ fn a_client_endpoint_connects_and_a_session_runs_through_the_table() {
     published.publish("live", &broadcast);
     let _server_session = session::accept(
         runtime.clone(),
-        accepted.unwrap().session(),
+        accepted.unwrap().session().into(),
         SessionConfig {
             publish: Some(published),
             ..SessionConfig::default()
@@ -101,7 +101,7 @@ fn a_client_endpoint_connects_and_a_session_runs_through_the_table() {
     let seen = Origin::new();
     let _client_session = session::connect(
         runtime.clone(),
-        connection.session(),
+        connection.session().into(),
         SessionConfig {
             subscribe: Some(seen.clone()),
             ..SessionConfig::default()

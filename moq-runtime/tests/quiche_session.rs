@@ -12,43 +12,12 @@ use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
-use std::time::{Duration, Instant};
 
-use common::{BusyRuntime, certificate_files, config};
+use common::{BusyRuntime, certificate_files, config, connected_pair, run_until};
 use kio::Waiter;
 use moq_net::model::{BroadcastProducer, Origin, Track};
 use moq_net::session::{self, SessionConfig};
 use moq_runtime::quic::QuicConnection;
-
-/// Moves every pending packet from `from` to `to`.
-fn pump(from: &QuicConnection, to: &QuicConnection) {
-    let mut buf = [0u8; 65_536];
-    while let Ok(Some((len, info))) = from.send(&mut buf) {
-        let _ = to.recv(&mut buf[..len], info.from, info.to);
-    }
-    if from.timeout() == Some(Duration::ZERO) {
-        from.on_timeout();
-    }
-}
-
-/// Runs `runtime` and the pump until `done`, for at most 10 s of real time.
-fn run_until(
-    runtime: &BusyRuntime,
-    client: &QuicConnection,
-    server: &QuicConnection,
-    mut done: impl FnMut() -> bool,
-) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
-        pump(client, server);
-        pump(server, client);
-        runtime.turn();
-        if done() {
-            return true;
-        }
-    }
-    false
-}
 
 #[test]
 fn a_broadcast_flows_over_real_quic_between_two_sessions() {
@@ -99,7 +68,7 @@ fn a_broadcast_flows_over_real_quic_between_two_sessions() {
     published.publish("time", &broadcast);
     let _server_session = session::accept(
         runtime.clone(),
-        server.session(),
+        server.session().into(),
         SessionConfig {
             publish: Some(published),
             ..SessionConfig::default()
@@ -108,7 +77,7 @@ fn a_broadcast_flows_over_real_quic_between_two_sessions() {
     let discovered = Origin::new();
     let _client_session = session::connect(
         runtime.clone(),
-        client.session(),
+        client.session().into(),
         SessionConfig {
             subscribe: Some(discovered.clone()),
             path: Some("/".into()),
@@ -159,42 +128,11 @@ fn a_broadcast_flows_over_real_quic_between_two_sessions() {
     assert_eq!(received[2], big);
 }
 
-/// A connected client/server pair of quiche connections on an in-memory pump.
-fn connected_pair(runtime: &BusyRuntime, name: &str) -> (QuicConnection, QuicConnection) {
-    let (chain, key) = certificate_files(name);
-    let client_addr: SocketAddr = "127.0.0.1:4000".parse().unwrap();
-    let server_addr: SocketAddr = "127.0.0.1:4433".parse().unwrap();
-    let client = QuicConnection::new(
-        quiche::connect(
-            Some("localhost"),
-            &quiche::ConnectionId::from_ref(&[3; 16]),
-            client_addr,
-            server_addr,
-            &mut config(None),
-        )
-        .expect("connect"),
-    );
-    let server = QuicConnection::new(
-        quiche::accept(
-            &quiche::ConnectionId::from_ref(&[4; 16]),
-            None,
-            server_addr,
-            client_addr,
-            &mut config(Some((&chain, &key))),
-        )
-        .expect("accept"),
-    );
-    assert!(run_until(runtime, &client, &server, || client
-        .is_established()
-        && server.is_established()));
-    (client, server)
-}
-
 #[test]
 fn datagrams_and_the_close_code_cross_the_adapter() {
     use moq_net::transport::{Session, TransportError};
     let runtime = BusyRuntime::default();
-    let (client, server) = connected_pair(&runtime, "close");
+    let (client, server) = connected_pair(&runtime, "close", b"moq-lite-05");
     let (mut client_session, mut server_session) = (client.session(), server.session());
     let waiter = Waiter::new(Waker::noop());
 

@@ -97,8 +97,8 @@ async fn run(options: &Options, gso: bool) -> Outcome {
     let url = format!("moqt://localhost:{}/", server.local_addr().port());
     let relay = tokio::spawn(async move {
         let mut sessions = Vec::new();
-        while let Some(session) = server.accept().await {
-            sessions.push(session);
+        while let Some(request) = server.accept().await {
+            sessions.push(request.accept());
         }
     });
 

@@ -29,6 +29,10 @@ pub enum Error {
     /// The connection closed before the handshake completed.
     #[error("the connection closed during the handshake: {0}")]
     Handshake(String),
+    /// The WebTransport handshake failed: the server refused the CONNECT (its HTTP
+    /// status), does not support WebTransport, or selected no version we offered.
+    #[error("WebTransport: {0}")]
+    WebTransport(#[from] moq_runtime::webtransport::WebTransportError),
     /// The endpoint task is gone (its runtime shut down).
     #[error("the endpoint stopped")]
     EndpointGone,

@@ -24,18 +24,22 @@ impl Default for Limits {
     }
 }
 
-/// A configuration speaking `moq-lite-05`: a server's presents `certificate`; a client's
-/// verifies the server unless `verify` is false.
+/// ALPN `moq-lite-05`: moq-lite on raw QUIC.
+pub(crate) const RAW_QUIC: &[u8] = b"moq-lite-05";
+/// ALPN `h3`: HTTP/3, carrying WebTransport.
+pub(crate) const WEBTRANSPORT: &[u8] = b"h3";
+
+/// A configuration offering `alpn`: a server's presents `certificate`; a client's verifies
+/// the server unless `verify` is false.
 pub(crate) fn quiche_config(
     certificate: Option<&Certificate>,
     verify: bool,
     limits: &Limits,
+    alpn: &[&[u8]],
 ) -> Result<quiche::Config, Error> {
     let quic = |e: quiche::Error| Error::Quic(e.to_string());
     let mut config = quiche::Config::new(quiche::PROTOCOL_VERSION).map_err(quic)?;
-    config
-        .set_application_protos(&[moq_net::coding::Version::Lite05.alpn().as_bytes()])
-        .map_err(quic)?;
+    config.set_application_protos(alpn).map_err(quic)?;
     if let Some(certificate) = certificate {
         // quiche loads PEM from files: write them for the load, then remove them.
         let dir = std::env::temp_dir().join(format!(

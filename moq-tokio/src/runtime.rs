@@ -8,7 +8,7 @@ use std::time::Instant;
 use kio::Waiter;
 use moq_net::runtime::{Deadline, Runtime};
 use moq_net::session::SessionMachine;
-use moq_runtime::quic::QuicSession;
+use moq_runtime::binding::BindingSession;
 
 /// Runs session machines on a tokio runtime.
 #[derive(Debug, Clone)]
@@ -42,7 +42,7 @@ impl TokioRuntime {
 }
 
 impl Runtime for TokioRuntime {
-    type Transport = QuicSession;
+    type Transport = BindingSession;
     type Deadline = TokioDeadline;
 
     fn now(&self) -> Instant {

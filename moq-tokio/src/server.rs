@@ -1,16 +1,21 @@
-//! A server: one UDP port, sessions as clients connect.
+//! A server: one UDP port, both moq-lite bindings (chosen by ALPN), requests as clients
+//! connect.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use moq_net::session::{self, Session, SessionConfig};
+use moq_runtime::binding::BindingSession;
 use moq_runtime::endpoint::Endpoint;
 use moq_runtime::quic::QuicConnection;
 use moq_runtime::tls::Certificate;
 use moq_runtime::udp::{UdpConfig, UdpSocket};
+use moq_runtime::webtransport::{ServerHandshake, StatusCode, WebTransportRequest};
 use tokio::sync::mpsc;
 
 use crate::driver::{self, EndpointHandle};
-use crate::quic_config::{Limits, quiche_config};
+use crate::poll::drive;
+use crate::quic_config::{Limits, RAW_QUIC, WEBTRANSPORT, quiche_config};
 use crate::{Error, TokioRuntime};
 
 /// How a server listens.
@@ -20,7 +25,8 @@ pub struct ServerConfig {
     pub bind: SocketAddr,
     /// The certificate it presents.
     pub certificate: Certificate,
-    /// What every session serves and fills (a relay: both halves on one origin).
+    /// What every session serves and fills (a relay: both halves on one origin), unless
+    /// the application accepts a request with a configuration of its own.
     pub session: SessionConfig,
     /// The most connections at once.
     pub max_connections: usize,
@@ -28,21 +34,32 @@ pub struct ServerConfig {
     pub idle_timeout_ms: u64,
     /// Streams each direction a peer may open at once.
     pub max_streams: u64,
+    /// Flow-control window per stream, in bytes (the most a peer may send unread).
+    pub stream_window: u64,
+    /// Flow-control window per connection, in bytes.
+    pub connection_window: u64,
+    /// How long a WebTransport client has to send its CONNECT after the QUIC handshake.
+    pub handshake_timeout: Duration,
     /// The UDP socket's setup (GSO, GRO, buffers).
     pub udp: UdpConfig,
 }
 
 impl ServerConfig {
     /// A server on `bind` presenting `certificate`, with the defaults: 10,000 connections,
-    /// 30 s idle timeout, 1000 streams each way, GSO and GRO on.
+    /// 30 s idle timeout, 1000 streams each way, 1 MiB per stream and 16 MiB per
+    /// connection of flow control, 10 s for the WebTransport handshake, GSO and GRO on.
     pub fn new(bind: SocketAddr, certificate: Certificate, session: SessionConfig) -> Self {
+        let limits = Limits::default();
         Self {
             bind,
             certificate,
             session,
             max_connections: 10_000,
-            idle_timeout_ms: 30_000,
-            max_streams: 1_000,
+            idle_timeout_ms: limits.idle_timeout_ms,
+            max_streams: limits.max_streams,
+            stream_window: limits.stream_window,
+            connection_window: limits.connection_window,
+            handshake_timeout: Duration::from_secs(10),
             udp: UdpConfig::default(),
         }
     }
@@ -53,6 +70,29 @@ impl ServerConfig {
 pub struct Server {
     endpoint: EndpointHandle,
     accepted: mpsc::UnboundedReceiver<QuicConnection>,
+    /// WebTransport requests whose handshake completed.
+    handshaken: mpsc::UnboundedReceiver<(QuicConnection, WebTransportRequest)>,
+    handshaken_sender: mpsc::UnboundedSender<(QuicConnection, WebTransportRequest)>,
+    handshake_timeout: Duration,
+    session: SessionConfig,
+    runtime: TokioRuntime,
+}
+
+/// Which moq-lite binding a client connected with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    /// Raw QUIC, ALPN `moq-lite-05`; the path arrives in the client's SETUP.
+    Quic,
+    /// WebTransport over HTTP/3, ALPN `h3`; the path is the CONNECT's.
+    WebTransport,
+}
+
+/// A client that connected: accept it (with the server's session configuration or one
+/// chosen for this client, e.g. after checking its path) or reject it.
+#[derive(Debug)]
+pub struct Request {
+    connection: QuicConnection,
+    webtransport: Option<WebTransportRequest>,
     session: SessionConfig,
     runtime: TokioRuntime,
 }
@@ -63,9 +103,15 @@ impl Server {
         let limits = Limits {
             idle_timeout_ms: config.idle_timeout_ms,
             max_streams: config.max_streams,
-            ..Limits::default()
+            stream_window: config.stream_window,
+            connection_window: config.connection_window,
         };
-        let quiche = quiche_config(Some(&config.certificate), false, &limits)?;
+        let quiche = quiche_config(
+            Some(&config.certificate),
+            false,
+            &limits,
+            &[RAW_QUIC, WEBTRANSPORT],
+        )?;
         let socket = UdpSocket::bind(config.bind, &config.udp)
             .map_err(Error::io(format!("binding {}", config.bind)))?;
         let local = socket
@@ -80,9 +126,13 @@ impl Server {
         );
         let (sender, accepted) = mpsc::unbounded_channel();
         let endpoint = driver::start(socket, endpoint, Some(sender))?;
+        let (handshaken_sender, handshaken) = mpsc::unbounded_channel();
         Ok(Self {
             endpoint,
             accepted,
+            handshaken,
+            handshaken_sender,
+            handshake_timeout: config.handshake_timeout,
             session: config.session,
             runtime: TokioRuntime::current(),
         })
@@ -93,14 +143,132 @@ impl Server {
         self.endpoint.local_addr()
     }
 
-    /// The next session, once a client's handshake completed; `None` once the endpoint
-    /// stopped.
-    pub async fn accept(&mut self) -> Option<Session> {
-        let connection = self.accepted.recv().await?;
-        Some(session::accept(
-            self.runtime.clone(),
-            connection.session(),
-            self.session.clone(),
-        ))
+    /// The next client whose handshake completed (QUIC, and for WebTransport the HTTP/3
+    /// CONNECT); `None` once the endpoint stopped. WebTransport handshakes run
+    /// concurrently, so one slow client holds up no other; one that fails (a malformed
+    /// CONNECT, a timeout, no version in common) closes its own connection and is not
+    /// returned.
+    pub async fn accept(&mut self) -> Option<Request> {
+        loop {
+            tokio::select! {
+                connection = self.accepted.recv() => {
+                    let connection = connection?;
+                    match connection.application_protocol().as_deref() {
+                        Some(b"h3") => self.start_handshake(connection),
+                        _ => return Some(self.request(connection, None)),
+                    }
+                }
+                Some((connection, request)) = self.handshaken.recv() => {
+                    return Some(self.request(connection, Some(request)));
+                }
+            }
+        }
     }
+
+    fn request(
+        &self,
+        connection: QuicConnection,
+        webtransport: Option<WebTransportRequest>,
+    ) -> Request {
+        Request {
+            connection,
+            webtransport,
+            session: self.session.clone(),
+            runtime: self.runtime.clone(),
+        }
+    }
+
+    fn start_handshake(&self, connection: QuicConnection) {
+        let sender = self.handshaken_sender.clone();
+        let timeout = self.handshake_timeout;
+        let version = self.session.version.alpn();
+        tokio::spawn(async move {
+            let mut handshake = ServerHandshake::new(connection.session());
+            let outcome =
+                tokio::time::timeout(timeout, drive(|waiter| handshake.poll(waiter))).await;
+            match outcome {
+                Ok(Ok(request)) => {
+                    // A client offering versions, none of them ours, is refused here.
+                    let offered = request.protocols();
+                    if !offered.is_empty() && !offered.iter().any(|p| p == version) {
+                        request.reject(StatusCode::BAD_REQUEST);
+                        linger_then_close(connection, "no common moq-lite version");
+                        return;
+                    }
+                    let _ = sender.send((connection, request));
+                }
+                // The handshake closed the connection itself, with the HTTP/3 code.
+                Ok(Err(_)) => {}
+                Err(_elapsed) => connection.close(0x10c, "no WebTransport CONNECT in time"),
+            }
+        });
+    }
+}
+
+impl Request {
+    /// The binding the client chose.
+    pub fn binding(&self) -> Binding {
+        match self.webtransport {
+            Some(_) => Binding::WebTransport,
+            None => Binding::Quic,
+        }
+    }
+
+    /// The request path and query (`/room?jwt=…`) of a WebTransport client. A raw QUIC
+    /// client sends its path in SETUP, after the session starts:
+    /// [`Session::peer_setup`] has it.
+    pub fn path(&self) -> Option<String> {
+        self.webtransport.as_ref().map(WebTransportRequest::path)
+    }
+
+    /// The subprotocols a WebTransport client offered.
+    pub fn protocols(&self) -> &[String] {
+        self.webtransport
+            .as_ref()
+            .map_or(&[], WebTransportRequest::protocols)
+    }
+
+    /// Where the client connects from.
+    pub fn remote_addr(&self) -> Option<SocketAddr> {
+        self.connection.peer_address()
+    }
+
+    /// Starts the session with the server's configuration.
+    pub fn accept(self) -> Session {
+        let config = self.session.clone();
+        self.accept_with(config)
+    }
+
+    /// Starts the session with `config` (e.g. origins scoped to what this client may
+    /// publish and subscribe to). A WebTransport client gets its session's version
+    /// selected in `wt-protocol`.
+    pub fn accept_with(self, config: SessionConfig) -> Session {
+        let transport = match self.webtransport {
+            None => BindingSession::from(self.connection.session()),
+            Some(request) => BindingSession::from(request.accept(Some(config.version.alpn()))),
+        };
+        session::accept(self.runtime, transport, config)
+    }
+
+    /// Refuses the client: a WebTransport client gets `status` (403 for "not allowed");
+    /// a raw QUIC connection is closed with moq-lite's `error` code.
+    pub fn reject(self, status: StatusCode, error: moq_net::Error) {
+        match self.webtransport {
+            Some(request) => {
+                request.reject(status);
+                linger_then_close(self.connection, status.as_str());
+            }
+            None => self.connection.close(error.to_code(), &error.to_string()),
+        }
+    }
+}
+
+/// Gives a refused WebTransport client a moment to read the response (it closes the
+/// connection itself when it does), then closes the connection anyway.
+fn linger_then_close(connection: QuicConnection, reason: &str) {
+    let reason = reason.to_owned();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        connection.close(0x10b, &reason);
+    });
 }

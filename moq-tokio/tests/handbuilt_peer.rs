@@ -139,8 +139,8 @@ async fn a_hand_built_peer_sees_the_spec_bytes() {
     let address = server.local_addr();
     let sessions = tokio::spawn(async move {
         let mut sessions = Vec::new();
-        while let Some(session) = server.accept().await {
-            sessions.push(session);
+        while let Some(request) = server.accept().await {
+            sessions.push(request.accept());
         }
     });
     let (subscribed_tx, subscribed_rx) = std::sync::mpsc::channel::<()>();
@@ -223,13 +223,13 @@ async fn a_wrong_alpn_is_refused_and_the_server_keeps_serving() {
     let address = server.local_addr();
     let sessions = tokio::spawn(async move {
         let mut sessions = Vec::new();
-        while let Some(session) = server.accept().await {
-            sessions.push(session);
+        while let Some(request) = server.accept().await {
+            sessions.push(request.accept());
         }
     });
     tokio::task::spawn_blocking(move || {
-        // An HTTP/3-only client: no protocol in common.
-        let mut stranger = RawPeer::start(address, b"h3");
+        // A client speaking only some other protocol: nothing in common.
+        let mut stranger = RawPeer::start(address, b"hq-interop");
         assert!(stranger.drive(|conn| conn.is_closed()), "refused");
         assert!(!stranger.conn.is_established());
         let error = stranger
@@ -246,4 +246,57 @@ async fn a_wrong_alpn_is_refused_and_the_server_keeps_serving() {
     .await
     .expect("refused, then served");
     sessions.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_connect_is_refused_and_the_server_keeps_serving() {
+    let mut server = Server::bind(ServerConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        Certificate::self_signed(&["localhost".into()]).unwrap(),
+        SessionConfig::default(),
+    ))
+    .await
+    .unwrap();
+    let address = server.local_addr();
+    let accepted = tokio::spawn(async move {
+        let mut sessions = Vec::new();
+        while let Some(request) = server.accept().await {
+            sessions.push(request.accept());
+        }
+    });
+    tokio::task::spawn_blocking(move || {
+        // An HTTP/3 client that sends valid SETTINGS, then a HEADERS frame of garbage.
+        let mut stranger = RawPeer::start(address, b"h3");
+        assert!(
+            stranger.drive(|conn| conn.is_established()),
+            "QUIC handshake"
+        );
+        // Control stream: type 0, SETTINGS (type 4, length 2) ENABLE_CONNECT_PROTOCOL=1.
+        stranger.write(2, &[0x00, 0x04, 0x02, 0x08, 0x01], false);
+        stranger.write(0, &[0x01, 0x04, 0xff, 0xff, 0xff, 0xff], false);
+        assert!(stranger.drive(|conn| conn.is_closed()), "refused");
+        let error = stranger.conn.peer_error().expect("closed by the server");
+        assert_eq!(error.error_code, 0x10e, "H3_MESSAGE_ERROR: {error:?}");
+        let reason = String::from_utf8_lossy(&error.reason);
+        assert!(reason.contains("malformed CONNECT"), "{reason}");
+    })
+    .await
+    .expect("refused with a reason");
+
+    // The server is unaffected: a WebTransport client gets through.
+    let session = tokio::time::timeout(
+        Duration::from_secs(10),
+        moq_tokio::connect(
+            &format!("https://localhost:{}/", address.port()),
+            moq_tokio::ClientConfig {
+                insecure_skip_verify: true,
+                ..moq_tokio::ClientConfig::default()
+            },
+        ),
+    )
+    .await
+    .expect("no hang")
+    .expect("a well-formed client is served");
+    assert!(!session.is_closed());
+    accepted.abort();
 }

@@ -30,8 +30,8 @@ async fn ring(peers: usize, size: usize, udp: UdpConfig) -> Vec<Bytes> {
     let url = format!("moqt://localhost:{}/", server.local_addr().port());
     let relay = tokio::spawn(async move {
         let mut sessions = Vec::new();
-        while let Some(session) = server.accept().await {
-            sessions.push(session);
+        while let Some(request) = server.accept().await {
+            sessions.push(request.accept());
         }
     });
 
@@ -55,6 +55,7 @@ async fn ring(peers: usize, size: usize, udp: UdpConfig) -> Vec<Bytes> {
                     },
                     insecure_skip_verify: true,
                     udp: udp.clone(),
+                    ..ClientConfig::default()
                 },
             )
             .await

@@ -4,16 +4,18 @@
 
 use std::cell::RefCell;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kio::Waiter;
 use moq_net::runtime::{Deadline, Runtime};
 use moq_net::session::SessionMachine;
-use moq_runtime::quic::QuicSession;
+use moq_runtime::binding::BindingSession;
+use moq_runtime::quic::QuicConnection;
 use moq_runtime::tls::Certificate;
 
 type Task = Pin<Box<dyn Future<Output = ()>>>;
@@ -41,7 +43,7 @@ impl Deadline for BusyDeadline {
 }
 
 impl Runtime for BusyRuntime {
-    type Transport = QuicSession;
+    type Transport = BindingSession;
     type Deadline = BusyDeadline;
 
     fn now(&self) -> Instant {
@@ -88,10 +90,16 @@ pub(crate) fn certificate_files(name: &str) -> (PathBuf, PathBuf) {
 /// A quiche configuration for moq-lite-05: a server's with `certificate`, a client's
 /// (not verifying, for loopback) without.
 pub(crate) fn config(certificate: Option<(&std::path::Path, &std::path::Path)>) -> quiche::Config {
+    config_with_alpn(certificate, &[b"moq-lite-05"])
+}
+
+/// [`config`] offering `alpn`.
+pub(crate) fn config_with_alpn(
+    certificate: Option<(&std::path::Path, &std::path::Path)>,
+    alpn: &[&[u8]],
+) -> quiche::Config {
     let mut config = quiche::Config::new(quiche::PROTOCOL_VERSION).expect("a quiche config");
-    config
-        .set_application_protos(&[b"moq-lite-05"])
-        .expect("ALPN");
+    config.set_application_protos(alpn).expect("ALPN");
     match certificate {
         Some((chain, key)) => {
             config
@@ -113,4 +121,70 @@ pub(crate) fn config(certificate: Option<(&std::path::Path, &std::path::Path)>) 
     config.set_initial_max_streams_uni(100);
     config.enable_dgram(true, 100, 100);
     config
+}
+
+/// Moves every pending packet from `from` to `to`.
+pub(crate) fn pump(from: &QuicConnection, to: &QuicConnection) {
+    let mut buf = [0u8; 65_536];
+    while let Ok(Some((len, info))) = from.send(&mut buf) {
+        let _ = to.recv(&mut buf[..len], info.from, info.to);
+    }
+    if from.timeout() == Some(Duration::ZERO) {
+        from.on_timeout();
+    }
+}
+
+/// Runs `runtime` and the pump until `done`, for at most 10 s of real time.
+pub(crate) fn run_until(
+    runtime: &BusyRuntime,
+    client: &QuicConnection,
+    server: &QuicConnection,
+    mut done: impl FnMut() -> bool,
+) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        pump(client, server);
+        pump(server, client);
+        runtime.turn();
+        if done() {
+            return true;
+        }
+    }
+    false
+}
+
+/// A client/server pair of quiche connections on an in-memory pump, handshake done, the
+/// client offering `alpn` (the server offers moq-lite-05 and h3).
+pub(crate) fn connected_pair(
+    runtime: &BusyRuntime,
+    name: &str,
+    alpn: &[u8],
+) -> (QuicConnection, QuicConnection) {
+    let (chain, key) = certificate_files(name);
+    let client_addr: SocketAddr = "127.0.0.1:4000".parse().unwrap();
+    let server_addr: SocketAddr = "127.0.0.1:4433".parse().unwrap();
+    let client = QuicConnection::new(
+        quiche::connect(
+            Some("localhost"),
+            &quiche::ConnectionId::from_ref(&[3; 16]),
+            client_addr,
+            server_addr,
+            &mut config_with_alpn(None, &[alpn]),
+        )
+        .expect("connect"),
+    );
+    let server = QuicConnection::new(
+        quiche::accept(
+            &quiche::ConnectionId::from_ref(&[4; 16]),
+            None,
+            server_addr,
+            client_addr,
+            &mut config_with_alpn(Some((&chain, &key)), &[b"moq-lite-05", b"h3"]),
+        )
+        .expect("accept"),
+    );
+    assert!(run_until(runtime, &client, &server, || client
+        .is_established()
+        && server.is_established()));
+    (client, server)
 }

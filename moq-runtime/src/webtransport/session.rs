@@ -1,0 +1,514 @@
+//! An established WebTransport session: `moq_net::transport` over one HTTP/3 connection.
+
+use std::task::Poll;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kio::Waiter;
+use moq_net::transport::{
+    RecvStream, SendStream, Session, StreamError, TransportError, TransportStats,
+};
+use web_transport_proto::{Capsule, CapsuleError, Frame, VarInt};
+
+use super::demux::{Demux, DemuxError};
+use super::header::{bidi_header, map_stream_error, uni_header};
+use super::{H3_ID_ERROR, H3_MESSAGE_ERROR, H3_NO_ERROR, MAX_HEADER_BYTES, from_http3, to_http3};
+use crate::quic::{QuicRecvStream, QuicSendStream, QuicSession};
+
+/// One WebTransport session over an HTTP/3 connection (one session per connection): its
+/// streams carry the session's stream headers, its datagrams the session's quarter stream
+/// id, its stream and close codes travel in HTTP/3's WebTransport code space, and its
+/// CONNECT stream carries the closing capsule. Made by
+/// [`ClientHandshake`](super::ClientHandshake) or
+/// [`WebTransportRequest::accept`](super::WebTransportRequest::accept).
+#[derive(Debug)]
+pub struct WebTransportSession {
+    inner: QuicSession,
+    /// The session id: the CONNECT stream's id.
+    id: u64,
+    demux: Demux,
+    /// Our HTTP/3 control stream, open for the connection's life (closing it is an error).
+    _control: QuicSendStream,
+    connect: ConnectStream,
+    protocol: Option<String>,
+    /// Why the session ended, once it did through the CONNECT stream.
+    closed: Option<TransportError>,
+    opening_uni: Option<(QuicSendStream, Bytes)>,
+    opening_bidi: Option<(QuicSendStream, QuicRecvStream, Bytes)>,
+    /// The quarter stream id every datagram starts with.
+    datagram_prefix: Bytes,
+}
+
+/// The sending half of a WebTransport stream.
+#[derive(Debug)]
+pub struct WebTransportSendStream {
+    inner: QuicSendStream,
+}
+
+/// The receiving half of a WebTransport stream.
+#[derive(Debug)]
+pub struct WebTransportRecvStream {
+    inner: QuicRecvStream,
+    /// Payload read along with the stream header, delivered first.
+    first: Option<Bytes>,
+}
+
+/// The CONNECT stream after its headers: HTTP/3 frames whose DATA carries capsules
+/// (RFC 9297 §3.2).
+#[derive(Debug)]
+pub(crate) struct ConnectStream {
+    send: QuicSendStream,
+    recv: QuicRecvStream,
+    /// Bytes still to write (the server's response).
+    outbox: Bytes,
+    /// Frames read and not yet parsed.
+    frames: BytesMut,
+    /// DATA payload not yet parsed into capsules.
+    capsules: BytesMut,
+}
+
+impl WebTransportSession {
+    pub(crate) fn new(
+        inner: QuicSession,
+        demux: Demux,
+        control: QuicSendStream,
+        connect: ConnectStream,
+        protocol: Option<String>,
+    ) -> Self {
+        let id = connect.send.id();
+        let mut datagram_prefix = BytesMut::new();
+        varint(id / 4).encode(&mut datagram_prefix);
+        Self {
+            inner,
+            id,
+            demux,
+            _control: control,
+            connect,
+            protocol,
+            closed: None,
+            opening_uni: None,
+            opening_bidi: None,
+            datagram_prefix: datagram_prefix.freeze(),
+        }
+    }
+
+    /// The session id (the CONNECT stream's id).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Sorts incoming streams; a peer that broke HTTP/3 closes the connection.
+    fn poll_demux(&mut self, waiter: &Waiter) -> Result<(), TransportError> {
+        if let Some(error) = &self.closed {
+            return Err(error.clone());
+        }
+        match self.demux.poll(&mut self.inner, waiter) {
+            Ok(()) => Ok(()),
+            Err(DemuxError::Transport(error)) => Err(self.map_close(error)),
+            Err(DemuxError::Protocol { code, reason }) => Err(self.fail(code, reason)),
+        }
+    }
+
+    /// Closes the connection for an HTTP/3 violation and remembers why.
+    fn fail(&mut self, code: u64, reason: String) -> TransportError {
+        self.inner.close(code, &reason);
+        let error = TransportError::Closed {
+            code,
+            reason,
+            remote: false,
+        };
+        self.closed = Some(error.clone());
+        error
+    }
+
+    /// A connection close, with its code moved back out of the WebTransport code space.
+    fn map_close(&self, error: TransportError) -> TransportError {
+        match error {
+            TransportError::Closed {
+                code,
+                reason,
+                remote,
+            } => TransportError::Closed {
+                code: if code == H3_NO_ERROR {
+                    0
+                } else {
+                    from_http3(code)
+                },
+                reason,
+                remote,
+            },
+            other => other,
+        }
+    }
+
+    /// Flushes the response, reads capsules: ready once the peer ended the session.
+    fn poll_connect_stream(&mut self, waiter: &Waiter) -> Poll<TransportError> {
+        match self.connect.poll(waiter) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok((code, reason))) => {
+                self.inner.close(H3_NO_ERROR, "");
+                let error = TransportError::Closed {
+                    code: code.into(),
+                    reason,
+                    remote: true,
+                };
+                self.closed = Some(error.clone());
+                Poll::Ready(error)
+            }
+            Poll::Ready(Err(reason)) => Poll::Ready(self.fail(H3_MESSAGE_ERROR, reason)),
+        }
+    }
+}
+
+impl Session for WebTransportSession {
+    type SendStream = WebTransportSendStream;
+    type RecvStream = WebTransportRecvStream;
+
+    fn poll_open_uni(
+        &mut self,
+        waiter: &Waiter,
+    ) -> Poll<Result<WebTransportSendStream, TransportError>> {
+        if let Some(error) = &self.closed {
+            return Poll::Ready(Err(error.clone()));
+        }
+        if self.opening_uni.is_none() {
+            let stream = match self.inner.poll_open_uni(waiter) {
+                Poll::Ready(Ok(stream)) => stream,
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(self.map_close(error))),
+                Poll::Pending => return Poll::Pending,
+            };
+            self.opening_uni = Some((stream, uni_header(self.id)));
+        }
+        let Some((stream, header)) = &mut self.opening_uni else {
+            return Poll::Pending;
+        };
+        match stream.poll_write(waiter, header) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(result) => {
+                let (stream, _) = self.opening_uni.take().expect("checked above");
+                Poll::Ready(match result {
+                    Ok(()) => Ok(WebTransportSendStream::new(stream)),
+                    Err(error) => Err(stream_to_transport(error)),
+                })
+            }
+        }
+    }
+
+    fn poll_open_bidi(
+        &mut self,
+        waiter: &Waiter,
+    ) -> Poll<Result<(WebTransportSendStream, WebTransportRecvStream), TransportError>> {
+        if let Some(error) = &self.closed {
+            return Poll::Ready(Err(error.clone()));
+        }
+        if self.opening_bidi.is_none() {
+            let (send, recv) = match self.inner.poll_open_bidi(waiter) {
+                Poll::Ready(Ok(pair)) => pair,
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(self.map_close(error))),
+                Poll::Pending => return Poll::Pending,
+            };
+            self.opening_bidi = Some((send, recv, bidi_header(self.id)));
+        }
+        let Some((send, _, header)) = &mut self.opening_bidi else {
+            return Poll::Pending;
+        };
+        match send.poll_write(waiter, header) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(result) => {
+                let (send, recv, _) = self.opening_bidi.take().expect("checked above");
+                Poll::Ready(match result {
+                    Ok(()) => Ok((
+                        WebTransportSendStream::new(send),
+                        WebTransportRecvStream::new(recv, Bytes::new()),
+                    )),
+                    Err(error) => Err(stream_to_transport(error)),
+                })
+            }
+        }
+    }
+
+    fn poll_accept_uni(
+        &mut self,
+        waiter: &Waiter,
+    ) -> Poll<Result<WebTransportRecvStream, TransportError>> {
+        if let Err(error) = self.poll_demux(waiter) {
+            return Poll::Ready(Err(error));
+        }
+        while let Some((session, mut stream)) = self.demux.uni.pop_front() {
+            if session == self.id {
+                return Poll::Ready(Ok(stream));
+            }
+            stream.inner.stop(H3_ID_ERROR);
+        }
+        Poll::Pending
+    }
+
+    fn poll_accept_bidi(
+        &mut self,
+        waiter: &Waiter,
+    ) -> Poll<Result<(WebTransportSendStream, WebTransportRecvStream), TransportError>> {
+        if let Err(error) = self.poll_demux(waiter) {
+            return Poll::Ready(Err(error));
+        }
+        while let Some((session, mut send, mut recv)) = self.demux.bidi.pop_front() {
+            if session == self.id {
+                return Poll::Ready(Ok((send, recv)));
+            }
+            send.inner.reset(H3_ID_ERROR);
+            recv.inner.stop(H3_ID_ERROR);
+        }
+        Poll::Pending
+    }
+
+    fn send_datagram(&mut self, payload: Bytes) -> Result<(), TransportError> {
+        if let Some(error) = &self.closed {
+            return Err(error.clone());
+        }
+        let mut datagram = BytesMut::with_capacity(self.datagram_prefix.len() + payload.len());
+        datagram.put_slice(&self.datagram_prefix);
+        datagram.put_slice(&payload);
+        self.inner
+            .send_datagram(datagram.freeze())
+            .map_err(|error| self.map_close(error))
+    }
+
+    fn poll_recv_datagram(&mut self, waiter: &Waiter) -> Poll<Result<Bytes, TransportError>> {
+        loop {
+            if let Some(error) = &self.closed {
+                return Poll::Ready(Err(error.clone()));
+            }
+            let mut datagram = match self.inner.poll_recv_datagram(waiter) {
+                Poll::Ready(Ok(datagram)) => datagram,
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(self.map_close(error))),
+                Poll::Pending => return Poll::Pending,
+            };
+            // Datagrams of another session, or too short to name one, are dropped.
+            if datagram.starts_with(&self.datagram_prefix) {
+                datagram.advance(self.datagram_prefix.len());
+                return Poll::Ready(Ok(datagram));
+            }
+        }
+    }
+
+    fn max_datagram_size(&self) -> Option<usize> {
+        self.inner
+            .max_datagram_size()
+            .and_then(|size| size.checked_sub(self.datagram_prefix.len()))
+    }
+
+    fn close(&mut self, code: u64, reason: &str) {
+        if self.closed.is_some() {
+            return;
+        }
+        let code = u32::try_from(code).unwrap_or(u32::MAX);
+        self.connect.send_close(code, reason);
+        // The capsule is best effort (quiche may not send stream data queued before the
+        // close): the connection close carries the same code, in WebTransport's space.
+        self.inner.close(to_http3(code), reason);
+        self.closed = Some(TransportError::Closed {
+            code: code.into(),
+            reason: reason.to_owned(),
+            remote: false,
+        });
+    }
+
+    fn poll_closed(&mut self, waiter: &Waiter) -> Poll<TransportError> {
+        if let Some(error) = &self.closed {
+            return Poll::Ready(error.clone());
+        }
+        if let Poll::Ready(error) = self.inner.poll_closed(waiter) {
+            return Poll::Ready(self.map_close(error));
+        }
+        self.poll_connect_stream(waiter)
+    }
+
+    fn protocol(&self) -> Option<&str> {
+        self.protocol.as_deref()
+    }
+
+    fn stats(&self) -> TransportStats {
+        self.inner.stats()
+    }
+}
+
+impl WebTransportSendStream {
+    pub(crate) fn new(inner: QuicSendStream) -> Self {
+        Self { inner }
+    }
+}
+
+impl SendStream for WebTransportSendStream {
+    fn poll_write(&mut self, waiter: &Waiter, data: &mut Bytes) -> Poll<Result<(), StreamError>> {
+        self.inner
+            .poll_write(waiter, data)
+            .map_err(map_stream_error)
+    }
+
+    fn finish(&mut self) -> Result<(), StreamError> {
+        self.inner.finish().map_err(map_stream_error)
+    }
+
+    fn reset(&mut self, code: u64) {
+        self.inner.reset(to_http3(clamp(code)));
+    }
+
+    fn set_priority(&mut self, priority: i32) {
+        self.inner.set_priority(priority);
+    }
+
+    fn poll_stopped(&mut self, waiter: &Waiter) -> Poll<Result<u64, StreamError>> {
+        self.inner
+            .poll_stopped(waiter)
+            .map(|result| result.map(from_http3).map_err(map_stream_error))
+    }
+}
+
+impl WebTransportRecvStream {
+    pub(crate) fn new(inner: QuicRecvStream, first: Bytes) -> Self {
+        Self {
+            inner,
+            first: (!first.is_empty()).then_some(first),
+        }
+    }
+}
+
+impl RecvStream for WebTransportRecvStream {
+    fn poll_read(&mut self, waiter: &Waiter) -> Poll<Result<Option<Bytes>, StreamError>> {
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Ok(Some(first)));
+        }
+        self.inner.poll_read(waiter).map_err(map_stream_error)
+    }
+
+    fn stop(&mut self, code: u64) {
+        self.inner.stop(to_http3(clamp(code)));
+    }
+}
+
+impl ConnectStream {
+    /// The CONNECT stream after its headers: `outbox` still to write (a server's
+    /// response), `frames` already read past the headers.
+    pub(crate) fn new(
+        send: QuicSendStream,
+        recv: QuicRecvStream,
+        outbox: Bytes,
+        frames: BytesMut,
+    ) -> Self {
+        let mut stream = Self {
+            send,
+            recv,
+            outbox,
+            frames,
+            capsules: BytesMut::new(),
+        };
+        let mut outbox = std::mem::take(&mut stream.outbox);
+        stream.send.try_write(&mut outbox, false);
+        stream.outbox = outbox;
+        stream
+    }
+
+    /// Writes a CLOSE_WEBTRANSPORT_SESSION capsule in a DATA frame, then the FIN.
+    fn send_close(&mut self, code: u32, reason: &str) {
+        let mut capsule = BytesMut::new();
+        Capsule::CloseWebTransportSession {
+            code,
+            // The capsule's reason is bounded (1024 bytes in the draft).
+            reason: truncate(reason, 1024).to_owned(),
+        }
+        .encode(&mut capsule);
+        let mut frame = BytesMut::with_capacity(capsule.len() + 16);
+        Frame::DATA.encode(&mut frame);
+        varint(capsule.len() as u64).encode(&mut frame);
+        frame.put_slice(&capsule);
+        // Anything of the response still unwritten goes first.
+        let mut all = BytesMut::from(&std::mem::take(&mut self.outbox)[..]);
+        all.put_slice(&frame);
+        self.send.try_write(&mut all.freeze(), true);
+    }
+
+    /// Writes the outbox, then reads: ready with the peer's close (code and reason) when
+    /// a CLOSE_WEBTRANSPORT_SESSION capsule or the FIN arrives, or with why the stream is
+    /// malformed.
+    fn poll(&mut self, waiter: &Waiter) -> Poll<Result<(u32, String), String>> {
+        if !self.outbox.is_empty() {
+            let _ = self.send.poll_write(waiter, &mut self.outbox);
+        }
+        loop {
+            if let Some(result) = self.parse()? {
+                return Poll::Ready(Ok(result));
+            }
+            match self.recv.poll_read(waiter) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(Some(chunk))) => self.frames.extend_from_slice(&chunk),
+                // The FIN without a capsule: closed with code 0.
+                Poll::Ready(Ok(None)) => return Poll::Ready(Ok((0, String::new()))),
+                // The connection's own close reports this.
+                Poll::Ready(Err(StreamError::Connection(_))) => return Poll::Pending,
+                Poll::Ready(Err(error)) => {
+                    return Poll::Ready(Ok((0, format!("the CONNECT stream ended: {error}"))));
+                }
+            }
+        }
+    }
+
+    /// Moves DATA payloads into the capsule buffer and decodes capsules: the close, if
+    /// one arrived.
+    fn parse(&mut self) -> Result<Option<(u32, String)>, String> {
+        loop {
+            let mut cursor = &self.frames[..];
+            let (Ok(kind), Ok(len)) = (VarInt::decode(&mut cursor), VarInt::decode(&mut cursor))
+            else {
+                break;
+            };
+            let len = usize::try_from(len.into_inner()).unwrap_or(usize::MAX);
+            if len > MAX_HEADER_BYTES {
+                return Err(format!("a {len}-byte frame on the CONNECT stream"));
+            }
+            if cursor.len() < len {
+                break;
+            }
+            if Frame(kind) == Frame::DATA {
+                self.capsules.extend_from_slice(&cursor[..len]);
+            }
+            let consumed = self.frames.len() - cursor.len() + len;
+            self.frames.advance(consumed);
+        }
+        loop {
+            let mut cursor = &self.capsules[..];
+            match Capsule::decode(&mut cursor) {
+                Ok(Capsule::CloseWebTransportSession { code, reason }) => {
+                    return Ok(Some((code, reason)));
+                }
+                Ok(_) => {
+                    let consumed = self.capsules.len() - cursor.len();
+                    self.capsules.advance(consumed);
+                }
+                Err(CapsuleError::UnexpectedEnd | CapsuleError::VarInt(_)) => return Ok(None),
+                Err(error) => return Err(format!("a bad capsule: {error}")),
+            }
+        }
+    }
+}
+
+fn stream_to_transport(error: StreamError) -> TransportError {
+    match error {
+        StreamError::Connection(error) => error,
+        other => TransportError::Lost(format!("opening a stream: {other}")),
+    }
+}
+
+/// WebTransport stream codes are 32 bits.
+fn clamp(code: u64) -> u32 {
+    u32::try_from(code).unwrap_or(u32::MAX)
+}
+
+fn varint(value: u64) -> VarInt {
+    VarInt::try_from(value).unwrap_or(VarInt::MAX)
+}
+
+fn truncate(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
