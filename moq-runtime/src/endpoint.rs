@@ -211,6 +211,10 @@ impl Endpoint {
             let Some(entry) = self.connections.get(index).and_then(Option::as_ref) else {
                 continue;
             };
+            // Register for the next write *before* draining (kio's order: register, then
+            // check): a session writing between the last `send` and a later registration
+            // would wake a waiter already spent, and its data would wait for a timer.
+            entry.connection.register_flush(&entry.flush);
             let connection = entry.connection.clone();
             while let Ok(Some((len, info))) = connection.send(&mut buf) {
                 packets.push((info.to, buf[..len].to_vec()));

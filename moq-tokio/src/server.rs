@@ -69,11 +69,9 @@ impl ServerConfig {
 #[derive(Debug)]
 pub struct Server {
     endpoint: EndpointHandle,
-    accepted: mpsc::UnboundedReceiver<QuicConnection>,
-    /// WebTransport requests whose handshake completed.
-    handshaken: mpsc::UnboundedReceiver<(QuicConnection, WebTransportRequest)>,
-    handshaken_sender: mpsc::UnboundedSender<(QuicConnection, WebTransportRequest)>,
-    handshake_timeout: Duration,
+    /// Clients whose handshakes completed: raw QUIC ones, and WebTransport ones with
+    /// their CONNECT.
+    requests: mpsc::UnboundedReceiver<(QuicConnection, Option<WebTransportRequest>)>,
     session: SessionConfig,
     runtime: TokioRuntime,
 }
@@ -126,13 +124,16 @@ impl Server {
         );
         let (sender, accepted) = mpsc::unbounded_channel();
         let endpoint = driver::start(socket, endpoint, Some(sender))?;
-        let (handshaken_sender, handshaken) = mpsc::unbounded_channel();
+        let (requests_sender, requests) = mpsc::unbounded_channel();
+        tokio::spawn(sort_connections(
+            accepted,
+            requests_sender,
+            config.handshake_timeout,
+            config.session.version.alpn(),
+        ));
         Ok(Self {
             endpoint,
-            accepted,
-            handshaken,
-            handshaken_sender,
-            handshake_timeout: config.handshake_timeout,
+            requests,
             session: config.session,
             runtime: TokioRuntime::current(),
         })
@@ -144,64 +145,72 @@ impl Server {
     }
 
     /// The next client whose handshake completed (QUIC, and for WebTransport the HTTP/3
-    /// CONNECT); `None` once the endpoint stopped. WebTransport handshakes run
-    /// concurrently, so one slow client holds up no other; one that fails (a malformed
-    /// CONNECT, a timeout, no version in common) closes its own connection and is not
-    /// returned.
+    /// CONNECT); `None` once the endpoint stopped. WebTransport handshakes run in tasks of
+    /// their own, whether or not the application is waiting here, so one slow client
+    /// holds up no other; one that fails (a malformed CONNECT, a timeout, no version in
+    /// common) closes its own connection and is not returned.
     pub async fn accept(&mut self) -> Option<Request> {
-        loop {
-            tokio::select! {
-                connection = self.accepted.recv() => {
-                    let connection = connection?;
-                    match connection.application_protocol().as_deref() {
-                        Some(b"h3") => self.start_handshake(connection),
-                        _ => return Some(self.request(connection, None)),
-                    }
-                }
-                Some((connection, request)) = self.handshaken.recv() => {
-                    return Some(self.request(connection, Some(request)));
-                }
-            }
-        }
-    }
-
-    fn request(
-        &self,
-        connection: QuicConnection,
-        webtransport: Option<WebTransportRequest>,
-    ) -> Request {
-        Request {
+        let (connection, webtransport) = self.requests.recv().await?;
+        Some(Request {
             connection,
             webtransport,
             session: self.session.clone(),
             runtime: self.runtime.clone(),
+        })
+    }
+}
+
+type RequestSender = mpsc::UnboundedSender<(QuicConnection, Option<WebTransportRequest>)>;
+
+/// Sorts established connections by ALPN: raw QUIC ones are requests already; `h3` ones
+/// get a WebTransport handshake task first.
+async fn sort_connections(
+    mut accepted: mpsc::UnboundedReceiver<QuicConnection>,
+    requests: RequestSender,
+    timeout: Duration,
+    version: &'static str,
+) {
+    while let Some(connection) = accepted.recv().await {
+        match connection.application_protocol().as_deref() {
+            Some(WEBTRANSPORT) => {
+                tokio::spawn(webtransport_handshake(
+                    connection,
+                    requests.clone(),
+                    timeout,
+                    version,
+                ));
+            }
+            _ => {
+                let _ = requests.send((connection, None));
+            }
         }
     }
+}
 
-    fn start_handshake(&self, connection: QuicConnection) {
-        let sender = self.handshaken_sender.clone();
-        let timeout = self.handshake_timeout;
-        let version = self.session.version.alpn();
-        tokio::spawn(async move {
-            let mut handshake = ServerHandshake::new(connection.session());
-            let outcome =
-                tokio::time::timeout(timeout, drive(|waiter| handshake.poll(waiter))).await;
-            match outcome {
-                Ok(Ok(request)) => {
-                    // A client offering versions, none of them ours, is refused here.
-                    let offered = request.protocols();
-                    if !offered.is_empty() && !offered.iter().any(|p| p == version) {
-                        request.reject(StatusCode::BAD_REQUEST);
-                        linger_then_close(connection, "no common moq-lite version");
-                        return;
-                    }
-                    let _ = sender.send((connection, request));
-                }
-                // The handshake closed the connection itself, with the HTTP/3 code.
-                Ok(Err(_)) => {}
-                Err(_elapsed) => connection.close(0x10c, "no WebTransport CONNECT in time"),
+/// Runs the server side of a WebTransport handshake; a client whose CONNECT is fine
+/// becomes a request.
+async fn webtransport_handshake(
+    connection: QuicConnection,
+    requests: RequestSender,
+    timeout: Duration,
+    version: &'static str,
+) {
+    let mut handshake = ServerHandshake::new(connection.session());
+    let outcome = tokio::time::timeout(timeout, drive(|waiter| handshake.poll(waiter))).await;
+    match outcome {
+        Ok(Ok(request)) => {
+            // A client offering versions, none of them ours, is refused here.
+            let offered = request.protocols();
+            if !offered.is_empty() && !offered.iter().any(|p| p == version) {
+                request.reject(StatusCode::BAD_REQUEST);
+                linger_then_close(connection, "no common moq-lite version");
+                return;
             }
-        });
+            let _ = requests.send((connection, Some(request)));
+        }
+        // The handshake closed the connection itself, with the HTTP/3 code.
+        Ok(Err(_)) => {}
+        Err(_elapsed) => connection.close(0x10c, "no WebTransport CONNECT in time"),
     }
 }
 

@@ -255,8 +255,13 @@ impl TrackSource {
             }
             position = scan.position();
         }
-        let start = best.map_or(Start::At(position), |(_, at)| Start::At(at));
-        self.consumer(scan.reader(start), 0)
+        // Start at that group's place in the log *and* at its sequence: a group that
+        // arrives later with a lower sequence (groups travel on their own streams and may
+        // be created out of order) is older than where this consumer starts.
+        match best {
+            Some((sequence, at)) => self.consumer(scan.reader(Start::At(at)), sequence),
+            None => self.consumer(scan.reader(Start::At(position)), 0),
+        }
     }
 
     /// A consumer starting at group `sequence` (or the oldest cached group after it).
@@ -452,8 +457,8 @@ mod tests {
         }
         assert_eq!(track.latest(), Some(3));
         let mut consumer = track.consume();
-        // Starts at 3, then receives what arrived after it, in arrival order.
-        assert_eq!(sequences(&mut consumer), (vec![3, 1, 2], None));
+        // Starts at 3; 1 and 2, which arrived after it, are older than the start.
+        assert_eq!(sequences(&mut consumer), (vec![3], None));
     }
 
     #[test]
@@ -538,6 +543,19 @@ mod tests {
             "every group read or counted"
         );
         assert!(slow.lagged() > 900);
+    }
+
+    /// Regression: a late joiner was handed a group older than the latest one when that
+    /// group was created after it (the conformance suite saw it over WebTransport).
+    #[test]
+    fn a_late_joiner_skips_older_groups_created_after_it_joined() {
+        let mut track = TrackProducer::new(Track::new("t"));
+        track.create_group(0).finish();
+        track.create_group(2).finish();
+        let mut late = track.consume();
+        track.create_group(1).finish(); // in flight when the consumer joined
+        track.create_group(3).finish();
+        assert_eq!(sequences(&mut late), (vec![2, 3], None));
     }
 
     #[test]

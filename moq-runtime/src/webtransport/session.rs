@@ -108,6 +108,16 @@ impl WebTransportSession {
         }
     }
 
+    /// Sorting for one accept may queue a stream of the other kind, which nothing else
+    /// would announce: wake the caller to accept it too.
+    fn wake_for_other_queue(&self, waiter: &Waiter, other_has_streams: bool) {
+        if other_has_streams {
+            if let Some(waker) = waiter.waker() {
+                waker.wake();
+            }
+        }
+    }
+
     /// Closes the connection for an HTTP/3 violation and remembers why.
     fn fail(&mut self, code: u64, reason: String) -> TransportError {
         self.inner.close(code, &reason);
@@ -233,6 +243,7 @@ impl Session for WebTransportSession {
         if let Err(error) = self.poll_demux(waiter) {
             return Poll::Ready(Err(error));
         }
+        self.wake_for_other_queue(waiter, !self.demux.bidi.is_empty());
         while let Some((session, mut stream)) = self.demux.uni.pop_front() {
             if session == self.id {
                 return Poll::Ready(Ok(stream));
@@ -249,6 +260,7 @@ impl Session for WebTransportSession {
         if let Err(error) = self.poll_demux(waiter) {
             return Poll::Ready(Err(error));
         }
+        self.wake_for_other_queue(waiter, !self.demux.uni.is_empty());
         while let Some((session, mut send, mut recv)) = self.demux.bidi.pop_front() {
             if session == self.id {
                 return Poll::Ready(Ok((send, recv)));

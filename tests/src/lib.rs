@@ -1,0 +1,68 @@
+//! # moq-conformance: one scenario suite, every driver
+//!
+//! This crate **is** the conformance suite of DESIGN.md's "the same scenarios against
+//! every driver": whole moq-lite sessions (publisher → relay → subscribers) written once
+//! against the [`Harness`] trait, and run by `tests/` against each harness: the
+//! virtual-time test runtime of `moq_net`, and the tokio driver over real sockets on
+//! loopback, on raw QUIC and on WebTransport. A driver that passes here behaves, on the
+//! wire and in the model, like the others.
+//!
+//! It **is not** a place for driver-specific tests (those live beside each driver) nor
+//! for fault injection, which only the test runtime can script.
+//!
+//! To add a driver: implement [`Harness`] for it and invoke [`conformance_tests!`] in a
+//! test file.
+
+pub mod scenarios;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use moq_net::session::{Session, SessionConfig};
+
+/// A task a scenario runs beside its sessions (a reader of a track).
+pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// What a scenario needs from a driver: connect sessions, run them, run tasks.
+pub trait Harness {
+    /// Connects a client configured with `client` to a server configured with `server`;
+    /// returns (the client's session, the server's session) once both exist.
+    fn connect(&mut self, server: SessionConfig, client: SessionConfig) -> (Session, Session);
+
+    /// Runs sessions and tasks until `done` returns true; false if it did not within
+    /// `patience` (virtual time in the test runtime; real drivers wait at least 10 s of
+    /// real time, a bound against hangs, not a performance threshold).
+    fn run_until(&mut self, patience: Duration, done: &mut dyn FnMut() -> bool) -> bool;
+
+    /// Runs `task` beside the sessions.
+    fn spawn(&mut self, task: Task);
+}
+
+/// Generates one `#[test]` per scenario of [`scenarios`] for the harness that
+/// `$harness` (an expression, evaluated per test) makes.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($harness:expr) => {
+        $crate::conformance_tests!(@each $harness;
+            a_frame_flows_from_publisher_through_relay_to_subscriber,
+            a_late_joiner_starts_at_the_latest_group,
+            the_last_subscriber_leaving_cancels_upstream,
+            a_dropped_publisher_track_ends_subscriptions_with_dropped,
+            a_finished_publisher_track_ends_subscriptions_cleanly,
+            a_publisher_disconnecting_unannounces_its_broadcasts,
+            a_burst_of_groups_and_a_megabyte_frame_arrive_intact_and_in_order,
+            many_subscribers_read_one_track_through_one_relay,
+            a_close_code_reaches_the_peer,
+        );
+    };
+    (@each $harness:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                let mut harness = $harness;
+                $crate::scenarios::$name(&mut harness);
+            }
+        )*
+    };
+}

@@ -1,0 +1,336 @@
+//! The scenarios: each takes a [`Harness`] and asserts what any driver must do.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use moq_net::Error;
+use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
+use moq_net::session::{Session, SessionConfig};
+
+use crate::Harness;
+
+/// How long a step may take (virtual time in the test runtime).
+const PATIENCE: Duration = Duration::from_secs(5);
+
+/// A relay: server sessions whose halves share one origin.
+struct Relay {
+    origin: Origin,
+    sessions: Vec<Session>,
+}
+
+impl Relay {
+    fn new() -> Self {
+        Self {
+            origin: Origin::new(),
+            sessions: Vec::new(),
+        }
+    }
+
+    fn config(&self) -> SessionConfig {
+        SessionConfig {
+            publish: Some(self.origin.clone()),
+            subscribe: Some(self.origin.clone()),
+            ..SessionConfig::default()
+        }
+    }
+
+    /// Connects a client configured with `client`; returns its session.
+    fn connect(&mut self, harness: &mut dyn Harness, client: SessionConfig) -> Session {
+        let (client, server) = harness.connect(self.config(), client);
+        self.sessions.push(server);
+        client
+    }
+}
+
+/// A publisher client with one broadcast at `path` and one track `name`.
+fn publisher(
+    harness: &mut dyn Harness,
+    relay: &mut Relay,
+    path: &str,
+    name: &str,
+) -> (Session, BroadcastProducer, TrackProducer) {
+    let origin = Origin::new();
+    let broadcast = BroadcastProducer::new();
+    let track = broadcast.create_track(Track::new(name));
+    origin.publish(path, &broadcast);
+    let session = relay.connect(
+        harness,
+        SessionConfig {
+            publish: Some(origin),
+            ..SessionConfig::default()
+        },
+    );
+    (session, broadcast, track)
+}
+
+/// A subscriber client: its session and the origin it fills.
+fn subscriber(harness: &mut dyn Harness, relay: &mut Relay) -> (Session, Origin) {
+    let origin = Origin::new();
+    let session = relay.connect(
+        harness,
+        SessionConfig {
+            subscribe: Some(origin.clone()),
+            ..SessionConfig::default()
+        },
+    );
+    (session, origin)
+}
+
+/// What a reading task saw: every frame, and how the track ended.
+#[derive(Clone, Default)]
+struct Received {
+    /// Whether the reader holds its track (it starts at the latest group then).
+    subscribed: Arc<Mutex<bool>>,
+    frames: Arc<Mutex<Vec<Bytes>>>,
+    end: Arc<Mutex<Option<Result<(), Error>>>>,
+}
+
+impl Received {
+    fn subscribed(&self) -> bool {
+        *self.subscribed.lock().unwrap()
+    }
+
+    fn count(&self) -> usize {
+        self.frames.lock().unwrap().len()
+    }
+
+    fn frames(&self) -> Vec<Bytes> {
+        self.frames.lock().unwrap().clone()
+    }
+
+    fn end(&self) -> Option<Result<(), Error>> {
+        *self.end.lock().unwrap()
+    }
+}
+
+/// Spawns a task that reads every frame of `path`/`name` from `origin`.
+fn read_track(harness: &mut dyn Harness, origin: &Origin, path: &str, name: &str) -> Received {
+    let received = Received::default();
+    let (subscribed, frames, end) = (
+        received.subscribed.clone(),
+        received.frames.clone(),
+        received.end.clone(),
+    );
+    let broadcast = origin.consume_broadcast(path).expect("announced");
+    let name = name.to_owned();
+    harness.spawn(Box::pin(async move {
+        let mut track = match broadcast.subscribe_track(&name).await {
+            Ok(track) => track,
+            Err(error) => {
+                *end.lock().unwrap() = Some(Err(error));
+                return;
+            }
+        };
+        *subscribed.lock().unwrap() = true;
+        let outcome = loop {
+            match track.next_group().await {
+                Ok(Some(mut group)) => {
+                    while let Ok(Some(frame)) = group.read_frame().await {
+                        frames.lock().unwrap().push(frame.payload);
+                    }
+                }
+                Ok(None) => break Ok(()),
+                Err(error) => break Err(error),
+            }
+        };
+        *end.lock().unwrap() = Some(outcome);
+    }));
+    received
+}
+
+/// Writes a one-frame group.
+fn send(track: &mut TrackProducer, timestamp: u64, payload: impl Into<Bytes>) {
+    let mut group = track.append_group();
+    group.write(timestamp, payload.into());
+    group.finish();
+}
+
+/// Runs until `done`, failing the scenario with `what` if it does not happen.
+fn expect(harness: &mut dyn Harness, what: &str, mut done: impl FnMut() -> bool) {
+    assert!(harness.run_until(PATIENCE, &mut done), "{what}");
+}
+
+/// A relay, a publisher of `live`/`video`, and a subscriber already reading it.
+fn live(
+    harness: &mut dyn Harness,
+    relay: &mut Relay,
+) -> (Session, TrackProducer, Session, Received) {
+    let (publisher_session, broadcast, track) = publisher(harness, relay, "live", "video");
+    std::mem::forget(broadcast); // published for the whole scenario
+    let (subscriber_session, origin) = subscriber(harness, relay);
+    expect(harness, "the broadcast is announced", || {
+        origin.consume_broadcast("live").is_some()
+    });
+    let received = read_track(harness, &origin, "live", "video");
+    // Both ends must be ready before the first group: a reader that gets its track after
+    // groups arrived starts at the latest of them, by design.
+    expect(harness, "the subscription reaches the publisher", || {
+        track.consumer_count() > 0 && received.subscribed()
+    });
+    (publisher_session, track, subscriber_session, received)
+}
+
+/// One frame, publisher → relay → subscriber.
+pub fn a_frame_flows_from_publisher_through_relay_to_subscriber(harness: &mut dyn Harness) {
+    let mut relay = Relay::new();
+    let (_p, mut track, _s, received) = live(harness, &mut relay);
+    send(&mut track, 1000, "hello");
+    expect(harness, "the frame arrives", || received.count() == 1);
+    assert_eq!(received.frames(), ["hello"]);
+}
+
+/// A second subscriber joining a cached track starts at its latest group.
+pub fn a_late_joiner_starts_at_the_latest_group(harness: &mut dyn Harness) {
+    let mut relay = Relay::new();
+    let (_p, mut track, _s, first) = live(harness, &mut relay);
+    // One group at a time (each is its own stream, so a burst may arrive in any order).
+    for (count, (timestamp, text)) in [(0, "one"), (1, "two"), (2, "three")]
+        .into_iter()
+        .enumerate()
+    {
+        send(&mut track, timestamp, text);
+        expect(harness, "the first subscriber reads the group", || {
+            first.count() == count + 1
+        });
+    }
+    let (_s2, late_origin) = subscriber(harness, &mut relay);
+    expect(harness, "the late joiner discovers the broadcast", || {
+        late_origin.consume_broadcast("live").is_some()
+    });
+    let late = read_track(harness, &late_origin, "live", "video");
+    expect(harness, "the late joiner gets the latest group", || {
+        late.count() == 1
+    });
+    send(&mut track, 3, "four");
+    expect(harness, "and the next one", || late.count() == 2);
+    assert_eq!(late.frames(), ["three", "four"]);
+}
+
+/// When its last subscriber leaves, the relay unsubscribes upstream.
+pub fn the_last_subscriber_leaving_cancels_upstream(harness: &mut dyn Harness) {
+    let mut relay = Relay::new();
+    let (_p, mut track, subscriber_session, received) = live(harness, &mut relay);
+    send(&mut track, 0, "hi");
+    expect(harness, "the frame arrives", || received.count() == 1);
+    subscriber_session.close(Error::Cancel);
+    expect(
+        harness,
+        "the publisher's track is no longer consumed",
+        || track.consumer_count() == 0,
+    );
+}
+
+/// A publisher's track dropped unfinished ends its subscriptions with `Dropped`.
+pub fn a_dropped_publisher_track_ends_subscriptions_with_dropped(harness: &mut dyn Harness) {
+    let mut relay = Relay::new();
+    let (_p, mut track, _s, received) = live(harness, &mut relay);
+    send(&mut track, 0, "last words");
+    expect(harness, "the frame arrives", || received.count() == 1);
+    drop(track);
+    expect(harness, "the subscription ends", || {
+        received.end().is_some()
+    });
+    assert_eq!(received.end(), Some(Err(Error::Dropped)));
+}
+
+/// A finished track ends its subscriptions cleanly and closes no session.
+pub fn a_finished_publisher_track_ends_subscriptions_cleanly(harness: &mut dyn Harness) {
+    let mut relay = Relay::new();
+    let (_p, mut track, _s, received) = live(harness, &mut relay);
+    send(&mut track, 0, "bye");
+    track.finish();
+    expect(harness, "the subscription ends", || {
+        received.end().is_some()
+    });
+    assert_eq!(received.frames(), ["bye"]);
+    assert_eq!(received.end(), Some(Ok(())));
+    assert!(
+        relay.sessions.iter().all(|session| !session.is_closed()),
+        "ending a track closes no session"
+    );
+}
+
+/// A publisher that goes away takes its broadcasts with it, at the relay and beyond.
+pub fn a_publisher_disconnecting_unannounces_its_broadcasts(harness: &mut dyn Harness) {
+    let mut relay = Relay::new();
+    let (publisher_session, _b, _track) = publisher(harness, &mut relay, "live", "video");
+    let (_s, origin) = subscriber(harness, &mut relay);
+    expect(harness, "the broadcast is announced", || {
+        origin.consume_broadcast("live").is_some()
+    });
+    publisher_session.close(Error::Cancel);
+    expect(harness, "the subscriber drops the broadcast", || {
+        origin.consume_broadcast("live").is_none()
+    });
+    assert!(relay.origin.consume_broadcast("live").is_none());
+}
+
+/// Many frames in one group, then a 1 MiB frame: byte-identical and in order, across
+/// flow-control windows and many packets.
+pub fn a_burst_of_groups_and_a_megabyte_frame_arrive_intact_and_in_order(
+    harness: &mut dyn Harness,
+) {
+    let mut relay = Relay::new();
+    let (_p, mut track, _s, received) = live(harness, &mut relay);
+    let mut group = track.append_group();
+    let mut expected = Vec::new();
+    for i in 0..200u64 {
+        let payload = Bytes::from(format!("message {i:03} {}", "x".repeat(80)));
+        expected.push(payload.clone());
+        group.write(i, payload);
+    }
+    let big: Bytes = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
+    expected.push(big.clone());
+    group.write(200, big);
+    group.finish();
+    expect(harness, "every frame arrives", || {
+        received.count() == expected.len()
+    });
+    assert!(received.frames() == expected, "frames differ");
+}
+
+/// Twenty subscribers on their own connections read one track; the relay subscribes
+/// upstream once.
+pub fn many_subscribers_read_one_track_through_one_relay(harness: &mut dyn Harness) {
+    let mut relay = Relay::new();
+    let (_p, _b, mut track) = publisher(harness, &mut relay, "room", "chat");
+    let subscribers: Vec<(Session, Origin)> =
+        (0..20).map(|_| subscriber(harness, &mut relay)).collect();
+    expect(harness, "every subscriber discovers the broadcast", || {
+        subscribers
+            .iter()
+            .all(|(_, origin)| origin.consume_broadcast("room").is_some())
+    });
+    let received: Vec<Received> = subscribers
+        .iter()
+        .map(|(_, origin)| read_track(harness, origin, "room", "chat"))
+        .collect();
+    expect(harness, "the relay subscribes upstream", || {
+        track.consumer_count() > 0 && received.iter().all(Received::subscribed)
+    });
+    assert_eq!(track.consumer_count(), 1, "one upstream subscription");
+    // One group at a time: each is its own stream, and across streams arrival order is
+    // the transport's, so the next group goes once every subscriber has the last.
+    for (count, (timestamp, text)) in [(0, "a"), (1, "b"), (2, "c")].into_iter().enumerate() {
+        send(&mut track, timestamp, text);
+        expect(harness, "every subscriber reads the frame", || {
+            received.iter().all(|r| r.count() == count + 1)
+        });
+    }
+    for r in &received {
+        assert_eq!(r.frames(), ["a", "b", "c"]);
+    }
+}
+
+/// A session closed with an error code ends the peer's session with that code.
+pub fn a_close_code_reaches_the_peer(harness: &mut dyn Harness) {
+    let (client, server) = harness.connect(SessionConfig::default(), SessionConfig::default());
+    client.close(Error::Unauthorized);
+    expect(harness, "the server's session ends", || server.is_closed());
+    let waiter = kio::Waiter::new(std::task::Waker::noop());
+    assert_eq!(
+        server.poll_closed(&waiter),
+        std::task::Poll::Ready(Error::Unauthorized)
+    );
+}

@@ -1,0 +1,113 @@
+//! The tokio driver as a conformance harness: every connection a real server on its own
+//! loopback port and a real client, over the binding a URL scheme picks.
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use moq_conformance::{Harness, Task};
+use moq_net::session::{Session, SessionConfig};
+use moq_runtime::tls::Certificate;
+use moq_tokio::{ClientConfig, Server, ServerConfig, connect};
+
+/// The bound on any one step over real sockets: against hangs, not a speed threshold.
+const REAL_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Real-time scenarios run one at a time: on a 2-core machine, nine of them at once (each
+/// with its runtime, servers and clients) starve each other into timeouts that say
+/// nothing about the driver.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+pub(crate) struct TokioHarness {
+    runtime: tokio::runtime::Runtime,
+    /// `moqt` (raw QUIC) or `https` (WebTransport).
+    scheme: &'static str,
+    certificate: Certificate,
+    /// Kept alive for the scenario: dropping a server stops its endpoint.
+    servers: Vec<Server>,
+    _turn: MutexGuard<'static, ()>,
+}
+
+impl TokioHarness {
+    pub(crate) fn new(scheme: &'static str) -> Self {
+        // A scenario that panicked poisoned the lock; the next one runs anyway.
+        let turn = ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        Self {
+            runtime: tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("a tokio runtime"),
+            scheme,
+            certificate: Certificate::self_signed(&["localhost".into()]).expect("a certificate"),
+            servers: Vec::new(),
+            _turn: turn,
+        }
+    }
+}
+
+impl Harness for TokioHarness {
+    fn connect(&mut self, server: SessionConfig, client: SessionConfig) -> (Session, Session) {
+        let config = ServerConfig::new(
+            "127.0.0.1:0".parse().expect("an address"),
+            self.certificate.clone(),
+            server,
+        );
+        let url_scheme = self.scheme;
+        let (client, server_session, server) = self.runtime.block_on(async move {
+            let mut server = Server::bind(config).await.expect("the server binds");
+            let url = format!("{url_scheme}://localhost:{}/", server.local_addr().port());
+            // Concurrently: a WebTransport client's CONNECT is answered only once the
+            // server's application accepts its request.
+            let accepting = async {
+                let request = tokio::time::timeout(REAL_PATIENCE, server.accept())
+                    .await
+                    .expect("no hang")
+                    .expect("the server accepts");
+                request.accept()
+            };
+            let connecting = async {
+                tokio::time::timeout(
+                    REAL_PATIENCE,
+                    connect(
+                        &url,
+                        ClientConfig {
+                            session: client,
+                            insecure_skip_verify: true,
+                            handshake_timeout: Duration::from_secs(5),
+                            ..ClientConfig::default()
+                        },
+                    ),
+                )
+                .await
+                .expect("no hang")
+                .expect("the client connects")
+            };
+            let (server_session, client) = tokio::join!(accepting, connecting);
+            (client, server_session, server)
+        });
+        self.servers.push(server);
+        (client, server_session)
+    }
+
+    fn run_until(&mut self, patience: Duration, done: &mut dyn FnMut() -> bool) -> bool {
+        let limit = patience.max(REAL_PATIENCE);
+        self.runtime.block_on(async {
+            let start = tokio::time::Instant::now();
+            loop {
+                if done() {
+                    return true;
+                }
+                if start.elapsed() > limit {
+                    return false;
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+    }
+
+    fn spawn(&mut self, task: Task) {
+        self.runtime.spawn(task);
+    }
+}

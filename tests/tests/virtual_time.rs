@@ -1,0 +1,44 @@
+//! The conformance scenarios in `moq_net`'s virtual-time test runtime: in-memory links,
+//! no sockets, milliseconds per scenario.
+
+use std::time::Duration;
+
+use moq_conformance::{Harness, Task, conformance_tests};
+use moq_net::runtime::test::{LinkConfig, TestRuntime};
+use moq_net::session::{self, Session, SessionConfig};
+
+struct VirtualTime {
+    runtime: TestRuntime,
+}
+
+impl VirtualTime {
+    /// Seeded from `MOQ_TEST_SEED`, or 1.
+    fn new() -> Self {
+        let seed = std::env::var("MOQ_TEST_SEED")
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .unwrap_or(1);
+        Self {
+            runtime: TestRuntime::new(seed),
+        }
+    }
+}
+
+impl Harness for VirtualTime {
+    fn connect(&mut self, server: SessionConfig, client: SessionConfig) -> (Session, Session) {
+        let (client_end, server_end) = self.runtime.connect(LinkConfig::default());
+        let server = session::accept(self.runtime.clone(), server_end, server);
+        let client = session::connect(self.runtime.clone(), client_end, client);
+        (client, server)
+    }
+
+    fn run_until(&mut self, patience: Duration, done: &mut dyn FnMut() -> bool) -> bool {
+        self.runtime.run_until(patience, done)
+    }
+
+    fn spawn(&mut self, task: Task) {
+        self.runtime.spawn_task(task);
+    }
+}
+
+conformance_tests!(VirtualTime::new());
