@@ -189,6 +189,16 @@ impl QuicConnection {
         (!protocol.is_empty()).then(|| protocol.to_vec())
     }
 
+    /// The peer's leaf certificate (DER), once the handshake received it.
+    pub fn peer_certificate(&self) -> Option<Vec<u8>> {
+        self.shared
+            .state
+            .lock()
+            .conn
+            .peer_cert()
+            .map(<[u8]>::to_vec)
+    }
+
     /// The peer's address on the connection's active path.
     pub fn peer_address(&self) -> Option<SocketAddr> {
         let state = self.shared.state.lock();

@@ -6,6 +6,7 @@ use std::time::Duration;
 use moq_net::session::{self, Session, SessionConfig};
 use moq_runtime::binding::BindingSession;
 use moq_runtime::endpoint::Endpoint;
+use moq_runtime::tls::Fingerprint;
 use moq_runtime::udp::{UdpConfig, UdpSocket};
 use moq_runtime::webtransport::ClientHandshake;
 
@@ -22,6 +23,10 @@ pub struct ClientConfig {
     /// Skip verifying the server's certificate. For loopback tests only: anyone can then
     /// impersonate the server.
     pub insecure_skip_verify: bool,
+    /// Accept exactly the server certificate with this SHA-256 fingerprint (of its DER),
+    /// instead of verifying it against trusted roots: how a client trusts a relay's
+    /// self-signed certificate.
+    pub fingerprint: Option<Fingerprint>,
     /// The client socket's setup (GSO, GRO, buffers).
     pub udp: UdpConfig,
     /// How long the QUIC handshake and, for WebTransport, the HTTP/3 CONNECT may take.
@@ -34,6 +39,7 @@ impl Default for ClientConfig {
         Self {
             session: SessionConfig::default(),
             insecure_skip_verify: false,
+            fingerprint: None,
             udp: UdpConfig::default(),
             handshake_timeout: Duration::from_secs(10),
         }
@@ -77,12 +83,9 @@ pub async fn connect(url: &str, config: ClientConfig) -> Result<Session, Error> 
         SocketAddr::from(([0u16; 8], 0))
     };
     let alpn = if webtransport { WEBTRANSPORT } else { RAW_QUIC };
-    let quiche = quiche_config(
-        None,
-        !config.insecure_skip_verify,
-        &Limits::default(),
-        &[alpn],
-    )?;
+    // A pinned fingerprint replaces root verification; it is checked after the handshake.
+    let verify = !config.insecure_skip_verify && config.fingerprint.is_none();
+    let quiche = quiche_config(None, verify, &Limits::default(), &[alpn])?;
     let socket =
         UdpSocket::bind(local, &config.udp).map_err(Error::io("binding a client socket"))?;
     let local = socket
@@ -101,6 +104,18 @@ pub async fn connect(url: &str, config: ClientConfig) -> Result<Session, Error> 
         .map_err(|_| timed_out())??;
     // The endpoint task keeps running while the connection lives.
     drop(endpoint);
+    if let Some(expected) = config.fingerprint {
+        let presented = connection
+            .peer_certificate()
+            .map(|der| Fingerprint::of(&der));
+        if presented != Some(expected) {
+            connection.close(0, "certificate fingerprint mismatch");
+            return Err(Error::CertificateRejected {
+                expected,
+                presented,
+            });
+        }
+    }
 
     let mut path = parsed.path().to_owned();
     if let Some(query) = parsed.query() {

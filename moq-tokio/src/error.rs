@@ -33,6 +33,14 @@ pub enum Error {
     /// status), does not support WebTransport, or selected no version we offered.
     #[error("WebTransport: {0}")]
     WebTransport(#[from] moq_runtime::webtransport::WebTransportError),
+    /// The server's certificate is not the pinned one.
+    #[error("the server's certificate has fingerprint {}, not the pinned {expected}", .presented.map_or_else(|| "(none)".to_owned(), |f| f.to_string()))]
+    CertificateRejected {
+        /// The pinned fingerprint.
+        expected: moq_runtime::tls::Fingerprint,
+        /// The presented certificate's, if it presented one.
+        presented: Option<moq_runtime::tls::Fingerprint>,
+    },
     /// The endpoint task is gone (its runtime shut down).
     #[error("the endpoint stopped")]
     EndpointGone,

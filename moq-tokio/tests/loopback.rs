@@ -139,3 +139,64 @@ async fn bad_urls_and_refused_handshakes_say_what_went_wrong() {
         .unwrap_err();
     assert!(error.to_string().contains("handshake"), "{error}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_fingerprint_accepts_that_certificate_and_refuses_any_other() {
+    let certificate = Certificate::self_signed(&["localhost".into()]).unwrap();
+    let pinned = certificate.fingerprint();
+    let mut server = Server::bind(ServerConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        certificate,
+        SessionConfig::default(),
+    ))
+    .await
+    .unwrap();
+    let port = server.local_addr().port();
+    let accepting = tokio::spawn(async move {
+        let mut sessions = Vec::new();
+        while let Some(request) = server.accept().await {
+            sessions.push(request.accept());
+        }
+    });
+    for scheme in ["moqt", "https"] {
+        let url = format!("{scheme}://localhost:{port}/");
+        let session = tokio::time::timeout(
+            PATIENCE,
+            connect(
+                &url,
+                ClientConfig {
+                    fingerprint: Some(pinned),
+                    ..ClientConfig::default()
+                },
+            ),
+        )
+        .await
+        .expect("no hang")
+        .expect("the pinned certificate is accepted");
+        assert!(!session.is_closed());
+
+        let other = Certificate::self_signed(&["localhost".into()])
+            .unwrap()
+            .fingerprint();
+        let error = tokio::time::timeout(
+            PATIENCE,
+            connect(
+                &url,
+                ClientConfig {
+                    fingerprint: Some(other),
+                    ..ClientConfig::default()
+                },
+            ),
+        )
+        .await
+        .expect("no hang")
+        .unwrap_err();
+        assert!(
+            matches!(error, moq_tokio::Error::CertificateRejected { expected, presented }
+                if expected == other && presented == Some(pinned)),
+            "{error}"
+        );
+        assert!(error.to_string().contains("not the pinned"), "{error}");
+    }
+    accepting.abort();
+}

@@ -11,7 +11,7 @@
 //! `Send` exactly when the runtime's transport is, so tokio can run it on its work-stealing
 //! pool while an io_uring driver keeps it on its core.
 //!
-//! [`test`] (feature `test-runtime`) is a deterministic runtime with a virtual clock and an
+//! [`test`](mod@test) (feature `test-runtime`) is a deterministic runtime with a virtual clock and an
 //! in-memory transport, in which whole sessions run in milliseconds.
 
 use std::task::Poll;
