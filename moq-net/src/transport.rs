@@ -130,6 +130,24 @@ pub trait SendStream {
     /// Ends the stream after everything written (FIN).
     fn finish(&mut self) -> Result<(), StreamError>;
 
+    /// Writes the stream's last bytes and ends it: `Ready(Ok(()))` once all of `data` is
+    /// accepted and the FIN is queued behind it.
+    ///
+    /// Prefer this to [`poll_write`](Self::poll_write) then [`finish`](Self::finish) when
+    /// the end is known: a transport can put the FIN in the same frame as the last bytes
+    /// instead of sending a separate, empty one (see the QUIC adapter for why that
+    /// matters). The default writes, then finishes.
+    fn poll_write_final(
+        &mut self,
+        waiter: &Waiter,
+        data: &mut Bytes,
+    ) -> Poll<Result<(), StreamError>> {
+        match self.poll_write(waiter, data) {
+            Poll::Ready(Ok(())) => Poll::Ready(self.finish()),
+            other => other,
+        }
+    }
+
     /// Abandons the stream with an error code (RESET_STREAM).
     fn reset(&mut self, code: u64);
 

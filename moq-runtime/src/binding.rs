@@ -178,6 +178,14 @@ impl SendStream for BindingSendStream {
         either!(self, stream => stream.finish())
     }
 
+    fn poll_write_final(
+        &mut self,
+        waiter: &Waiter,
+        data: &mut Bytes,
+    ) -> Poll<Result<(), StreamError>> {
+        either!(self, stream => stream.poll_write_final(waiter, data))
+    }
+
     fn reset(&mut self, code: u64) {
         either!(self, stream => stream.reset(code))
     }

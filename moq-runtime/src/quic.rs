@@ -77,6 +77,11 @@ struct State {
     next_uni: u64,
     next_bidi: u64,
     received_datagrams: VecDeque<Bytes>,
+    /// A FIN was queued with no bytes of its own and may not be in a packet yet; see
+    /// [`State::emit_before_acks`].
+    lone_fin: bool,
+    /// Packets emitted ahead of the endpoint's next transmit pass; sent before any others.
+    outbox: VecDeque<(Vec<u8>, quiche::SendInfo)>,
 }
 
 #[derive(Clone, Default)]
@@ -117,6 +122,8 @@ impl QuicConnection {
                     next_uni: 2 | u64::from(server),
                     next_bidi: u64::from(server),
                     received_datagrams: VecDeque::new(),
+                    lone_fin: false,
+                    outbox: VecDeque::new(),
                 }),
                 flush: WaiterList::new(),
                 accept_uni: WaiterList::new(),
@@ -136,6 +143,9 @@ impl QuicConnection {
         to: SocketAddr,
     ) -> Result<usize, quiche::Error> {
         let mut state = self.shared.state.lock();
+        if state.lone_fin {
+            state.emit_before_acks();
+        }
         let result = state.conn.recv(datagram, quiche::RecvInfo { from, to });
         let wakes = state.process();
         drop(state);
@@ -146,9 +156,20 @@ impl QuicConnection {
     /// The next packet to send, if any: its length in `out` and where it goes.
     pub fn send(&self, out: &mut [u8]) -> Result<Option<(usize, quiche::SendInfo)>, quiche::Error> {
         let mut state = self.shared.state.lock();
+        if let Some((packet, info)) = state.outbox.pop_front() {
+            let Some(slot) = out.get_mut(..packet.len()) else {
+                return Err(quiche::Error::BufferTooShort);
+            };
+            slot.copy_from_slice(&packet);
+            return Ok(Some((packet.len(), info)));
+        }
         let result = match state.conn.send(out) {
             Ok(sent) => Ok(Some(sent)),
-            Err(quiche::Error::Done) => Ok(None),
+            Err(quiche::Error::Done) => {
+                // Everything that could go out went out, a lone FIN included.
+                state.lone_fin = false;
+                Ok(None)
+            }
             Err(error) => Err(error),
         };
         // Sending may close the connection (an idle timeout noticed, a close flushed).
@@ -346,6 +367,34 @@ impl State {
             return Some(TransportError::Lost("idle timeout".into()));
         }
         Some(TransportError::Lost("connection closed".into()))
+    }
+
+    /// Puts whatever is queued (a lone FIN in particular) into packets now, before the
+    /// next received datagram's ACKs are processed. The packets wait in the outbox for the
+    /// endpoint's next transmit pass, which the receive schedules anyway.
+    ///
+    /// Why: quiche (up to at least 0.30, cloudflare/quiche#2525) counts a stream's sending
+    /// side complete once its *bytes* are acknowledged, ignoring whether the FIN was. A
+    /// FIN written with no bytes after all the bytes were sent is then lost if an ACK for
+    /// those bytes arrives before the FIN is in a packet: the stream is collected with the
+    /// FIN still queued, and the peer waits for the end of the stream forever. Writing the
+    /// FIN with the last bytes (`poll_write_final`) avoids a lone FIN where the end is
+    /// known in time; this closes the window for the rest. What it cannot close: a packet
+    /// carrying a lone FIN that is lost after the bytes' ACK (quiche no longer has the
+    /// stream to retransmit it from), or a congestion window too full to emit it.
+    fn emit_before_acks(&mut self) {
+        self.lone_fin = false;
+        let size = self.conn.max_send_udp_payload_size();
+        loop {
+            let mut packet = vec![0; size];
+            match self.conn.send(&mut packet) {
+                Ok((len, info)) => {
+                    packet.truncate(len);
+                    self.outbox.push_back((packet, info));
+                }
+                Err(_) => break,
+            }
+        }
     }
 
     fn open(&mut self, bidi: bool) -> u64 {
@@ -568,11 +617,56 @@ impl SendStream for QuicSendStream {
         result
     }
 
+    fn poll_write_final(
+        &mut self,
+        waiter: &Waiter,
+        data: &mut Bytes,
+    ) -> Poll<Result<(), StreamError>> {
+        if data.is_empty() {
+            return Poll::Ready(self.finish());
+        }
+        let shared = &self.connection.shared;
+        let mut state = shared.state.lock();
+        if let Some(error) = state.closed() {
+            return Poll::Ready(Err(error.into()));
+        }
+        // quiche queues the FIN only with the write that takes the last byte; a partial
+        // write leaves it for the next call.
+        let result = match state.conn.stream_send(self.id, data, true) {
+            Ok(written) => {
+                data.advance(written);
+                if data.is_empty() {
+                    Poll::Ready(Ok(()))
+                } else {
+                    let waiters = state.streams.entry(self.id).or_default().write.clone();
+                    waiters.register(waiter);
+                    Poll::Pending
+                }
+            }
+            Err(quiche::Error::Done) => {
+                let waiters = state.streams.entry(self.id).or_default().write.clone();
+                waiters.register(waiter);
+                Poll::Pending
+            }
+            Err(quiche::Error::StreamStopped(code)) => Poll::Ready(Err(StreamError::Stopped(code))),
+            Err(error) => Poll::Ready(Err(
+                TransportError::Lost(format!("stream write: {error}")).into()
+            )),
+        };
+        drop(state);
+        shared.flush.wake_all();
+        result
+    }
+
     fn finish(&mut self) -> Result<(), StreamError> {
         let id = self.id;
         self.connection
             .with(|state| match state.conn.stream_send(id, &[], true) {
-                Ok(_) | Err(quiche::Error::Done) => Ok(()),
+                Ok(_) => {
+                    state.lone_fin = true;
+                    Ok(())
+                }
+                Err(quiche::Error::Done) => Ok(()),
                 Err(quiche::Error::StreamStopped(code)) => Err(StreamError::Stopped(code)),
                 Err(error) => Err(TransportError::Lost(format!("stream finish: {error}")).into()),
             })

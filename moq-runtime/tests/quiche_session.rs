@@ -166,3 +166,71 @@ fn datagrams_and_the_close_code_cross_the_adapter() {
         })
     );
 }
+
+/// Packets `from` would send now, held back instead of delivered.
+fn held_packets(from: &QuicConnection) -> Vec<(Vec<u8>, quiche::SendInfo)> {
+    let mut buf = [0u8; 65_536];
+    let mut packets = Vec::new();
+    while let Ok(Some((len, info))) = from.send(&mut buf) {
+        packets.push((buf[..len].to_vec(), info));
+    }
+    packets
+}
+
+/// quiche counts a stream's sending side complete once its bytes are acknowledged, FIN or
+/// not (cloudflare/quiche#2525). A FIN written on its own after the bytes went out, with
+/// the ACK for those bytes processed before the FIN is in a packet, used to be dropped with
+/// the collected stream: the peer read every byte and never the end. The adapter puts a
+/// lone FIN in a packet before it lets ACKs in.
+#[test]
+fn a_lone_fin_survives_an_ack_that_overtakes_it() {
+    use moq_net::transport::{RecvStream, SendStream, Session};
+    let runtime = BusyRuntime::default();
+    let (client, server) = connected_pair(&runtime, "lone-fin", b"moq-lite-05");
+    let (mut client_session, mut server_session) = (client.session(), server.session());
+    let waiter = Waiter::new(Waker::noop());
+
+    // The server sends a stream's bytes; the client receives them and acknowledges.
+    let Poll::Ready(Ok(mut send)) = server_session.poll_open_uni(&waiter) else {
+        panic!("the server has stream credit");
+    };
+    let mut data = bytes::Bytes::from_static(b"hello");
+    assert!(send.poll_write(&waiter, &mut data).is_ready());
+    common::pump(&server, &client);
+    let Poll::Ready(Ok(mut recv)) = client_session.poll_accept_uni(&waiter) else {
+        panic!("the stream arrived");
+    };
+    let acks = held_packets(&client);
+    assert!(
+        !acks.is_empty(),
+        "the client acknowledges the stream's bytes"
+    );
+
+    // The stream ends with a FIN of its own, and the ACK for its bytes arrives before the
+    // server sent anything more.
+    send.finish().expect("the FIN is queued");
+    for (mut packet, info) in acks {
+        server
+            .recv(&mut packet, info.from, info.to)
+            .expect("the ACK");
+    }
+
+    let mut read = Vec::new();
+    let mut ended = false;
+    assert!(
+        run_until(&runtime, &client, &server, || {
+            while let Poll::Ready(result) = recv.poll_read(&waiter) {
+                match result.expect("the stream ends before the connection times out") {
+                    Some(chunk) => read.extend_from_slice(&chunk),
+                    None => {
+                        ended = true;
+                        break;
+                    }
+                }
+            }
+            ended
+        }),
+        "the client sees the end of the stream (read so far: {read:?})"
+    );
+    assert_eq!(read, b"hello");
+}

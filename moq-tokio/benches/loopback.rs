@@ -20,6 +20,8 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use moq_net::model::{BroadcastProducer, Origin, Track};
@@ -195,6 +197,8 @@ async fn run(options: &Options, setting: Setting) -> Outcome {
     .await
     .expect("the publisher connects");
 
+    // Counted as frames arrive, so a subscriber that stalls still reports what it got.
+    let counts = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
     let mut readers = Vec::new();
     let mut clients = Vec::new();
     for _ in 0..options.subscribers {
@@ -214,6 +218,7 @@ async fn run(options: &Options, setting: Setting) -> Outcome {
             .await
             .expect("a subscriber connects"),
         );
+        let counts = counts.clone();
         readers.push(tokio::spawn(async move {
             let broadcast = loop {
                 if let Some(broadcast) = seen.consume_broadcast("room") {
@@ -222,14 +227,14 @@ async fn run(options: &Options, setting: Setting) -> Outcome {
                 tokio::time::sleep(Duration::from_millis(2)).await;
             };
             let mut track = broadcast.subscribe_track("data").await.expect("the track");
-            let (mut delivered, mut bytes) = (0u64, 0u64);
             while let Ok(Some(mut group)) = track.next_group().await {
                 while let Ok(Some(frame)) = group.read_frame().await {
-                    delivered += 1;
-                    bytes += frame.payload.len() as u64;
+                    counts.0.fetch_add(1, Ordering::Relaxed);
+                    counts
+                        .1
+                        .fetch_add(frame.payload.len() as u64, Ordering::Relaxed);
                 }
             }
-            (delivered, bytes)
         }));
     }
     // Everyone subscribed before the clock starts.
@@ -252,14 +257,14 @@ async fn run(options: &Options, setting: Setting) -> Outcome {
         group.finish();
     }
     track.finish();
-    let (mut delivered, mut bytes) = (0, 0);
+    // One deadline for all readers: a reader that never ends must not hold up the rest.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     for reader in readers {
-        if let Ok(Ok((count, size))) = tokio::time::timeout(Duration::from_secs(10), reader).await {
-            delivered += count;
-            bytes += size;
-        }
+        let _ = tokio::time::timeout_at(deadline, reader).await;
     }
     let wall = start.elapsed();
+    let delivered = counts.0.load(Ordering::Relaxed);
+    let bytes = counts.1.load(Ordering::Relaxed);
     let relay_cpu = relay.cpu().saturating_sub(relay_before);
     let client_cpu = own_cpu().saturating_sub(clients_before);
     drop(clients);

@@ -695,11 +695,11 @@ impl<S: SendStream> GroupWrite<S> {
             }
         }
         writer.queue(batch.freeze());
+        if self.ended {
+            // The last bytes and the FIN in one write: see `SendStream::poll_write_final`.
+            return writer.poll_finish(waiter).map(Ok);
+        }
         match writer.poll_flush(waiter) {
-            Poll::Ready(Ok(())) if self.ended => {
-                let _ = writer.stream_mut().finish();
-                Poll::Ready(Ok(()))
-            }
             Poll::Ready(Ok(())) | Poll::Pending => Poll::Pending,
             Poll::Ready(Err(_)) => Poll::Ready(Ok(())), // the stream is gone
         }

@@ -173,14 +173,31 @@ impl<S: SendStream> Writer<S> {
 
     /// Writes everything queued, then ends the stream (FIN). A stream the peer already
     /// reset or stopped counts as finished: there is nothing left to do with it.
+    ///
+    /// The last queued chunk goes out with the FIN in one write
+    /// ([`SendStream::poll_write_final`]), so the FIN rides with the last bytes.
     pub(crate) fn poll_finish(&mut self, waiter: &Waiter) -> Poll<()> {
-        match self.poll_flush(waiter) {
-            Poll::Ready(Ok(())) => {
-                let _ = self.stream.finish();
-                Poll::Ready(())
+        loop {
+            let last = self.queue.len() <= 1;
+            let result = match self.queue.front_mut() {
+                Some(front) if last => self.stream.poll_write_final(waiter, front),
+                Some(front) => self.stream.poll_write(waiter, front),
+                None => {
+                    // Nothing queued: a FIN of its own.
+                    let _ = self.stream.finish();
+                    return Poll::Ready(());
+                }
+            };
+            match result {
+                Poll::Ready(Ok(())) => {
+                    self.queue.pop_front();
+                    if last {
+                        return Poll::Ready(());
+                    }
+                }
+                Poll::Ready(Err(_)) => return Poll::Ready(()),
+                Poll::Pending => return Poll::Pending,
             }
-            Poll::Ready(Err(_)) => Poll::Ready(()),
-            Poll::Pending => Poll::Pending,
         }
     }
 

@@ -359,6 +359,16 @@ impl SendStream for WebTransportSendStream {
         self.inner.finish().map_err(map_stream_error)
     }
 
+    fn poll_write_final(
+        &mut self,
+        waiter: &Waiter,
+        data: &mut Bytes,
+    ) -> Poll<Result<(), StreamError>> {
+        self.inner
+            .poll_write_final(waiter, data)
+            .map_err(map_stream_error)
+    }
+
     fn reset(&mut self, code: u64) {
         self.inner.reset(to_http3(clamp(code)));
     }
