@@ -1,6 +1,6 @@
 //! Whole sessions in the test runtime: publisher → relay → subscribers, in virtual time.
 //!
-//! Each test runs with a seed (`MOQ_TEST_SEED` replays one) and prints it when it fails.
+//! Each test runs with a seed (`MOQ_TEST_SEED` replays one) and names it in the failure message.
 
 use std::cell::RefCell;
 use std::rc::Rc;

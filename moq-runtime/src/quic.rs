@@ -578,8 +578,17 @@ impl QuicSendStream {
     }
 }
 
-impl SendStream for QuicSendStream {
-    fn poll_write(&mut self, waiter: &Waiter, data: &mut Bytes) -> Poll<Result<(), StreamError>> {
+impl QuicSendStream {
+    /// Writes what fits of `data`, with the FIN behind its last byte if `fin`; `Pending`
+    /// (with `waiter` registered) while flow control holds the rest back. quiche queues
+    /// the FIN only with the write that takes the last byte, so a partial write leaves it
+    /// for a later call.
+    fn poll_send(
+        &mut self,
+        waiter: &Waiter,
+        data: &mut Bytes,
+        fin: bool,
+    ) -> Poll<Result<(), StreamError>> {
         let shared = &self.connection.shared;
         let mut state = shared.state.lock();
         if let Some(error) = state.closed() {
@@ -590,7 +599,7 @@ impl SendStream for QuicSendStream {
             if data.is_empty() {
                 break Poll::Ready(Ok(()));
             }
-            match state.conn.stream_send(self.id, data, false) {
+            match state.conn.stream_send(self.id, data, fin) {
                 Ok(written) if written > 0 => {
                     data.advance(written);
                     wrote = true;
@@ -616,6 +625,12 @@ impl SendStream for QuicSendStream {
         }
         result
     }
+}
+
+impl SendStream for QuicSendStream {
+    fn poll_write(&mut self, waiter: &Waiter, data: &mut Bytes) -> Poll<Result<(), StreamError>> {
+        self.poll_send(waiter, data, false)
+    }
 
     fn poll_write_final(
         &mut self,
@@ -625,37 +640,7 @@ impl SendStream for QuicSendStream {
         if data.is_empty() {
             return Poll::Ready(self.finish());
         }
-        let shared = &self.connection.shared;
-        let mut state = shared.state.lock();
-        if let Some(error) = state.closed() {
-            return Poll::Ready(Err(error.into()));
-        }
-        // quiche queues the FIN only with the write that takes the last byte; a partial
-        // write leaves it for the next call.
-        let result = match state.conn.stream_send(self.id, data, true) {
-            Ok(written) => {
-                data.advance(written);
-                if data.is_empty() {
-                    Poll::Ready(Ok(()))
-                } else {
-                    let waiters = state.streams.entry(self.id).or_default().write.clone();
-                    waiters.register(waiter);
-                    Poll::Pending
-                }
-            }
-            Err(quiche::Error::Done) => {
-                let waiters = state.streams.entry(self.id).or_default().write.clone();
-                waiters.register(waiter);
-                Poll::Pending
-            }
-            Err(quiche::Error::StreamStopped(code)) => Poll::Ready(Err(StreamError::Stopped(code))),
-            Err(error) => Poll::Ready(Err(
-                TransportError::Lost(format!("stream write: {error}")).into()
-            )),
-        };
-        drop(state);
-        shared.flush.wake_all();
-        result
+        self.poll_send(waiter, data, true)
     }
 
     fn finish(&mut self) -> Result<(), StreamError> {

@@ -4,8 +4,8 @@
 //! Nothing here reads the real clock after start-up or uses a thread: time moves only when
 //! the test moves it ([`TestRuntime::advance`], [`TestRuntime::advance_to_next_deadline`],
 //! or [`TestRuntime::run_until`], which jumps from deadline to deadline), and tasks run in a
-//! fixed order. The same seed gives the same run, byte for byte; [`seeded`] prints the seed
-//! of a failing test so that it can be replayed with `MOQ_TEST_SEED`.
+//! fixed order. The same seed gives the same run, byte for byte; [`seeded`] names the seed
+//! in a failing test's panic message so that it can be replayed with `MOQ_TEST_SEED`.
 //!
 //! ```
 //! use std::time::Duration;
@@ -309,8 +309,8 @@ impl std::fmt::Debug for TestDeadline {
     }
 }
 
-/// Runs `test` with a runtime seeded from `MOQ_TEST_SEED` (or `default_seed`), and prints
-/// the seed if it panics, so that the failing run can be replayed exactly.
+/// Runs `test` with a runtime seeded from `MOQ_TEST_SEED` (or `default_seed`); if it
+/// panics, the panic message names the seed, so that the failing run can be replayed exactly.
 pub fn seeded(default_seed: u64, test: impl FnOnce(&TestRuntime)) {
     let seed = std::env::var("MOQ_TEST_SEED")
         .ok()
@@ -319,10 +319,27 @@ pub fn seeded(default_seed: u64, test: impl FnOnce(&TestRuntime)) {
     let runtime = TestRuntime::new(seed);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| test(&runtime)));
     if let Err(panic) = result {
-        #[allow(clippy::print_stderr)] // the one thing a failing seeded test must say
-        {
-            eprintln!("failing seed: MOQ_TEST_SEED={seed}");
-        }
-        std::panic::resume_unwind(panic);
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|text| text.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "the test panicked".into());
+        panic!("{message}\nfailing seed: MOQ_TEST_SEED={seed}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_seeded_test_names_its_seed_in_the_panic() {
+        let panic = std::panic::catch_unwind(|| seeded(7, |_| panic!("boom"))).unwrap_err();
+        let message = panic.downcast_ref::<String>().expect("a formatted message");
+        assert!(message.starts_with("boom\n"), "{message}");
+        assert!(
+            message.contains("failing seed: MOQ_TEST_SEED="),
+            "{message}"
+        );
     }
 }
