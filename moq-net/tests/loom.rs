@@ -1,5 +1,6 @@
-//! Loom models of the model's reader paths: groups and tracks over `kio::log`, with their
-//! status and timestamp atomics.
+//! Loom models of the model's concurrent paths: groups and tracks over `kio::log`, with
+//! their status and timestamp atomics, and a broadcast handing out a track while its
+//! producer retires it.
 //!
 //! Run with `cargo xtask loom` (which sets `RUSTFLAGS="--cfg loom"` and a preemption bound).
 //! The model takes its atomics from `kio::sync`, so these run the real code. A lost wakeup
@@ -117,5 +118,34 @@ fn the_last_track_reader_leaving_wakes_the_producer() {
         for thread in threads {
             thread.join().unwrap();
         }
+    });
+}
+
+/// A subscriber taking a listed track while its producer retires it: either the producer
+/// sees the new consumer and keeps the track, or the subscriber does not get the retired
+/// track (it asks again). Never a consumer of a track its producer gave up.
+#[test]
+fn a_track_is_never_handed_out_while_it_is_retired() {
+    use moq_net::model::BroadcastProducer;
+    loom::model(|| {
+        let broadcast = BroadcastProducer::new();
+        let track = broadcast.create_track(Track::new("t"));
+        let consumer = broadcast.consume();
+        let subscriber = thread::spawn(move || {
+            let pending = consumer.subscribe_track("t");
+            block_on(async { pending.await.ok() })
+        });
+        let retired = track.retire_if_unused();
+        let got = subscriber.join().unwrap();
+        if retired {
+            assert!(got.is_none(), "a retired track was handed out");
+        } else {
+            assert!(
+                got.is_some(),
+                "the track was kept for a subscriber that got none"
+            );
+        }
+        drop(got);
+        drop(track);
     });
 }

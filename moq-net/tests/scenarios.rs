@@ -215,12 +215,51 @@ fn the_last_subscriber_leaving_cancels_upstream() {
         send(&mut track, 0, "hi");
         assert!(runtime.run_until(SECOND, || received.frames.borrow().len() == 1));
 
-        // The subscriber goes away: the relay's copy becomes unused and it unsubscribes.
+        // The subscriber goes away: the relay's copy becomes unused. For the linger (1 s by
+        // default) the relay keeps its upstream subscription, then it unsubscribes.
         subscriber_session.close(Error::Cancel);
+        runtime.advance(Duration::from_millis(800));
+        assert_eq!(
+            track.consumer_count(),
+            1,
+            "still subscribed during the linger"
+        );
         assert!(
             runtime.run_until(SECOND, || track.consumer_count() == 0),
             "the publisher's track is no longer consumed"
         );
+    });
+}
+
+#[test]
+fn a_subscriber_coming_back_within_the_linger_finds_the_upstream_subscription_running() {
+    seeded(4, |runtime| {
+        let mut relay = Relay::new();
+        let (_p, mut track, subscriber_session, received) = live(runtime, &mut relay);
+        send(&mut track, 0, "hi");
+        assert!(runtime.run_until(SECOND, || received.frames.borrow().len() == 1));
+
+        subscriber_session.close(Error::Cancel);
+        runtime.advance(Duration::from_millis(500));
+        assert_eq!(track.consumer_count(), 1, "the relay lingers");
+        let (_s2, origin) = subscriber(runtime, &mut relay);
+        assert!(runtime.run_until(SECOND, || origin.consume_broadcast("live").is_some()));
+        let again = read_track(runtime, &origin, "live", "video");
+        // Through the end of the first linger and long after, the publisher stays
+        // subscribed to once, by the relay (never cancelled and asked again), and a new
+        // group reaches the returning subscriber.
+        for _ in 0..30 {
+            runtime.advance(Duration::from_millis(100));
+            assert_eq!(track.consumer_count(), 1);
+        }
+        send(&mut track, 1, "again");
+        assert!(runtime.run_until(SECOND, || {
+            again
+                .frames
+                .borrow()
+                .last()
+                .is_some_and(|frame| frame == "again")
+        }));
     });
 }
 

@@ -25,7 +25,7 @@ use kio::sync::{Arc, Mutex};
 use kio::{Queue, Waiter};
 
 use super::hook::DropHook;
-use super::track::{Track, TrackConsumer, TrackProducer, TrackSource};
+use super::track::{Listing, Track, TrackConsumer, TrackProducer, TrackSource};
 use crate::Error;
 
 /// Publishes a broadcast's tracks. Dropping it ends the broadcast: consumers see
@@ -132,6 +132,17 @@ struct BroadcastState {
     next_request: u64,
     /// Run when the producer drops: origins withdrawing their announcements.
     on_close: Vec<DropHook>,
+}
+
+impl BroadcastState {
+    /// Removes `source` from the listing if it is still the track listed under `name`;
+    /// returns the slot, to be dropped outside the lock.
+    fn unlist(&mut self, name: &str, source: &TrackSource) -> Option<Slot> {
+        match self.tracks.get(name) {
+            Some(Slot::Live(listed)) if listed.same_track(source) => self.tracks.remove(name),
+            _ => None,
+        }
+    }
 }
 
 /// What a broadcast knows about one track name.
@@ -490,18 +501,32 @@ impl BroadcastShared {
         drop(state);
         drop(replaced);
 
-        // A strong reference: the hook lives only as long as the track's producer.
-        let broadcast = this.clone();
-        producer.on_drop(DropHook::new(move || {
-            let mut state = broadcast.state.lock();
-            if let Some(Slot::Live(listed)) = state.tracks.get(&name) {
-                if listed.same_track(&source) {
-                    let removed = state.tracks.remove(&name);
-                    drop(state);
-                    drop(removed);
+        // Strong references: the listing lives only as long as the track's producer.
+        let retire = {
+            let (broadcast, name, source) = (this.clone(), name.clone(), source.clone());
+            move || {
+                let mut state = broadcast.state.lock();
+                // Consumers are handed out under this lock: nobody can take one between
+                // the count and the removal.
+                if source.consumer_count() > 0 {
+                    return false;
                 }
+                let removed = state.unlist(&name, &source);
+                drop(state);
+                drop(removed);
+                true
             }
-        }));
+        };
+        let broadcast = this.clone();
+        producer.set_listing(Listing {
+            retire_if_unused: Box::new(retire),
+            on_drop: DropHook::new(move || {
+                let mut state = broadcast.state.lock();
+                let removed = state.unlist(&name, &source);
+                drop(state);
+                drop(removed);
+            }),
+        });
         producer
     }
 
@@ -512,9 +537,11 @@ impl BroadcastShared {
         }
         match state.tracks.get(name) {
             Some(Slot::Live(source)) => {
-                let source = source.clone();
+                // Under the lock, so that `retire_if_unused` sees this consumer or the
+                // track is no longer listed.
+                let consumer = source.consume();
                 drop(state);
-                return PendingTrack::done(Ok(source.consume()));
+                return PendingTrack::done(Ok(consumer));
             }
             Some(Slot::Requested { resolution, .. }) => {
                 return PendingTrack::waiting(resolution.consume());
@@ -784,5 +811,45 @@ mod tests {
         // the latest group: this one.
         track.create_group(5).finish();
         assert_eq!(handle.join().unwrap(), 5);
+    }
+
+    #[test]
+    fn a_track_taken_after_its_last_consumer_left_is_not_retired_under_it() {
+        let broadcast = BroadcastProducer::on_demand();
+        let consumer = broadcast.consume();
+        let mut pending = consumer.subscribe_track("t");
+        let request = broadcast.poll_requested_track(&waiter());
+        let Poll::Ready(Some(request)) = request else {
+            panic!("the subscription asks for the track");
+        };
+        let track = request.serve(Track::new("t"));
+        let first = match pending.poll_track(&waiter()) {
+            Poll::Ready(Ok(first)) => first,
+            other => panic!("the request was served: {other:?}"),
+        };
+
+        // The last consumer leaves: the producer sees the track unused...
+        drop(first);
+        assert!(track.poll_unused(&waiter()).is_ready());
+        // ...and before it acts, a subscriber takes the still-listed track.
+        let second = match consumer.subscribe_track("t").poll_track(&waiter()) {
+            Poll::Ready(Ok(second)) => second,
+            other => panic!("the listed track is handed out: {other:?}"),
+        };
+        assert!(!track.retire_if_unused(), "someone consumes it again");
+
+        // Once that one leaves too, retiring succeeds, and the next subscriber makes a new
+        // request instead of getting the retired track.
+        drop(second);
+        assert!(track.retire_if_unused());
+        let mut third = consumer.subscribe_track("t");
+        assert!(
+            third.poll_track(&waiter()).is_pending(),
+            "waits for a new answer"
+        );
+        assert!(matches!(
+            broadcast.poll_requested_track(&waiter()),
+            Poll::Ready(Some(_))
+        ));
     }
 }

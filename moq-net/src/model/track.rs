@@ -91,8 +91,25 @@ pub struct TrackProducer {
     groups: LogWriter<GroupConsumer>,
     source: TrackSource,
     next_sequence: u64,
-    /// Tells the broadcast that lists this track that it is gone.
-    _registration: Option<DropHook>,
+    /// The broadcast that lists this track, if one does.
+    listing: Option<Listing>,
+}
+
+/// What a registry that lists a track gives its producer.
+pub(crate) struct Listing {
+    /// Unlists the track if nobody consumes it, under the registry's lock (the lock it
+    /// hands out consumers under); returns whether it did.
+    pub(crate) retire_if_unused: Box<dyn Fn() -> bool + Send + Sync>,
+    /// Unlists the track when the producer drops.
+    pub(crate) on_drop: DropHook,
+}
+
+impl std::fmt::Debug for Listing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listing")
+            .field("on_drop", &self.on_drop)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Reads a track's groups as they arrive.
@@ -153,7 +170,7 @@ impl TrackProducer {
             groups,
             source,
             next_sequence: 0,
-            _registration: None,
+            listing: None,
         }
     }
 
@@ -225,9 +242,24 @@ impl TrackProducer {
         self.source.clone()
     }
 
-    /// Runs `hook` when this producer is gone (after its consumers can see how it ended).
-    pub(crate) fn on_drop(&mut self, hook: DropHook) {
-        self._registration = Some(hook);
+    /// Lists the track in a registry (see [`Listing`]).
+    pub(crate) fn set_listing(&mut self, listing: Listing) {
+        self.listing = Some(listing);
+    }
+
+    /// Stops handing this track to new subscribers if nobody consumes it, and says whether
+    /// it did: once it returns `true` no consumer can appear any more (a new subscriber of
+    /// the name gets a new track), so the track can be given up.
+    ///
+    /// [`poll_unused`](Self::poll_unused) alone cannot decide that: a subscriber may take
+    /// the listed track between the moment the last consumer left and the moment the
+    /// producer acts on it. Here the check and the unlisting happen under the lock the
+    /// broadcast hands out consumers under.
+    pub fn retire_if_unused(&self) -> bool {
+        match &self.listing {
+            Some(listing) => (listing.retire_if_unused)(),
+            None => self.consumer_count() == 0,
+        }
     }
 }
 
@@ -240,6 +272,11 @@ impl Drop for TrackProducer {
 }
 
 impl TrackSource {
+    /// How many consumers exist.
+    pub(crate) fn consumer_count(&self) -> usize {
+        self.presence.consumer_count()
+    }
+
     /// A consumer starting at the latest group.
     pub(crate) fn consume(&self) -> TrackConsumer {
         // Find the cached group with the highest sequence: joining is rare and the cache is

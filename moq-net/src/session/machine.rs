@@ -128,6 +128,9 @@ pub(crate) struct Route {
     /// Set once the publisher ended the subscription: its last groups may still be in
     /// flight on their own streams.
     pub(crate) ending: Option<Ending>,
+    /// Set while the track has no local consumer: when the subscription gets cancelled
+    /// unless a consumer comes back, and the subscription's sub-machine to wake then.
+    pub(crate) linger: Option<(Instant, Waker)>,
 }
 
 /// A subscription the publisher ended, waiting for its trailing groups.
@@ -144,6 +147,7 @@ impl Route {
             track,
             arrived: 0,
             ending: None,
+            linger: None,
         }
     }
 
@@ -157,9 +161,14 @@ impl Route {
 
 impl Context {
     /// Finishes the tracks of ended subscriptions whose groups all arrived or whose wait
-    /// is over; returns the earliest wait still running.
+    /// is over, wakes the subscriptions whose linger is over; returns the earliest wait
+    /// still running.
     pub(crate) fn settle_routes(&mut self) -> Option<Instant> {
-        if self.routes.values().all(|route| route.ending.is_none()) {
+        if self
+            .routes
+            .values()
+            .all(|route| route.ending.is_none() && route.linger.is_none())
+        {
             return None;
         }
         let now = self.now;
@@ -176,9 +185,22 @@ impl Context {
                 route.track.finish();
             }
         }
+        // Lingers that are over: their sub-machines decide (cancel, or go on).
+        for route in self.routes.values() {
+            if let Some((until, wake)) = &route.linger {
+                if *until <= now {
+                    wake.wake_by_ref();
+                }
+            }
+        }
         self.routes
             .values()
-            .filter_map(|route| route.ending.as_ref().map(|ending| ending.until))
+            .flat_map(|route| {
+                let ending = route.ending.as_ref().map(|ending| ending.until);
+                let linger = route.linger.as_ref().map(|(until, _)| *until);
+                [ending, linger.filter(|until| *until > now)]
+            })
+            .flatten()
             .min()
     }
 }

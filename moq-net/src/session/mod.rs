@@ -59,11 +59,17 @@ pub struct SessionConfig {
     /// How long a subscription the publisher ended waits for its last groups, which travel
     /// on their own streams and may arrive after the end, before its track finishes anyway.
     pub trailing_groups_timeout: std::time::Duration,
+    /// How long a subscription to the peer stays up after its last local consumer left,
+    /// before it is cancelled. A consumer that comes back within it (a TRACK query followed
+    /// by the SUBSCRIBE it was for, a subscriber reconnecting) finds the track still
+    /// running instead of a cancelled one and a new subscription's round trip. Zero cancels
+    /// at once.
+    pub unused_track_linger: std::time::Duration,
 }
 
 impl Default for SessionConfig {
     /// moq-lite-05, serving and subscribing to nothing, 16 MiB frames, 1 s for trailing
-    /// groups.
+    /// groups, 1 s of linger for unused subscriptions.
     fn default() -> Self {
         Self {
             version: Version::Lite05,
@@ -74,6 +80,7 @@ impl Default for SessionConfig {
             origin_id: 0,
             max_frame_size: 16 << 20,
             trailing_groups_timeout: std::time::Duration::from_secs(1),
+            unused_track_linger: std::time::Duration::from_secs(1),
         }
     }
 }

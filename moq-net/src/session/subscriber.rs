@@ -3,7 +3,7 @@
 //! when local consumers want them (TRACK, then SUBSCRIBE), and writes the group streams
 //! that arrive into those tracks (spec: moq-lite-05, "Subscriber role").
 
-use std::task::Poll;
+use std::task::{Poll, Waker};
 
 use kio::Waiter;
 
@@ -364,11 +364,33 @@ impl SubscribePlan {
 impl<S: SendStream, R: RecvStream> SubscribeRemote<S, R> {
     pub(crate) fn poll(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<Result<(), Error>> {
         let (writer, reader) = &mut self.streams;
-        let Some(route) = cx.routes.get(&self.id) else {
+        let Some(route) = cx.routes.get_mut(&self.id) else {
             return Poll::Ready(Ok(()));
         };
-        // Nobody wants the track any more: cancel upstream (FIN), end it locally.
-        if route.track.poll_unused(waiter).is_ready() {
+        // Nobody wants the track any more: after the linger, cancel upstream (FIN) and end
+        // it locally. Only once it is retired: a subscriber may have taken the listed track
+        // just now, and then the subscription goes on.
+        loop {
+            if route.track.poll_unused(waiter).is_pending() {
+                route.linger = None;
+                break;
+            }
+            let until = match &route.linger {
+                Some((until, _)) => *until,
+                None => {
+                    let until = cx.now + cx.config.unused_track_linger;
+                    let wake = waiter.waker().unwrap_or_else(|| Waker::noop().clone());
+                    route.linger = Some((until, wake));
+                    until
+                }
+            };
+            if cx.now < until {
+                break; // the machine wakes this sub-machine then (`settle_routes`)
+            }
+            if !route.track.retire_if_unused() {
+                route.linger = None;
+                continue; // someone came back: watch for them leaving
+            }
             let _ = writer.stream_mut().finish();
             reader.stream_mut().stop(Error::Cancel.to_code());
             if let Some(route) = cx.routes.remove(&self.id) {
