@@ -97,7 +97,7 @@ fn connect(subscribers: usize) -> Fanout {
     let origin = Origin::new();
     let broadcast = BroadcastProducer::new();
     let track = broadcast.create_track(Track::new("t"));
-    origin.publish("live", &broadcast);
+    origin.publish("live", &broadcast).unwrap();
     let (a, b) = runtime.connect(link.clone());
     sessions.push(session::connect(
         runtime.clone(),

@@ -37,7 +37,7 @@
 //! let published = Origin::new();
 //! let broadcast = BroadcastProducer::new();
 //! let mut track = broadcast.create_track(Track::new("clock"));
-//! published.publish("time", &broadcast);
+//! published.publish("time", &broadcast).unwrap();
 //! let _server = session::accept(runtime.clone(), server, SessionConfig {
 //!     publish: Some(published),
 //!     ..SessionConfig::default()

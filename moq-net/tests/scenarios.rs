@@ -75,7 +75,7 @@ fn publisher(
     let origin = Origin::new();
     let broadcast = BroadcastProducer::new();
     let track = broadcast.create_track(Track::new(name));
-    origin.publish(path, &broadcast);
+    origin.publish(path, &broadcast).unwrap();
     let session = relay.connect(
         runtime,
         SessionConfig {
@@ -348,7 +348,7 @@ fn ten_thousand_broadcasts_are_discovered() {
         let broadcasts: Vec<BroadcastProducer> = (0..10_000)
             .map(|i| {
                 let broadcast = BroadcastProducer::new();
-                origin.publish(format!("rooms/{i}"), &broadcast);
+                origin.publish(format!("rooms/{i}"), &broadcast).unwrap();
                 broadcast
             })
             .collect();
@@ -572,7 +572,7 @@ fn a_group_older_than_the_max_latency_is_dropped_on_the_way() {
         let mut properties = Track::new("video");
         properties.max_latency = Duration::from_millis(1000);
         let mut track = broadcast.create_track(properties);
-        origin.publish("live", &broadcast);
+        origin.publish("live", &broadcast).unwrap();
         let _publisher = relay.connect(
             runtime,
             SessionConfig {
@@ -626,7 +626,7 @@ fn faulty_run(seed: u64) -> Vec<String> {
     let origin = Origin::new();
     let broadcast = BroadcastProducer::new();
     let mut track = broadcast.create_track(Track::new("video"));
-    origin.publish("live", &broadcast);
+    origin.publish("live", &broadcast).unwrap();
     let (a, b) = runtime.connect(faults.clone());
     let _publisher = session::connect(
         runtime.clone(),
@@ -689,7 +689,7 @@ fn a_dropped_connection_ends_the_sessions_and_their_broadcasts() {
     seeded(14, |runtime| {
         let origin = Origin::new();
         let broadcast = BroadcastProducer::new();
-        origin.publish("live", &broadcast);
+        origin.publish("live", &broadcast).unwrap();
         let relay_origin = Origin::new();
         let (a, b) = runtime.connect(LinkConfig {
             drop_after: Some(2 * SECOND),
@@ -730,7 +730,7 @@ fn after_goaway_the_peer_opens_no_new_streams_but_keeps_the_old_ones() {
         let broadcast = BroadcastProducer::new();
         let mut video = broadcast.create_track(Track::new("video"));
         let _audio = broadcast.create_track(Track::new("audio"));
-        origin.publish("live", &broadcast);
+        origin.publish("live", &broadcast).unwrap();
         let _publisher = relay.connect(
             runtime,
             SessionConfig {
@@ -861,7 +861,7 @@ fn fetch_returns_a_cached_group_and_not_found_for_one_that_is_gone() {
         let origin = Origin::new();
         let broadcast = BroadcastProducer::new();
         let mut track = broadcast.create_track(Track::new("video"));
-        origin.publish("live", &broadcast);
+        origin.publish("live", &broadcast).unwrap();
         // The publisher itself is the raw client's peer: FETCH is served from its cache.
         let (raw_end, server_end) = runtime.connect(LinkConfig::default());
         let _server = session::accept(
@@ -1011,9 +1011,9 @@ fn announce_ok_counts_exactly_the_announces_sent_after_exclusions() {
         // One broadcast came through origin 77, one is local.
         let through = BroadcastProducer::new();
         through.set_hops(vec![77]);
-        relay.origin.publish("via", &through);
+        relay.origin.publish("via", &through).unwrap();
         let local = BroadcastProducer::new();
-        relay.origin.publish("here", &local);
+        relay.origin.publish("here", &local).unwrap();
 
         let mut raw = raw_client(runtime, &mut relay);
         write_uni(&mut raw, SETUP);

@@ -89,7 +89,7 @@ fn a_client_endpoint_connects_and_a_session_runs_through_the_table() {
     let published = Origin::new();
     let broadcast = BroadcastProducer::new();
     let mut track = broadcast.create_track(Track::new("t"));
-    published.publish("live", &broadcast);
+    published.publish("live", &broadcast).unwrap();
     let _server_session = session::accept(
         runtime.clone(),
         accepted.unwrap().session().into(),

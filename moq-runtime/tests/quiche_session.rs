@@ -65,7 +65,7 @@ fn a_broadcast_flows_over_real_quic_between_two_sessions() {
     let published = Origin::new();
     let broadcast = BroadcastProducer::new();
     let mut track = broadcast.create_track(Track::new("clock"));
-    published.publish("time", &broadcast);
+    published.publish("time", &broadcast).unwrap();
     let _server_session = session::accept(
         runtime.clone(),
         server.session().into(),

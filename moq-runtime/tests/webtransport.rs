@@ -112,7 +112,7 @@ fn a_broadcast_flows_between_moq_sessions_over_webtransport() {
     let published = Origin::new();
     let broadcast = BroadcastProducer::new();
     let mut track = broadcast.create_track(Track::new("chat"));
-    published.publish("room", &broadcast);
+    published.publish("room", &broadcast).unwrap();
     let _server = session::accept(
         runtime.clone(),
         BindingSession::from(server_session),

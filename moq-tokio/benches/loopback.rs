@@ -182,7 +182,7 @@ async fn run(options: &Options, setting: Setting) -> Outcome {
     let published = Origin::new();
     let broadcast = BroadcastProducer::new();
     let mut track = broadcast.create_track(Track::new("data"));
-    published.publish("room", &broadcast);
+    published.publish("room", &broadcast).unwrap();
     let _publisher = connect(
         &url,
         ClientConfig {

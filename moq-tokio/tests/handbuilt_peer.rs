@@ -125,7 +125,7 @@ async fn a_hand_built_peer_sees_the_spec_bytes() {
     let published = Origin::new();
     let broadcast = BroadcastProducer::new();
     let mut track = broadcast.create_track(Track::new("video"));
-    published.publish("demo", &broadcast);
+    published.publish("demo", &broadcast).unwrap();
     let mut server = Server::bind(ServerConfig::new(
         "127.0.0.1:0".parse().unwrap(),
         Certificate::self_signed(&["localhost".into()]).unwrap(),

@@ -26,7 +26,7 @@ async fn a_broadcast_flows_from_server_to_client(scheme: &str) {
     let published = Origin::new();
     let broadcast = BroadcastProducer::new();
     let mut track = broadcast.create_track(Track::new("clock"));
-    published.publish("time", &broadcast);
+    published.publish("time", &broadcast).unwrap();
     let certificate = Certificate::self_signed(&["localhost".into()]).unwrap();
     let mut server = Server::bind(ServerConfig::new(
         "127.0.0.1:0".parse().unwrap(),

@@ -42,7 +42,9 @@ async fn ring(peers: usize, size: usize, udp: UdpConfig) -> Vec<Bytes> {
         let published = Origin::new();
         let broadcast = BroadcastProducer::new();
         tracks.push((broadcast.create_track(Track::new("data")), broadcast));
-        published.publish(format!("peer-{i}"), &tracks[i].1);
+        published
+            .publish(format!("peer-{i}"), &tracks[i].1)
+            .unwrap();
         let seen = Origin::new();
         clients.push(
             connect(

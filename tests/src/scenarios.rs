@@ -53,7 +53,7 @@ fn publisher(
     let origin = Origin::new();
     let broadcast = BroadcastProducer::new();
     let track = broadcast.create_track(Track::new(name));
-    origin.publish(path, &broadcast);
+    origin.publish(path, &broadcast).unwrap();
     let session = relay.connect(
         harness,
         SessionConfig {

@@ -28,7 +28,7 @@
 //! let origin = Origin::new();
 //! let broadcast = BroadcastProducer::new();
 //! let mut chat = broadcast.create_track(Track::new("chat"));
-//! origin.publish("rooms/lobby/alice", &broadcast);
+//! origin.publish("rooms/lobby/alice", &broadcast).unwrap();
 //!
 //! // A subscriber discovers it by prefix...
 //! let mut rooms = origin.announced("rooms/lobby");
@@ -73,6 +73,7 @@ mod group;
 mod hook;
 mod origin;
 mod path;
+mod scope;
 mod status;
 mod track;
 

@@ -25,6 +25,8 @@ use kio::{Queue, Waiter};
 use super::broadcast::{BroadcastConsumer, BroadcastProducer, BroadcastSource};
 use super::hook::DropHook;
 use super::path::Path;
+use super::scope::Scope;
+use crate::Error;
 
 /// Broadcasts by path. Cloning gives another handle to the same origin.
 ///
@@ -33,13 +35,13 @@ use super::path::Path;
 ///
 /// let origin = Origin::new();
 /// let alice = BroadcastProducer::new();
-/// origin.publish("room/alice", &alice);
+/// origin.publish("room/alice", &alice).unwrap();
 ///
 /// let mut room = origin.announced("room");
 /// assert_eq!(room.initial_len(), 1, "alice was already live");
 ///
 /// let bob = BroadcastProducer::new();
-/// origin.publish("room/bob", &bob);
+/// origin.publish("room/bob", &bob).unwrap();
 /// drop(alice); // unpublished automatically
 ///
 /// pollster::block_on(async {
@@ -55,9 +57,14 @@ use super::path::Path;
 /// assert!(origin.consume_broadcast("room/bob").is_some());
 /// assert!(origin.consume_broadcast("room/alice").is_none());
 /// ```
+///
+/// A [scoped](Origin::scope) view sees only part of the origin, with paths relative to its
+/// root: what a relay hands a session whose token allows only some paths.
 #[derive(Debug, Clone, Default)]
 pub struct Origin {
     shared: Arc<OriginShared>,
+    /// `None` for the whole origin.
+    scope: Option<Arc<Scope>>,
 }
 
 /// A live stream of announcements for the broadcasts under one prefix. It starts with an
@@ -67,9 +74,12 @@ pub struct Origin {
 pub struct Announced {
     origin: Arc<OriginShared>,
     id: u64,
+    /// Relative to the view it was made from.
     prefix: Path,
     events: Queue<Event>,
     initial: usize,
+    /// The view's scope, to make event paths relative to it.
+    scope: Option<Arc<Scope>>,
 }
 
 /// A change in what an origin publishes under a prefix.
@@ -114,8 +124,18 @@ struct Publication {
 #[derive(Debug)]
 struct Listener {
     id: u64,
+    /// Absolute.
     prefix: Path,
     events: Queue<Event>,
+    /// Set when the listener's view allows only part of its prefix: events for paths
+    /// outside it are not queued.
+    filter: Option<Arc<Scope>>,
+}
+
+impl Listener {
+    fn wants(&self, path: &Path) -> bool {
+        path.has_prefix(&self.prefix) && self.filter.as_ref().is_none_or(|s| s.allows(path))
+    }
 }
 
 /// A queued announcement. It holds a non-counting source, so a listener that has not read
@@ -135,12 +155,22 @@ impl Origin {
     /// Publishes `broadcast` at `path` (normalized) until its producer is dropped. Publishing
     /// the same broadcast at the same path again does nothing.
     ///
+    /// Fails with [`Error::Unauthorized`] only on a [scoped](Origin::scope) view, for a path
+    /// outside what it allows; the whole origin takes any path.
+    ///
     /// When several broadcasts are published at one path, the active one has the shortest
     /// route ([`BroadcastProducer::set_hops`], read now), and among equals the newest: a
     /// reconnecting publisher replaces its stale session, and a relay in a mesh keeps the
     /// direct route instead of flapping between routes that came around.
-    pub fn publish(&self, path: impl Into<Path>, broadcast: &BroadcastProducer) {
-        let path = path.into();
+    pub fn publish(
+        &self,
+        path: impl Into<Path>,
+        broadcast: &BroadcastProducer,
+    ) -> Result<(), Error> {
+        let path = self.absolute(path.into());
+        if !self.allows(&path) {
+            return Err(Error::Unauthorized);
+        }
         let source = broadcast.source();
         let hops = source.hop_count();
         let mut state = self.shared.state.lock();
@@ -151,7 +181,7 @@ impl Origin {
             .iter()
             .any(|publication| publication.broadcast.same_broadcast(&source))
         {
-            return;
+            return Ok(());
         }
         // Kept in preference order, the active one last.
         let at = publications.partition_point(|p| p.hops > hops || (p.hops == hops && p.id < id));
@@ -172,11 +202,15 @@ impl Origin {
         // A strong reference: the hook lives only until the broadcast's producer drops.
         let origin = self.shared.clone();
         broadcast.on_close(DropHook::new(move || origin.unpublish(&path, id)));
+        Ok(())
     }
 
-    /// A consumer of the broadcast active at `path`, if any.
+    /// A consumer of the broadcast active at `path`, if any (and if this view may see it).
     pub fn consume_broadcast(&self, path: impl Into<Path>) -> Option<BroadcastConsumer> {
-        let path = path.into();
+        let path = self.absolute(path.into());
+        if !self.allows(&path) {
+            return None;
+        }
         let state = self.shared.state.lock();
         let publications = state.broadcasts.get(&path)?;
         publications.last().map(|active| active.broadcast.consume())
@@ -184,21 +218,28 @@ impl Origin {
 
     /// The paths of the active broadcasts under `prefix`, in byte order.
     pub fn paths(&self, prefix: impl Into<Path>) -> Vec<Path> {
-        let prefix = prefix.into();
+        let prefix = self.absolute(prefix.into());
         let state = self.shared.state.lock();
-        state.under(&prefix).map(|(path, _)| path.clone()).collect()
+        state
+            .under(&prefix)
+            .filter(|(path, _)| self.allows(path))
+            .filter_map(|(path, _)| self.relative(path))
+            .collect()
     }
 
     /// Follows the broadcasts under `prefix` (normalized; segment-wise, so `room` covers
     /// `room/alice` but not `roomba`; the root covers everything).
     pub fn announced(&self, prefix: impl Into<Path>) -> Announced {
-        let prefix = prefix.into();
+        let relative = prefix.into();
+        let prefix = self.absolute(relative.clone());
+        let filter = self.scope.clone().filter(|scope| !scope.covers(&prefix));
         let events = Queue::unbounded();
         let mut state = self.shared.state.lock();
         let id = state.next_id;
         state.next_id += 1;
         let mut initial = 0;
-        for (path, active) in state.under(&prefix) {
+        let visible = |path: &Path| filter.as_ref().is_none_or(|s| s.allows(path));
+        for (path, active) in state.under(&prefix).filter(|(path, _)| visible(path)) {
             // The queue is unbounded and open: the push cannot fail.
             let _ = events.try_push(Event {
                 path: path.clone(),
@@ -208,16 +249,72 @@ impl Origin {
         }
         state.listeners.push(Listener {
             id,
-            prefix: prefix.clone(),
+            prefix,
             events: events.clone(),
+            filter,
         });
         drop(state);
         Announced {
             origin: self.shared.clone(),
             id,
-            prefix,
+            prefix: relative,
             events,
             initial,
+            scope: self.scope.clone(),
+        }
+    }
+
+    /// A view of this origin whose paths are relative to `root`, allowed to touch only the
+    /// paths under `allowed` (relative to `root`; the empty path allows all of `root`).
+    ///
+    /// The view publishes only there ([`publish`](Self::publish) fails with
+    /// [`Error::Unauthorized`] elsewhere), and finds and announces only what is there.
+    /// A view of a view allows what both allow.
+    ///
+    /// ```
+    /// use moq_net::model::{BroadcastProducer, Origin};
+    ///
+    /// let relay = Origin::new();
+    /// // A client connected at `room`, allowed to publish only as `alice`.
+    /// let alice = relay.scope("room", ["alice"]);
+    /// let camera = BroadcastProducer::new();
+    /// alice.publish("alice/camera", &camera).unwrap();
+    /// assert!(alice.publish("bob", &BroadcastProducer::new()).is_err());
+    /// assert!(relay.consume_broadcast("room/alice/camera").is_some());
+    /// assert_eq!(relay.scope("room", [""]).paths(""), ["alice/camera".into()]);
+    /// assert!(relay.scope("lobby", [""]).paths("").is_empty());
+    /// ```
+    pub fn scope<P: Into<Path>>(
+        &self,
+        root: impl Into<Path>,
+        allowed: impl IntoIterator<Item = P>,
+    ) -> Origin {
+        let allowed: Vec<Path> = allowed.into_iter().map(Into::into).collect();
+        let scope = Scope::new(self.scope.as_deref(), &root.into(), &allowed);
+        Origin {
+            shared: self.shared.clone(),
+            scope: Some(Arc::new(scope)),
+        }
+    }
+
+    /// Whether this view sees the absolute `path`.
+    fn allows(&self, path: &Path) -> bool {
+        self.scope.as_ref().is_none_or(|scope| scope.allows(path))
+    }
+
+    /// The absolute path of a path relative to this view.
+    fn absolute(&self, path: Path) -> Path {
+        match &self.scope {
+            Some(scope) => scope.absolute(&path),
+            None => path,
+        }
+    }
+
+    /// The path relative to this view of an absolute path under its root.
+    fn relative(&self, path: &Path) -> Option<Path> {
+        match &self.scope {
+            Some(scope) => scope.relative(path),
+            None => Some(path.clone()),
         }
     }
 }
@@ -236,13 +333,14 @@ impl Announced {
 
     /// The next announcement, if one is queued.
     pub fn try_next(&mut self) -> Option<Announcement> {
-        self.events.try_pop().ok().map(Event::into_announcement)
+        let event = self.events.try_pop().ok()?;
+        Some(event.into_announcement(self.scope.as_deref()))
     }
 
     /// The next announcement, or `Pending` until there is one.
     pub fn poll_next(&mut self, waiter: &Waiter) -> Poll<Announcement> {
         match self.events.poll_pop(waiter) {
-            Poll::Ready(Some(event)) => Poll::Ready(event.into_announcement()),
+            Poll::Ready(Some(event)) => Poll::Ready(event.into_announcement(self.scope.as_deref())),
             // The queue closes only when this stream drops, so `None` cannot happen here;
             // treating it as "nothing yet" keeps the type honest without a panic path.
             Poll::Ready(None) | Poll::Pending => Poll::Pending,
@@ -319,7 +417,7 @@ impl OriginState {
     /// Queues an event for every listener whose prefix covers `path`.
     fn announce(&self, path: &Path, active: Option<&BroadcastSource>) {
         for listener in &self.listeners {
-            if path.has_prefix(&listener.prefix) {
+            if listener.wants(path) {
                 let _ = listener.events.try_push(Event {
                     path: path.clone(),
                     active: active.cloned(),
@@ -330,13 +428,19 @@ impl OriginState {
 }
 
 impl Event {
-    fn into_announcement(self) -> Announcement {
+    /// The announcement, its path relative to `scope`'s root (under which every event of
+    /// a scoped listener is).
+    fn into_announcement(self, scope: Option<&Scope>) -> Announcement {
+        let path = match scope {
+            Some(scope) => scope.relative(&self.path).unwrap_or(self.path),
+            None => self.path,
+        };
         match self.active {
             Some(broadcast) => Announcement::Active {
-                path: self.path,
+                path,
                 broadcast: broadcast.consume(),
             },
-            None => Announcement::Ended { path: self.path },
+            None => Announcement::Ended { path },
         }
     }
 }
@@ -362,9 +466,9 @@ mod tests {
         let a = BroadcastProducer::new();
         let other = BroadcastProducer::new();
         let lookalike = BroadcastProducer::new();
-        origin.publish("/room//a/", &a);
-        origin.publish("lobby/x", &other);
-        origin.publish("roomba", &lookalike);
+        origin.publish("/room//a/", &a).unwrap();
+        origin.publish("lobby/x", &other).unwrap();
+        origin.publish("roomba", &lookalike).unwrap();
 
         let mut room = origin.announced("room/");
         assert_eq!(room.prefix().as_str(), "room");
@@ -372,8 +476,10 @@ mod tests {
         assert_eq!(drain(&mut room), ["+room/a"]);
 
         let b = BroadcastProducer::new();
-        origin.publish("room/b", &b);
-        origin.publish("roomba/c", &BroadcastProducer::new()); // dropped at once
+        origin.publish("room/b", &b).unwrap();
+        origin
+            .publish("roomba/c", &BroadcastProducer::new())
+            .unwrap(); // dropped at once
         drop(a);
         assert_eq!(drain(&mut room), ["+room/b", "-room/a"]);
 
@@ -392,9 +498,9 @@ mod tests {
         let mut listener = origin.announced("");
         let first = BroadcastProducer::new();
         let second = BroadcastProducer::new();
-        origin.publish("p", &first);
-        origin.publish("p", &first); // the same broadcast again: nothing
-        origin.publish("p", &second);
+        origin.publish("p", &first).unwrap();
+        origin.publish("p", &first).unwrap(); // the same broadcast again: nothing
+        origin.publish("p", &second).unwrap();
         let active = origin.consume_broadcast("p").unwrap();
         assert!(active.same_broadcast(&second.consume()));
 
@@ -417,8 +523,8 @@ mod tests {
         let around = BroadcastProducer::new();
         around.set_hops(vec![1, 2, 3]);
         let mut listener = origin.announced("");
-        origin.publish("p", &direct);
-        origin.publish("p", &around);
+        origin.publish("p", &direct).unwrap();
+        origin.publish("p", &around).unwrap();
         assert_eq!(
             drain(&mut listener),
             ["+p"],
@@ -445,8 +551,8 @@ mod tests {
         let origin = Origin::new();
         let older = BroadcastProducer::new();
         let newer = BroadcastProducer::new();
-        origin.publish("p", &older);
-        origin.publish("p", &newer);
+        origin.publish("p", &older).unwrap();
+        origin.publish("p", &newer).unwrap();
         let mut listener = origin.announced("");
         drop(older);
         assert_eq!(drain(&mut listener), ["+p"], "only the snapshot");
@@ -458,7 +564,7 @@ mod tests {
         let origin = Origin::new();
         let mut listener = origin.announced("");
         let broadcast = BroadcastProducer::new();
-        origin.publish("p", &broadcast);
+        origin.publish("p", &broadcast).unwrap();
         let waiter = Waiter::new(Waker::noop());
         assert!(broadcast.poll_unused(&waiter).is_ready());
         let Some(Announcement::Active {
@@ -480,7 +586,50 @@ mod tests {
         assert_eq!(origin.shared.state.lock().listeners.len(), 1);
         drop(listener);
         assert!(origin.shared.state.lock().listeners.is_empty());
-        origin.publish("p", &BroadcastProducer::new());
+        origin.publish("p", &BroadcastProducer::new()).unwrap();
+    }
+
+    #[test]
+    fn a_scoped_view_sees_announces_and_publishes_only_inside_its_scope() {
+        let origin = Origin::new();
+        let mut everything = origin.announced("");
+        let room = origin.scope("room", ["alice", "bob"]);
+        let mut seen = room.announced("");
+        let mut only_bob = room.announced("bob");
+        let mut outside = room.announced("carol");
+
+        let alice = BroadcastProducer::new();
+        let carol = BroadcastProducer::new();
+        let lobby = BroadcastProducer::new();
+        room.publish("alice/cam", &alice).unwrap();
+        assert_eq!(room.publish("carol", &carol), Err(Error::Unauthorized));
+        origin.publish("room/carol", &carol).unwrap();
+        origin.publish("lobby/x", &lobby).unwrap();
+        let bob = BroadcastProducer::new();
+        origin.publish("room/bob", &bob).unwrap();
+
+        assert_eq!(
+            drain(&mut everything),
+            ["+room/alice/cam", "+room/carol", "+lobby/x", "+room/bob"]
+        );
+        assert_eq!(
+            drain(&mut seen),
+            ["+alice/cam", "+bob"],
+            "relative, filtered"
+        );
+        assert_eq!(drain(&mut only_bob), ["+bob"]);
+        assert!(drain(&mut outside).is_empty());
+        assert_eq!(room.paths(""), [Path::new("alice/cam"), Path::new("bob")]);
+        assert!(room.consume_broadcast("carol").is_none());
+        assert!(room.consume_broadcast("bob").is_some());
+
+        // A late listener's snapshot is filtered the same way.
+        let mut late = room.announced("");
+        assert_eq!(late.initial_len(), 2);
+        drop(bob);
+        assert_eq!(drain(&mut late), ["+alice/cam", "+bob", "-bob"]);
+        drop(carol);
+        assert_eq!(drain(&mut seen), ["-bob"], "carol's end is not seen either");
     }
 
     #[test]
@@ -498,7 +647,7 @@ mod tests {
         });
         for user in ["a", "b"] {
             let broadcast = BroadcastProducer::new();
-            origin.publish(format!("chat/{user}"), &broadcast);
+            origin.publish(format!("chat/{user}"), &broadcast).unwrap();
         }
         assert_eq!(
             handle.join().unwrap(),

@@ -118,6 +118,10 @@ pub(crate) struct Context {
     /// arrived, so bidi streams may now be accepted): poll them again this turn.
     pub(crate) sources_changed: bool,
     pub(crate) peer_setup: Option<Setup>,
+    /// What the session did, published to the handle once per turn.
+    pub(crate) counters: super::SessionCounters,
+    /// The peer's subscriptions being served now (against `max_subscriptions`).
+    pub(crate) subscriptions: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Where one subscription's group streams go.
@@ -289,10 +293,15 @@ impl<R: Runtime> SessionMachine<R> {
             goaway: false,
             sources_changed: false,
             peer_setup: None,
+            counters: super::SessionCounters::default(),
+            subscriptions: Default::default(),
             config,
         };
         context.opens.push_back(Open::Setup);
-        if context.config.subscribe.is_some() {
+        // With an authorization hook, a server learns what it may fill only from the
+        // client's SETUP: it asks for announcements then (`SetupRead`).
+        let deferred = side == Side::Server && context.config.authorize.is_some();
+        if context.config.subscribe.is_some() && !deferred {
             let prefix = context.config.subscribe_prefix.clone();
             context
                 .opens
@@ -517,6 +526,7 @@ impl<R: Runtime> SessionMachine<R> {
             self.own.woken.store(true, Ordering::Release);
         }
         *self.shared.stats.lock() = self.transport.stats();
+        *self.shared.counters.lock() = self.context.counters;
         if let Some(setup) = self.context.peer_setup.take() {
             self.shared
                 .state
@@ -608,7 +618,7 @@ impl<T: transport::Session> Task<T> {
             Task::TrackServe(task) => task.poll(waiter, cx).map(done),
             Task::SubscribeServe(task) => task.poll(waiter, cx).map(done),
             Task::FetchServe(task) => task.poll(waiter, cx).map(done),
-            Task::GroupWrite(task) => task.poll(waiter, cx.version).map(done),
+            Task::GroupWrite(task) => task.poll(waiter, cx.version, &mut cx.counters).map(done),
             Task::AnnounceDiscover(task) => task.poll(waiter, cx).map(done),
             Task::BroadcastRequests(task) => task.poll(waiter, cx).map(done),
             Task::TrackQuery(task) => task.poll(waiter, cx).map(done),

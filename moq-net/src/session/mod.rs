@@ -65,11 +65,58 @@ pub struct SessionConfig {
     /// running instead of a cancelled one and a new subscription's round trip. Zero cancels
     /// at once.
     pub unused_track_linger: std::time::Duration,
+    /// A server only: decides from the client's SETUP (its path and query, where a raw
+    /// QUIC client carries its token) what the session serves and fills, replacing
+    /// [`publish`](Self::publish) and [`subscribe`](Self::subscribe); an error closes the
+    /// session with that error's code ([`Error::Unauthorized`]). Nothing is served or
+    /// accepted before it ran: the server asks for the client's announcements only after.
+    pub authorize: Option<Authorize>,
+    /// The most subscriptions the peer may hold open at once; one more is refused with
+    /// [`Error::BoundsExceeded`] on its own stream, the session going on.
+    pub max_subscriptions: usize,
+}
+
+/// What a session serves ([`publish`](Origins::publish)) and fills
+/// ([`subscribe`](Origins::subscribe)): an [`Authorize`] hook's verdict.
+#[derive(Debug, Clone, Default)]
+pub struct Origins {
+    /// Broadcasts offered to the peer.
+    pub publish: Option<Origin>,
+    /// Where the peer's broadcasts are published.
+    pub subscribe: Option<Origin>,
+}
+
+/// The hook of [`SessionConfig::authorize`]: the client's SETUP in, the session's origins
+/// (typically [scoped](Origin::scope) views of a relay's origin) or the error to close it
+/// with out.
+#[derive(Clone)]
+pub struct Authorize(Arc<Decide>);
+
+/// The function inside an [`Authorize`].
+type Decide = dyn Fn(&Setup) -> Result<Origins, Error> + Send + Sync;
+
+impl Authorize {
+    /// Wraps `decide`.
+    pub fn new(decide: impl Fn(&Setup) -> Result<Origins, Error> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(decide))
+    }
+
+    /// Runs the hook.
+    pub fn decide(&self, setup: &Setup) -> Result<Origins, Error> {
+        (self.0)(setup)
+    }
+}
+
+impl std::fmt::Debug for Authorize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Authorize(..)")
+    }
 }
 
 impl Default for SessionConfig {
     /// moq-lite-05, serving and subscribing to nothing, 16 MiB frames, 1 s for trailing
-    /// groups, 1 s of linger for unused subscriptions.
+    /// groups, 1 s of linger for unused subscriptions, no authorization hook, 1,000
+    /// subscriptions per session.
     fn default() -> Self {
         Self {
             version: Version::Lite05,
@@ -81,8 +128,27 @@ impl Default for SessionConfig {
             max_frame_size: 16 << 20,
             trailing_groups_timeout: std::time::Duration::from_secs(1),
             unused_track_linger: std::time::Duration::from_secs(1),
+            authorize: None,
+            max_subscriptions: 1000,
         }
     }
+}
+
+/// What a session did so far, counted by its machine ([`Session::counters`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionCounters {
+    /// Frames sent to the peer on group streams.
+    pub frames_sent: u64,
+    /// Their payload bytes.
+    pub payload_bytes_sent: u64,
+    /// Frames received from the peer on group streams.
+    pub frames_received: u64,
+    /// Their payload bytes.
+    pub payload_bytes_received: u64,
+    /// The peer's subscriptions this side served.
+    pub subscriptions_served: u64,
+    /// The peer's subscriptions refused for [`SessionConfig::max_subscriptions`].
+    pub subscriptions_refused: u64,
 }
 
 /// Which end of the connection a session is.
@@ -108,6 +174,8 @@ pub(crate) struct Shared {
     state: kio::Producer<State>,
     /// The transport's counters, refreshed by the machine once per turn.
     stats: kio::sync::Mutex<crate::transport::TransportStats>,
+    /// The machine's counters, refreshed once per turn.
+    counters: kio::sync::Mutex<SessionCounters>,
 }
 
 #[derive(Debug, Default)]
@@ -141,6 +209,7 @@ fn start<R: Runtime>(
     let shared = Arc::new(Shared {
         state: kio::Producer::new(State::default()),
         stats: kio::sync::Mutex::new(crate::transport::TransportStats::default()),
+        counters: kio::sync::Mutex::new(SessionCounters::default()),
     });
     let machine = SessionMachine::new(runtime.clone(), transport, config, side, shared.clone());
     runtime.spawn(machine);
@@ -195,5 +264,10 @@ impl Session {
     /// The transport's counters as of the machine's last turn.
     pub fn stats(&self) -> crate::transport::TransportStats {
         *self.shared.stats.lock()
+    }
+
+    /// The session's frame and subscription counters as of the machine's last turn.
+    pub fn counters(&self) -> SessionCounters {
+        *self.shared.counters.lock()
     }
 }

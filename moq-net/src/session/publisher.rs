@@ -121,6 +121,39 @@ pub(crate) struct SubscribeServe<S, R> {
     writer: Writer<S>,
     reader: Reader<R>,
     state: SubscribeState,
+    /// Counts this subscription against the session's limit while it lives.
+    _slot: SubscriptionSlot,
+}
+
+/// One of the session's [`max_subscriptions`](super::SessionConfig::max_subscriptions),
+/// held by a subscription being served and given back when it drops.
+pub(crate) struct SubscriptionSlot {
+    count: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl SubscriptionSlot {
+    /// A slot, unless `max` are taken. Only the session machine takes slots (one thread at
+    /// a time), so the check and the increment need not be one atomic step.
+    pub(crate) fn take(
+        count: &std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        max: usize,
+    ) -> Option<Self> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if count.load(Relaxed) >= max {
+            return None;
+        }
+        count.fetch_add(1, Relaxed);
+        Some(Self {
+            count: count.clone(),
+        })
+    }
+}
+
+impl Drop for SubscriptionSlot {
+    fn drop(&mut self) {
+        self.count
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 enum SubscribeState {
@@ -380,11 +413,12 @@ fn from_peer(_error: Error) -> Result<(), Error> {
 }
 
 impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
-    pub(crate) fn new(writer: Writer<S>, reader: Reader<R>) -> Self {
+    pub(crate) fn new(writer: Writer<S>, reader: Reader<R>, slot: SubscriptionSlot) -> Self {
         Self {
             writer,
             reader,
             state: SubscribeState::Looking(Lookup::Reading),
+            _slot: slot,
         }
     }
 
@@ -626,6 +660,7 @@ impl<S: SendStream> GroupWrite<S> {
         &mut self,
         waiter: &Waiter,
         version: crate::coding::Version,
+        counters: &mut super::SessionCounters,
     ) -> Poll<Result<(), Error>> {
         let Some(writer) = self.writer.as_mut() else {
             return Poll::Ready(Ok(()));
@@ -674,6 +709,8 @@ impl<S: SendStream> GroupWrite<S> {
             match self.group.poll_read_frame(waiter) {
                 Poll::Ready(Ok(Some(frame))) => {
                     let size = frame.payload.len();
+                    counters.frames_sent += 1;
+                    counters.payload_bytes_sent += size as u64;
                     let header = FrameHeader::new(self.previous, frame.timestamp, size as u64);
                     self.previous = frame.timestamp;
                     if let Err(error) = header.encode(&mut batch, version) {

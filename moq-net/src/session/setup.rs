@@ -10,10 +10,10 @@ use std::task::Poll;
 use kio::Waiter;
 
 use super::Side;
-use super::machine::{Context, Step, Task};
-use super::publisher::{AnnounceServe, FetchServe, SubscribeServe, TrackServe};
+use super::machine::{Context, Open, Step, Task};
+use super::publisher::{AnnounceServe, FetchServe, SubscribeServe, SubscriptionSlot, TrackServe};
 use super::stream::{ReadError, Reader, Writer, encoded};
-use super::subscriber::GroupRead;
+use super::subscriber::{AnnounceDiscover, GroupRead};
 use crate::Error;
 use crate::coding::{BidiStream, GoAway, Message, Setup, UniStream};
 use crate::transport::{self, RecvStream, SendStream};
@@ -138,6 +138,9 @@ impl<R: RecvStream> SetupRead<R> {
                 .poll_message(waiter, |buf| Setup::decode(buf, version))
             {
                 Poll::Ready(Ok(Some(setup))) => {
+                    if cx.side == Side::Server {
+                        authorize(cx, &setup)?;
+                    }
                     self.received = true;
                     cx.setup_received = true;
                     cx.sources_changed = true;
@@ -160,6 +163,23 @@ impl<R: RecvStream> SetupRead<R> {
             }
         }
     }
+}
+
+/// Runs a server's authorization hook on the client's SETUP: the session's origins are
+/// the hook's, and its announce request goes out now that it knows where they go.
+fn authorize(cx: &mut Context, setup: &Setup) -> Result<(), Error> {
+    let Some(hook) = cx.config.authorize.take() else {
+        return Ok(());
+    };
+    let origins = hook.decide(setup)?;
+    cx.config.publish = origins.publish;
+    cx.config.subscribe = origins.subscribe;
+    if cx.config.subscribe.is_some() {
+        let prefix = cx.config.subscribe_prefix.clone();
+        cx.opens
+            .push_back(Open::AnnounceDiscover(AnnounceDiscover::new(prefix)));
+    }
+    Ok(())
 }
 
 impl<R: RecvStream> UniIncoming<R> {
@@ -256,9 +276,22 @@ impl<S: SendStream, R: RecvStream> BidiIncoming<S, R> {
             BidiStream::Track if cx.config.publish.is_some() => {
                 Step::Become(Box::new(Task::TrackServe(TrackServe::new(writer, reader))))
             }
-            BidiStream::Subscribe if cx.config.publish.is_some() => Step::Become(Box::new(
-                Task::SubscribeServe(SubscribeServe::new(writer, reader)),
-            )),
+            BidiStream::Subscribe if cx.config.publish.is_some() => {
+                match SubscriptionSlot::take(&cx.subscriptions, cx.config.max_subscriptions) {
+                    Some(slot) => {
+                        cx.counters.subscriptions_served += 1;
+                        Step::Become(Box::new(Task::SubscribeServe(SubscribeServe::new(
+                            writer, reader, slot,
+                        ))))
+                    }
+                    None => {
+                        // Over the limit: this subscription is refused, the session goes on.
+                        cx.counters.subscriptions_refused += 1;
+                        refuse(&mut writer, &mut reader, Error::BoundsExceeded);
+                        Step::Done
+                    }
+                }
+            }
             BidiStream::Fetch if cx.config.publish.is_some() => {
                 Step::Become(Box::new(Task::FetchServe(FetchServe::new(writer, reader))))
             }

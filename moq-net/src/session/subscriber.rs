@@ -168,7 +168,9 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                     // replaces the old one.
                     let broadcast = BroadcastProducer::on_demand();
                     broadcast.set_hops(route);
-                    origin.publish(path.clone(), &broadcast);
+                    // A path outside what this session may publish (a relay hands it a
+                    // scoped origin) refuses the whole session: spec, Unauthorized.
+                    origin.publish(path.clone(), &broadcast)?;
                     let generation = cx.next_remote;
                     cx.next_remote += 1;
                     let replaced = cx.remote.insert(
@@ -470,6 +472,8 @@ impl<R: RecvStream> GroupRead<R> {
                     route.arrived += 1;
                 }
                 Ok(Some(GroupItem::Frame { timestamp, payload })) => {
+                    cx.counters.frames_received += 1;
+                    cx.counters.payload_bytes_received += payload.len() as u64;
                     if let Some(group) = self.group.as_mut() {
                         group.write(timestamp, payload);
                     }

@@ -1,0 +1,214 @@
+//! A relay's per-session authorization and limits, in virtual time: the `authorize` hook
+//! deciding from the client's SETUP, scoped origins keeping a session inside its rights,
+//! and the subscription limit.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use moq_net::Error;
+use moq_net::model::{BroadcastProducer, Origin, Track};
+use moq_net::runtime::test::{LinkConfig, TestRuntime, seeded};
+use moq_net::session::{self, Authorize, Origins, Session, SessionConfig};
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// A relay whose sessions are authorized by their SETUP path: `/room?token=ok-alice` may
+/// publish `room/alice` and read all of `room`; anything else is refused.
+struct Relay {
+    origin: Origin,
+    sessions: Vec<Session>,
+}
+
+impl Relay {
+    fn new() -> Self {
+        Self {
+            origin: Origin::new(),
+            sessions: Vec::new(),
+        }
+    }
+
+    fn config(&self) -> SessionConfig {
+        let origin = self.origin.clone();
+        SessionConfig {
+            authorize: Some(Authorize::new(move |setup| match setup.path.as_deref() {
+                Some("/room?token=ok-alice") => Ok(Origins {
+                    publish: Some(origin.scope("room", [""])),
+                    subscribe: Some(origin.scope("room", ["alice"])),
+                }),
+                _ => Err(Error::Unauthorized),
+            })),
+            ..SessionConfig::default()
+        }
+    }
+
+    /// Connects a client sending `path` in its SETUP.
+    fn connect(&mut self, runtime: &TestRuntime, path: &str, client: SessionConfig) -> Session {
+        let (client_end, relay_end) = runtime.connect(LinkConfig::default());
+        self.sessions
+            .push(session::accept(runtime.clone(), relay_end, self.config()));
+        session::connect(
+            runtime.clone(),
+            client_end,
+            SessionConfig {
+                path: Some(path.to_owned()),
+                ..client
+            },
+        )
+    }
+}
+
+/// A client publishing one broadcast at `path` (relative to where it connects).
+fn publishing(path: &str) -> (SessionConfig, BroadcastProducer) {
+    let origin = Origin::new();
+    let broadcast = BroadcastProducer::new();
+    origin.publish(path, &broadcast).unwrap();
+    let config = SessionConfig {
+        publish: Some(origin),
+        ..SessionConfig::default()
+    };
+    (config, broadcast)
+}
+
+fn close_reason(runtime: &TestRuntime, session: &Session) -> Option<Error> {
+    if !runtime.run_until(SECOND, || session.is_closed()) {
+        return None;
+    }
+    let session = session.clone();
+    Some(runtime.block_on(SECOND, async move { session.closed().await }))
+}
+
+#[test]
+fn a_client_the_hook_refuses_is_closed_with_unauthorized_and_others_carry_on() {
+    seeded(101, |runtime| {
+        let mut relay = Relay::new();
+        let (config, _intruder) = publishing("alice");
+        let refused = relay.connect(runtime, "/room?token=forged", config);
+        let (config, _alice) = publishing("alice");
+        let allowed = relay.connect(runtime, "/room?token=ok-alice", config);
+
+        assert_eq!(close_reason(runtime, &refused), Some(Error::Unauthorized));
+        assert!(
+            runtime.run_until(SECOND, || relay
+                .origin
+                .consume_broadcast("room/alice")
+                .is_some()),
+            "the authorized client's broadcast reaches the relay, under the connection's root"
+        );
+        assert!(!allowed.is_closed());
+        assert_eq!(relay.origin.paths(""), ["room/alice".into()]);
+    });
+}
+
+#[test]
+fn a_client_announcing_outside_its_scope_is_closed_and_nothing_of_it_is_published() {
+    seeded(102, |runtime| {
+        let mut relay = Relay::new();
+        let (config, _bob) = publishing("bob");
+        let session = relay.connect(runtime, "/room?token=ok-alice", config);
+        assert_eq!(close_reason(runtime, &session), Some(Error::Unauthorized));
+        assert!(relay.origin.paths("").is_empty());
+    });
+}
+
+#[test]
+fn a_scoped_subscriber_sees_only_its_root_with_paths_relative_to_it() {
+    seeded(103, |runtime| {
+        let mut relay = Relay::new();
+        let lobby = BroadcastProducer::new();
+        relay.origin.publish("lobby/x", &lobby).unwrap();
+        let (config, _alice) = publishing("alice");
+        let _alice_session = relay.connect(runtime, "/room?token=ok-alice", config);
+
+        let seen = Origin::new();
+        let _reader = relay.connect(
+            runtime,
+            "/room?token=ok-alice",
+            SessionConfig {
+                subscribe: Some(seen.clone()),
+                ..SessionConfig::default()
+            },
+        );
+        assert!(runtime.run_until(SECOND, || seen.consume_broadcast("alice").is_some()));
+        runtime.run_until_stalled();
+        assert_eq!(seen.paths(""), ["alice".into()], "nothing from the lobby");
+    });
+}
+
+#[test]
+fn a_subscription_over_the_limit_is_refused_on_its_stream_and_the_session_goes_on() {
+    seeded(104, |runtime| {
+        // The publisher serves two tracks; its session allows the relay one subscription.
+        let origin = Origin::new();
+        let broadcast = BroadcastProducer::new();
+        let mut first = broadcast.create_track(Track::new("first"));
+        let _second = broadcast.create_track(Track::new("second"));
+        origin.publish("live", &broadcast).unwrap();
+        let (publisher_end, subscriber_end) = runtime.connect(LinkConfig::default());
+        let publisher = session::accept(
+            runtime.clone(),
+            publisher_end,
+            SessionConfig {
+                publish: Some(origin),
+                max_subscriptions: 1,
+                ..SessionConfig::default()
+            },
+        );
+        let seen = Origin::new();
+        let _subscriber = session::connect(
+            runtime.clone(),
+            subscriber_end,
+            SessionConfig {
+                subscribe: Some(seen.clone()),
+                ..SessionConfig::default()
+            },
+        );
+        assert!(runtime.run_until(SECOND, || seen.consume_broadcast("live").is_some()));
+        let remote = seen.consume_broadcast("live").expect("announced");
+
+        let outcomes: Rc<RefCell<Vec<(String, Result<usize, Error>)>>> = Rc::default();
+        for name in ["first", "second"] {
+            let (remote, sink) = (remote.clone(), outcomes.clone());
+            runtime.spawn_task(async move {
+                let outcome = match remote.subscribe_track(name).await {
+                    Err(error) => Err(error),
+                    Ok(mut track) => match track.next_group().await {
+                        Ok(Some(mut group)) => match group.read_frame().await {
+                            Ok(Some(frame)) => Ok(frame.payload.len()),
+                            Ok(None) => Ok(0),
+                            Err(error) => Err(error),
+                        },
+                        Ok(None) => Ok(0),
+                        Err(error) => Err(error),
+                    },
+                };
+                sink.borrow_mut().push((name.to_owned(), outcome));
+            });
+            // One at a time, so that `first` is the one holding the slot.
+            assert!(runtime.run_until(SECOND, || {
+                let counters = publisher.counters();
+                counters.subscriptions_served + counters.subscriptions_refused
+                    == if name == "first" { 1 } else { 2 }
+            }));
+        }
+        let mut group = first.append_group();
+        group.write(0, "hello");
+        group.finish();
+        assert!(runtime.run_until(SECOND, || outcomes.borrow().len() == 2));
+        let mut outcomes = outcomes.borrow().clone();
+        outcomes.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            outcomes,
+            [
+                ("first".to_owned(), Ok(5)),
+                ("second".to_owned(), Err(Error::BoundsExceeded))
+            ]
+        );
+        let counters = publisher.counters();
+        assert_eq!(counters.subscriptions_served, 1);
+        assert_eq!(counters.subscriptions_refused, 1);
+        assert_eq!(counters.frames_sent, 1);
+        assert_eq!(counters.payload_bytes_sent, 5);
+        assert!(!publisher.is_closed());
+    });
+}
