@@ -13,6 +13,9 @@ use moq_net::session::{self, Authorize, Origins, Session, SessionConfig};
 
 const SECOND: Duration = Duration::from_secs(1);
 
+/// A subscription's track name, and the first frame's size or the error it ended with.
+type Outcome = (String, Result<usize, Error>);
+
 /// A relay whose sessions are authorized by their SETUP path: `/room?token=ok-alice` may
 /// publish `room/alice` and read all of `room`; anything else is refused.
 struct Relay {
@@ -166,7 +169,7 @@ fn a_subscription_over_the_limit_is_refused_on_its_stream_and_the_session_goes_o
         assert!(runtime.run_until(SECOND, || seen.consume_broadcast("live").is_some()));
         let remote = seen.consume_broadcast("live").expect("announced");
 
-        let outcomes: Rc<RefCell<Vec<(String, Result<usize, Error>)>>> = Rc::default();
+        let outcomes: Rc<RefCell<Vec<Outcome>>> = Rc::default();
         for name in ["first", "second"] {
             let (remote, sink) = (remote.clone(), outcomes.clone());
             runtime.spawn_task(async move {
