@@ -526,6 +526,8 @@ impl<R: Runtime> SessionMachine<R> {
             self.own.woken.store(true, Ordering::Release);
         }
         *self.shared.stats.lock() = self.transport.stats();
+        self.context.counters.subscriptions_active =
+            self.context.subscriptions.load(Ordering::Relaxed) as u64;
         *self.shared.counters.lock() = self.context.counters;
         if let Some(setup) = self.context.peer_setup.take() {
             self.shared

@@ -74,6 +74,9 @@ pub struct SessionConfig {
     /// The most subscriptions the peer may hold open at once; one more is refused with
     /// [`Error::BoundsExceeded`] on its own stream, the session going on.
     pub max_subscriptions: usize,
+    /// Groups kept for late joiners in each track this session receives from the peer
+    /// (a relay's cache per upstream track).
+    pub cache_groups: usize,
 }
 
 /// What a session serves ([`publish`](Origins::publish)) and fills
@@ -116,7 +119,7 @@ impl std::fmt::Debug for Authorize {
 impl Default for SessionConfig {
     /// moq-lite-05, serving and subscribing to nothing, 16 MiB frames, 1 s for trailing
     /// groups, 1 s of linger for unused subscriptions, no authorization hook, 1,000
-    /// subscriptions per session.
+    /// subscriptions per session, 32 groups cached per received track.
     fn default() -> Self {
         Self {
             version: Version::Lite05,
@@ -130,6 +133,7 @@ impl Default for SessionConfig {
             unused_track_linger: std::time::Duration::from_secs(1),
             authorize: None,
             max_subscriptions: 1000,
+            cache_groups: 32,
         }
     }
 }
@@ -149,6 +153,8 @@ pub struct SessionCounters {
     pub subscriptions_served: u64,
     /// The peer's subscriptions refused for [`SessionConfig::max_subscriptions`].
     pub subscriptions_refused: u64,
+    /// The peer's subscriptions being served now.
+    pub subscriptions_active: u64,
 }
 
 /// Which end of the connection a session is.

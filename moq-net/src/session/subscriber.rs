@@ -301,6 +301,7 @@ impl<S: SendStream, R: RecvStream> TrackQuery<S, R> {
         track.ordered = info.ordered;
         track.max_latency = info.max_latency;
         track.timescale = info.timescale.get();
+        track.cache_groups = cx.config.cache_groups;
         let producer = request.serve(track);
         cx.opens.push_back(Open::Subscribe(SubscribePlan {
             path: self.path.clone(),

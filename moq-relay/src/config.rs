@@ -1,0 +1,344 @@
+//! The relay's configuration: a TOML file, overridden field by field from the command line.
+//!
+//! Every field has a default, so a relay runs with no file at all. A key the relay does
+//! not know, or a value of the wrong type, is an error that names the key; so is a value
+//! that parses but cannot work (zero sessions, a certificate without its key).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Everything a relay is told.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Where it listens and how.
+    pub server: ServerSection,
+    /// Its certificate.
+    pub tls: TlsSection,
+    /// The HTTP side: metrics and the certificate fingerprint.
+    pub http: HttpSection,
+    /// Who may publish and subscribe to what.
+    pub auth: AuthSection,
+    /// What protects it from too much.
+    pub limits: LimitsSection,
+    /// How it stops.
+    pub shutdown: ShutdownSection,
+}
+
+/// `[server]`
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerSection {
+    /// The UDP address for both bindings (raw QUIC and WebTransport).
+    pub bind: SocketAddr,
+    /// The driver that owns the sockets.
+    pub driver: Driver,
+}
+
+impl Default for ServerSection {
+    /// `[::]:4443` on the tokio driver.
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::from(([0u16; 8], 4443)),
+            driver: Driver::Tokio,
+        }
+    }
+}
+
+/// Which driver runs the relay's sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Driver {
+    /// tokio's work-stealing pool: portable.
+    Tokio,
+}
+
+/// `[tls]`: PEM files, or nothing for a self-signed certificate.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsSection {
+    /// The certificate chain, PEM, leaf first.
+    pub cert: Option<PathBuf>,
+    /// Its private key, PEM.
+    pub key: Option<PathBuf>,
+    /// The names a self-signed certificate is made for.
+    pub names: Vec<String>,
+}
+
+impl Default for TlsSection {
+    /// Self-signed for `localhost`, `127.0.0.1` and `::1`.
+    fn default() -> Self {
+        Self {
+            cert: None,
+            key: None,
+            names: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+        }
+    }
+}
+
+/// `[http]`
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpSection {
+    /// The TCP address serving `/metrics` and `/certificate.sha256`; `None` means the
+    /// relay's own address and port (over TCP).
+    pub bind: Option<SocketAddr>,
+    /// Whether to serve HTTP at all.
+    pub enabled: bool,
+}
+
+impl Default for HttpSection {
+    fn default() -> Self {
+        Self {
+            bind: None,
+            enabled: true,
+        }
+    }
+}
+
+/// `[auth]`
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthSection {
+    /// The key tokens are verified with: a JWK file (JSON, or base64url of the JSON), HMAC
+    /// (`oct`, HS256/384/512) or Ed25519 (`OKP`, EdDSA). Without one, every path is
+    /// public and tokens are not needed.
+    pub key: Option<PathBuf>,
+    /// Path prefixes anyone may publish and subscribe under without a token. Defaults to
+    /// everything when no key is set, and to nothing when one is.
+    pub public: Option<Vec<String>>,
+}
+
+/// `[limits]`
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsSection {
+    /// The most sessions at once; one more is refused.
+    pub max_sessions: usize,
+    /// The most subscriptions one session may hold; one more is refused on its stream.
+    pub max_subscriptions_per_session: usize,
+    /// The largest frame accepted from a publisher, in bytes; a larger one closes its
+    /// session.
+    pub max_frame_size: u64,
+    /// Groups of each track kept for late joiners.
+    pub cache_groups_per_track: usize,
+    /// Closes a connection silent this long, in seconds.
+    pub idle_timeout_secs: u64,
+}
+
+impl Default for LimitsSection {
+    fn default() -> Self {
+        Self {
+            max_sessions: 10_000,
+            max_subscriptions_per_session: 1000,
+            max_frame_size: 16 << 20,
+            cache_groups_per_track: 32,
+            idle_timeout_secs: 30,
+        }
+    }
+}
+
+/// `[shutdown]`
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShutdownSection {
+    /// After SIGTERM or SIGINT and GOAWAY to every session, how long sessions may take to
+    /// leave before the relay closes them and exits, in seconds.
+    pub drain_secs: f64,
+}
+
+impl Default for ShutdownSection {
+    fn default() -> Self {
+        Self { drain_secs: 5.0 }
+    }
+}
+
+/// A configuration that could not be read or would not work.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this configuration (an unknown key, a value of the
+    /// wrong type); the message shows the line and names the key.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The TOML parser's message, with the offending line.
+        message: String,
+    },
+    /// A value that parses but cannot work.
+    #[error("`{key}`: {problem}")]
+    Invalid {
+        /// The key, as `section.field`.
+        key: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+impl Config {
+    /// Reads a configuration file.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_toml(&text).map_err(|message| ConfigError::Parse {
+            path: path.to_owned(),
+            message,
+        })
+    }
+
+    /// Parses a configuration from TOML text; the error is the parser's message.
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|error| error.to_string().trim_end().to_owned())
+    }
+
+    /// Checks the values that parse but cannot work.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, problem: &str| {
+            Err(ConfigError::Invalid {
+                key,
+                problem: problem.to_owned(),
+            })
+        };
+        match (&self.tls.cert, &self.tls.key) {
+            (Some(_), None) => return invalid("tls.key", "`tls.cert` is set, its key is not"),
+            (None, Some(_)) => return invalid("tls.cert", "`tls.key` is set, its chain is not"),
+            (None, None) if self.tls.names.is_empty() => {
+                return invalid("tls.names", "a self-signed certificate needs a name");
+            }
+            _ => {}
+        }
+        if self.limits.max_sessions == 0 {
+            return invalid("limits.max_sessions", "must be at least 1");
+        }
+        if self.limits.max_subscriptions_per_session == 0 {
+            return invalid("limits.max_subscriptions_per_session", "must be at least 1");
+        }
+        if self.limits.max_frame_size == 0 {
+            return invalid("limits.max_frame_size", "must be at least 1 byte");
+        }
+        if self.limits.cache_groups_per_track == 0 {
+            return invalid("limits.cache_groups_per_track", "must be at least 1");
+        }
+        if self.limits.idle_timeout_secs == 0 {
+            return invalid("limits.idle_timeout_secs", "must be at least 1 second");
+        }
+        if !(self.shutdown.drain_secs.is_finite() && self.shutdown.drain_secs >= 0.0) {
+            return invalid(
+                "shutdown.drain_secs",
+                "must be a number of seconds, 0 or more",
+            );
+        }
+        Ok(())
+    }
+
+    /// The drain deadline as a duration.
+    pub fn drain(&self) -> Duration {
+        Duration::from_secs_f64(self.shutdown.drain_secs.max(0.0))
+    }
+
+    /// The public prefixes in effect: the configured ones, or everything without a key.
+    pub fn public_prefixes(&self) -> Vec<String> {
+        match (&self.auth.public, &self.auth.key) {
+            (Some(public), _) => public.clone(),
+            (None, None) => vec![String::new()],
+            (None, Some(_)) => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_file_means_the_defaults_and_the_defaults_are_valid() {
+        let config = Config::from_toml("").unwrap();
+        assert_eq!(config, Config::default());
+        config.validate().unwrap();
+        assert_eq!(
+            config.public_prefixes(),
+            [""],
+            "no key: everything is public"
+        );
+    }
+
+    #[test]
+    fn a_full_file_parses() {
+        let config = Config::from_toml(
+            r#"
+            [server]
+            bind = "127.0.0.1:5000"
+            driver = "tokio"
+            [tls]
+            names = ["relay.example"]
+            [http]
+            bind = "127.0.0.1:8080"
+            [auth]
+            key = "root.jwk"
+            public = ["anon"]
+            [limits]
+            max_sessions = 10
+            max_subscriptions_per_session = 5
+            max_frame_size = 1000
+            cache_groups_per_track = 4
+            idle_timeout_secs = 10
+            [shutdown]
+            drain_secs = 1.5
+            "#,
+        )
+        .unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.server.bind, "127.0.0.1:5000".parse().unwrap());
+        assert_eq!(config.limits.max_sessions, 10);
+        assert_eq!(config.public_prefixes(), ["anon"]);
+        assert_eq!(config.drain(), Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn an_unknown_key_is_named() {
+        let error = Config::from_toml("[limits]\nmax_sesions = 3\n").unwrap_err();
+        assert!(error.contains("max_sesions"), "{error}");
+        let error = Config::from_toml("[limit]\n").unwrap_err();
+        assert!(error.contains("limit"), "{error}");
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_shows_its_key() {
+        let error = Config::from_toml("[limits]\nmax_sessions = \"many\"\n").unwrap_err();
+        assert!(error.contains("max_sessions"), "{error}");
+        let error = Config::from_toml("[server]\ndriver = \"uring\"\n").unwrap_err();
+        assert!(error.contains("driver"), "{error}");
+    }
+
+    #[test]
+    fn a_value_that_cannot_work_names_its_key() {
+        let mut config = Config::default();
+        config.limits.max_sessions = 0;
+        let error = config.validate().unwrap_err().to_string();
+        assert!(error.starts_with("`limits.max_sessions`"), "{error}");
+        let mut config = Config::default();
+        config.tls.cert = Some("chain.pem".into());
+        let error = config.validate().unwrap_err().to_string();
+        assert!(error.starts_with("`tls.key`"), "{error}");
+    }
+
+    #[test]
+    fn a_key_without_public_prefixes_makes_nothing_public() {
+        let mut config = Config::default();
+        config.auth.key = Some("root.jwk".into());
+        assert!(config.public_prefixes().is_empty());
+    }
+}

@@ -1,0 +1,30 @@
+//! # moq-relay: a MoQ relay
+//!
+//! This crate **is** the relay that fans moq-lite broadcasts out between sessions: one UDP
+//! port for raw QUIC and WebTransport, one shared [`Origin`](moq_net::model::Origin) that
+//! every session publishes into and subscribes from (upstream subscriptions shared by all
+//! downstream subscribers of a track, cancelled a moment after the last one leaves), token
+//! [`auth`] scoping what each session may publish and subscribe to, Prometheus
+//! [`metrics`] over HTTP, and a graceful stop (GOAWAY, drain, exit).
+//!
+//! It **is not** the protocol (that is `moq_net`) nor a socket driver (that is
+//! `moq_tokio`): it is the policy around them. The `moq-relay` binary is a thin command
+//! line over [`Relay`]; an application can run one in-process the same way:
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), moq_relay::RelayError> {
+//! let config = moq_relay::Config::default();
+//! let relay = moq_relay::Relay::bind(&config).await?;
+//! println!("relay on {}, certificate {}", relay.local_addr(), relay.fingerprint());
+//! relay.run(async { let _ = tokio::signal::ctrl_c().await; }).await;
+//! # Ok(()) }
+//! ```
+
+pub mod auth;
+pub mod config;
+mod http;
+pub mod metrics;
+mod relay;
+
+pub use config::Config;
+pub use relay::{Relay, RelayError};

@@ -1,0 +1,297 @@
+//! `moq-relay`: the relay binary. `moq-relay --help` says how to run it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::{Args, Parser, Subcommand};
+use moq_relay::auth::{Claims, Key, KeyAlgorithm};
+use moq_relay::config::Driver;
+use moq_relay::{Config, Relay};
+
+/// A Media over QUIC relay: publishers and subscribers connect over raw QUIC
+/// (moqt://host:port/path) or WebTransport (https://host:port/path), both on one UDP port,
+/// and every broadcast published is relayed to everyone allowed to subscribe to it.
+///
+/// With no options it listens on [::]:4443 with a self-signed certificate (its SHA-256
+/// fingerprint is printed, and served at http://host:4443/certificate.sha256 for browsers
+/// to pin), lets anyone publish and subscribe, and serves Prometheus metrics at
+/// http://host:4443/metrics. Set `auth.key` to require tokens (see `moq-relay token`).
+///
+/// Settings come from a TOML file (--config) and then from the flags, which win. The file
+/// has sections [server], [tls], [http], [auth], [limits] and [shutdown]; see
+/// moq-relay/relay.example.toml.
+#[derive(Debug, Parser)]
+#[command(name = "moq-relay", version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Runs the relay (the default when no command is given).
+    Serve(ServeArgs),
+    /// Makes a new key for signing tokens (JWK). For EdDSA, --public writes the
+    /// verify-only half, which is all a relay needs.
+    Key(KeyArgs),
+    /// Signs a token granting publish and subscribe rights under a root path. The client
+    /// adds it to its URL: moqt://relay:4443/ROOT?jwt=TOKEN.
+    Token(TokenArgs),
+}
+
+/// Flags override the file's values.
+#[derive(Debug, Args, Default)]
+struct ServeArgs {
+    /// A TOML configuration file.
+    #[arg(long, short, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// UDP address for both bindings [default: [::]:4443].
+    #[arg(long, value_name = "ADDR")]
+    bind: Option<SocketAddr>,
+    /// The socket driver [default: tokio].
+    #[arg(long, value_enum)]
+    driver: Option<Driver>,
+    /// Certificate chain (PEM); with --tls-key, instead of a self-signed certificate.
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// A name for the self-signed certificate (repeatable) [default: localhost, 127.0.0.1, ::1].
+    #[arg(long, value_name = "NAME")]
+    tls_name: Vec<String>,
+    /// TCP address for /metrics and /certificate.sha256 [default: the UDP address].
+    #[arg(long, value_name = "ADDR")]
+    http_bind: Option<SocketAddr>,
+    /// Serve no HTTP at all.
+    #[arg(long)]
+    no_http: bool,
+    /// The key tokens must be signed with (a JWK file); without one, everything is public.
+    #[arg(long, value_name = "FILE")]
+    auth_key: Option<PathBuf>,
+    /// A path prefix anyone may use without a token (repeatable; "" for everything).
+    #[arg(long, value_name = "PREFIX")]
+    auth_public: Vec<String>,
+    /// The most sessions at once [default: 10000].
+    #[arg(long, value_name = "N")]
+    max_sessions: Option<usize>,
+    /// The most subscriptions per session [default: 1000].
+    #[arg(long, value_name = "N")]
+    max_subscriptions: Option<usize>,
+    /// The largest frame accepted, in bytes [default: 16777216].
+    #[arg(long, value_name = "BYTES")]
+    max_frame_size: Option<u64>,
+    /// Groups cached per track for late joiners [default: 32].
+    #[arg(long, value_name = "N")]
+    cache_groups: Option<usize>,
+    /// Seconds sessions get to leave after SIGTERM/SIGINT [default: 5].
+    #[arg(long, value_name = "SECONDS")]
+    drain: Option<f64>,
+    /// Write the certificate's fingerprint to this file once listening (for scripts).
+    #[arg(long, value_name = "FILE")]
+    fingerprint_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct KeyArgs {
+    /// The signing algorithm.
+    #[arg(long, value_enum, default_value = "hs256")]
+    algorithm: KeyAlgorithm,
+    /// Where to write the key (it can sign: keep it secret).
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// EdDSA only: where to write the verify-only key to give the relay.
+    #[arg(long, value_name = "FILE")]
+    public: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct TokenArgs {
+    /// The signing key (a JWK file with its private half).
+    #[arg(long, value_name = "FILE")]
+    key: PathBuf,
+    /// The path prefix the grants below are relative to; the client connects at or under it.
+    #[arg(long, default_value = "")]
+    root: String,
+    /// A prefix (relative to --root) the holder may publish under (repeatable; "" for all).
+    #[arg(long, value_name = "PREFIX")]
+    publish: Vec<String>,
+    /// A prefix (relative to --root) the holder may subscribe to (repeatable; "" for all).
+    #[arg(long, value_name = "PREFIX")]
+    subscribe: Vec<String>,
+    /// Seconds until the token expires; 0 for never.
+    #[arg(long, default_value_t = 86400)]
+    expires_in: u64,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        None => serve(cli.serve),
+        Some(Command::Serve(args)) => serve(args),
+        Some(Command::Key(args)) => key(args),
+        Some(Command::Token(args)) => token(args),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("moq-relay: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(args: ServeArgs) -> Result<(), String> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = configure(&args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting tokio: {e}"))?;
+    runtime.block_on(async {
+        let relay = Relay::bind(&config).await.map_err(|e| e.to_string())?;
+        let fingerprint = relay.fingerprint();
+        tracing::info!(
+            udp = %relay.local_addr(),
+            http = ?relay.http_addr(),
+            %fingerprint,
+            "relay listening (raw QUIC and WebTransport)"
+        );
+        if let Some(path) = &args.fingerprint_file {
+            std::fs::write(path, fingerprint.to_string())
+                .map_err(|e| format!("writing {}: {e}", path.display()))?;
+        }
+        relay.run(shutdown_signal()).await;
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+/// The file's configuration with the flags applied on top.
+fn configure(args: &ServeArgs) -> Result<Config, String> {
+    let mut config = match &args.config {
+        Some(path) => Config::from_file(path).map_err(|e| e.to_string())?,
+        None => Config::default(),
+    };
+    if let Some(bind) = args.bind {
+        config.server.bind = bind;
+    }
+    if let Some(driver) = args.driver {
+        config.server.driver = driver;
+    }
+    if args.tls_cert.is_some() {
+        config.tls.cert = args.tls_cert.clone();
+    }
+    if args.tls_key.is_some() {
+        config.tls.key = args.tls_key.clone();
+    }
+    if !args.tls_name.is_empty() {
+        config.tls.names = args.tls_name.clone();
+    }
+    if args.http_bind.is_some() {
+        config.http.bind = args.http_bind;
+    }
+    if args.no_http {
+        config.http.enabled = false;
+    }
+    if args.auth_key.is_some() {
+        config.auth.key = args.auth_key.clone();
+    }
+    if !args.auth_public.is_empty() {
+        config.auth.public = Some(args.auth_public.clone());
+    }
+    if let Some(n) = args.max_sessions {
+        config.limits.max_sessions = n;
+    }
+    if let Some(n) = args.max_subscriptions {
+        config.limits.max_subscriptions_per_session = n;
+    }
+    if let Some(n) = args.max_frame_size {
+        config.limits.max_frame_size = n;
+    }
+    if let Some(n) = args.cache_groups {
+        config.limits.cache_groups_per_track = n;
+    }
+    if let Some(seconds) = args.drain {
+        config.shutdown.drain_secs = seconds;
+    }
+    config.validate().map_err(|e| e.to_string())?;
+    Ok(config)
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot listen for signals; stop the relay with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = int.recv() => tracing::info!("SIGINT"),
+    }
+}
+
+fn key(args: KeyArgs) -> Result<(), String> {
+    let key = Key::generate(args.algorithm).map_err(|e| e.to_string())?;
+    write_secret(&args.out, &key.to_json())?;
+    if let Some(path) = &args.public {
+        let public = key
+            .public_json()
+            .ok_or("--public: an HMAC key has no public half; give the relay the key itself")?;
+        std::fs::write(path, public).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Writes a file only its owner can read.
+fn write_secret(path: &std::path::Path, text: &str) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    file.write_all(text.as_bytes())
+        .map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+fn token(args: TokenArgs) -> Result<(), String> {
+    if args.publish.is_empty() && args.subscribe.is_empty() {
+        return Err("a token needs at least one --publish or --subscribe".into());
+    }
+    let key = Key::from_file(&args.key).map_err(|e| e.to_string())?;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_secs();
+    let claims = Claims {
+        root: args.root,
+        publish: args.publish,
+        subscribe: args.subscribe,
+        expires: (args.expires_in > 0).then(|| now + args.expires_in),
+        issued: Some(now),
+    };
+    let token = key.sign(&claims).map_err(|e| e.to_string())?;
+    #[allow(clippy::print_stdout)]
+    {
+        println!("{token}");
+    }
+    Ok(())
+}

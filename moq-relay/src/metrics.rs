@@ -1,0 +1,276 @@
+//! The relay's counters, and their Prometheus text rendering for `/metrics`.
+//!
+//! Session counters (frames, bytes, subscriptions) live in each session and are summed at
+//! scrape time over the sessions still open, plus what closed sessions left behind: the
+//! hot path adds nothing for metrics.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::Mutex;
+
+use moq_net::Error;
+use moq_net::model::Origin;
+use moq_net::session::{Session, SessionCounters};
+use moq_net::transport::TransportStats;
+
+/// Why a connection was refused before it had a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Refusal {
+    /// Its token (or lack of one) does not allow it.
+    Unauthorized,
+    /// `limits.max_sessions` were open.
+    TooManySessions,
+}
+
+impl Refusal {
+    fn label(self) -> &'static str {
+        match self {
+            Refusal::Unauthorized => "unauthorized",
+            Refusal::TooManySessions => "too_many_sessions",
+        }
+    }
+}
+
+/// Everything `/metrics` shows.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    live: HashMap<u64, Session>,
+    opened: u64,
+    /// What closed sessions counted, summed.
+    closed: Totals,
+    /// Closed sessions by the error they ended with.
+    ended: BTreeMap<String, u64>,
+    refused: BTreeMap<Refusal, u64>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Totals {
+    counters: SessionCounters,
+    bytes_sent: u64,
+    bytes_received: u64,
+    packets_lost: u64,
+}
+
+impl Totals {
+    fn add(&mut self, counters: SessionCounters, stats: TransportStats) {
+        let c = &mut self.counters;
+        c.frames_sent += counters.frames_sent;
+        c.frames_received += counters.frames_received;
+        c.payload_bytes_sent += counters.payload_bytes_sent;
+        c.payload_bytes_received += counters.payload_bytes_received;
+        c.subscriptions_served += counters.subscriptions_served;
+        c.subscriptions_refused += counters.subscriptions_refused;
+        c.subscriptions_active += counters.subscriptions_active;
+        self.bytes_sent += stats.bytes_sent;
+        self.bytes_received += stats.bytes_received;
+        self.packets_lost += stats.packets_lost;
+    }
+}
+
+impl Metrics {
+    /// Counts a session that opened; its counters are read until it closes.
+    pub fn opened(&self, id: u64, session: Session) {
+        let mut state = self.lock();
+        state.opened += 1;
+        state.live.insert(id, session);
+    }
+
+    /// Counts a session that closed with `error`, keeping what it counted.
+    pub fn closed(&self, id: u64, error: Error) {
+        let mut state = self.lock();
+        if let Some(session) = state.live.remove(&id) {
+            let (counters, stats) = (session.counters(), session.stats());
+            state.closed.add(counters, stats);
+        }
+        *state.ended.entry(error_label(error)).or_default() += 1;
+    }
+
+    /// Counts a refused connection.
+    pub fn refused(&self, why: Refusal) {
+        *self.lock().refused.entry(why).or_default() += 1;
+    }
+
+    /// The sessions open now.
+    pub fn live_sessions(&self) -> Vec<Session> {
+        self.lock().live.values().cloned().collect()
+    }
+
+    /// How many sessions are open now.
+    pub fn session_count(&self) -> usize {
+        self.lock().live.len()
+    }
+
+    /// The Prometheus text exposition of every counter, with `origin`'s broadcasts.
+    pub fn render(&self, origin: &Origin) -> String {
+        let state = self.lock();
+        let mut totals = state.closed;
+        let mut active = Totals::default();
+        for session in state.live.values() {
+            let (counters, stats) = (session.counters(), session.stats());
+            totals.add(counters, stats);
+            active.add(counters, stats);
+        }
+        let mut out = String::new();
+        let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, u64)]| {
+            let _ = writeln!(out, "# HELP moq_relay_{name} {help}");
+            let _ = writeln!(out, "# TYPE moq_relay_{name} {kind}");
+            for (labels, value) in samples {
+                let _ = writeln!(out, "moq_relay_{name}{labels} {value}");
+            }
+        };
+        let one = |value: u64| [(String::new(), value)];
+        let c = totals.counters;
+        metric(
+            "sessions",
+            "gauge",
+            "Sessions open now.",
+            &one(state.live.len() as u64),
+        );
+        metric(
+            "sessions_opened_total",
+            "counter",
+            "Sessions accepted.",
+            &one(state.opened),
+        );
+        let ended: Vec<_> = state
+            .ended
+            .iter()
+            .map(|(code, n)| (format!("{{error=\"{code}\"}}"), *n))
+            .collect();
+        metric(
+            "sessions_closed_total",
+            "counter",
+            "Sessions ended, by the error they ended with (cancelled is a normal close).",
+            &ended,
+        );
+        let refused: Vec<_> = state
+            .refused
+            .iter()
+            .map(|(why, n)| (format!("{{reason=\"{}\"}}", why.label()), *n))
+            .collect();
+        metric(
+            "connections_refused_total",
+            "counter",
+            "Connections refused before a session started.",
+            &refused,
+        );
+        metric(
+            "broadcasts",
+            "gauge",
+            "Broadcasts announced now.",
+            &one(origin.paths("").len() as u64),
+        );
+        metric(
+            "subscriptions",
+            "gauge",
+            "Subscriptions being served now.",
+            &one(active.counters.subscriptions_active),
+        );
+        metric(
+            "subscriptions_total",
+            "counter",
+            "Subscriptions served.",
+            &one(c.subscriptions_served),
+        );
+        metric(
+            "subscriptions_refused_total",
+            "counter",
+            "Subscriptions refused for limits.max_subscriptions_per_session.",
+            &one(c.subscriptions_refused),
+        );
+        metric(
+            "frames_received_total",
+            "counter",
+            "Frames received from publishers.",
+            &one(c.frames_received),
+        );
+        metric(
+            "frames_sent_total",
+            "counter",
+            "Frames sent to subscribers.",
+            &one(c.frames_sent),
+        );
+        metric(
+            "payload_bytes_received_total",
+            "counter",
+            "Frame payload bytes received.",
+            &one(c.payload_bytes_received),
+        );
+        metric(
+            "payload_bytes_sent_total",
+            "counter",
+            "Frame payload bytes sent.",
+            &one(c.payload_bytes_sent),
+        );
+        metric(
+            "quic_bytes_received_total",
+            "counter",
+            "QUIC bytes received.",
+            &one(totals.bytes_received),
+        );
+        metric(
+            "quic_bytes_sent_total",
+            "counter",
+            "QUIC bytes sent, retransmissions included.",
+            &one(totals.bytes_sent),
+        );
+        metric(
+            "quic_packets_lost_total",
+            "counter",
+            "QUIC packets declared lost.",
+            &one(totals.packets_lost),
+        );
+        drop(state);
+        out
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A label for the error a session ended with: its name, stable across releases.
+fn error_label(error: Error) -> String {
+    match error {
+        Error::Cancel => "cancelled".into(),
+        Error::Closed => "closed".into(),
+        Error::Unauthorized => "unauthorized".into(),
+        Error::Timeout => "timeout".into(),
+        Error::Transport => "transport".into(),
+        Error::Decode => "decode".into(),
+        Error::ProtocolViolation => "protocol_violation".into(),
+        Error::FrameTooLarge => "frame_too_large".into(),
+        Error::BoundsExceeded => "bounds_exceeded".into(),
+        other => format!("code_{}", other.to_code()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exposition_has_help_type_and_labelled_samples() {
+        let metrics = Metrics::default();
+        metrics.refused(Refusal::Unauthorized);
+        metrics.refused(Refusal::Unauthorized);
+        metrics.closed(7, Error::Cancel);
+        let origin = Origin::new();
+        let broadcast = moq_net::model::BroadcastProducer::new();
+        origin.publish("a", &broadcast).unwrap();
+        let text = metrics.render(&origin);
+        assert!(text.contains("# TYPE moq_relay_sessions gauge\nmoq_relay_sessions 0\n"));
+        assert!(text.contains("moq_relay_connections_refused_total{reason=\"unauthorized\"} 2\n"));
+        assert!(text.contains("moq_relay_sessions_closed_total{error=\"cancelled\"} 1\n"));
+        assert!(text.contains("moq_relay_broadcasts 1\n"));
+        for line in text.lines().filter(|line| !line.starts_with('#')) {
+            let (_, value) = line.rsplit_once(' ').expect("name value");
+            value.parse::<u64>().expect("an integer sample");
+        }
+    }
+}

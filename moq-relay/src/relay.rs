@@ -1,0 +1,274 @@
+//! The relay: one UDP port for both bindings, one shared origin, a session per client
+//! scoped by its token, and a graceful stop.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use moq_net::model::{Origin, Path};
+use moq_net::session::{Authorize, Origins, Session, SessionConfig};
+use moq_runtime::tls::{Certificate, Fingerprint};
+use moq_runtime::webtransport::StatusCode;
+use moq_tokio::{Binding, Request, Server, ServerConfig};
+
+use crate::auth::{AuthError, Authorizer, Key};
+use crate::config::Config;
+use crate::http::HttpServer;
+use crate::metrics::{Metrics, Refusal};
+
+/// Why the relay could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    /// The configuration would not work.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The certificate could not be loaded or made.
+    #[error("tls: {0}")]
+    Tls(#[from] moq_runtime::tls::TlsError),
+    /// The auth key could not be loaded.
+    #[error("auth.key: {0}")]
+    Auth(#[from] AuthError),
+    /// The UDP port could not be bound.
+    #[error("server.bind: {0}")]
+    Bind(moq_tokio::Error),
+    /// The HTTP port could not be bound.
+    #[error("http.bind {address}: {source}")]
+    HttpBind {
+        /// The address.
+        address: SocketAddr,
+        /// What the system said.
+        source: std::io::Error,
+    },
+}
+
+/// A bound relay, ready to [`run`](Relay::run).
+#[derive(Debug)]
+pub struct Relay {
+    server: Server,
+    http: Option<HttpServer>,
+    origin: Origin,
+    authorizer: Arc<Authorizer>,
+    metrics: Arc<Metrics>,
+    fingerprint: Fingerprint,
+    session: SessionConfig,
+    max_sessions: usize,
+    drain: Duration,
+}
+
+impl Relay {
+    /// Loads the certificate and key, binds the UDP port (and the HTTP one), on the
+    /// current tokio runtime.
+    pub async fn bind(config: &Config) -> Result<Self, RelayError> {
+        config.validate()?;
+        let certificate = match (&config.tls.cert, &config.tls.key) {
+            (Some(cert), Some(key)) => Certificate::from_pem_files(cert, key)?,
+            _ => Certificate::self_signed(&config.tls.names)?,
+        };
+        let fingerprint = certificate.fingerprint();
+        let key = config.auth.key.as_deref().map(Key::from_file).transpose()?;
+        let authorizer = Arc::new(Authorizer::new(key, &config.public_prefixes()));
+        let session = SessionConfig {
+            max_frame_size: config.limits.max_frame_size,
+            max_subscriptions: config.limits.max_subscriptions_per_session,
+            cache_groups: config.limits.cache_groups_per_track,
+            origin_id: origin_id(),
+            ..SessionConfig::default()
+        };
+        let mut server_config = ServerConfig::new(config.server.bind, certificate, session.clone());
+        // A connection over the session limit must still reach us to be refused cleanly.
+        server_config.max_connections = config.limits.max_sessions.saturating_add(64);
+        server_config.idle_timeout_ms = config.limits.idle_timeout_secs.saturating_mul(1000);
+        let server = Server::bind(server_config)
+            .await
+            .map_err(RelayError::Bind)?;
+        let http = if config.http.enabled {
+            let address = config.http.bind.unwrap_or_else(|| server.local_addr());
+            let http = HttpServer::bind(address)
+                .await
+                .map_err(|source| RelayError::HttpBind { address, source })?;
+            Some(http)
+        } else {
+            None
+        };
+        Ok(Self {
+            server,
+            http,
+            origin: Origin::new(),
+            authorizer,
+            metrics: Arc::new(Metrics::default()),
+            fingerprint,
+            session,
+            max_sessions: config.limits.max_sessions,
+            drain: config.drain(),
+        })
+    }
+
+    /// The UDP address both bindings listen on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// The HTTP address, if HTTP is on.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http.as_ref().and_then(|http| http.local_addr().ok())
+    }
+
+    /// The certificate's SHA-256 fingerprint, for clients to pin.
+    pub fn fingerprint(&self) -> Fingerprint {
+        self.fingerprint
+    }
+
+    /// The origin every session shares.
+    pub fn origin(&self) -> &Origin {
+        &self.origin
+    }
+
+    /// Serves until `shutdown` completes, then drains: GOAWAY to every session, up to the
+    /// drain deadline for them to leave, and the rest closed.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        let hex: String = self
+            .fingerprint
+            .0
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let http = self
+            .http
+            .take()
+            .map(|http| http.spawn(self.metrics.clone(), self.origin.clone(), hex));
+        tokio::pin!(shutdown);
+        let mut next_id = 0u64;
+        loop {
+            tokio::select! {
+                request = self.server.accept() => match request {
+                    Some(request) => {
+                        next_id += 1;
+                        self.admit(next_id, request);
+                    }
+                    None => break,
+                },
+                () = &mut shutdown => break,
+            }
+        }
+        self.drain().await;
+        if let Some(http) = http {
+            http.abort();
+        }
+    }
+
+    /// Accepts or refuses one client.
+    fn admit(&self, id: u64, request: Request) {
+        let remote = request.remote_addr();
+        if self.metrics.session_count() >= self.max_sessions {
+            tracing::warn!(?remote, "refused: limits.max_sessions reached");
+            self.metrics.refused(Refusal::TooManySessions);
+            request.reject(
+                StatusCode::SERVICE_UNAVAILABLE,
+                moq_net::Error::BoundsExceeded,
+            );
+            return;
+        }
+        let session = match request.binding() {
+            // The path (and token) came with the CONNECT: decide now.
+            Binding::WebTransport => {
+                let path = request.path().unwrap_or_default();
+                match self
+                    .authorizer
+                    .authorize(&self.origin, &path, SystemTime::now())
+                {
+                    Ok(grant) => {
+                        tracing::info!(?remote, root = %grant.root, "webtransport session");
+                        request.accept_with(self.session_config(grant.origins, None))
+                    }
+                    Err(error) => {
+                        tracing::warn!(?remote, %error, "refused");
+                        self.metrics.refused(Refusal::Unauthorized);
+                        request.reject(StatusCode::FORBIDDEN, moq_net::Error::Unauthorized);
+                        return;
+                    }
+                }
+            }
+            // The path arrives in SETUP: the session decides when it does.
+            Binding::Quic => {
+                let (authorizer, origin, metrics) = (
+                    self.authorizer.clone(),
+                    self.origin.clone(),
+                    self.metrics.clone(),
+                );
+                let hook = Authorize::new(move |setup| {
+                    let path = setup.path.as_deref().unwrap_or("/");
+                    match authorizer.authorize(&origin, path, SystemTime::now()) {
+                        Ok(grant) => {
+                            tracing::info!(?remote, root = %grant.root, "quic session");
+                            Ok(grant.origins)
+                        }
+                        Err(error) => {
+                            tracing::warn!(?remote, %error, "refused");
+                            metrics.refused(Refusal::Unauthorized);
+                            Err(moq_net::Error::Unauthorized)
+                        }
+                    }
+                });
+                request.accept_with(self.session_config(Origins::default(), Some(hook)))
+            }
+        };
+        self.watch(id, session);
+    }
+
+    fn session_config(&self, origins: Origins, authorize: Option<Authorize>) -> SessionConfig {
+        SessionConfig {
+            publish: origins.publish,
+            subscribe: origins.subscribe,
+            subscribe_prefix: Path::root(),
+            authorize,
+            ..self.session.clone()
+        }
+    }
+
+    /// Counts the session while it lives, and how it ended.
+    fn watch(&self, id: u64, session: Session) {
+        self.metrics.opened(id, session.clone());
+        let metrics = self.metrics.clone();
+        tokio::spawn(async move {
+            let error = session.closed().await;
+            tracing::debug!(id, %error, "session ended");
+            metrics.closed(id, error);
+        });
+    }
+
+    /// GOAWAY to every session, then up to the drain deadline for them to leave; the rest
+    /// are closed (a clean close: their subscribers see their tracks end).
+    async fn drain(&self) {
+        let sessions = self.metrics.live_sessions();
+        tracing::info!(sessions = sessions.len(), drain = ?self.drain, "shutting down");
+        for session in &sessions {
+            session.goaway("");
+        }
+        let deadline = tokio::time::Instant::now() + self.drain;
+        for session in &sessions {
+            if tokio::time::timeout_at(deadline, session.closed())
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+        for session in self.metrics.live_sessions() {
+            session.close(moq_net::Error::Cancel);
+        }
+        // Give the close frames a moment to leave before the process ends.
+        for session in &sessions {
+            let _ = tokio::time::timeout(Duration::from_millis(200), session.closed()).await;
+        }
+    }
+}
+
+/// A random nonzero hop id, so that relays linked in a mesh drop looped announcements.
+fn origin_id() -> u64 {
+    use ring::rand::{SecureRandom, SystemRandom};
+    let mut bytes = [0u8; 8];
+    let _ = SystemRandom::new().fill(&mut bytes);
+    // Kept within 62 bits (a QUIC varint) and nonzero.
+    (u64::from_le_bytes(bytes) >> 2).max(1)
+}
