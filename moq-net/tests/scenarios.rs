@@ -967,6 +967,22 @@ fn a_publisher_told_to_go_away_keeps_delivering_its_running_subscriptions() {
     });
 }
 
+/// A relay draining on shutdown: GOAWAY, then a close. (The bug this flow once hit, the
+/// machine no longer watching its handle after the GOAWAY, shows only when nothing else
+/// wakes the machine: `moq-tokio/tests/loopback.rs` pins it over real sockets.)
+#[test]
+fn a_close_requested_after_a_goaway_closes_both_ends() {
+    seeded(20, |runtime| {
+        let mut relay = Relay::new();
+        let (publisher, _track, _s, _received) = live(runtime, &mut relay);
+        relay.sessions[0].goaway("");
+        runtime.advance(SECOND);
+        relay.sessions[0].close(Error::Cancel);
+        assert!(runtime.run_until(SECOND, || relay.sessions[0].is_closed()));
+        assert!(runtime.run_until(SECOND, || publisher.is_closed()));
+    });
+}
+
 #[test]
 fn bidi_streams_that_arrive_before_the_clients_setup_are_served_once_it_arrives() {
     use moq_net::coding::{AnnounceOk, AnnounceRequest, Message, Version};

@@ -34,7 +34,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Runs the relay (the default when no command is given).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Makes a new key for signing tokens (JWK). For EdDSA, --public writes the
     /// verify-only half, which is all a relay needs.
     Key(KeyArgs),
@@ -132,14 +132,15 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         None => serve(cli.serve),
-        Some(Command::Serve(args)) => serve(args),
+        Some(Command::Serve(args)) => serve(*args),
         Some(Command::Key(args)) => key(args),
         Some(Command::Token(args)) => token(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            eprintln!("moq-relay: {message}");
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "moq-relay: {message}");
             ExitCode::FAILURE
         }
     }

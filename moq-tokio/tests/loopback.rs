@@ -200,3 +200,53 @@ async fn a_pinned_fingerprint_accepts_that_certificate_and_refuses_any_other() {
     }
     accepting.abort();
 }
+
+/// Closing a session puts the close on the wire before `closed()` resolves: a process that
+/// exits right after does not leave its peer waiting for an idle timeout.
+///
+/// Regression: the machine stopped watching its handle after acting on a GOAWAY, so a close
+/// requested after one (a relay draining on shutdown) was never seen, and this timed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_closed_by_the_server_ends_the_client_promptly() {
+    for scheme in ["moqt", "https"] {
+        let certificate = Certificate::self_signed(&["localhost".into()]).unwrap();
+        let mut server = Server::bind(ServerConfig::new(
+            "127.0.0.1:0".parse().unwrap(),
+            certificate,
+            SessionConfig::default(),
+        ))
+        .await
+        .unwrap();
+        let port = server.local_addr().port();
+        let accepting = tokio::spawn(async move {
+            let session = server.accept().await.expect("a client").accept();
+            (server, session)
+        });
+        let client = connect(
+            &format!("{scheme}://localhost:{port}/"),
+            ClientConfig {
+                insecure_skip_verify: true,
+                ..ClientConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+        let (_server, session) = accepting.await.unwrap();
+        // As a relay shutting down does: GOAWAY first, a drain, then the close.
+        session.goaway("");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        session.close(moq_net::Error::Cancel);
+        let ended = tokio::time::timeout(PATIENCE, session.closed()).await;
+        assert_eq!(
+            ended.ok(),
+            Some(moq_net::Error::Cancel),
+            "{scheme}: the server's end"
+        );
+        let seen = tokio::time::timeout(Duration::from_secs(2), client.closed()).await;
+        assert_eq!(
+            seen.ok(),
+            Some(moq_net::Error::Cancel),
+            "{scheme}: the client sees it"
+        );
+    }
+}

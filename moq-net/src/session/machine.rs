@@ -37,6 +37,10 @@ use crate::model::{BroadcastProducer, Path, TrackProducer};
 use crate::runtime::{Deadline, Runtime};
 use crate::transport::{self, Session as _};
 
+/// How long a session that closed its transport waits for the transport to confirm before
+/// it reports itself closed anyway.
+const CLOSE_CONFIRM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A session's protocol machine. [`Runtime::spawn`] receives it and polls it to completion;
 /// it is `Send` exactly when the runtime's transport is.
 pub struct SessionMachine<R: Runtime> {
@@ -52,6 +56,11 @@ pub struct SessionMachine<R: Runtime> {
     deadline: R::Deadline,
     armed: Option<Instant>,
     goaway_sent: bool,
+    /// Set once this side closed the transport: the session is reported closed once the
+    /// transport confirms it (its close is on the wire, so a process that exits right after
+    /// `Session::closed` does not leave its peer waiting for an idle timeout), or by the
+    /// deadline here at the latest.
+    closing: Option<(Error, Instant)>,
     /// The waker of `waiter`: records that one of the machine's own sources fired.
     own: Arc<OwnWake>,
     runtime: R,
@@ -319,6 +328,7 @@ impl<R: Runtime> SessionMachine<R> {
             deadline: runtime.deadline(),
             armed: None,
             goaway_sent: false,
+            closing: None,
             own: Arc::new(OwnWake::default()),
             runtime,
         }
@@ -326,25 +336,49 @@ impl<R: Runtime> SessionMachine<R> {
 
     /// Closes the transport with `error` and records it as the session's end.
     fn close(&mut self, error: Error) {
-        if self.done {
+        if self.done || self.closing.is_some() {
             return;
         }
         self.transport.close(error.to_code(), &error.to_string());
-        self.finish(error);
+        self.end_tasks();
+        let until = self.context.now + CLOSE_CONFIRM_TIMEOUT;
+        self.closing = Some((error, until));
+        self.armed = Some(until);
+        self.deadline.set(Some(until));
+    }
+
+    /// After [`close`](Self::close): ready once the transport confirms the close or the
+    /// wait for it is over, recording the session's end.
+    fn poll_closing(&mut self, waiter: &Waiter) -> Poll<()> {
+        let Some((error, until)) = self.closing else {
+            return Poll::Ready(());
+        };
+        let confirmed = self.transport.poll_closed(waiter).is_ready();
+        if confirmed || self.context.now >= until || self.deadline.poll(waiter).is_ready() {
+            self.finish(error);
+            return Poll::Ready(());
+        }
+        Poll::Pending
     }
 
     /// Records the session's end and drops every sub-machine (ending their tracks).
     fn finish(&mut self, error: Error) {
         self.done = true;
+        self.closing = None;
+        self.end_tasks();
+        self.shared.state.update(|state| {
+            state.closed.get_or_insert(error);
+        });
+    }
+
+    /// Drops every sub-machine, ending their tracks.
+    fn end_tasks(&mut self) {
         for task in self.tasks.drain() {
             drop(task);
         }
         self.context.routes.clear();
         self.context.remote.clear();
         self.context.opens.clear();
-        self.shared.state.update(|state| {
-            state.closed.get_or_insert(error);
-        });
     }
 
     /// One pass over the machine's own sources (close requests, the transport's close and
@@ -370,6 +404,9 @@ impl<R: Runtime> SessionMachine<R> {
             Poll::Ready(Ok(Ok(uri))) => {
                 self.goaway_sent = true;
                 self.context.opens.push_back(Open::GoAway(uri));
+                // A ready poll left no waiter on the handle's state: look again on the next
+                // pass, or a close requested after the GOAWAY would go unseen.
+                self.own.woken.store(true, Ordering::Release);
                 progress = true;
             }
             _ => {}
@@ -562,21 +599,26 @@ impl<R: Runtime> Future for SessionMachine<R> {
             if this.done {
                 return Poll::Ready(());
             }
+            if this.closing.is_some() {
+                let closed = this.poll_closing(&waiter);
+                this.waiter = Some(waiter);
+                return closed;
+            }
             // The machine's own sources only when they fired: most turns are a sub-machine
             // (a stream) waking, and re-polling the transport's queues on each costs.
             let mut progress = false;
             if this.own.woken.swap(false, Ordering::AcqRel) {
                 progress |= this.poll_sources(&waiter);
             }
-            if this.done {
-                return Poll::Ready(());
+            if this.done || this.closing.is_some() {
+                continue;
             }
             progress |= this.start_requested(&waiter);
             match this.poll_tasks(cx.waker()) {
                 Ok(tasks_progress) => progress |= tasks_progress,
                 Err(error) => {
                     this.close(error);
-                    return Poll::Ready(());
+                    continue;
                 }
             }
             // Ended subscriptions whose trailing groups arrived (or whose wait is over).

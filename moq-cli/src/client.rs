@@ -1,0 +1,76 @@
+//! Connecting: the options every command shares, and what a session's end means.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use moq_net::Error;
+use moq_net::session::{Session, SessionConfig};
+use moq_runtime::tls::Fingerprint;
+use moq_tokio::ClientConfig;
+
+/// How to reach the relay.
+#[derive(Debug, Args)]
+pub(crate) struct Connection {
+    /// moqt://host:port/root (raw QUIC) or https://host:port/root (WebTransport); add
+    /// ?jwt=TOKEN for a relay that wants one.
+    pub(crate) url: String,
+    /// Trust exactly the relay certificate with this SHA-256 fingerprint (hex).
+    #[arg(long, value_name = "HEX")]
+    fingerprint: Option<String>,
+    /// Read the fingerprint to trust from a file (as `moq-relay --fingerprint-file` writes).
+    #[arg(long, value_name = "FILE", conflicts_with = "fingerprint")]
+    fingerprint_file: Option<PathBuf>,
+    /// Do not verify the relay's certificate at all (loopback testing only).
+    #[arg(long, conflicts_with_all = ["fingerprint", "fingerprint_file"])]
+    insecure: bool,
+}
+
+impl Connection {
+    /// Connects with `session` as the session's configuration.
+    pub(crate) async fn connect(&self, session: SessionConfig) -> Result<Session, String> {
+        let fingerprint = match (&self.fingerprint, &self.fingerprint_file) {
+            (Some(text), _) => Some(parse_fingerprint(text)?),
+            (None, Some(path)) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("reading {}: {e}", path.display()))?;
+                Some(parse_fingerprint(&text)?)
+            }
+            (None, None) => None,
+        };
+        let config = ClientConfig {
+            session,
+            insecure_skip_verify: self.insecure,
+            fingerprint,
+            ..ClientConfig::default()
+        };
+        moq_tokio::connect(&self.url, config)
+            .await
+            .map_err(|error| format!("connecting to {}: {error}", self.url))
+    }
+}
+
+fn parse_fingerprint(text: &str) -> Result<Fingerprint, String> {
+    Fingerprint::parse(text.trim()).ok_or_else(|| {
+        format!(
+            "{:?} is not a SHA-256 fingerprint (64 hex digits)",
+            text.trim()
+        )
+    })
+}
+
+/// What a session's end means for a command: a relay closing normally (after GOAWAY, on
+/// shutdown) is a clean end; anything else is an error to report.
+pub(crate) fn ended(error: Error) -> Result<(), String> {
+    match error {
+        Error::Cancel | Error::Closed => Ok(()),
+        Error::Unauthorized => Err("the relay refused this session: unauthorized (check the URL's path and its ?jwt= token)".into()),
+        other => Err(format!("the session ended: {other} (code {})", other.to_code())),
+    }
+}
+
+/// Closes the session normally and waits until the close is on its way to the relay, so
+/// that it learns at once rather than after an idle timeout.
+pub(crate) async fn close(session: &Session) {
+    session.close(Error::Cancel);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), session.closed()).await;
+}

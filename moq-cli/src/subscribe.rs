@@ -1,0 +1,110 @@
+//! `moq subscribe URL PATH`
+
+use std::io::Write;
+
+use clap::Args;
+use moq_net::model::{Announcement, BroadcastConsumer, Origin, Path};
+use moq_net::session::SessionConfig;
+
+use crate::client::{Connection, close, ended};
+
+/// Arguments of `moq subscribe`.
+#[derive(Debug, Args)]
+pub(crate) struct SubscribeArgs {
+    #[command(flatten)]
+    connection: Connection,
+    /// The broadcast, relative to the URL's root.
+    path: String,
+    /// The track to read.
+    #[arg(long, default_value = "data")]
+    track: String,
+    /// Write each frame's bytes as they are, without a newline after each.
+    #[arg(long)]
+    raw: bool,
+    /// Exit after this many frames.
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
+}
+
+pub(crate) async fn run(args: SubscribeArgs) -> Result<(), String> {
+    let origin = Origin::new();
+    let path = Path::new(&args.path);
+    let session = args
+        .connection
+        .connect(SessionConfig {
+            subscribe: Some(origin.clone()),
+            subscribe_prefix: path.clone(),
+            ..SessionConfig::default()
+        })
+        .await?;
+    tokio::select! {
+        outcome = read(&origin, &path, &args) => {
+            close(&session).await;
+            outcome
+        }
+        error = session.closed() => ended(error),
+        _ = tokio::signal::ctrl_c() => {
+            close(&session).await;
+            Ok(())
+        }
+    }
+}
+
+/// Waits for the broadcast, then copies its track to stdout until it ends.
+async fn read(origin: &Origin, path: &Path, args: &SubscribeArgs) -> Result<(), String> {
+    let broadcast = announced(origin, path).await;
+    let mut track = broadcast
+        .subscribe_track(&args.track)
+        .await
+        .map_err(|error| format!("subscribing to {path}/{}: {error}", args.track))?;
+    let mut stdout = std::io::stdout();
+    let mut frames = 0u64;
+    loop {
+        let group = match track.next_group().await {
+            Ok(Some(group)) => group,
+            Ok(None) => return Ok(()), // the publisher finished the track
+            Err(error) => return Err(format!("the track ended: {error}")),
+        };
+        let mut group = group;
+        loop {
+            match group.read_frame().await {
+                Ok(Some(frame)) => {
+                    stdout
+                        .write_all(&frame.payload)
+                        .and_then(|()| {
+                            if args.raw {
+                                Ok(())
+                            } else {
+                                stdout.write_all(b"\n")
+                            }
+                        })
+                        .and_then(|()| stdout.flush())
+                        .map_err(|e| format!("writing stdout: {e}"))?;
+                    frames += 1;
+                    if args.count.is_some_and(|count| frames >= count) {
+                        return Ok(());
+                    }
+                }
+                Ok(None) => break,
+                // A group cut short (too old, dropped upstream): go on with the next one.
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// The broadcast at `path`, once announced.
+pub(crate) async fn announced(origin: &Origin, path: &Path) -> BroadcastConsumer {
+    let mut announced = origin.announced(path.clone());
+    loop {
+        if let Announcement::Active {
+            path: active,
+            broadcast,
+        } = announced.next().await
+        {
+            if &active == path {
+                return broadcast;
+            }
+        }
+    }
+}
