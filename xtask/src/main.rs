@@ -7,6 +7,7 @@
 
 mod bench;
 mod cmd;
+mod demo;
 mod deps;
 mod prerequisites;
 
@@ -20,6 +21,7 @@ const HELP: &str = "\
 usage: cargo xtask <command>
 
 commands:
+  demo       the main job: a relay on loopback with a room of chat users through it, a summary
   test       everything CI runs: setup, fmt, deps, clippy, tests, loom, docs
   check      the fast static checks: fmt, deps, clippy, docs
   setup      install missing system packages (cmake, libclang-dev) with apt-get as root
@@ -42,7 +44,7 @@ fn main() -> ExitCode {
     let steps: &[&str] = match command.as_str() {
         "test" => &["setup", "fmt", "deps", "clippy", "unit", "loom", "doc"],
         "check" => &["fmt", "deps", "clippy", "doc"],
-        "setup" | "fmt" | "deps" | "clippy" | "unit" | "loom" | "doc" | "bench" => {
+        "setup" | "fmt" | "deps" | "clippy" | "unit" | "loom" | "doc" | "bench" | "demo" => {
             std::slice::from_ref(command)
                 .iter()
                 .map(String::as_str)
@@ -135,6 +137,7 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
             .env("RUSTDOCFLAGS", "-D warnings")
             .run(),
         "bench" => bench::run(&root, args),
+        "demo" => demo::run(&root),
         other => unreachable!("step {other} is listed in main"),
     }
 }
