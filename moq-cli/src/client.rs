@@ -43,11 +43,29 @@ impl Connection {
             fingerprint,
             ..ClientConfig::default()
         };
-        moq_tokio::connect(&self.url, config)
+        let session = moq_tokio::connect(&self.url, config)
             .await
-            .map_err(|error| format!("connecting to {}: {error}", self.url))
+            .map_err(|error| format!("connecting to {}: {error}", self.url))?;
+        // Established once the relay's SETUP arrives: a relay checking tokens sends it only
+        // after letting this session in.
+        match tokio::time::timeout(SETUP_TIMEOUT, session.established()).await {
+            Ok(Ok(_setup)) => Ok(session),
+            Ok(Err(error)) => Err(ended(error).err().unwrap_or_else(|| {
+                format!("the relay closed the session before it started ({error})")
+            })),
+            Err(_) => {
+                session.close(Error::Timeout);
+                Err(format!(
+                    "no SETUP from {} within {SETUP_TIMEOUT:?}",
+                    self.url
+                ))
+            }
+        }
     }
 }
+
+/// How long the relay has to answer the session's SETUP.
+const SETUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn parse_fingerprint(text: &str) -> Result<Fingerprint, String> {
     Fingerprint::parse(text.trim()).ok_or_else(|| {

@@ -31,9 +31,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Publishes a broadcast at PATH with one track: each line of stdin becomes a frame in a
-    /// group of its own (or --file sends a whole file as one frame). At the end of input
-    /// the track finishes and the command exits once subscribers have it.
+    /// Publishes a broadcast at PATH with one track: each line of stdin becomes a frame
+    /// (1000 lines to a group; see --group-size), or --file sends a whole file as one
+    /// frame. At the end of input the track finishes and the command exits once
+    /// subscribers have it.
     Publish(publish::PublishArgs),
     /// Subscribes to a track of the broadcast at PATH and writes each frame to stdout, one
     /// per line. Waits for the broadcast to be announced; exits when the track ends.

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use clap::Args;
-use moq_net::model::{BroadcastProducer, Origin, Path, Track, TrackProducer};
+use moq_net::model::{BroadcastProducer, GroupProducer, Origin, Path, Track, TrackProducer};
 use moq_net::session::{Session, SessionConfig};
 use tokio::io::AsyncBufReadExt;
 
@@ -24,8 +24,12 @@ pub(crate) struct PublishArgs {
     /// Send this file as one frame instead of reading stdin.
     #[arg(long, value_name = "FILE")]
     file: Option<PathBuf>,
-    /// Wait for a first subscriber before sending anything (a subscriber joining later
-    /// starts at the latest group, so this is how piped input reaches one in full).
+    /// Lines per group. A subscriber that joins late starts at the first line of the
+    /// group being written; 1 gives every line a group of its own (chat: a late joiner
+    /// gets only the latest line, and a lost line never holds up the next).
+    #[arg(long, default_value_t = 1000, value_name = "LINES")]
+    group_size: u64,
+    /// Wait for a first subscriber before sending anything.
     #[arg(long)]
     wait: bool,
     /// At the end of input, how long to wait for subscribers to have everything before
@@ -77,16 +81,29 @@ async fn send(mut track: TrackProducer, args: &PublishArgs) -> Result<(), String
             let bytes = tokio::fs::read(path)
                 .await
                 .map_err(|e| format!("reading {}: {e}", path.display()))?;
-            write(&mut track, Bytes::from(bytes));
+            let mut group = track.append_group();
+            group.write(now_micros(), Bytes::from(bytes));
+            group.finish();
         }
         None => {
+            let group_size = args.group_size.max(1);
             let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+            let mut group: Option<GroupProducer> = None;
             while let Some(line) = lines
                 .next_line()
                 .await
                 .map_err(|e| format!("reading stdin: {e}"))?
             {
-                write(&mut track, Bytes::from(line));
+                let current = group.get_or_insert_with(|| track.append_group());
+                current.write(now_micros(), Bytes::from(line));
+                if current.frame_count() >= group_size {
+                    if let Some(full) = group.take() {
+                        full.finish();
+                    }
+                }
+            }
+            if let Some(last) = group {
+                last.finish();
             }
         }
     }
@@ -94,15 +111,13 @@ async fn send(mut track: TrackProducer, args: &PublishArgs) -> Result<(), String
     Ok(())
 }
 
-/// One frame in a group of its own, stamped with the time it was sent.
-fn write(track: &mut TrackProducer, payload: Bytes) {
+/// Microseconds since the Unix epoch: each frame's timestamp, so a reader can tell latency.
+fn now_micros() -> u64 {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_micros();
-    let mut group = track.append_group();
-    group.write(u64::try_from(now).unwrap_or(u64::MAX), payload);
-    group.finish();
+    u64::try_from(now).unwrap_or(u64::MAX)
 }
 
 /// Stays until no subscriber is reading (they have the end of the track) or the linger is

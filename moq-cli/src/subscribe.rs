@@ -39,6 +39,10 @@ pub(crate) async fn run(args: SubscribeArgs) -> Result<(), String> {
         .await?;
     tokio::select! {
         outcome = read(&origin, &path, &args) => {
+            // A track that ended because the session did: the session's end is the story.
+            if outcome.is_err() && session.is_closed() {
+                return ended(session.closed().await);
+            }
             close(&session).await;
             outcome
         }

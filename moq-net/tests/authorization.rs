@@ -91,6 +91,19 @@ fn a_client_the_hook_refuses_is_closed_with_unauthorized_and_others_carry_on() {
         let allowed = relay.connect(runtime, "/room?token=ok-alice", config);
 
         assert_eq!(close_reason(runtime, &refused), Some(Error::Unauthorized));
+        let established = |session: &Session| {
+            let session = session.clone();
+            runtime.block_on(
+                SECOND,
+                async move { session.established().await.map(|_| ()) },
+            )
+        };
+        assert_eq!(
+            established(&refused),
+            Err(Error::Unauthorized),
+            "a refused client never sees the server's SETUP"
+        );
+        assert_eq!(established(&allowed), Ok(()));
         assert!(
             runtime.run_until(SECOND, || relay
                 .origin

@@ -306,10 +306,13 @@ impl<R: Runtime> SessionMachine<R> {
             subscriptions: Default::default(),
             config,
         };
-        context.opens.push_back(Open::Setup);
-        // With an authorization hook, a server learns what it may fill only from the
-        // client's SETUP: it asks for announcements then (`SetupRead`).
+        // With an authorization hook, a server learns what it may serve and fill only from
+        // the client's SETUP: it answers with its own SETUP, and asks for announcements,
+        // once the hook accepted the client (`SetupRead`).
         let deferred = side == Side::Server && context.config.authorize.is_some();
+        if !deferred {
+            context.opens.push_back(Open::Setup);
+        }
         if context.config.subscribe.is_some() && !deferred {
             let prefix = context.config.subscribe_prefix.clone();
             context
@@ -365,10 +368,12 @@ impl<R: Runtime> SessionMachine<R> {
     fn finish(&mut self, error: Error) {
         self.done = true;
         self.closing = None;
-        self.end_tasks();
+        // Recorded before the tracks end: a reader whose track ends with the session can
+        // tell, from the handle, that the session is why.
         self.shared.state.update(|state| {
             state.closed.get_or_insert(error);
         });
+        self.end_tasks();
     }
 
     /// Drops every sub-machine, ending their tracks.

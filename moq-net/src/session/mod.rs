@@ -248,6 +248,22 @@ impl Session {
             .unwrap_or(Error::Closed)
     }
 
+    /// Waits until the peer's SETUP arrived (the session is established) or the session
+    /// ended, and says which. A server with an [`authorize`](SessionConfig::authorize) hook
+    /// sends its SETUP only once the hook accepted the client, so for its clients this is
+    /// also "the server let me in".
+    pub async fn established(&self) -> Result<Setup, Error> {
+        let consumer = self.shared.state.consume();
+        consumer
+            .until(|state| match (&state.peer_setup, state.closed) {
+                (Some(setup), _) => Some(Ok(setup.clone())),
+                (None, Some(error)) => Some(Err(error)),
+                (None, None) => None,
+            })
+            .await
+            .unwrap_or(Err(Error::Closed))
+    }
+
     /// Whether the session has ended.
     pub fn is_closed(&self) -> bool {
         self.shared.state.borrow().closed.is_some()

@@ -166,7 +166,8 @@ impl<R: RecvStream> SetupRead<R> {
 }
 
 /// Runs a server's authorization hook on the client's SETUP: the session's origins are
-/// the hook's, and its announce request goes out now that it knows where they go.
+/// the hook's, and its own SETUP (the client's sign it was let in) and announce request go
+/// out now that it knows what they are for.
 fn authorize(cx: &mut Context, setup: &Setup) -> Result<(), Error> {
     let Some(hook) = cx.config.authorize.take() else {
         return Ok(());
@@ -174,6 +175,7 @@ fn authorize(cx: &mut Context, setup: &Setup) -> Result<(), Error> {
     let origins = hook.decide(setup)?;
     cx.config.publish = origins.publish;
     cx.config.subscribe = origins.subscribe;
+    cx.opens.push_back(Open::Setup);
     if cx.config.subscribe.is_some() {
         let prefix = cx.config.subscribe_prefix.clone();
         cx.opens

@@ -1,0 +1,391 @@
+//! The relay and the `moq` CLI as real processes on loopback: publish with `moq publish`,
+//! receive with `moq subscribe` through `moq-relay`, over both bindings; token auth
+//! refusing what it must while a valid session carries on; a bad configuration file named
+//! by key; and a SIGTERM drain that ends subscribers cleanly.
+#![allow(missing_docs)]
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use moq_relay::auth::{Claims, Key, KeyAlgorithm};
+
+/// A bound on every wait, so that a broken relay fails the test instead of hanging it.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// `moq-relay` running as a child process.
+struct Relay {
+    child: Option<Child>,
+    port: u16,
+    fingerprint: String,
+    _scratch: tempfile::TempDir,
+}
+
+impl Relay {
+    /// Starts the relay with `args` on a free loopback port and waits until it listens.
+    fn start(args: &[&str]) -> Self {
+        let scratch = tempfile::tempdir().unwrap();
+        let fingerprint_file = scratch.path().join("fingerprint");
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_moq-relay"))
+            .args(["--bind", &format!("127.0.0.1:{port}")])
+            .arg("--fingerprint-file")
+            .arg(&fingerprint_file)
+            .args(args)
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the relay binary runs");
+        let deadline = Instant::now() + PATIENCE;
+        let fingerprint = loop {
+            if let Ok(text) = std::fs::read_to_string(&fingerprint_file) {
+                if !text.is_empty() {
+                    break text;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the relay did not start listening"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Self {
+            child: Some(child),
+            port,
+            fingerprint,
+            _scratch: scratch,
+        }
+    }
+
+    fn url(&self, scheme: &str, path: &str) -> String {
+        format!("{scheme}://127.0.0.1:{}/{path}", self.port)
+    }
+
+    /// A `moq` command trusting this relay's certificate.
+    fn moq(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(moq_binary());
+        command
+            .arg(args[0])
+            .args(["--fingerprint", &self.fingerprint])
+            .args(&args[1..])
+            .env("RUST_LOG", "warn");
+        command
+    }
+
+    /// The body of `GET path` on the relay's HTTP side.
+    fn http_get(&self, path: &str) -> String {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        response
+            .split_once("\r\n\r\n")
+            .map(|(_, body)| body.to_owned())
+            .unwrap_or_default()
+    }
+
+    /// Sends SIGTERM and waits for the exit.
+    fn terminate(&mut self) -> (std::process::ExitStatus, Duration) {
+        let mut child = self.child.take().expect("running");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let started = Instant::now();
+        let status = wait(&mut child, PATIENCE).expect("the relay exits after SIGTERM");
+        (status, started.elapsed())
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The `moq` binary: beside the relay's in the target directory, built if it is not there
+/// yet (a `cargo test -p moq-relay` alone does not build other packages' binaries).
+fn moq_binary() -> PathBuf {
+    let relay = PathBuf::from(env!("CARGO_BIN_EXE_moq-relay"));
+    let moq = relay.with_file_name("moq");
+    if !moq.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let built = Command::new(cargo)
+            .args(["build", "-p", "moq-cli", "--bin", "moq"])
+            .status()
+            .expect("cargo runs");
+        assert!(built.success(), "building the moq CLI");
+    }
+    moq
+}
+
+/// A port free on loopback for both UDP (the relay) and TCP (its HTTP side).
+fn free_port() -> u16 {
+    loop {
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = udp.local_addr().unwrap().port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// Waits for `child` to exit, up to `limit`.
+fn wait(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs `command` to completion (killed after PATIENCE), capturing its output.
+fn finish(mut command: Command) -> Output {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait(&mut child, PATIENCE);
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        status.is_some(),
+        "timed out: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Publishes `lines` with `moq publish --wait` (so nothing is sent before someone listens).
+fn publish(relay: &Relay, url: &str, path: &str, lines: &str) -> Child {
+    let mut child = relay
+        .moq(&[
+            "publish", url, path, "--track", "t", "--wait", "--linger", "5",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(lines.as_bytes())
+        .unwrap();
+    child
+}
+
+/// Subscribes to `path` and returns what it printed once `count` frames arrived.
+fn subscribe(relay: &Relay, url: &str, path: &str, count: usize) -> Child {
+    relay
+        .moq(&[
+            "subscribe",
+            url,
+            path,
+            "--track",
+            "t",
+            "--count",
+            &count.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn collect(mut child: Child) -> (bool, String, String) {
+    let status = wait(&mut child, PATIENCE);
+    let output = child.wait_with_output().unwrap();
+    (
+        status.is_some_and(|s| s.success()),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn moq_publish_reaches_moq_subscribe_through_the_relay_over_every_binding_pair() {
+    let relay = Relay::start(&["--no-http"]);
+    for (publisher, subscriber) in [("moqt", "moqt"), ("https", "https"), ("moqt", "https")] {
+        let path = format!("{publisher}-to-{subscriber}");
+        let reader = subscribe(&relay, &relay.url(subscriber, "demo"), &path, 3);
+        let writer = publish(
+            &relay,
+            &relay.url(publisher, "demo"),
+            &path,
+            "one\ntwo\nthree\n",
+        );
+        let (ok, out, err) = collect(reader);
+        assert!(ok, "{publisher} -> {subscriber}: subscriber failed: {err}");
+        assert_eq!(out, "one\ntwo\nthree\n", "{publisher} -> {subscriber}");
+        let (ok, _, err) = collect(writer);
+        assert!(ok, "{publisher} -> {subscriber}: publisher failed: {err}");
+    }
+}
+
+/// A relay requiring tokens signed by `key`, with `anon` public.
+fn authenticated_relay(key: &Key) -> (Relay, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("root.jwk");
+    std::fs::write(&key_file, key.to_json()).unwrap();
+    let relay = Relay::start(&[
+        "--auth-key",
+        key_file.to_str().unwrap(),
+        "--auth-public",
+        "anon",
+    ]);
+    (relay, dir)
+}
+
+fn token(key: &Key, root: &str, publish: &[&str], subscribe: &[&str], expires_in: i64) -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let claims = Claims {
+        root: root.into(),
+        publish: publish.iter().map(|s| s.to_string()).collect(),
+        subscribe: subscribe.iter().map(|s| s.to_string()).collect(),
+        expires: Some((now + expires_in) as u64),
+        issued: Some(now as u64),
+    };
+    key.sign(&claims).unwrap()
+}
+
+#[test]
+fn tokens_scope_sessions_and_every_bad_one_is_refused_while_a_valid_session_carries_on() {
+    let key = Key::generate(KeyAlgorithm::Hs256).unwrap();
+    let (relay, _dir) = authenticated_relay(&key);
+    let good = token(&key, "room", &[""], &[""], 3600);
+
+    // A valid pair: it must work start to end while the bad sessions are refused.
+    let good_url = |scheme| relay.url(scheme, &format!("room?jwt={good}"));
+    let reader = subscribe(&relay, &good_url("moqt"), "alice", 3);
+    let writer = publish(&relay, &good_url("https"), "alice", "a\nb\nc\n");
+
+    let forger = Key::generate(KeyAlgorithm::Hs256).unwrap();
+    let bad = [
+        ("expired", token(&key, "room", &[""], &[""], -3600)),
+        ("another path", token(&key, "other", &[""], &[""], 3600)),
+        (
+            "forged signature",
+            token(&forger, "room", &[""], &[""], 3600),
+        ),
+    ];
+    for scheme in ["moqt", "https"] {
+        for (what, jwt) in &bad {
+            let url = relay.url(scheme, &format!("room?jwt={jwt}"));
+            let output = finish(relay.moq(&["publish", &url, "mallory", "--linger", "0"]));
+            assert!(!output.status.success(), "{scheme}, {what}: accepted");
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(
+                stderr.contains("unauthorized") || stderr.contains("403"),
+                "{scheme}, {what}: {stderr}"
+            );
+        }
+        let url = relay.url(scheme, "room");
+        let output = finish(relay.moq(&["subscribe", &url, "alice", "--track", "t"]));
+        assert!(!output.status.success(), "{scheme}, no token: accepted");
+    }
+    // The public prefix needs no token.
+    let anon = relay.url("moqt", "anon");
+    let public_reader = subscribe(&relay, &anon, "bob", 1);
+    let public_writer = publish(&relay, &anon, "bob", "hi\n");
+    assert_eq!(
+        collect(public_reader).1,
+        "hi\n",
+        "a public path works without a token"
+    );
+    let _ = collect(public_writer);
+
+    let (ok, out, err) = collect(reader);
+    assert!(ok, "the valid subscriber: {err}");
+    assert_eq!(out, "a\nb\nc\n");
+    let (ok, _, err) = collect(writer);
+    assert!(ok, "the valid publisher: {err}");
+
+    let metrics = relay.http_get("/metrics");
+    assert!(
+        metrics.contains("moq_relay_connections_refused_total{reason=\"unauthorized\"} 8\n"),
+        "{metrics}"
+    );
+    // The raw-QUIC refusals are sessions closed with the Unauthorized code at SETUP, before
+    // anything of theirs was accepted (WebTransport ones never became sessions: a 403).
+    assert!(
+        metrics.contains("moq_relay_sessions_closed_total{error=\"unauthorized\"} 4\n"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn a_bad_config_file_is_refused_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("relay.toml");
+    for (text, key) in [
+        ("[limits]\nmax_sesions = 5\n", "max_sesions"),
+        ("[limits]\nmax_sessions = \"many\"\n", "max_sessions"),
+        ("[limits]\nmax_sessions = 0\n", "limits.max_sessions"),
+    ] {
+        std::fs::write(&file, text).unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_moq-relay"))
+            .arg("--config")
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(key), "{key}: {stderr}");
+    }
+}
+
+#[test]
+fn sigterm_drains_live_sessions_exits_zero_and_ends_subscribers_cleanly() {
+    let mut relay = Relay::start(&["--drain", "1", "--no-http"]);
+    // A subscriber waiting on a broadcast, and one reading a live one.
+    let waiting = subscribe(&relay, &relay.url("moqt", "demo"), "nobody", 1);
+    let reading = subscribe(&relay, &relay.url("https", "demo"), "live", 1000);
+    let mut writer = relay
+        .moq(&[
+            "publish",
+            &relay.url("moqt", "demo"),
+            "live",
+            "--track",
+            "t",
+            "--wait",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = writer.stdin.take().unwrap();
+    writeln!(stdin, "first").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+
+    let (status, took) = relay.terminate();
+    assert!(status.success(), "the relay's exit: {status}");
+    assert!(
+        took < Duration::from_secs(5),
+        "took {took:?} with a 1 s drain"
+    );
+    for (what, child) in [("waiting", waiting), ("reading", reading)] {
+        let (ok, _, err) = collect(child);
+        assert!(ok, "the {what} subscriber did not end cleanly: {err}");
+    }
+    drop(stdin);
+    let _ = wait(&mut writer, PATIENCE);
+}
