@@ -1,6 +1,10 @@
 # Everyday recipes. Each one calls the same xtask command CI uses, so `just` is optional:
 # `cargo xtask <command>` does the same thing.
 
+# The main job: a relay on loopback, a room of chat users through it, a summary.
+demo:
+    cargo xtask demo
+
 # Everything CI runs: prerequisites, fmt, dependency direction, clippy, tests, loom, docs.
 test:
     cargo xtask test

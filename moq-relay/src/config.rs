@@ -336,6 +336,12 @@ mod tests {
     }
 
     #[test]
+    fn the_example_file_parses_to_the_defaults() {
+        let text = include_str!("../relay.example.toml");
+        assert_eq!(Config::from_toml(text).unwrap(), Config::default());
+    }
+
+    #[test]
     fn a_key_without_public_prefixes_makes_nothing_public() {
         let mut config = Config::default();
         config.auth.key = Some("root.jwk".into());
