@@ -332,6 +332,40 @@ fn tokens_scope_sessions_and_every_bad_one_is_refused_while_a_valid_session_carr
 }
 
 #[test]
+fn the_certificate_fingerprint_is_served_and_the_session_limit_refuses_one_more() {
+    let relay = Relay::start(&["--max-sessions", "1"]);
+    let served = relay.http_get("/certificate.sha256");
+    let printed: String = relay.fingerprint.chars().filter(|c| *c != ':').collect();
+    assert_eq!(served, printed, "the fingerprint a browser pins");
+
+    let first = subscribe(&relay, &relay.url("moqt", "demo"), "nobody", 1);
+    // The first session is up once the relay counts it.
+    let deadline = Instant::now() + PATIENCE;
+    while !relay
+        .http_get("/metrics")
+        .contains("moq_relay_sessions 1\n")
+    {
+        assert!(Instant::now() < deadline, "the first session never opened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for scheme in ["moqt", "https"] {
+        let output = finish(relay.moq(&["announced", &relay.url(scheme, "demo")]));
+        assert!(
+            !output.status.success(),
+            "{scheme}: a second session was let in"
+        );
+    }
+    let metrics = relay.http_get("/metrics");
+    assert!(
+        metrics.contains("moq_relay_connections_refused_total{reason=\"too_many_sessions\"} 2\n"),
+        "{metrics}"
+    );
+    let mut first = first;
+    let _ = first.kill();
+    let _ = first.wait();
+}
+
+#[test]
 fn a_bad_config_file_is_refused_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("relay.toml");
