@@ -152,6 +152,79 @@ fn a_scoped_subscriber_sees_only_its_root_with_paths_relative_to_it() {
 }
 
 #[test]
+fn a_subscription_outside_the_sessions_scope_is_refused_with_unauthorized() {
+    use moq_net::coding::{Message, Subscribe, Version};
+    use moq_net::transport::{RecvStream, SendStream, Session as _};
+    seeded(105, |runtime| {
+        let origin = Origin::new();
+        let lobby = BroadcastProducer::new();
+        let _track = lobby.create_track(Track::new("video"));
+        origin.publish("lobby", &lobby).unwrap();
+        // A session that may read only `room`, asked by a raw peer for `lobby` (which
+        // exists) and for `room/x` (which does not).
+        let (mut raw, server_end) = runtime.connect(LinkConfig::default());
+        let _server = session::accept(
+            runtime.clone(),
+            server_end,
+            SessionConfig {
+                publish: Some(origin.scope("", ["room"])),
+                ..SessionConfig::default()
+            },
+        );
+        let waiter = kio::Waiter::new(std::task::Waker::noop());
+        let std::task::Poll::Ready(Ok(mut setup)) = raw.poll_open_uni(&waiter) else {
+            panic!("the test transport opens at once");
+        };
+        // The minimal client SETUP stream: type 1, length 1, no parameters.
+        let _ = setup.poll_write(&waiter, &mut bytes::Bytes::from_static(&[0x01, 0x01, 0x00]));
+        setup.finish().unwrap();
+        let mut answers = Vec::new();
+        for (id, path) in [(0, "lobby"), (1, "room/x")] {
+            let std::task::Poll::Ready(Ok((mut send, recv))) = raw.poll_open_bidi(&waiter) else {
+                panic!("the test transport opens at once");
+            };
+            let mut bytes = bytes::BytesMut::new();
+            moq_net::coding::BidiStream::Subscribe
+                .encode(&mut bytes, Version::Lite05)
+                .unwrap();
+            Subscribe {
+                id,
+                broadcast: path.into(),
+                track: "video".into(),
+                priority: 0,
+                ordered: false,
+                max_latency: Duration::ZERO,
+                start: None,
+                end: None,
+            }
+            .encode(&mut bytes, Version::Lite05)
+            .unwrap();
+            let _ = send.poll_write(&waiter, &mut bytes.freeze());
+            std::mem::forget(send); // the request stays open, as a subscription's does
+            answers.push(recv);
+        }
+        let mut codes = Vec::new();
+        for mut recv in answers {
+            let code = runtime.block_on(SECOND, async move {
+                loop {
+                    match kio::wait(|waiter| recv.poll_read(waiter)).await {
+                        Ok(Some(_)) => continue,
+                        Ok(None) => break None,
+                        Err(error) => break Some(error),
+                    }
+                }
+            });
+            codes.push(code.map(Error::from));
+        }
+        assert_eq!(
+            codes,
+            [Some(Error::Unauthorized), Some(Error::NotFound)],
+            "outside the scope: unauthorized, existing or not; inside but absent: not found"
+        );
+    });
+}
+
+#[test]
 fn a_subscription_over_the_limit_is_refused_on_its_stream_and_the_session_goes_on() {
     seeded(104, |runtime| {
         // The publisher serves two tracks; its session allows the relay one subscription.

@@ -168,7 +168,7 @@ impl Origin {
         broadcast: &BroadcastProducer,
     ) -> Result<(), Error> {
         let path = self.absolute(path.into());
-        if !self.allows(&path) {
+        if !self.allows_absolute(&path) {
             return Err(Error::Unauthorized);
         }
         let source = broadcast.source();
@@ -208,7 +208,7 @@ impl Origin {
     /// A consumer of the broadcast active at `path`, if any (and if this view may see it).
     pub fn consume_broadcast(&self, path: impl Into<Path>) -> Option<BroadcastConsumer> {
         let path = self.absolute(path.into());
-        if !self.allows(&path) {
+        if !self.allows_absolute(&path) {
             return None;
         }
         let state = self.shared.state.lock();
@@ -222,7 +222,7 @@ impl Origin {
         let state = self.shared.state.lock();
         state
             .under(&prefix)
-            .filter(|(path, _)| self.allows(path))
+            .filter(|(path, _)| self.allows_absolute(path))
             .filter_map(|(path, _)| self.relative(path))
             .collect()
     }
@@ -297,8 +297,14 @@ impl Origin {
         }
     }
 
+    /// Whether this view may touch `path` (relative to it): publish there, or see what is
+    /// there. Always true for the whole origin.
+    pub fn allows(&self, path: impl Into<Path>) -> bool {
+        self.allows_absolute(&self.absolute(path.into()))
+    }
+
     /// Whether this view sees the absolute `path`.
-    fn allows(&self, path: &Path) -> bool {
+    fn allows_absolute(&self, path: &Path) -> bool {
         self.scope.as_ref().is_none_or(|scope| scope.allows(path))
     }
 

@@ -394,13 +394,18 @@ fn track_info(track: &TrackConsumer) -> TrackInfo {
     }
 }
 
-/// Finds a track the peer asked for in the published origin.
+/// Finds a track the peer asked for in the published origin. A path outside what the
+/// session may read (a relay's scoped origin) is Unauthorized, whether or not something is
+/// there: the answer tells nothing about paths outside the session's rights.
 fn resolve(
     cx: &Context,
     broadcast: &crate::model::Path,
     track: &str,
 ) -> Result<PendingTrack, Error> {
     let origin = cx.config.publish.as_ref().ok_or(Error::NotFound)?;
+    if !origin.allows(broadcast.clone()) {
+        return Err(Error::Unauthorized);
+    }
     let broadcast = origin
         .consume_broadcast(broadcast.clone())
         .ok_or(Error::NotFound)?;
