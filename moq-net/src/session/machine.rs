@@ -567,10 +567,13 @@ impl<R: Runtime> SessionMachine<R> {
         if std::mem::take(&mut self.context.sources_changed) {
             self.own.woken.store(true, Ordering::Release);
         }
-        *self.shared.stats.lock() = self.transport.stats();
         self.context.counters.subscriptions_active =
             self.context.subscriptions.load(Ordering::Relaxed) as u64;
-        *self.shared.counters.lock() = self.context.counters;
+        let transport = self.transport.stats();
+        *self.shared.snapshot.lock() = super::Snapshot {
+            transport,
+            counters: self.context.counters,
+        };
         if let Some(setup) = self.context.peer_setup.take() {
             self.shared
                 .state

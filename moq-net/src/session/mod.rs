@@ -157,6 +157,13 @@ pub struct SessionCounters {
     pub subscriptions_active: u64,
 }
 
+/// What the handle reads of the machine's counters.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Snapshot {
+    pub(crate) transport: crate::transport::TransportStats,
+    pub(crate) counters: SessionCounters,
+}
+
 /// Which end of the connection a session is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Side {
@@ -178,10 +185,9 @@ pub struct Session {
 pub(crate) struct Shared {
     /// Written by the handle (a close or GOAWAY request) and by the machine (the outcome).
     state: kio::Producer<State>,
-    /// The transport's counters, refreshed by the machine once per turn.
-    stats: kio::sync::Mutex<crate::transport::TransportStats>,
-    /// The machine's counters, refreshed once per turn.
-    counters: kio::sync::Mutex<SessionCounters>,
+    /// The transport's and the machine's counters, refreshed by the machine once per turn
+    /// (one lock for both: a turn per message is the chat hot path).
+    snapshot: kio::sync::Mutex<Snapshot>,
 }
 
 #[derive(Debug, Default)]
@@ -214,8 +220,7 @@ fn start<R: Runtime>(
 ) -> Session {
     let shared = Arc::new(Shared {
         state: kio::Producer::new(State::default()),
-        stats: kio::sync::Mutex::new(crate::transport::TransportStats::default()),
-        counters: kio::sync::Mutex::new(SessionCounters::default()),
+        snapshot: kio::sync::Mutex::new(Snapshot::default()),
     });
     let machine = SessionMachine::new(runtime.clone(), transport, config, side, shared.clone());
     runtime.spawn(machine);
@@ -285,11 +290,11 @@ impl Session {
 
     /// The transport's counters as of the machine's last turn.
     pub fn stats(&self) -> crate::transport::TransportStats {
-        *self.shared.stats.lock()
+        self.shared.snapshot.lock().transport
     }
 
     /// The session's frame and subscription counters as of the machine's last turn.
     pub fn counters(&self) -> SessionCounters {
-        *self.shared.counters.lock()
+        self.shared.snapshot.lock().counters
     }
 }
