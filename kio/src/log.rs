@@ -165,7 +165,10 @@ impl<T> LogWriter<T> {
         );
         let tail = ChunkArc::new(Chunk::new(0, config.first_chunk));
         let shared = Arc::new(Shared {
-            chunks: Mutex::new(VecDeque::from([tail.clone()])),
+            retained: Mutex::new(Retained {
+                chunks: VecDeque::from([tail.clone()]),
+                retain: config.retain,
+            }),
             config,
             waiters: WaiterList::new(),
             closed: AtomicBool::new(false),
@@ -231,20 +234,26 @@ impl<T> LogWriter<T> {
         });
         self.tail.has_next.store(true, Ordering::Release);
 
-        let mut evicted = Vec::new();
-        let mut chunks = self.shared.chunks.lock();
-        chunks.push_back(next.clone());
-        if let Some(retain) = config.retain {
-            let keep_from = start.saturating_sub(retain as u64);
-            while chunks.len() > 1 && chunks.front().is_some_and(|c| c.end() <= keep_from) {
-                evicted.extend(chunks.pop_front());
-            }
-        }
-        drop(chunks);
+        let mut retained = self.shared.retained.lock();
+        retained.chunks.push_back(next.clone());
+        let evicted = retained.evict(start);
+        drop(retained);
         // Entries' destructors run after the lock is released.
         drop(evicted);
         self.tail = next;
         self.tail_len = 0;
+    }
+
+    /// Changes how many recent entries are kept ([`LogConfig::retain`]; `Some(0)` counts as
+    /// `Some(1)`: the latest entry is always kept). Chunks wholly older than the new bound
+    /// are released now; readers already in them keep reading, new readers start within it.
+    pub fn set_retain(&mut self, retain: Option<usize>) {
+        let len = self.len();
+        let mut retained = self.shared.retained.lock();
+        retained.retain = retain.map(|n| n.max(1));
+        let evicted = retained.evict(len);
+        drop(retained);
+        drop(evicted);
     }
 }
 
@@ -346,12 +355,13 @@ impl<T> LogReader<T> {
     }
 
     fn join(shared: Arc<Shared<T>>, start: Start) -> Self {
-        let chunks = shared.chunks.lock();
+        let retained = shared.retained.lock();
+        let chunks = &retained.chunks;
         let (Some(front), Some(tail)) = (chunks.front(), chunks.back()) else {
             unreachable!("a log always retains its tail chunk");
         };
         let end = tail.start + tail.len.load(Ordering::Acquire) as u64;
-        let oldest = match shared.config.retain {
+        let oldest = match retained.retain {
             Some(retain) => front.start.max(end.saturating_sub(retain as u64)),
             None => front.start,
         };
@@ -367,7 +377,7 @@ impl<T> LogReader<T> {
             .max(1)
             - 1;
         let chunk = chunks[index].clone();
-        drop(chunks);
+        drop(retained);
         let offset = (position - chunk.start) as usize;
         Self {
             shared,
@@ -462,11 +472,35 @@ enum Step {
 }
 
 struct Shared<T> {
-    /// Retained chunks, oldest first; the back is always the writer's tail.
-    chunks: Mutex<VecDeque<ChunkArc<Chunk<T>>>>,
+    /// The retained chunks, and how many entries to retain.
+    retained: Mutex<Retained<T>>,
     config: LogConfig,
     waiters: WaiterList,
     closed: AtomicBool,
+}
+
+/// What the log keeps for late joiners; changed only under its lock.
+struct Retained<T> {
+    /// Oldest first; the back is always the writer's tail.
+    chunks: VecDeque<ChunkArc<Chunk<T>>>,
+    /// The current [`LogConfig::retain`] ([`LogWriter::set_retain`] changes it).
+    retain: Option<usize>,
+}
+
+impl<T> Retained<T> {
+    /// Pops the chunks that lie wholly before the last `retain` entries of a log `len`
+    /// long (never the tail); the caller drops them after releasing the lock.
+    fn evict(&mut self, len: u64) -> Vec<ChunkArc<Chunk<T>>> {
+        let mut evicted = Vec::new();
+        if let Some(retain) = self.retain {
+            let keep_from = len.saturating_sub(retain as u64);
+            while self.chunks.len() > 1 && self.chunks.front().is_some_and(|c| c.end() <= keep_from)
+            {
+                evicted.extend(self.chunks.pop_front());
+            }
+        }
+        evicted
+    }
 }
 
 struct Chunk<T> {
@@ -646,10 +680,50 @@ mod tests {
         for i in 0..1000u64 {
             writer.append(i);
         }
-        assert!(writer.shared.chunks.lock().len() <= 4);
+        assert!(writer.shared.retained.lock().chunks.len() <= 4);
         let mut reader = writer.reader(Start::Oldest);
         assert_eq!(reader.position(), 992);
         assert_eq!(drain(&mut reader), items(992..1000));
+    }
+
+    #[test]
+    fn a_smaller_retention_releases_old_chunks_at_once_and_a_larger_one_keeps_more() {
+        use std::sync::Arc as StdArc;
+        let token = StdArc::new(());
+        let mut writer = LogWriter::with_config(LogConfig {
+            first_chunk: 2,
+            max_chunk: 2,
+            retain: None,
+        });
+        let mut early = writer.reader(Start::Oldest);
+        for _ in 0..10 {
+            writer.append(token.clone());
+        }
+        assert_eq!(StdArc::strong_count(&token), 11, "everything kept");
+        writer.set_retain(Some(3));
+        // Chunks [0, 2) .. [4, 6) lie wholly before the last 3 entries: released now
+        // ([0, 2) lives on while `early` reads from it); [6, 8) and [8, 10) remain.
+        assert_eq!(writer.shared.retained.lock().chunks.len(), 2);
+        assert_eq!(StdArc::strong_count(&token), 1 + 2 + 4);
+        assert_eq!(writer.reader(Start::Oldest).position(), 7);
+        assert!(matches!(early.try_next(), Some(Next::Item(_))));
+        drop(early);
+        assert_eq!(StdArc::strong_count(&token), 1 + 4, "chunks [6, 10) remain");
+        writer.set_retain(Some(0));
+        assert_eq!(
+            writer.reader(Start::Oldest).position(),
+            9,
+            "0 keeps the latest"
+        );
+        writer.set_retain(None);
+        for _ in 0..4 {
+            writer.append(token.clone());
+        }
+        assert_eq!(
+            writer.reader(Start::Oldest).position(),
+            8,
+            "nothing more released"
+        );
     }
 
     #[test]

@@ -272,6 +272,44 @@ fn log_reader_behind_retention_skips_ahead_and_ends_on_the_last_entry() {
     });
 }
 
+/// `set_retain` releasing chunks while a reader joins from a handle and reads: the reader
+/// starts inside what is retained, reads in order, and ends on the last entry.
+#[test]
+fn log_retention_lowered_while_a_reader_joins_and_reads() {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(2);
+    builder.check(|| {
+        let mut writer = LogWriter::with_config(LogConfig {
+            first_chunk: 1,
+            max_chunk: 1,
+            retain: None,
+        });
+        writer.append(0u64);
+        writer.append(1);
+        let handle = writer.handle();
+        let publisher = thread::spawn(move || {
+            writer.set_retain(Some(1));
+            writer.append(2);
+        });
+        let mut reader = handle.reader(Start::Oldest);
+        let mut position = reader.position();
+        let mut last = None;
+        loop {
+            match block_on(reader.next()) {
+                Next::Item(value) => {
+                    assert_eq!(value, position, "positions and values agree");
+                    position += 1;
+                    last = Some(value);
+                }
+                Next::Lagged(skipped) => position += skipped,
+                Next::Closed => break,
+            }
+        }
+        assert_eq!(last, Some(2), "the last entry is always retained");
+        publisher.join().unwrap();
+    });
+}
+
 #[test]
 fn the_last_reader_leaving_releases_every_entry() {
     loom::model(|| {
