@@ -125,6 +125,9 @@ pub struct LimitsSection {
     pub max_frame_size: u64,
     /// Groups of each track kept for late joiners.
     pub cache_groups_per_track: usize,
+    /// Payload bytes of each track kept for late joiners (the latest group is kept
+    /// whatever its size); 0 for no byte bound.
+    pub cache_bytes_per_track: u64,
     /// Closes a connection silent this long, in seconds.
     pub idle_timeout_secs: u64,
 }
@@ -136,6 +139,7 @@ impl Default for LimitsSection {
             max_subscriptions_per_session: 1000,
             max_frame_size: 16 << 20,
             cache_groups_per_track: 32,
+            cache_bytes_per_track: 4 << 20,
             idle_timeout_secs: 30,
         }
     }
@@ -294,6 +298,7 @@ mod tests {
             max_subscriptions_per_session = 5
             max_frame_size = 1000
             cache_groups_per_track = 4
+            cache_bytes_per_track = 65536
             idle_timeout_secs = 10
             [shutdown]
             drain_secs = 1.5

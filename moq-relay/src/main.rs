@@ -88,6 +88,9 @@ struct ServeArgs {
     /// Groups cached per track for late joiners [default: 32].
     #[arg(long, value_name = "N")]
     cache_groups: Option<usize>,
+    /// Payload bytes cached per track, 0 for no byte bound [default: 4194304].
+    #[arg(long, value_name = "BYTES")]
+    cache_bytes: Option<u64>,
     /// Seconds sessions get to leave after SIGTERM/SIGINT [default: 5].
     #[arg(long, value_name = "SECONDS")]
     drain: Option<f64>,
@@ -222,6 +225,9 @@ fn configure(args: &ServeArgs) -> Result<Config, String> {
     }
     if let Some(n) = args.cache_groups {
         config.limits.cache_groups_per_track = n;
+    }
+    if let Some(bytes) = args.cache_bytes {
+        config.limits.cache_bytes_per_track = bytes;
     }
     if let Some(seconds) = args.drain {
         config.shutdown.drain_secs = seconds;

@@ -58,6 +58,23 @@ struct GroupShared {
     first_timestamp: AtomicU64,
     /// The track's newest first timestamp plus one, raised by this group's first frame.
     track_newest: Option<Arc<AtomicU64>>,
+    /// Payload bytes written so far, counted only for a track with a byte budget for its
+    /// cache ([`Track::cache_bytes`](super::Track::cache_bytes)).
+    bytes: Option<AtomicU64>,
+}
+
+/// Reads how many payload bytes a group holds, without holding its frames.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupSize(Arc<GroupShared>);
+
+impl GroupSize {
+    /// Payload bytes written so far (0 for a group that does not count them).
+    pub(crate) fn bytes(&self) -> u64 {
+        self.0
+            .bytes
+            .as_ref()
+            .map_or(0, |bytes| bytes.load(Ordering::Relaxed))
+    }
 }
 
 const NO_TIMESTAMP: u64 = u64::MAX;
@@ -72,15 +89,16 @@ const GROUP_LOG: LogConfig = LogConfig {
 impl GroupProducer {
     /// A new open group with this sequence number.
     pub fn new(sequence: u64) -> Self {
-        Self::with_track_clock(sequence, None)
+        Self::with_track_clock(sequence, None, false)
     }
 
-    /// A group of a track, whose first frame raises the track's newest timestamp.
-    pub(crate) fn new_in_track(sequence: u64, track_newest: Arc<AtomicU64>) -> Self {
-        Self::with_track_clock(sequence, Some(track_newest))
+    /// A group of a track, whose first frame raises the track's newest timestamp, and which
+    /// counts its bytes if `sized` (the track's cache has a byte budget).
+    pub(crate) fn new_in_track(sequence: u64, track_newest: Arc<AtomicU64>, sized: bool) -> Self {
+        Self::with_track_clock(sequence, Some(track_newest), sized)
     }
 
-    fn with_track_clock(sequence: u64, track_newest: Option<Arc<AtomicU64>>) -> Self {
+    fn with_track_clock(sequence: u64, track_newest: Option<Arc<AtomicU64>>, sized: bool) -> Self {
         Self {
             frames: LogWriter::with_config(GROUP_LOG),
             shared: Arc::new(GroupShared {
@@ -88,6 +106,7 @@ impl GroupProducer {
                 status: Status::default(),
                 first_timestamp: AtomicU64::new(NO_TIMESTAMP),
                 track_newest,
+                bytes: sized.then(|| AtomicU64::new(0)),
             }),
         }
     }
@@ -100,6 +119,7 @@ impl GroupProducer {
     /// Appends a whole frame.
     pub fn write_frame(&mut self, frame: Frame) {
         self.note_timestamp(frame.timestamp);
+        self.note_bytes(frame.payload.len() as u64);
         self.append(FrameEntry::whole(frame));
     }
 
@@ -115,6 +135,7 @@ impl GroupProducer {
     /// producer. Readers see the frame at once and its chunks as they are written.
     pub fn create_frame(&mut self, timestamp: u64, size: u64) -> FrameProducer {
         self.note_timestamp(timestamp);
+        self.note_bytes(size);
         let (entry, producer) = FrameEntry::chunked(timestamp, size);
         self.append(entry);
         producer
@@ -156,6 +177,17 @@ impl GroupProducer {
                 newest.fetch_max(timestamp + 1, Ordering::AcqRel);
             }
         }
+    }
+
+    fn note_bytes(&self, bytes: u64) {
+        if let Some(total) = &self.shared.bytes {
+            total.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+
+    /// A handle on the group's byte count.
+    pub(crate) fn size(&self) -> GroupSize {
+        GroupSize(self.shared.clone())
     }
 
     fn append(&mut self, entry: FrameEntry) {

@@ -45,11 +45,16 @@ pub struct Track {
     pub timescale: u64,
     /// How many recent groups are kept for late joiners and slow readers.
     pub cache_groups: usize,
+    /// The most payload bytes of recent groups kept for late joiners and slow readers, on
+    /// top of `cache_groups`; the latest group is kept whatever its size. Checked as each
+    /// group starts, against the sizes of the groups before it; memory is released two
+    /// groups at a time. `None`: only `cache_groups` bounds the cache.
+    pub cache_bytes: Option<u64>,
 }
 
 impl Track {
     /// A track named `name` with the defaults: priority 0, unordered, 5 s max latency,
-    /// millisecond timestamps, 32 cached groups.
+    /// millisecond timestamps, 32 cached groups, no byte budget.
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -58,6 +63,7 @@ impl Track {
             max_latency: Duration::from_secs(5),
             timescale: 1000,
             cache_groups: 32,
+            cache_bytes: None,
         }
     }
 
@@ -93,6 +99,36 @@ pub struct TrackProducer {
     next_sequence: u64,
     /// The broadcast that lists this track, if one does.
     listing: Option<Listing>,
+    /// The cache's byte budget, if the track has one.
+    budget: Option<ByteBudget>,
+}
+
+/// Keeps a track's cache within [`Track::cache_bytes`] by lowering the group log's
+/// retention as groups grow.
+#[derive(Debug)]
+struct ByteBudget {
+    limit: u64,
+    max_groups: usize,
+    /// The sizes of the groups that may still be in the cache, oldest first.
+    recent: std::collections::VecDeque<super::group::GroupSize>,
+    /// The retention last set on the log.
+    retained: usize,
+}
+
+impl ByteBudget {
+    /// How many of the newest groups fit the budget (at least the newest one).
+    fn fit(&self) -> usize {
+        let mut total = 0u64;
+        let mut count = 0;
+        for group in self.recent.iter().rev().take(self.max_groups) {
+            total = total.saturating_add(group.bytes());
+            if count > 0 && total > self.limit {
+                break;
+            }
+            count += 1;
+        }
+        count.max(1)
+    }
 }
 
 /// What a registry that lists a track gives its producer.
@@ -149,10 +185,23 @@ const NONE: u64 = u64::MAX;
 impl TrackProducer {
     /// A new open track with no groups.
     pub fn new(track: Track) -> Self {
+        let max_groups = track.cache_groups.max(1);
+        // With a byte budget, small chunks, so that memory is released close to the budget
+        // (a chunk goes only once all of its groups are out of the cache).
+        let (first_chunk, max_chunk) = match track.cache_bytes {
+            Some(_) => (2, 2),
+            None => (4, 64),
+        };
         let groups = LogWriter::with_config(LogConfig {
-            first_chunk: 4,
-            max_chunk: 64,
-            retain: Some(track.cache_groups.max(1)),
+            first_chunk,
+            max_chunk,
+            retain: Some(max_groups),
+        });
+        let budget = track.cache_bytes.map(|limit| ByteBudget {
+            limit,
+            max_groups,
+            recent: std::collections::VecDeque::new(),
+            retained: max_groups,
         });
         let shared = Arc::new(TrackShared {
             max_latency_ticks: track.max_latency_ticks(),
@@ -171,6 +220,7 @@ impl TrackProducer {
             source,
             next_sequence: 0,
             listing: None,
+            budget,
         }
     }
 
@@ -188,8 +238,23 @@ impl TrackProducer {
     /// receive groups in creation order.
     pub fn create_group(&mut self, sequence: u64) -> GroupProducer {
         let shared = &self.source.shared;
-        let group = GroupProducer::new_in_track(sequence, shared.newest_timestamp.clone());
+        let group = GroupProducer::new_in_track(
+            sequence,
+            shared.newest_timestamp.clone(),
+            self.budget.is_some(),
+        );
         self.groups.append(group.consume());
+        if let Some(budget) = &mut self.budget {
+            budget.recent.push_back(group.size());
+            let keep = budget.fit();
+            while budget.recent.len() > keep {
+                budget.recent.pop_front();
+            }
+            if keep != budget.retained {
+                budget.retained = keep;
+                self.groups.set_retain(Some(keep));
+            }
+        }
         self.next_sequence = self.next_sequence.max(sequence.saturating_add(1));
         shared
             .latest_sequence
@@ -554,6 +619,43 @@ mod tests {
                 .map(|f| f.unwrap().unwrap().payload),
             Poll::Ready("first".into())
         );
+    }
+
+    #[test]
+    fn a_byte_budget_keeps_only_the_newest_groups_that_fit_and_regrows_after_a_big_one() {
+        let mut config = Track::new("t");
+        config.cache_bytes = Some(1000);
+        let mut track = TrackProducer::new(config);
+        let write = |track: &mut TrackProducer, bytes: usize| {
+            let mut group = track.append_group();
+            group.write(0, vec![0u8; bytes]);
+            group.finish();
+        };
+        for _ in 0..10 {
+            write(&mut track, 400);
+        }
+        // When group 9 started, 8 and 7 (800 bytes) fit and 6 did not.
+        let (seen, _) = sequences(&mut track.consume_from(0));
+        assert_eq!(seen, [7, 8, 9]);
+
+        write(&mut track, 5000); // 10: larger than the whole budget
+        write(&mut track, 10); // 11 starts: 10 alone is over, it goes
+        let (seen, _) = sequences(&mut track.consume_from(0));
+        assert_eq!(seen, [11], "the latest group is kept whatever its size");
+        for _ in 0..3 {
+            write(&mut track, 10);
+        }
+        let (seen, _) = sequences(&mut track.consume_from(0));
+        assert_eq!(seen, [11, 12, 13, 14], "small groups fit again");
+    }
+
+    #[test]
+    fn without_a_byte_budget_groups_count_no_bytes() {
+        let mut track = TrackProducer::new(Track::new("t"));
+        let mut group = track.append_group();
+        group.write(0, vec![0u8; 100]);
+        assert_eq!(group.size().bytes(), 0);
+        assert!(track.budget.is_none());
     }
 
     #[test]

@@ -77,6 +77,9 @@ pub struct SessionConfig {
     /// Groups kept for late joiners in each track this session receives from the peer
     /// (a relay's cache per upstream track).
     pub cache_groups: usize,
+    /// The most payload bytes cached per received track, on top of `cache_groups`
+    /// ([`Track::cache_bytes`](crate::model::Track::cache_bytes)); `None` for no byte bound.
+    pub cache_bytes: Option<u64>,
 }
 
 /// What a session serves ([`publish`](Origins::publish)) and fills
@@ -119,7 +122,7 @@ impl std::fmt::Debug for Authorize {
 impl Default for SessionConfig {
     /// moq-lite-05, serving and subscribing to nothing, 16 MiB frames, 1 s for trailing
     /// groups, 1 s of linger for unused subscriptions, no authorization hook, 1,000
-    /// subscriptions per session, 32 groups cached per received track.
+    /// subscriptions per session, 32 groups cached per received track and no byte bound.
     fn default() -> Self {
         Self {
             version: Version::Lite05,
@@ -134,6 +137,7 @@ impl Default for SessionConfig {
             authorize: None,
             max_subscriptions: 1000,
             cache_groups: 32,
+            cache_bytes: None,
         }
     }
 }

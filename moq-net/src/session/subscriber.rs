@@ -302,6 +302,7 @@ impl<S: SendStream, R: RecvStream> TrackQuery<S, R> {
         track.max_latency = info.max_latency;
         track.timescale = info.timescale.get();
         track.cache_groups = cx.config.cache_groups;
+        track.cache_bytes = cx.config.cache_bytes;
         let producer = request.serve(track);
         cx.opens.push_back(Open::Subscribe(SubscribePlan {
             path: self.path.clone(),
