@@ -1,0 +1,18 @@
+//! # moq-bench: the measurement suite
+//!
+//! This crate **is** the load generator and the measurement behind every performance
+//! figure of this project: client sessions in rooms ([`load`]) drive a relay process
+//! ([`relay`]) with chat, media or fanout load at a fixed offered rate; the relay is
+//! measured from `/proc` (CPU per delivered message, context switches, resident memory per
+//! connection), every delivery is timed end to end, and the results are [`record`]s (a
+//! table row and a JSON line each), compared pair by pair with [`stats`], and drawn by
+//! [`chart`].
+//!
+//! It speaks plain moq-lite-05 through `moq-tokio`, so it can drive any moq-lite relay.
+//! It **is not** a test: it asserts nothing about speed, it prints figures.
+
+pub mod chart;
+pub mod load;
+pub mod record;
+pub mod relay;
+pub mod stats;

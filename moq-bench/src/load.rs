@@ -1,0 +1,457 @@
+//! The load generator: client sessions in rooms, publishing at a fixed offered rate and
+//! timing every delivery end to end.
+//!
+//! A run goes through three phases:
+//!
+//! 1. **connect**: every member opens its own session to the relay (raw QUIC), a few dozen
+//!    at a time;
+//! 2. **warm up**: publishers write a small frame every 50 ms until every subscriber has
+//!    heard from every publisher it should (a true barrier: every subscription is in place
+//!    end to end before anything is counted);
+//! 3. **measure**: publishers write frames on a fixed schedule (frame `k` of publisher `i`
+//!    at `start + (k + i / publishers) / rate`, so that publishers interleave instead of
+//!    firing together) for the run's length; then the run waits for frames still on their
+//!    way. Each frame carries its send time (microseconds since the Unix epoch) in its
+//!    timestamp; the first payload byte tells warm-up (0) from measured (1) frames.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use moq_net::model::{Announcement, BroadcastConsumer, BroadcastProducer, Origin, Track};
+use moq_net::session::{Session, SessionConfig};
+use moq_runtime::tls::Fingerprint;
+use moq_tokio::ClientConfig;
+
+/// What each publisher writes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stream {
+    /// Payload bytes per frame (at least 1).
+    pub frame_bytes: usize,
+    /// Frames per second, per publisher.
+    pub rate: f64,
+    /// Frames per group (1: every frame a group of its own, as chat does).
+    pub frames_per_group: u64,
+}
+
+/// Who connects: rooms of members, each member a session that publishes, subscribes to the
+/// rest of its room, or both.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    /// Each room's members: `(publishes, subscribes)`.
+    pub rooms: Vec<Vec<(bool, bool)>>,
+    /// What publishers write.
+    pub stream: Stream,
+    /// Length of the measured phase.
+    pub seconds: f64,
+}
+
+impl Workload {
+    /// `connections` members in rooms of `room_size`, each publishing and subscribing to
+    /// the others (the last room may be smaller).
+    pub fn chat(connections: usize, room_size: usize, stream: Stream, seconds: f64) -> Self {
+        let room_size = room_size.max(2);
+        let mut rooms = Vec::new();
+        let mut left = connections;
+        while left > 0 {
+            let size = left.min(room_size);
+            rooms.push(vec![(true, true); size]);
+            left -= size;
+        }
+        Self {
+            rooms,
+            stream,
+            seconds,
+        }
+    }
+
+    /// One publisher and `subscribers` subscribers in one room.
+    pub fn fanout(subscribers: usize, stream: Stream, seconds: f64) -> Self {
+        let mut room = vec![(true, false)];
+        room.extend(std::iter::repeat_n((false, true), subscribers));
+        Self {
+            rooms: vec![room],
+            stream,
+            seconds,
+        }
+    }
+
+    /// Every member of every room.
+    pub fn connections(&self) -> usize {
+        self.rooms.iter().map(Vec::len).sum()
+    }
+
+    /// Publishing members.
+    pub fn publishers(&self) -> usize {
+        self.rooms.iter().flatten().filter(|(p, _)| *p).count()
+    }
+
+    /// (subscriber, publisher) pairs: how many subscriptions the warm-up waits for.
+    pub fn pairs(&self) -> u64 {
+        self.rooms
+            .iter()
+            .map(|room| {
+                let publishers = room.iter().filter(|(p, _)| *p).count() as u64;
+                room.iter()
+                    .filter(|(_, s)| *s)
+                    .map(|(p, _)| publishers - u64::from(*p))
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
+    /// How many subscribers each publisher of `room` has.
+    fn audience(room: &[(bool, bool)], publishes_too: bool) -> u64 {
+        let subscribers = room.iter().filter(|(_, s)| *s).count() as u64;
+        subscribers - u64::from(publishes_too)
+    }
+}
+
+/// How to reach the relay.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// `moqt://host:port/root`.
+    pub url: String,
+    /// The relay certificate's fingerprint to pin; `None` skips verification.
+    pub fingerprint: Option<Fingerprint>,
+}
+
+/// The shared counters of a run.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Subscriber/publisher pairs that have seen a warm-up frame.
+    pub ready_pairs: AtomicU64,
+    /// Measured frames sent.
+    pub offered: AtomicU64,
+    /// Deliveries expected from the measured frames sent.
+    pub expected: AtomicU64,
+    /// Measured frames received.
+    pub delivered: AtomicU64,
+    /// Set when publishers should write measured frames.
+    pub measuring: AtomicBool,
+    /// Set when publishers should stop.
+    pub stopped: AtomicBool,
+    /// Latencies in microseconds, sharded to keep readers off one lock.
+    latencies: [Mutex<Vec<u64>>; 16],
+}
+
+impl Tally {
+    /// Every latency recorded, in no particular order.
+    pub fn latencies(&self) -> Vec<u64> {
+        let mut all = Vec::new();
+        for shard in &self.latencies {
+            all.extend(shard.lock().unwrap_or_else(|e| e.into_inner()).iter());
+        }
+        all
+    }
+}
+
+/// The connected members of a run.
+#[derive(Debug)]
+pub struct Clients {
+    sessions: Vec<Session>,
+    publishers: Vec<tokio::task::JoinHandle<()>>,
+    /// The counters the run reads.
+    pub tally: Arc<Tally>,
+}
+
+/// Connects every member of `workload` to `target` and starts them (in warm-up).
+pub async fn connect(workload: &Workload, target: &Target) -> Result<Clients, String> {
+    let tally = Arc::new(Tally::default());
+    let mut sessions = Vec::new();
+    let mut publishers = Vec::new();
+    let publisher_count = workload.publishers().max(1);
+    let mut publisher_index = 0;
+    let mut pending = Vec::new();
+    for (room_index, room) in workload.rooms.iter().enumerate() {
+        for (member_index, &(publishes, subscribes)) in room.iter().enumerate() {
+            let phase = publisher_index as f64 / publisher_count as f64;
+            publisher_index += usize::from(publishes);
+            let member = Member {
+                room: format!("room{room_index}"),
+                name: format!("m{member_index}"),
+                publishes,
+                subscribes,
+                audience: Workload::audience(room, subscribes),
+                phase,
+            };
+            pending.push(member.join(target.clone(), workload.clone(), tally.clone()));
+            // A few dozen handshakes at a time.
+            if pending.len() == 32 {
+                for joined in futures_join(std::mem::take(&mut pending)).await {
+                    let (session, task) = joined?;
+                    sessions.push(session);
+                    publishers.extend(task);
+                }
+            }
+        }
+    }
+    for joined in futures_join(pending).await {
+        let (session, task) = joined?;
+        sessions.push(session);
+        publishers.extend(task);
+    }
+    Ok(Clients {
+        sessions,
+        publishers,
+        tally,
+    })
+}
+
+/// Awaits every future, in order (tokio tasks, so they progress together).
+async fn futures_join<F, T>(futures: Vec<F>) -> Vec<T>
+where
+    F: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for handle in handles {
+        if let Ok(value) = handle.await {
+            out.push(value);
+        }
+    }
+    out
+}
+
+impl Clients {
+    /// Closes every session.
+    pub async fn close(self) {
+        self.tally.stopped.store(true, Ordering::Relaxed);
+        for task in self.publishers {
+            task.abort();
+        }
+        for session in &self.sessions {
+            session.close(moq_net::Error::Cancel);
+        }
+        for session in &self.sessions {
+            let _ = tokio::time::timeout(Duration::from_secs(2), session.closed()).await;
+        }
+    }
+}
+
+/// One member: where it is and what it does.
+struct Member {
+    room: String,
+    name: String,
+    publishes: bool,
+    subscribes: bool,
+    /// Subscribers of this member's broadcast.
+    audience: u64,
+    /// Its place among the publishers, 0 to 1: its frames are offset by this share of the
+    /// interval.
+    phase: f64,
+}
+
+type Joined = Result<(Session, Option<tokio::task::JoinHandle<()>>), String>;
+
+impl Member {
+    async fn join(self, target: Target, workload: Workload, tally: Arc<Tally>) -> Joined {
+        let published = Origin::new();
+        let broadcast = BroadcastProducer::new();
+        let track = broadcast.create_track(Track {
+            timescale: 1_000_000,
+            ..Track::new("data")
+        });
+        let path = format!("{}/{}", self.room, self.name);
+        if self.publishes {
+            published
+                .publish(path.as_str(), &broadcast)
+                .map_err(|e| e.to_string())?;
+        }
+        let seen = Origin::new();
+        let config = ClientConfig {
+            session: SessionConfig {
+                publish: self.publishes.then_some(published),
+                subscribe: self.subscribes.then(|| seen.clone()),
+                subscribe_prefix: self.room.as_str().into(),
+                ..SessionConfig::default()
+            },
+            insecure_skip_verify: target.fingerprint.is_none(),
+            fingerprint: target.fingerprint,
+            ..ClientConfig::default()
+        };
+        let session = moq_tokio::connect(&target.url, config)
+            .await
+            .map_err(|e| format!("connecting {path}: {e}"))?;
+        session
+            .established()
+            .await
+            .map_err(|e| format!("{path}: the relay closed the session: {e}"))?;
+        if self.subscribes {
+            tokio::spawn(follow(seen, path.clone(), tally.clone(), hash(&path)));
+        }
+        let task = self.publishes.then(|| {
+            tokio::spawn(publish(
+                broadcast,
+                track,
+                workload.stream,
+                workload.seconds,
+                self.phase,
+                self.audience,
+                tally,
+            ))
+        });
+        Ok((session, task))
+    }
+}
+
+/// Spreads members over the latency shards.
+fn hash(text: &str) -> usize {
+    text.bytes()
+        .fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize))
+}
+
+/// Subscribes to every other member of the room as it is announced.
+async fn follow(seen: Origin, me: String, tally: Arc<Tally>, shard: usize) {
+    let mut announced = seen.announced("");
+    loop {
+        if let Announcement::Active { path, broadcast } = announced.next().await {
+            if path.as_str() != me {
+                tokio::spawn(read(broadcast, tally.clone(), shard));
+            }
+        }
+    }
+}
+
+/// Reads one publisher's frames: the first warm-up frame makes the pair ready; measured
+/// frames are counted and timed.
+async fn read(broadcast: BroadcastConsumer, tally: Arc<Tally>, shard: usize) {
+    let Ok(mut track) = broadcast.subscribe_track("data").await else {
+        return;
+    };
+    let mut ready = false;
+    let shard = &tally.latencies[shard % tally.latencies.len()];
+    while let Ok(Some(mut group)) = track.next_group().await {
+        while let Ok(Some(frame)) = group.read_frame().await {
+            if !ready {
+                ready = true;
+                tally.ready_pairs.fetch_add(1, Ordering::Relaxed);
+            }
+            if frame.payload.first() == Some(&1) {
+                let latency = now_micros().saturating_sub(frame.timestamp);
+                tally.delivered.fetch_add(1, Ordering::Relaxed);
+                shard
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(latency);
+            }
+        }
+    }
+}
+
+/// Writes warm-up frames until the run measures, then measured frames on schedule.
+async fn publish(
+    _broadcast: BroadcastProducer,
+    mut track: moq_net::model::TrackProducer,
+    stream: Stream,
+    seconds: f64,
+    phase: f64,
+    audience: u64,
+    tally: Arc<Tally>,
+) {
+    let size = stream.frame_bytes.max(1);
+    let warm = frame(size, 0);
+    let measured = frame(size, 1);
+    while !tally.measuring.load(Ordering::Relaxed) {
+        if tally.stopped.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut group = track.append_group();
+        group.write(now_micros(), warm.clone());
+        group.finish();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let interval = Duration::from_secs_f64(1.0 / stream.rate.max(1e-6));
+    let start = tokio::time::Instant::now() + interval.mul_f64(phase);
+    let end = tokio::time::Instant::now() + Duration::from_secs_f64(seconds);
+    let mut group = None;
+    let mut sent = 0u64;
+    loop {
+        let at = start + interval.mul_f64(sent as f64);
+        if at >= end || tally.stopped.load(Ordering::Relaxed) {
+            break;
+        }
+        tokio::time::sleep_until(at).await;
+        let current = group.get_or_insert_with(|| track.append_group());
+        current.write(now_micros(), measured.clone());
+        sent += 1;
+        tally.offered.fetch_add(1, Ordering::Relaxed);
+        tally.expected.fetch_add(audience, Ordering::Relaxed);
+        if current.frame_count() >= stream.frames_per_group.max(1) {
+            if let Some(full) = group.take() {
+                full.finish();
+            }
+        }
+    }
+    if let Some(last) = group {
+        last.finish();
+    }
+    // Stay published until the run closes the session.
+    std::future::pending::<()>().await;
+}
+
+/// A payload of `size` bytes whose first byte is `kind`.
+fn frame(size: usize, kind: u8) -> Bytes {
+    let mut payload = vec![0u8; size];
+    payload[0] = kind;
+    Bytes::from(payload)
+}
+
+/// Microseconds since the Unix epoch.
+pub fn now_micros() -> u64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Waits until every pair is ready, or `limit` passes.
+pub async fn warm_up(tally: &Tally, pairs: u64, limit: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + limit;
+    while tally.ready_pairs.load(Ordering::Relaxed) < pairs {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "only {} of {pairs} subscriptions were live after {limit:?}",
+                tally.ready_pairs.load(Ordering::Relaxed)
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHAT: Stream = Stream {
+        frame_bytes: 100,
+        rate: 1.0,
+        frames_per_group: 1,
+    };
+
+    #[test]
+    fn chat_rooms_split_the_connections_and_count_their_pairs() {
+        let workload = Workload::chat(25, 10, CHAT, 1.0);
+        assert_eq!(
+            workload.rooms.iter().map(Vec::len).collect::<Vec<_>>(),
+            [10, 10, 5]
+        );
+        assert_eq!(workload.connections(), 25);
+        assert_eq!(workload.publishers(), 25);
+        // Each member hears every other member of its room.
+        assert_eq!(workload.pairs(), 10 * 9 + 10 * 9 + 5 * 4);
+        assert_eq!(Workload::audience(&workload.rooms[2], true), 4);
+    }
+
+    #[test]
+    fn fanout_is_one_publisher_and_its_subscribers() {
+        let workload = Workload::fanout(100, CHAT, 1.0);
+        assert_eq!(workload.connections(), 101);
+        assert_eq!(workload.publishers(), 1);
+        assert_eq!(workload.pairs(), 100);
+        assert_eq!(Workload::audience(&workload.rooms[0], false), 100);
+    }
+}

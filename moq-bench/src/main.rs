@@ -1,0 +1,637 @@
+//! `moq-bench`: the measurement suite every performance claim here stands on.
+//!
+//! It drives any moq-lite-05 relay with chat, media and fanout load from client sessions
+//! in this process, and measures the relay process from `/proc`: CPU per delivered message,
+//! context switches, resident memory per connection, and end-to-end latency percentiles.
+//! `moq-bench --help` shows the commands; `just bench` runs the suite.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use moq_runtime::tls::Fingerprint;
+
+use moq_bench::chart;
+use moq_bench::load::{self, Stream, Target, Workload};
+use moq_bench::record::{ComparisonRecord, ProcessCost, RunRecord, SCHEMA};
+use moq_bench::relay::{self, RelayProcess, Usage};
+use moq_bench::stats::{Latency, Paired};
+
+/// Load and measurement for moq-lite relays: chat, media and fanout profiles against a
+/// relay process started for each round, with relay CPU per delivered message (from
+/// /proc), latency p50/p99/max, context switches, RSS per connection and the load
+/// generator's own CPU. Output: a table, JSON lines (--json), an SVG chart (`chart`).
+///
+/// The relay is a command template: `{port}` becomes a free loopback port, and
+/// `{fingerprint_file}` a file the relay writes its certificate fingerprint to (the bench
+/// waits for it and pins it). The default runs this workspace's moq-relay.
+#[derive(Debug, Parser)]
+#[command(name = "moq-bench", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Runs one profile against one relay, for --rounds rounds.
+    Run(RunArgs),
+    /// Runs one profile against two relays in alternating rounds (A B A B …) and reports
+    /// B/A per pair: median, spread, and a flag on a side too spread out or split in two.
+    Compare(CompareArgs),
+    /// Raises a profile's rate step by step until the relay loses messages or falls
+    /// behind: the highest rate it sustains.
+    Sweep(SweepArgs),
+    /// Every profile at a size that fits a 2-core machine; JSON lines and an SVG chart.
+    Suite(SuiteArgs),
+    /// Draws relay CPU per message against connections from JSON lines, as SVG.
+    Chart(ChartArgs),
+}
+
+/// The load shapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Profile {
+    /// Rooms of members, each publishing tiny frames (one per group) and subscribing to
+    /// the rest of its room.
+    Chat,
+    /// One publisher of 4 KB frames at 60 fps, a group every 2 s, to N subscribers.
+    Media,
+    /// One publisher of chat-sized frames to N subscribers.
+    FanoutChat,
+    /// One publisher of media-sized frames to N subscribers.
+    FanoutMedia,
+}
+
+impl Profile {
+    fn name(self) -> &'static str {
+        match self {
+            Profile::Chat => "chat",
+            Profile::Media => "media",
+            Profile::FanoutChat => "fanout-chat",
+            Profile::FanoutMedia => "fanout-media",
+        }
+    }
+}
+
+/// The shape of the load.
+#[derive(Debug, Clone, Args)]
+struct LoadArgs {
+    /// The load shape.
+    #[arg(long, value_enum, default_value = "chat")]
+    profile: Profile,
+    /// chat: client connections.
+    #[arg(long, default_value_t = 1000)]
+    connections: usize,
+    /// chat: members per room.
+    #[arg(long, default_value_t = 10)]
+    room: usize,
+    /// media and fanout: subscribers of the one publisher.
+    #[arg(long, default_value_t = 100)]
+    subscribers: usize,
+    /// Frames per second per publisher [default: chat 1, fanout-chat 10, media 60].
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Payload bytes per frame [default: chat 100, media 4096].
+    #[arg(long)]
+    frame_bytes: Option<usize>,
+    /// media: seconds per group.
+    #[arg(long, default_value_t = 2.0)]
+    group_seconds: f64,
+    /// Length of the measured phase, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+}
+
+impl LoadArgs {
+    fn workload(&self) -> Workload {
+        let chat_bytes = self.frame_bytes.unwrap_or(100);
+        let media_bytes = self.frame_bytes.unwrap_or(4096);
+        match self.profile {
+            Profile::Chat => Workload::chat(
+                self.connections,
+                self.room,
+                Stream {
+                    frame_bytes: chat_bytes,
+                    rate: self.rate.unwrap_or(1.0),
+                    frames_per_group: 1,
+                },
+                self.seconds,
+            ),
+            Profile::FanoutChat => Workload::fanout(
+                self.subscribers,
+                Stream {
+                    frame_bytes: chat_bytes,
+                    rate: self.rate.unwrap_or(10.0),
+                    frames_per_group: 1,
+                },
+                self.seconds,
+            ),
+            Profile::Media | Profile::FanoutMedia => {
+                let rate = self.rate.unwrap_or(60.0);
+                Workload::fanout(
+                    self.subscribers,
+                    Stream {
+                        frame_bytes: media_bytes,
+                        rate,
+                        frames_per_group: (rate * self.group_seconds).round().max(1.0) as u64,
+                    },
+                    self.seconds,
+                )
+            }
+        }
+    }
+}
+
+/// The relay and where results go.
+#[derive(Debug, Clone, Args)]
+struct Output {
+    /// Append every record as a JSON line to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// How long a relay without {fingerprint_file} gets to start, in seconds.
+    #[arg(long, default_value_t = 2.0)]
+    startup: f64,
+    /// How long the warm-up may take before the round fails, in seconds.
+    #[arg(long, default_value_t = 120.0)]
+    warmup_limit: f64,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    #[command(flatten)]
+    load: LoadArgs,
+    #[command(flatten)]
+    output: Output,
+    /// The relay command template [default: this workspace's moq-relay].
+    #[arg(long, value_name = "COMMAND")]
+    relay: Option<String>,
+    /// Rounds, each with a fresh relay process.
+    #[arg(long, default_value_t = 1)]
+    rounds: u32,
+}
+
+#[derive(Debug, Args)]
+struct CompareArgs {
+    #[command(flatten)]
+    load: LoadArgs,
+    #[command(flatten)]
+    output: Output,
+    /// Relay A's command template.
+    #[arg(long, value_name = "COMMAND")]
+    a: String,
+    /// Relay B's command template.
+    #[arg(long, value_name = "COMMAND")]
+    b: String,
+    /// A/B pairs (at least 5 for a verdict worth reading).
+    #[arg(long, default_value_t = 5)]
+    pairs: u32,
+}
+
+#[derive(Debug, Args)]
+struct SweepArgs {
+    #[command(flatten)]
+    load: LoadArgs,
+    #[command(flatten)]
+    output: Output,
+    /// The relay command template [default: this workspace's moq-relay].
+    #[arg(long, value_name = "COMMAND")]
+    relay: Option<String>,
+    /// Rates per publisher to try, in order.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
+    rates: Vec<f64>,
+    /// A rate counts as sustained with at most this share of deliveries lost.
+    #[arg(long, default_value_t = 0.001)]
+    max_loss: f64,
+}
+
+#[derive(Debug, Args)]
+struct SuiteArgs {
+    #[command(flatten)]
+    output: Output,
+    /// Where the JSON lines and the chart go.
+    #[arg(long, default_value = "target/moq-bench")]
+    out: PathBuf,
+    /// The relay command template [default: this workspace's moq-relay].
+    #[arg(long, value_name = "COMMAND")]
+    relay: Option<String>,
+    /// Seconds per measured phase.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+}
+
+#[derive(Debug, Args)]
+struct ChartArgs {
+    /// JSON lines written by `run`, `compare`, `sweep` or `suite`.
+    #[arg(long, value_name = "FILE")]
+    json: PathBuf,
+    /// The SVG to write.
+    #[arg(long, value_name = "FILE", default_value = "moq-bench.svg")]
+    out: PathBuf,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("moq-bench: starting tokio: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        match cli.command {
+            Command::Run(args) => run(args).await,
+            Command::Compare(args) => compare(args).await,
+            Command::Sweep(args) => sweep(args).await,
+            Command::Suite(args) => suite(args).await,
+            Command::Chart(args) => chart_from(&args.json, &args.out),
+        }
+    });
+    match outcome {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("moq-bench: {message}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// This workspace's relay, beside this binary, listening on `{port}`.
+fn default_relay() -> String {
+    let relay = std::env::current_exe()
+        .ok()
+        .map(|exe| exe.with_file_name("moq-relay"))
+        .filter(|path| path.exists())
+        .map_or_else(|| "moq-relay".to_owned(), |p| p.display().to_string());
+    format!(
+        "{relay} --bind 127.0.0.1:{{port}} --no-http --fingerprint-file {{fingerprint_file}} --max-sessions 100000 --max-subscriptions 100000"
+    )
+}
+
+async fn run(args: RunArgs) -> Result<(), String> {
+    let command = args.relay.clone().unwrap_or_else(default_relay);
+    let workload = args.load.workload();
+    println!("{}", RunRecord::table_header());
+    for round in 1..=args.rounds {
+        let record = round_of(
+            &workload,
+            args.load.profile,
+            &command,
+            "relay",
+            round,
+            &args.output,
+        )
+        .await?;
+        emit_run(&record, &args.output)?;
+    }
+    Ok(())
+}
+
+async fn compare(args: CompareArgs) -> Result<(), String> {
+    let workload = args.load.workload();
+    println!("{}", RunRecord::table_header());
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for round in 1..=args.pairs {
+        for (label, command, side) in [("a", &args.a, &mut a), ("b", &args.b, &mut b)] {
+            let record = round_of(
+                &workload,
+                args.load.profile,
+                command,
+                label,
+                round,
+                &args.output,
+            )
+            .await?;
+            emit_run(&record, &args.output)?;
+            side.push(record);
+        }
+    }
+    for metric in ["relay_cpu_us_per_delivery", "latency_p50_us"] {
+        let value = |record: &RunRecord| match metric {
+            "relay_cpu_us_per_delivery" => record.relay.cpu_us_per_delivery,
+            _ => record.latency_us.p50 as f64,
+        };
+        let paired = Paired::of(
+            &a.iter().map(value).collect::<Vec<_>>(),
+            &b.iter().map(value).collect::<Vec<_>>(),
+        );
+        println!(
+            "{metric}: B/A per pair {:?}; median {:.3}, range {:.3}..{:.3}; spread A {:.1} %, B {:.1} %{}",
+            paired
+                .ratios
+                .iter()
+                .map(|r| (r * 1000.0).round() / 1000.0)
+                .collect::<Vec<_>>(),
+            paired.median,
+            paired.min,
+            paired.max,
+            paired.a_spread * 100.0,
+            paired.b_spread * 100.0,
+            if paired.flags.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; FLAGGED: {} (the median alone misleads)",
+                    paired.flags.join(", ")
+                )
+            }
+        );
+        let record = ComparisonRecord {
+            schema: SCHEMA.into(),
+            kind: "comparison".into(),
+            profile: args.load.profile.name().into(),
+            a: args.a.clone(),
+            b: args.b.clone(),
+            metric: metric.into(),
+            paired,
+        };
+        append_json(&args.output, &record.to_json())?;
+    }
+    Ok(())
+}
+
+async fn sweep(args: SweepArgs) -> Result<(), String> {
+    let command = args.relay.clone().unwrap_or_else(default_relay);
+    println!("{}", RunRecord::table_header());
+    let mut sustained = None;
+    for (index, rate) in args.rates.iter().enumerate() {
+        let mut load = args.load.clone();
+        load.rate = Some(*rate);
+        let workload = load.workload();
+        let record = round_of(
+            &workload,
+            load.profile,
+            &command,
+            "relay",
+            index as u32 + 1,
+            &args.output,
+        )
+        .await?;
+        emit_run(&record, &args.output)?;
+        // Sustained: nothing (to speak of) lost, and the offered load actually went out.
+        let offered_ok = record.offered as f64 >= 0.95 * record.offered_rate * record.seconds;
+        if record.loss <= args.max_loss && offered_ok {
+            sustained = Some((*rate, record));
+        } else {
+            break;
+        }
+    }
+    match sustained {
+        Some((rate, record)) => println!(
+            "highest sustained: {rate} frames/s per publisher ({:.0} offered/s, {:.0} deliveries/s, relay {:.1} µs per delivery, {:.2} cores)",
+            record.offered_rate,
+            record.delivered as f64 / record.seconds,
+            record.relay.cpu_us_per_delivery,
+            record.relay.cores
+        ),
+        None => println!("no rate tried was sustained"),
+    }
+    Ok(())
+}
+
+async fn suite(args: SuiteArgs) -> Result<(), String> {
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| format!("creating {}: {e}", args.out.display()))?;
+    let json = args.out.join("suite.jsonl");
+    let _ = std::fs::remove_file(&json);
+    let output = Output {
+        json: Some(json.clone()),
+        ..args.output.clone()
+    };
+    let command = args.relay.clone().unwrap_or_else(default_relay);
+    let base = LoadArgs {
+        profile: Profile::Chat,
+        connections: 1000,
+        room: 10,
+        subscribers: 100,
+        rate: None,
+        frame_bytes: None,
+        group_seconds: 2.0,
+        seconds: args.seconds,
+    };
+    // Sizes that fit a 2-core machine running relay and clients together.
+    let mut plan = vec![
+        LoadArgs {
+            connections: 100,
+            ..base.clone()
+        },
+        LoadArgs {
+            connections: 1000,
+            ..base.clone()
+        },
+        LoadArgs {
+            profile: Profile::Media,
+            subscribers: 100,
+            ..base.clone()
+        },
+    ];
+    for subscribers in [10, 100, 1000] {
+        plan.push(LoadArgs {
+            profile: Profile::FanoutChat,
+            subscribers,
+            ..base.clone()
+        });
+    }
+    for subscribers in [10, 100] {
+        plan.push(LoadArgs {
+            profile: Profile::FanoutMedia,
+            subscribers,
+            ..base.clone()
+        });
+    }
+    println!("{}", RunRecord::table_header());
+    let mut records = Vec::new();
+    for (index, load) in plan.iter().enumerate() {
+        let record = round_of(
+            &load.workload(),
+            load.profile,
+            &command,
+            "relay",
+            index as u32 + 1,
+            &output,
+        )
+        .await?;
+        emit_run(&record, &output)?;
+        records.push(record);
+    }
+    let svg = args.out.join("relay-cpu-per-message.svg");
+    chart::draw(&records, &svg)?;
+    println!("JSON lines: {}\nchart: {}", json.display(), svg.display());
+    Ok(())
+}
+
+fn chart_from(json: &std::path::Path, out: &std::path::Path) -> Result<(), String> {
+    let text =
+        std::fs::read_to_string(json).map_err(|e| format!("reading {}: {e}", json.display()))?;
+    let runs: Vec<RunRecord> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<RunRecord>(line).ok())
+        .filter(|record| record.kind == "run")
+        .collect();
+    chart::draw(&runs, out)?;
+    println!("chart: {}", out.display());
+    Ok(())
+}
+
+/// One round: a fresh relay, the clients, warm-up, the measured phase, the record.
+async fn round_of(
+    workload: &Workload,
+    profile: Profile,
+    command: &str,
+    label: &str,
+    round: u32,
+    output: &Output,
+) -> Result<RunRecord, String> {
+    let template: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
+    let relay = RelayProcess::start(&template, Duration::from_secs_f64(output.startup))?;
+    let fingerprint = relay
+        .fingerprint
+        .as_deref()
+        .map(|text| {
+            Fingerprint::parse(text)
+                .ok_or_else(|| format!("the relay wrote a bad fingerprint {text:?}"))
+        })
+        .transpose()?;
+    let target = Target {
+        url: format!("moqt://127.0.0.1:{}/bench", relay.port),
+        fingerprint,
+    };
+    let idle = relay.usage()?;
+    let clients = load::connect(workload, &target).await?;
+    let tally = clients.tally.clone();
+    let warm = load::warm_up(
+        &tally,
+        workload.pairs(),
+        Duration::from_secs_f64(output.warmup_limit),
+    )
+    .await;
+    if let Err(error) = warm {
+        clients.close().await;
+        relay.stop();
+        return Err(error);
+    }
+
+    let relay_before = relay.usage()?;
+    let client_before = client_usage();
+    let started = Instant::now();
+    tally.measuring.store(true, Ordering::Relaxed);
+    let progress = progress_bar(workload.seconds);
+    while started.elapsed().as_secs_f64() < workload.seconds {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if let Some(bar) = &progress {
+            bar.set_position((started.elapsed().as_secs_f64() * 10.0) as u64);
+            bar.set_message(format!(
+                "{} delivered",
+                tally.delivered.load(Ordering::Relaxed)
+            ));
+        }
+    }
+    // Frames still on their way: up to 3 s more.
+    let drain = Instant::now() + Duration::from_secs(3);
+    while tally.delivered.load(Ordering::Relaxed) < tally.expected.load(Ordering::Relaxed)
+        && Instant::now() < drain
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let relay_cost = relay_before.until(&relay.usage()?);
+    let client_cost = client_before.until(&client_usage());
+    if let Some(bar) = progress {
+        bar.finish_and_clear();
+    }
+    let delivered = tally.delivered.load(Ordering::Relaxed);
+    let expected = tally.expected.load(Ordering::Relaxed);
+    let offered = tally.offered.load(Ordering::Relaxed);
+    let latency = Latency::of(tally.latencies());
+    clients.close().await;
+    relay.stop();
+
+    let connections = workload.connections() as u64;
+    let cost = |usage: Usage, rss_before: u64| ProcessCost {
+        cpu_seconds: usage.cpu_seconds,
+        cpu_us_per_delivery: usage.cpu_seconds * 1e6 / delivered.max(1) as f64,
+        cores: usage.cpu_seconds / elapsed.max(1e-9),
+        voluntary_switches: usage.voluntary_switches,
+        involuntary_switches: usage.involuntary_switches,
+        rss_bytes: usage.rss_bytes,
+        rss_bytes_per_connection: usage.rss_bytes.saturating_sub(rss_before) / connections.max(1),
+    };
+    Ok(RunRecord {
+        schema: SCHEMA.into(),
+        kind: "run".into(),
+        profile: profile.name().into(),
+        label: label.into(),
+        round,
+        connections,
+        publishers: workload.publishers() as u64,
+        offered_rate: workload.publishers() as f64 * workload.stream.rate,
+        frame_bytes: workload.stream.frame_bytes as u64,
+        frames_per_group: workload.stream.frames_per_group,
+        seconds: workload.seconds,
+        offered,
+        expected,
+        delivered,
+        loss: 1.0 - delivered as f64 / expected.max(1) as f64,
+        latency_us: latency,
+        relay: cost(relay_cost, idle.rss_bytes),
+        client: ProcessCost {
+            rss_bytes_per_connection: 0,
+            ..cost(client_cost, 0)
+        },
+    })
+}
+
+/// This process's CPU and context switches (`getrusage`), and its RSS.
+fn client_usage() -> Usage {
+    use nix::sys::resource::{UsageWho, getrusage};
+    use nix::sys::time::TimeValLike;
+    let Ok(usage) = getrusage(UsageWho::RUSAGE_SELF) else {
+        return Usage::default();
+    };
+    let cpu = (usage.user_time().num_microseconds() + usage.system_time().num_microseconds())
+        as f64
+        / 1e6;
+    Usage {
+        cpu_seconds: cpu,
+        voluntary_switches: usage.voluntary_context_switches() as u64,
+        involuntary_switches: usage.involuntary_context_switches() as u64,
+        rss_bytes: relay::usage_of(std::process::id()).map_or(0, |u| u.rss_bytes),
+    }
+}
+
+/// A progress bar on stderr for runs of 3 s or more (hidden when stderr is not a terminal).
+fn progress_bar(seconds: f64) -> Option<indicatif::ProgressBar> {
+    if seconds < 3.0 {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new((seconds * 10.0) as u64);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("  measuring [{bar:30}] {elapsed} {msg}")
+    {
+        bar.set_style(style);
+    }
+    Some(bar)
+}
+
+fn emit_run(record: &RunRecord, output: &Output) -> Result<(), String> {
+    println!("{}", record.table_row());
+    append_json(output, &record.to_json())
+}
+
+fn append_json(output: &Output, line: &str) -> Result<(), String> {
+    let Some(path) = &output.json else {
+        return Ok(());
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| format!("opening {}: {e}", path.display()))?;
+    writeln!(file, "{line}").map_err(|e| format!("writing {}: {e}", path.display()))
+}

@@ -1,0 +1,246 @@
+//! The relay under test, as a process of its own: started from a command template for each
+//! round, measured from `/proc` (CPU, context switches of every thread, resident memory),
+//! and stopped.
+//!
+//! The template is a shell-free argument list with two placeholders: `{port}` (a free
+//! loopback port for the relay's UDP listener) and `{fingerprint_file}` (where a relay
+//! like ours writes its certificate fingerprint once it listens; the bench waits for it
+//! and pins it). A relay that writes no such file is given `--startup` to come up, and the
+//! clients then skip certificate verification.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A relay process.
+#[derive(Debug)]
+pub struct RelayProcess {
+    child: Child,
+    /// The UDP port it listens on.
+    pub port: u16,
+    /// Its certificate's fingerprint, if it wrote one.
+    pub fingerprint: Option<String>,
+    _scratch: PathBuf,
+}
+
+/// A process's counters at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Usage {
+    /// User plus system CPU seconds.
+    pub cpu_seconds: f64,
+    /// Voluntary context switches, all threads.
+    pub voluntary_switches: u64,
+    /// Involuntary context switches, all threads.
+    pub involuntary_switches: u64,
+    /// Resident memory, bytes.
+    pub rss_bytes: u64,
+}
+
+impl Usage {
+    /// What happened between `self` (earlier) and `later`; the memory is `later`'s.
+    pub fn until(&self, later: &Usage) -> Usage {
+        Usage {
+            cpu_seconds: later.cpu_seconds - self.cpu_seconds,
+            voluntary_switches: later
+                .voluntary_switches
+                .saturating_sub(self.voluntary_switches),
+            involuntary_switches: later
+                .involuntary_switches
+                .saturating_sub(self.involuntary_switches),
+            rss_bytes: later.rss_bytes,
+        }
+    }
+}
+
+impl RelayProcess {
+    /// Starts `template` (see the module docs), waiting up to `startup` for it to listen.
+    pub fn start(template: &[String], startup: Duration) -> Result<Self, String> {
+        let (program, args) = template.split_first().ok_or("the relay command is empty")?;
+        let port = free_port()?;
+        let scratch =
+            std::env::temp_dir().join(format!("moq-bench-{}-{}", std::process::id(), port));
+        std::fs::create_dir_all(&scratch).map_err(|e| format!("creating {scratch:?}: {e}"))?;
+        let fingerprint_file = scratch.join("fingerprint");
+        let waits_for_file = template
+            .iter()
+            .any(|arg| arg.contains("{fingerprint_file}"));
+        let fill = |arg: &String| {
+            arg.replace("{port}", &port.to_string())
+                .replace("{fingerprint_file}", &fingerprint_file.to_string_lossy())
+        };
+        let child = Command::new(fill(program))
+            .args(args.iter().map(fill))
+            .env("RUST_LOG", "error")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("starting the relay {program:?}: {e}"))?;
+        let mut relay = Self {
+            child,
+            port,
+            fingerprint: None,
+            _scratch: scratch,
+        };
+        let deadline = Instant::now() + startup;
+        loop {
+            if let Ok(Some(status)) = relay.child.try_wait() {
+                return Err(format!("the relay exited at start ({status})"));
+            }
+            if waits_for_file {
+                if let Some(text) = read_nonempty(&fingerprint_file) {
+                    relay.fingerprint = Some(text);
+                    return Ok(relay);
+                }
+            }
+            if Instant::now() >= deadline {
+                if waits_for_file {
+                    return Err(format!(
+                        "the relay wrote no fingerprint to {} within {startup:?}",
+                        fingerprint_file.display()
+                    ));
+                }
+                return Ok(relay);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The relay's counters now.
+    pub fn usage(&self) -> Result<Usage, String> {
+        usage_of(self.child.id())
+    }
+
+    /// Stops the relay (SIGTERM, then SIGKILL after 5 s).
+    pub fn stop(mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for RelayProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self._scratch);
+    }
+}
+
+/// The counters of process `pid`, from `/proc`.
+pub fn usage_of(pid: u32) -> Result<Usage, String> {
+    let stat_path = format!("/proc/{pid}/stat");
+    let stat =
+        std::fs::read_to_string(&stat_path).map_err(|e| format!("reading {stat_path}: {e}"))?;
+    let cpu_seconds =
+        cpu_seconds_from_stat(&stat).ok_or_else(|| format!("unexpected {stat_path}: {stat}"))?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss_bytes = status_field(&status, "VmRSS:").unwrap_or(0) * 1024;
+    // Context switches are per thread: sum every thread's.
+    let (mut voluntary, mut involuntary) = (0, 0);
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            let text = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+            voluntary += status_field(&text, "voluntary_ctxt_switches:").unwrap_or(0);
+            involuntary += status_field(&text, "nonvoluntary_ctxt_switches:").unwrap_or(0);
+        }
+    }
+    Ok(Usage {
+        cpu_seconds,
+        voluntary_switches: voluntary,
+        involuntary_switches: involuntary,
+        rss_bytes,
+    })
+}
+
+/// utime + stime of a `/proc/<pid>/stat` line, in seconds.
+fn cpu_seconds_from_stat(stat: &str) -> Option<f64> {
+    // The command name is in parentheses and may hold spaces: count fields after it.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 of the line are the 12th and 13th after `)`.
+    let user: f64 = fields.get(11)?.parse().ok()?;
+    let system: f64 = fields.get(12)?.parse().ok()?;
+    Some((user + system) / clock_ticks())
+}
+
+/// A `Name:   value ...` field of `/proc/<pid>/status`.
+fn status_field(status: &str, name: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(name))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|value| value.parse().ok())
+}
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`).
+fn clock_ticks() -> f64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .map_or(100.0, |ticks| ticks as f64)
+}
+
+fn read_nonempty(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_owned())
+}
+
+/// A loopback port free for UDP (the relay) and TCP (an HTTP side on the same port).
+fn free_port() -> Result<u16, String> {
+    for _ in 0..50 {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+        let port = udp.local_addr().map_err(|e| e.to_string())?.port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err("no loopback port free for both UDP and TCP".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_is_read_past_a_command_name_with_spaces() {
+        let stat = "42 (relay (x) y) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0 1 2 3";
+        let ticks = clock_ticks();
+        assert_eq!(cpu_seconds_from_stat(stat), Some(300.0 / ticks));
+        assert_eq!(cpu_seconds_from_stat("garbage"), None);
+    }
+
+    #[test]
+    fn status_fields_are_found_by_name() {
+        let status = "Name:\trelay\nVmRSS:\t   2048 kB\nvoluntary_ctxt_switches:\t7\nnonvoluntary_ctxt_switches:\t3\n";
+        assert_eq!(status_field(status, "VmRSS:"), Some(2048));
+        assert_eq!(status_field(status, "voluntary_ctxt_switches:"), Some(7));
+        assert_eq!(status_field(status, "nonvoluntary_ctxt_switches:"), Some(3));
+        assert_eq!(status_field(status, "Missing:"), None);
+    }
+
+    #[test]
+    fn this_process_can_be_measured() {
+        let usage = usage_of(std::process::id()).unwrap();
+        assert!(usage.rss_bytes > 0);
+        let later = Usage {
+            cpu_seconds: usage.cpu_seconds + 1.0,
+            voluntary_switches: usage.voluntary_switches + 2,
+            ..usage
+        };
+        let delta = usage.until(&later);
+        assert!((delta.cpu_seconds - 1.0).abs() < 1e-9);
+        assert_eq!(delta.voluntary_switches, 2);
+    }
+}
