@@ -1,0 +1,83 @@
+//! The comparison mode on two real relay commands: alternating rounds, one JSON line per
+//! round, and a paired verdict per metric.
+#![allow(missing_docs)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The relay binary beside this package's, built if it is not there yet (a
+/// `cargo test -p moq-bench` alone does not build other packages' binaries).
+fn relay_binary() -> PathBuf {
+    let relay = PathBuf::from(env!("CARGO_BIN_EXE_moq-bench")).with_file_name("moq-relay");
+    if !relay.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let built = Command::new(cargo)
+            .args(["build", "-p", "moq-relay", "--bin", "moq-relay"])
+            .status()
+            .expect("cargo runs");
+        assert!(built.success(), "building moq-relay");
+    }
+    relay
+}
+
+#[test]
+fn compare_alternates_two_relays_and_pairs_their_rounds() {
+    let relay = relay_binary().display().to_string();
+    let command = |extra: &str| {
+        format!(
+            "{relay} --bind 127.0.0.1:{{port}} --no-http --fingerprint-file {{fingerprint_file}} {extra}"
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("compare.jsonl");
+    let output = Command::new(env!("CARGO_BIN_EXE_moq-bench"))
+        .args([
+            "compare",
+            "--profile",
+            "fanout-chat",
+            "--subscribers",
+            "2",
+            "--seconds",
+            "0.5",
+        ])
+        .args([
+            "--pairs",
+            "5",
+            "--a",
+            &command(""),
+            "--b",
+            &command("--cache-groups 4"),
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let runs: Vec<&serde_json::Value> = lines.iter().filter(|l| l["kind"] == "run").collect();
+    let labels: Vec<&str> = runs.iter().map(|r| r["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["a", "b", "a", "b", "a", "b", "a", "b", "a", "b"]);
+    for run in &runs {
+        assert_eq!(run["schema"], "moq-bench/1");
+        assert!(run["delivered"].as_u64().unwrap() > 0, "{run}");
+        assert!(run["relay"]["cpu_seconds"].as_f64().unwrap() >= 0.0);
+    }
+    let verdicts: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["kind"] == "comparison").collect();
+    assert_eq!(verdicts.len(), 2);
+    for verdict in verdicts {
+        let ratios = verdict["paired"]["ratios"].as_array().unwrap();
+        assert_eq!(ratios.len(), 5, "{verdict}");
+        assert!(verdict["paired"]["median"].as_f64().unwrap() > 0.0);
+    }
+    assert!(stdout.contains("B/A per pair"), "{stdout}");
+}
