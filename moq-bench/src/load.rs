@@ -5,9 +5,11 @@
 //!
 //! 1. **connect**: every member opens its own session to the relay (raw QUIC), a few dozen
 //!    at a time;
-//! 2. **warm up**: publishers write a small frame every 50 ms until every subscriber has
-//!    heard from every publisher it should (a true barrier: every subscription is in place
-//!    end to end before anything is counted);
+//! 2. **warm up**: once everyone is connected, each publisher writes a warm-up frame every
+//!    200 ms until all of its subscribers have heard from it, and the run waits until every
+//!    subscriber has heard from every publisher it should (a true barrier: every
+//!    subscription is in place end to end before anything is counted, and the warm-up
+//!    load stops as soon as it did its job);
 //! 3. **measure**: publishers write frames on a fixed schedule (frame `k` of publisher `i`
 //!    at `start + (k + i / publishers) / rate`, so that publishers interleave instead of
 //!    firing together) for the run's length; then the run waits for frames still on their
@@ -120,6 +122,10 @@ pub struct Target {
 /// The shared counters of a run.
 #[derive(Debug, Default)]
 pub struct Tally {
+    /// Set once every member is connected: publishers start their warm-up.
+    pub connected: AtomicBool,
+    /// Per publisher (by path): how many of its subscribers have heard from it.
+    heard: std::collections::HashMap<String, AtomicU64>,
     /// Subscriber/publisher pairs that have seen a warm-up frame.
     pub ready_pairs: AtomicU64,
     /// Measured frames sent.
@@ -130,6 +136,9 @@ pub struct Tally {
     pub delivered: AtomicU64,
     /// Set when publishers should write measured frames.
     pub measuring: AtomicBool,
+    /// The measured phase, from start to end, the same for every publisher (set before
+    /// `measuring`).
+    pub window: std::sync::OnceLock<(Instant, Instant)>,
     /// Set when publishers should stop.
     pub stopped: AtomicBool,
     /// Latencies in microseconds, sharded to keep readers off one lock.
@@ -158,7 +167,18 @@ pub struct Clients {
 
 /// Connects every member of `workload` to `target` and starts them (in warm-up).
 pub async fn connect(workload: &Workload, target: &Target) -> Result<Clients, String> {
-    let tally = Arc::new(Tally::default());
+    let heard = workload
+        .rooms
+        .iter()
+        .enumerate()
+        .flat_map(|(room, members)| {
+            (0..members.len()).map(move |member| (member_path(room, member), AtomicU64::new(0)))
+        })
+        .collect();
+    let tally = Arc::new(Tally {
+        heard,
+        ..Tally::default()
+    });
     let mut sessions = Vec::new();
     let mut publishers = Vec::new();
     let publisher_count = workload.publishers().max(1);
@@ -170,7 +190,7 @@ pub async fn connect(workload: &Workload, target: &Target) -> Result<Clients, St
             publisher_index += usize::from(publishes);
             let member = Member {
                 room: format!("room{room_index}"),
-                name: format!("m{member_index}"),
+                path: member_path(room_index, member_index),
                 publishes,
                 subscribes,
                 audience: Workload::audience(room, subscribes),
@@ -192,6 +212,7 @@ pub async fn connect(workload: &Workload, target: &Target) -> Result<Clients, St
         sessions.push(session);
         publishers.extend(task);
     }
+    tally.connected.store(true, Ordering::Relaxed);
     Ok(Clients {
         sessions,
         publishers,
@@ -234,7 +255,8 @@ impl Clients {
 /// One member: where it is and what it does.
 struct Member {
     room: String,
-    name: String,
+    /// `room<r>/m<i>`: its broadcast's path, relative to the run's root.
+    path: String,
     publishes: bool,
     subscribes: bool,
     /// Subscribers of this member's broadcast.
@@ -254,7 +276,7 @@ impl Member {
             timescale: 1_000_000,
             ..Track::new("data")
         });
-        let path = format!("{}/{}", self.room, self.name);
+        let path = self.path.clone();
         if self.publishes {
             published
                 .publish(path.as_str(), &broadcast)
@@ -290,11 +312,17 @@ impl Member {
                 workload.seconds,
                 self.phase,
                 self.audience,
+                path.clone(),
                 tally,
             ))
         });
         Ok((session, task))
     }
+}
+
+/// The broadcast path of member `member` of room `room`.
+fn member_path(room: usize, member: usize) -> String {
+    format!("room{room}/m{member}")
 }
 
 /// Spreads members over the latency shards.
@@ -309,7 +337,7 @@ async fn follow(seen: Origin, me: String, tally: Arc<Tally>, shard: usize) {
     loop {
         if let Announcement::Active { path, broadcast } = announced.next().await {
             if path.as_str() != me {
-                tokio::spawn(read(broadcast, tally.clone(), shard));
+                tokio::spawn(read(path.to_string(), broadcast, tally.clone(), shard));
             }
         }
     }
@@ -317,7 +345,7 @@ async fn follow(seen: Origin, me: String, tally: Arc<Tally>, shard: usize) {
 
 /// Reads one publisher's frames: the first warm-up frame makes the pair ready; measured
 /// frames are counted and timed.
-async fn read(broadcast: BroadcastConsumer, tally: Arc<Tally>, shard: usize) {
+async fn read(publisher: String, broadcast: BroadcastConsumer, tally: Arc<Tally>, shard: usize) {
     let Ok(mut track) = broadcast.subscribe_track("data").await else {
         return;
     };
@@ -328,6 +356,9 @@ async fn read(broadcast: BroadcastConsumer, tally: Arc<Tally>, shard: usize) {
             if !ready {
                 ready = true;
                 tally.ready_pairs.fetch_add(1, Ordering::Relaxed);
+                if let Some(heard) = tally.heard.get(&publisher) {
+                    heard.fetch_add(1, Ordering::Relaxed);
+                }
             }
             if frame.payload.first() == Some(&1) {
                 let latency = now_micros().saturating_sub(frame.timestamp);
@@ -349,23 +380,39 @@ async fn publish(
     seconds: f64,
     phase: f64,
     audience: u64,
+    path: String,
     tally: Arc<Tally>,
 ) {
     let size = stream.frame_bytes.max(1);
     let warm = frame(size, 0);
     let measured = frame(size, 1);
+    let heard = |tally: &Tally| {
+        tally
+            .heard
+            .get(&path)
+            .map_or(0, |h| h.load(Ordering::Relaxed))
+    };
     while !tally.measuring.load(Ordering::Relaxed) {
         if tally.stopped.load(Ordering::Relaxed) {
             return;
         }
-        let mut group = track.append_group();
-        group.write(now_micros(), warm.clone());
-        group.finish();
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        if tally.connected.load(Ordering::Relaxed) && heard(&tally) < audience {
+            let mut group = track.append_group();
+            group.write(now_micros(), warm.clone());
+            group.finish();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        } else {
+            // Heard by everyone: wait for the measured phase, promptly.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
     let interval = Duration::from_secs_f64(1.0 / stream.rate.max(1e-6));
-    let start = tokio::time::Instant::now() + interval.mul_f64(phase);
-    let end = tokio::time::Instant::now() + Duration::from_secs_f64(seconds);
+    let (window_start, window_end) = tally.window.get().copied().unwrap_or_else(|| {
+        let now = Instant::now();
+        (now, now + Duration::from_secs_f64(seconds))
+    });
+    let start = tokio::time::Instant::from_std(window_start) + interval.mul_f64(phase);
+    let end = tokio::time::Instant::from_std(window_end);
     let mut group = None;
     let mut sent = 0u64;
     loop {

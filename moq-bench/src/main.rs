@@ -517,12 +517,16 @@ async fn round_of(
         return Err(error);
     }
 
+    // One window for every publisher, starting a moment from now so that all see it first.
+    let started = Instant::now() + Duration::from_millis(50);
+    let window_end = started + Duration::from_secs_f64(workload.seconds);
+    let _ = tally.window.set((started, window_end));
+    tally.measuring.store(true, Ordering::Relaxed);
+    tokio::time::sleep_until(tokio::time::Instant::from_std(started)).await;
     let relay_before = relay.usage()?;
     let client_before = client_usage();
-    let started = Instant::now();
-    tally.measuring.store(true, Ordering::Relaxed);
     let progress = progress_bar(workload.seconds);
-    while started.elapsed().as_secs_f64() < workload.seconds {
+    while Instant::now() < window_end {
         tokio::time::sleep(Duration::from_millis(100)).await;
         if let Some(bar) = &progress {
             bar.set_position((started.elapsed().as_secs_f64() * 10.0) as u64);
