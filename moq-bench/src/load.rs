@@ -305,16 +305,16 @@ impl Member {
             tokio::spawn(follow(seen, path.clone(), tally.clone(), hash(&path)));
         }
         let task = self.publishes.then(|| {
-            tokio::spawn(publish(
-                broadcast,
+            let publisher = Publisher {
+                _broadcast: broadcast,
                 track,
-                workload.stream,
-                workload.seconds,
-                self.phase,
-                self.audience,
-                path.clone(),
-                tally,
-            ))
+                stream: workload.stream,
+                seconds: workload.seconds,
+                phase: self.phase,
+                audience: self.audience,
+                path: path.clone(),
+            };
+            tokio::spawn(publisher.run(tally))
         });
         Ok((session, task))
     }
@@ -372,71 +372,79 @@ async fn read(publisher: String, broadcast: BroadcastConsumer, tally: Arc<Tally>
     }
 }
 
-/// Writes warm-up frames until the run measures, then measured frames on schedule.
-async fn publish(
+/// One publishing member's broadcast and schedule.
+struct Publisher {
+    /// Kept published for as long as the publisher runs.
     _broadcast: BroadcastProducer,
-    mut track: moq_net::model::TrackProducer,
+    track: moq_net::model::TrackProducer,
     stream: Stream,
     seconds: f64,
+    /// Its offset within the interval, as a share of it.
     phase: f64,
+    /// How many subscribers it has.
     audience: u64,
+    /// Its broadcast's path.
     path: String,
-    tally: Arc<Tally>,
-) {
-    let size = stream.frame_bytes.max(1);
-    let warm = frame(size, 0);
-    let measured = frame(size, 1);
-    let heard = |tally: &Tally| {
-        tally
-            .heard
-            .get(&path)
-            .map_or(0, |h| h.load(Ordering::Relaxed))
-    };
-    while !tally.measuring.load(Ordering::Relaxed) {
-        if tally.stopped.load(Ordering::Relaxed) {
-            return;
-        }
-        if tally.connected.load(Ordering::Relaxed) && heard(&tally) < audience {
-            let mut group = track.append_group();
-            group.write(now_micros(), warm.clone());
-            group.finish();
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        } else {
-            // Heard by everyone: wait for the measured phase, promptly.
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
-    let interval = Duration::from_secs_f64(1.0 / stream.rate.max(1e-6));
-    let (window_start, window_end) = tally.window.get().copied().unwrap_or_else(|| {
-        let now = Instant::now();
-        (now, now + Duration::from_secs_f64(seconds))
-    });
-    let start = tokio::time::Instant::from_std(window_start) + interval.mul_f64(phase);
-    let end = tokio::time::Instant::from_std(window_end);
-    let mut group = None;
-    let mut sent = 0u64;
-    loop {
-        let at = start + interval.mul_f64(sent as f64);
-        if at >= end || tally.stopped.load(Ordering::Relaxed) {
-            break;
-        }
-        tokio::time::sleep_until(at).await;
-        let current = group.get_or_insert_with(|| track.append_group());
-        current.write(now_micros(), measured.clone());
-        sent += 1;
-        tally.offered.fetch_add(1, Ordering::Relaxed);
-        tally.expected.fetch_add(audience, Ordering::Relaxed);
-        if current.frame_count() >= stream.frames_per_group.max(1) {
-            if let Some(full) = group.take() {
-                full.finish();
+}
+
+impl Publisher {
+    /// Writes warm-up frames until the run measures, then measured frames on schedule.
+    async fn run(mut self, tally: Arc<Tally>) {
+        let size = self.stream.frame_bytes.max(1);
+        let warm = frame(size, 0);
+        let measured = frame(size, 1);
+        let heard = |tally: &Tally| {
+            tally
+                .heard
+                .get(&self.path)
+                .map_or(0, |h| h.load(Ordering::Relaxed))
+        };
+        while !tally.measuring.load(Ordering::Relaxed) {
+            if tally.stopped.load(Ordering::Relaxed) {
+                return;
+            }
+            if tally.connected.load(Ordering::Relaxed) && heard(&tally) < self.audience {
+                let mut group = self.track.append_group();
+                group.write(now_micros(), warm.clone());
+                group.finish();
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            } else {
+                // Heard by everyone: wait for the measured phase, promptly.
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
         }
+        let interval = Duration::from_secs_f64(1.0 / self.stream.rate.max(1e-6));
+        let (window_start, window_end) = tally.window.get().copied().unwrap_or_else(|| {
+            let now = Instant::now();
+            (now, now + Duration::from_secs_f64(self.seconds))
+        });
+        let start = tokio::time::Instant::from_std(window_start) + interval.mul_f64(self.phase);
+        let end = tokio::time::Instant::from_std(window_end);
+        let mut group = None;
+        let mut sent = 0u64;
+        loop {
+            let at = start + interval.mul_f64(sent as f64);
+            if at >= end || tally.stopped.load(Ordering::Relaxed) {
+                break;
+            }
+            tokio::time::sleep_until(at).await;
+            let current = group.get_or_insert_with(|| self.track.append_group());
+            current.write(now_micros(), measured.clone());
+            sent += 1;
+            tally.offered.fetch_add(1, Ordering::Relaxed);
+            tally.expected.fetch_add(self.audience, Ordering::Relaxed);
+            if current.frame_count() >= self.stream.frames_per_group.max(1) {
+                if let Some(full) = group.take() {
+                    full.finish();
+                }
+            }
+        }
+        if let Some(last) = group {
+            last.finish();
+        }
+        // Stay published until the run closes the session.
+        std::future::pending::<()>().await;
     }
-    if let Some(last) = group {
-        last.finish();
-    }
-    // Stay published until the run closes the session.
-    std::future::pending::<()>().await;
 }
 
 /// A payload of `size` bytes whose first byte is `kind`.
