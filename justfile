@@ -17,7 +17,9 @@ check:
 loom:
     cargo xtask loom
 
-# Wall-clock benchmarks, then instruction counts under callgrind.
+# Wall-clock benchmarks, instruction counts under callgrind, then moq-bench's every
+# profile against the relay (table, JSON lines and an SVG chart in target/moq-bench).
 bench:
     cargo xtask bench
     cargo xtask bench --instructions
+    cargo xtask suite

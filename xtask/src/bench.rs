@@ -34,6 +34,22 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `moq-bench suite`: every load profile against the relay, release build.
+pub(crate) fn suite(root: &Path, args: &[String]) -> Result<(), Failure> {
+    crate::prerequisites::ensure()?;
+    cargo(
+        root,
+        &["build", "--release", "-p", "moq-bench", "-p", "moq-relay"],
+    )
+    .run()?;
+    let binary = root.join("target").join("release").join("moq-bench");
+    let out = root.join("target").join("moq-bench");
+    let out = out.to_string_lossy();
+    let mut suite_args = vec!["suite", "--out", out.as_ref()];
+    suite_args.extend(args.iter().map(String::as_str));
+    Command::new(&binary, &suite_args).current_dir(root).run()
+}
+
 fn instructions(root: &Path, package: &str, bench: &str) -> Result<(), Failure> {
     let binary = build(root, package, bench)?;
     let list = Command::new(&binary, &["--list"]).output()?;

@@ -32,6 +32,8 @@ commands:
   loom       the loom models of kio and moq-net (RUSTFLAGS=\"--cfg loom\")
   doc        cargo doc with warnings denied
   bench      the benchmarks; add --instructions for callgrind instruction counts
+  suite      moq-bench's every profile against the relay (release build): a table, JSON
+             lines and an SVG chart in target/moq-bench
 ";
 
 fn main() -> ExitCode {
@@ -44,7 +46,8 @@ fn main() -> ExitCode {
     let steps: &[&str] = match command.as_str() {
         "test" => &["setup", "fmt", "deps", "clippy", "unit", "loom", "doc"],
         "check" => &["fmt", "deps", "clippy", "doc"],
-        "setup" | "fmt" | "deps" | "clippy" | "unit" | "loom" | "doc" | "bench" | "demo" => {
+        "setup" | "fmt" | "deps" | "clippy" | "unit" | "loom" | "doc" | "bench" | "demo"
+        | "suite" => {
             std::slice::from_ref(command)
                 .iter()
                 .map(String::as_str)
@@ -138,6 +141,7 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
             .run(),
         "bench" => bench::run(&root, args),
         "demo" => demo::run(&root),
+        "suite" => bench::suite(&root, args),
         other => unreachable!("step {other} is listed in main"),
     }
 }
