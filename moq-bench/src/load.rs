@@ -31,7 +31,8 @@ use moq_tokio::ClientConfig;
 pub struct Stream {
     /// Payload bytes per frame (at least 1).
     pub frame_bytes: usize,
-    /// Frames per second, per publisher.
+    /// Frames per second, per publisher; 0 writes as fast as the publisher's task runs
+    /// (unpaced: the highest offered load this process can make, yielding between frames).
     pub rate: f64,
     /// Frames per group (1: every frame a group of its own, as chat does).
     pub frames_per_group: u64,
@@ -413,7 +414,12 @@ impl Publisher {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         }
-        let interval = Duration::from_secs_f64(1.0 / self.stream.rate.max(1e-6));
+        let unpaced = self.stream.rate <= 0.0;
+        let interval = if unpaced {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(1.0 / self.stream.rate)
+        };
         let (window_start, window_end) = tally.window.get().copied().unwrap_or_else(|| {
             let now = Instant::now();
             (now, now + Duration::from_secs_f64(self.seconds))
@@ -427,7 +433,18 @@ impl Publisher {
             if at >= end || tally.stopped.load(Ordering::Relaxed) {
                 break;
             }
-            tokio::time::sleep_until(at).await;
+            if unpaced {
+                if sent == 0 {
+                    tokio::time::sleep_until(start).await;
+                } else {
+                    tokio::task::yield_now().await;
+                }
+                if tokio::time::Instant::now() >= end {
+                    break;
+                }
+            } else {
+                tokio::time::sleep_until(at).await;
+            }
             let current = group.get_or_insert_with(|| self.track.append_group());
             current.write(now_micros(), measured.clone());
             sent += 1;

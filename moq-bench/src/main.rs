@@ -43,7 +43,7 @@ enum Command {
     /// B/A per pair: median, spread, and a flag on a side too spread out or split in two.
     Compare(CompareArgs),
     /// Raises a profile's rate step by step until the relay loses messages or falls
-    /// behind: the highest rate it sustains.
+    /// behind (p99 latency over --max-p99-ms): the highest rate it sustains.
     Sweep(SweepArgs),
     /// Every profile at a size that fits a 2-core machine; JSON lines and an SVG chart.
     Suite(SuiteArgs),
@@ -91,7 +91,8 @@ struct LoadArgs {
     /// media and fanout: subscribers of the one publisher.
     #[arg(long, default_value_t = 100)]
     subscribers: usize,
-    /// Frames per second per publisher [default: chat 1, fanout-chat 10, media 60].
+    /// Frames per second per publisher, 0 for as fast as possible [default: chat 1,
+    /// fanout-chat 10, media 60].
     #[arg(long)]
     rate: Option<f64>,
     /// Payload bytes per frame [default: chat 100, media 4096].
@@ -202,9 +203,13 @@ struct SweepArgs {
     /// Rates per publisher to try, in order.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
     rates: Vec<f64>,
-    /// A rate counts as sustained with at most this share of deliveries lost.
+    /// A rate counts as sustained with at most this share of deliveries lost...
     #[arg(long, default_value_t = 0.001)]
     max_loss: f64,
+    /// ...and a p99 latency at most this many milliseconds (a relay that loses nothing
+    /// but queues ever longer is not keeping up).
+    #[arg(long, default_value_t = 250.0)]
+    max_p99_ms: f64,
 }
 
 #[derive(Debug, Args)]
@@ -376,7 +381,8 @@ async fn sweep(args: SweepArgs) -> Result<(), String> {
         emit_run(&record, &args.output)?;
         // Sustained: nothing (to speak of) lost, and the offered load actually went out.
         let offered_ok = record.offered as f64 >= 0.95 * record.offered_rate * record.seconds;
-        if record.loss <= args.max_loss && offered_ok {
+        let keeps_up = record.latency_us.p99 as f64 <= args.max_p99_ms * 1000.0;
+        if record.loss <= args.max_loss && offered_ok && keeps_up {
             sustained = Some((*rate, record));
         } else {
             break;

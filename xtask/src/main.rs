@@ -47,13 +47,11 @@ fn main() -> ExitCode {
         "test" => &["setup", "fmt", "deps", "clippy", "unit", "loom", "doc"],
         "check" => &["fmt", "deps", "clippy", "doc"],
         "setup" | "fmt" | "deps" | "clippy" | "unit" | "loom" | "doc" | "bench" | "demo"
-        | "suite" => {
-            std::slice::from_ref(command)
-                .iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>()
-                .leak()
-        }
+        | "suite" => std::slice::from_ref(command)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .leak(),
         "help" | "--help" | "-h" => {
             print!("{HELP}");
             return ExitCode::SUCCESS;
