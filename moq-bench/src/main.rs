@@ -49,6 +49,27 @@ enum Command {
     Suite(SuiteArgs),
     /// Draws relay CPU per message against connections from JSON lines, as SVG.
     Chart(ChartArgs),
+    /// One round in this process, its record printed as JSON (what the other commands
+    /// run in a fresh process per round).
+    #[command(hide = true)]
+    Round(RoundArgs),
+}
+
+#[derive(Debug, Args)]
+struct RoundArgs {
+    #[command(flatten)]
+    load: LoadArgs,
+    #[command(flatten)]
+    output: Output,
+    /// The relay command template.
+    #[arg(long)]
+    relay: String,
+    /// The record's label.
+    #[arg(long)]
+    label: String,
+    /// The record's round.
+    #[arg(long)]
+    round: u32,
 }
 
 /// The load shapes.
@@ -107,6 +128,31 @@ struct LoadArgs {
 }
 
 impl LoadArgs {
+    /// These arguments as command-line arguments again (for a round's own process).
+    fn to_args(&self) -> Vec<String> {
+        let mut args = vec![
+            "--profile".to_owned(),
+            self.profile.name().to_owned(),
+            "--connections".into(),
+            self.connections.to_string(),
+            "--room".into(),
+            self.room.to_string(),
+            "--subscribers".into(),
+            self.subscribers.to_string(),
+            "--group-seconds".into(),
+            self.group_seconds.to_string(),
+            "--seconds".into(),
+            self.seconds.to_string(),
+        ];
+        if let Some(rate) = self.rate {
+            args.extend(["--rate".to_owned(), rate.to_string()]);
+        }
+        if let Some(bytes) = self.frame_bytes {
+            args.extend(["--frame-bytes".to_owned(), bytes.to_string()]);
+        }
+        args
+    }
+
     fn workload(&self) -> Workload {
         let chat_bytes = self.frame_bytes.unwrap_or(100);
         let media_bytes = self.frame_bytes.unwrap_or(4096);
@@ -256,6 +302,19 @@ fn main() -> std::process::ExitCode {
             Command::Sweep(args) => sweep(args).await,
             Command::Suite(args) => suite(args).await,
             Command::Chart(args) => chart_from(&args.json, &args.out),
+            Command::Round(args) => {
+                let record = measure_round(
+                    &args.load.workload(),
+                    args.load.profile,
+                    &args.relay,
+                    &args.label,
+                    args.round,
+                    &args.output,
+                )
+                .await?;
+                println!("{}", record.to_json());
+                Ok(())
+            }
         }
     });
     match outcome {
@@ -286,7 +345,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     for round in 1..=args.rounds {
         let record = round_of(
             &workload,
-            args.load.profile,
+            &args.load,
             &command,
             "relay",
             round,
@@ -304,15 +363,8 @@ async fn compare(args: CompareArgs) -> Result<(), String> {
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for round in 1..=args.pairs {
         for (label, command, side) in [("a", &args.a, &mut a), ("b", &args.b, &mut b)] {
-            let record = round_of(
-                &workload,
-                args.load.profile,
-                command,
-                label,
-                round,
-                &args.output,
-            )
-            .await?;
+            let record =
+                round_of(&workload, &args.load, command, label, round, &args.output).await?;
             emit_run(&record, &args.output)?;
             side.push(record);
         }
@@ -371,7 +423,7 @@ async fn sweep(args: SweepArgs) -> Result<(), String> {
         let workload = load.workload();
         let record = round_of(
             &workload,
-            load.profile,
+            &load,
             &command,
             "relay",
             index as u32 + 1,
@@ -456,7 +508,7 @@ async fn suite(args: SuiteArgs) -> Result<(), String> {
     for (index, load) in plan.iter().enumerate() {
         let record = round_of(
             &load.workload(),
-            load.profile,
+            load,
             &command,
             "relay",
             index as u32 + 1,
@@ -485,8 +537,51 @@ fn chart_from(json: &std::path::Path, out: &std::path::Path) -> Result<(), Strin
     Ok(())
 }
 
-/// One round: a fresh relay, the clients, warm-up, the measured phase, the record.
+/// One round in a fresh `moq-bench` process (the hidden `round` command), so that no
+/// round inherits the previous one's client connections, tasks or memory: its record.
 async fn round_of(
+    _workload: &Workload,
+    load: &LoadArgs,
+    command: &str,
+    label: &str,
+    round: u32,
+    output: &Output,
+) -> Result<RunRecord, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding moq-bench itself: {e}"))?;
+    let mut args = vec![
+        "round".to_owned(),
+        "--relay".into(),
+        command.to_owned(),
+        "--label".into(),
+        label.to_owned(),
+        "--round".into(),
+        round.to_string(),
+        "--startup".into(),
+        output.startup.to_string(),
+        "--warmup-limit".into(),
+        output.warmup_limit.to_string(),
+    ];
+    args.extend(load.to_args());
+    let child = tokio::process::Command::new(exe)
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .await
+        .map_err(|e| format!("running a round: {e}"))?;
+    let stdout = String::from_utf8_lossy(&child.stdout);
+    if !child.status.success() {
+        return Err(format!("round {round} ({label}) failed ({})", child.status));
+    }
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line)
+        .map_err(|e| format!("round {round} printed no record ({e}): {line:?}"))
+}
+
+/// One round in this process: a fresh relay, the clients, warm-up, the measured phase,
+/// the record.
+async fn measure_round(
     workload: &Workload,
     profile: Profile,
     command: &str,
@@ -644,4 +739,56 @@ fn append_json(output: &Output, line: &str) -> Result<(), String> {
         .open(path)
         .map_err(|e| format!("opening {}: {e}", path.display()))?;
     writeln!(file, "{line}").map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A round's own process must get exactly the load its parent was asked for.
+    #[test]
+    fn load_arguments_survive_the_trip_to_a_round_process() {
+        for argv in [
+            vec![
+                "--profile",
+                "chat",
+                "--connections",
+                "250",
+                "--room",
+                "5",
+                "--rate",
+                "2.5",
+            ],
+            vec![
+                "--profile",
+                "media",
+                "--subscribers",
+                "7",
+                "--frame-bytes",
+                "1000",
+            ],
+            vec![
+                "--profile",
+                "fanout-chat",
+                "--rate",
+                "0",
+                "--seconds",
+                "1.5",
+            ],
+        ] {
+            let mut first = vec!["moq-bench", "run"];
+            first.extend(&argv);
+            let Command::Run(original) = Cli::try_parse_from(&first).unwrap().command else {
+                panic!("parsed as run");
+            };
+            let mut second = vec!["moq-bench".to_owned(), "round".into()];
+            second.extend(["--relay", "r", "--label", "a", "--round", "1"].map(String::from));
+            second.extend(original.load.to_args());
+            let Command::Round(round) = Cli::try_parse_from(&second).unwrap().command else {
+                panic!("parsed as round");
+            };
+            assert_eq!(round.load.workload(), original.load.workload(), "{argv:?}");
+            assert_eq!(round.load.profile, original.load.profile);
+        }
+    }
 }

@@ -322,11 +322,17 @@ impl State {
         }
         wakes.credit =
             self.conn.peer_streams_left_bidi() > 0 || self.conn.peer_streams_left_uni() > 0;
-        let mut buf = [0u8; 65_536];
-        while let Ok(len) = self.conn.dgram_recv(&mut buf) {
-            self.received_datagrams
-                .push_back(Bytes::copy_from_slice(&buf[..len]));
-            wakes.datagrams = true;
+        // Sized to each queued datagram: no buffer to zero on the (many) calls with none.
+        while let Some(len) = self.conn.dgram_recv_front_len() {
+            let mut datagram = vec![0u8; len];
+            match self.conn.dgram_recv(&mut datagram) {
+                Ok(read) => {
+                    datagram.truncate(read);
+                    self.received_datagrams.push_back(Bytes::from(datagram));
+                    wakes.datagrams = true;
+                }
+                Err(_) => break,
+            }
         }
         if self.conn.is_closed() || self.conn.is_draining() {
             wakes.closed = true;
