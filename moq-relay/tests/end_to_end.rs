@@ -169,7 +169,10 @@ fn finish(mut command: Command) -> Output {
     output
 }
 
-/// Publishes `lines` with `moq publish --wait` (so nothing is sent before someone listens).
+/// Publishes `lines` with `moq publish --wait`, keeping stdin open: the track (one open
+/// group) finishes only when the caller collects the publisher, after its readers have
+/// everything. (Closing stdin at once raced a reader's SUBSCRIBE against the track's end:
+/// `--wait` can be satisfied by the relay's TRACK query before its SUBSCRIBE arrives.)
 fn publish(relay: &Relay, url: &str, path: &str, lines: &str) -> Child {
     let mut child = relay
         .moq(&[
@@ -180,12 +183,9 @@ fn publish(relay: &Relay, url: &str, path: &str, lines: &str) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(lines.as_bytes())
-        .unwrap();
+    let stdin = child.stdin.as_mut().unwrap();
+    stdin.write_all(lines.as_bytes()).unwrap();
+    stdin.flush().unwrap();
     child
 }
 
@@ -207,7 +207,10 @@ fn subscribe(relay: &Relay, url: &str, path: &str, count: usize) -> Child {
         .unwrap()
 }
 
+/// Closes the child's stdin (a publisher's end of input), waits for it, and returns
+/// whether it succeeded, its stdout and its stderr.
 fn collect(mut child: Child) -> (bool, String, String) {
+    drop(child.stdin.take());
     let status = wait(&mut child, PATIENCE);
     let output = child.wait_with_output().unwrap();
     (
