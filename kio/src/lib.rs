@@ -8,7 +8,7 @@
 //!
 //! | type | for |
 //! |---|---|
-//! | [`Waiter`], [`WaiterList`] | parking a task on shared state and waking it again |
+//! | [`Waiter`], [`WaiterList`], [`WaiterSlot`] | parking a task on shared state and waking it again (a slot: one waiter, under its owner's lock) |
 //! | [`wait`] | turning any `poll_*(&Waiter)` closure into a `Future` |
 //! | [`Producer`], [`Consumer`] | a watch-style cell for control state, with consumer counting |
 //! | [`Queue`] | a FIFO, bounded or unbounded, that drains then reports closed |
@@ -61,7 +61,7 @@ mod test_util;
 
 pub use queue::Queue;
 pub use wait::{Wait, wait};
-pub use waiter::{Waiter, WaiterList};
+pub use waiter::{Waiter, WaiterList, WaiterSlot};
 pub use watch::{Consumer, Producer, Ref, Write};
 
 /// The error of an operation on something that was closed (a watch cell, a queue).

@@ -259,6 +259,77 @@ impl fmt::Debug for WaiterList {
     }
 }
 
+/// One parked [`Waiter`], for state that has at most one waiter at a time and already sits
+/// behind its owner's lock: a QUIC stream's reader, say. It is a [`WaiterList`] of
+/// capacity one without a lock, an allocation or a memo of its own, so registering costs a
+/// reference-count increment.
+///
+/// The owner's lock orders registration against the state change (check, register and
+/// re-check all happen under it), so the slot needs no fence. Waking follows the list's
+/// rule: [`take`](Self::take) claims the wake under the owner's lock and hands back the
+/// [`Waker`] to call *after* the lock is released.
+///
+/// ```
+/// use kio::{Waiter, WaiterSlot};
+///
+/// let mut slot = WaiterSlot::new();
+/// let waiter = Waiter::new(std::task::Waker::noop());
+/// slot.register(&waiter);
+/// assert!(slot.is_registered());
+/// let waker = slot.take().expect("registered and not yet woken");
+/// waker.wake(); // after the owner's lock is released
+/// assert!(slot.take().is_none(), "a wake empties the slot");
+/// ```
+#[derive(Default)]
+pub struct WaiterSlot {
+    entry: Option<Entry>,
+}
+
+impl WaiterSlot {
+    /// An empty slot.
+    pub const fn new() -> Self {
+        Self { entry: None }
+    }
+
+    /// Parks `waiter` here, replacing whatever waiter was parked before (it is not woken:
+    /// one slot, one waiter). Registering the same waiter again is a no-op.
+    pub fn register(&mut self, waiter: &Waiter) {
+        let generation = waiter.slot.generation.load(Ordering::Acquire);
+        if let Some(entry) = &self.entry {
+            if entry.generation == generation && Arc::ptr_eq(&entry.slot, &waiter.slot) {
+                return;
+            }
+        }
+        self.entry = Some(Entry {
+            slot: waiter.slot.clone(),
+            generation,
+        });
+    }
+
+    /// Whether a waiter is parked here and was not woken (by this slot or any list) or
+    /// dropped since.
+    pub fn is_registered(&self) -> bool {
+        self.entry.as_ref().is_some_and(Entry::is_live)
+    }
+
+    /// Empties the slot and claims the parked waiter's wake: the waker to call once the
+    /// owner's lock is released, or `None` if nothing is parked (or the waiter was woken
+    /// elsewhere or dropped since it parked).
+    #[must_use = "the waker must be called to deliver the wake"]
+    pub fn take(&mut self) -> Option<Waker> {
+        let entry = self.entry.take()?;
+        entry.slot.claim(entry.generation)
+    }
+}
+
+impl fmt::Debug for WaiterSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WaiterSlot")
+            .field("registered", &self.is_registered())
+            .finish()
+    }
+}
+
 /// The part of a waiter that lists point at.
 struct Slot {
     /// Bumped by every wake and by the waiter's drop; an entry is live while it matches.
@@ -484,6 +555,61 @@ mod tests {
         // And both can register again: no stale memo keeps them out.
         list.register(&fine);
         assert_eq!(list.live_len(), 1);
+    }
+
+    #[test]
+    fn a_slot_wakes_its_waiter_once_and_empties() {
+        let mut slot = WaiterSlot::new();
+        let (waker, count) = CountingWaker::pair();
+        let waiter = Waiter::new(&waker);
+        slot.register(&waiter);
+        slot.register(&waiter); // idempotent
+        assert!(slot.is_registered());
+        slot.take().expect("parked").wake();
+        assert_eq!(count.count(), 1);
+        assert!(slot.take().is_none(), "empty after a wake");
+        assert!(!slot.is_registered());
+    }
+
+    #[test]
+    fn a_slot_and_a_list_wake_a_shared_waiter_once() {
+        let mut slot = WaiterSlot::new();
+        let list = WaiterList::new();
+        let (waker, count) = CountingWaker::pair();
+        let waiter = Waiter::new(&waker);
+        slot.register(&waiter);
+        list.register(&waiter);
+        list.wake_all();
+        assert!(
+            !slot.is_registered(),
+            "the list's wake made the slot's entry stale"
+        );
+        assert!(slot.take().is_none());
+        assert_eq!(count.count(), 1);
+        // Registered again after the wake: the slot works for the new generation.
+        slot.register(&waiter);
+        slot.take().expect("parked again").wake();
+        assert_eq!(count.count(), 2);
+    }
+
+    #[test]
+    fn a_slot_forgets_a_dropped_waiter_and_a_replaced_one() {
+        let mut slot = WaiterSlot::new();
+        let (first_waker, first) = CountingWaker::pair();
+        let (second_waker, second) = CountingWaker::pair();
+        let dropped = Waiter::new(&first_waker);
+        slot.register(&dropped);
+        drop(dropped);
+        assert!(!slot.is_registered());
+        assert!(slot.take().is_none());
+
+        let replaced = Waiter::new(&first_waker);
+        let current = Waiter::new(&second_waker);
+        slot.register(&replaced);
+        slot.register(&current);
+        slot.take().expect("the current waiter").wake();
+        assert_eq!((first.count(), second.count()), (0, 1));
+        drop(replaced);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::sync::Arc as StdArc;
 use std::task::{Poll, Wake, Waker};
 
 use kio::log::{LogConfig, LogWriter, Next, Start};
-use kio::{Producer, Queue, Waiter, WaiterList, wait};
+use kio::{Producer, Queue, Waiter, WaiterList, WaiterSlot, wait};
 use loom::future::block_on;
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -101,6 +101,71 @@ fn a_waiter_in_two_lists_woken_by_both_at_once_is_woken_once_and_reusable() {
         };
         setter.join().unwrap();
         assert_eq!(counter.0.load(Ordering::SeqCst), 2);
+    });
+}
+
+/// A flag guarded by a [`WaiterSlot`] under the flag's own lock: the shape of a QUIC
+/// stream's reader in the connection adapter.
+struct SlotFlag {
+    state: loom::sync::Mutex<(bool, WaiterSlot)>,
+}
+
+impl SlotFlag {
+    fn set(&self) {
+        let waker = {
+            let mut state = self.state.lock().unwrap();
+            state.0 = true;
+            state.1.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    fn poll(&self, waiter: &Waiter) -> Poll<()> {
+        let mut state = self.state.lock().unwrap();
+        if state.0 {
+            return Poll::Ready(());
+        }
+        state.1.register(waiter);
+        Poll::Pending
+    }
+}
+
+#[test]
+fn a_slot_under_its_owners_lock_loses_no_wakeup_and_shares_the_waiter_with_a_list() {
+    loom::model(|| {
+        let slotted = Arc::new(SlotFlag {
+            state: loom::sync::Mutex::new((false, WaiterSlot::new())),
+        });
+        let listed = Arc::new(Flag::new());
+        let setters: Vec<_> = [0, 1]
+            .into_iter()
+            .map(|which| {
+                let (slotted, listed) = (slotted.clone(), listed.clone());
+                thread::spawn(move || {
+                    if which == 0 {
+                        slotted.set();
+                    } else {
+                        listed.set();
+                    }
+                })
+            })
+            .collect();
+        // One waiter parked on both: whichever fires first wakes it, and the task sees
+        // both set in the end without a lost wakeup (loom would report a deadlock).
+        block_on(wait(|waiter| {
+            let a = slotted.poll(waiter);
+            let b = listed.poll(waiter);
+            if a.is_ready() && b.is_ready() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        }));
+        for setter in setters {
+            setter.join().unwrap();
+        }
     });
 }
 
