@@ -1,17 +1,24 @@
 //! A QUIC endpoint without sockets: the table of connections on one UDP port, routing
 //! datagrams in by connection ID and batching datagrams out by destination.
 //!
-//! A driver reads datagrams from its socket into [`Endpoint::handle_datagram`], sends what
-//! [`Endpoint::poll_transmits`] returns, parks until [`Endpoint::next_timeout`] (or a
-//! socket or flush wake) and calls [`Endpoint::handle_timeouts`]. Everything in between
-//! (accepting Initials with connection IDs of our own, the timer wheel, which connections
-//! have something to send) is here, once, for every driver.
+//! A driver reads datagrams from its socket into [`Endpoint::handle_datagram`], runs due
+//! timers with [`Endpoint::handle_timeouts`], sends what [`Endpoint::poll_transmits`]
+//! returns, takes established connections from [`Endpoint::accept`], then parks until
+//! [`Endpoint::next_timeout`] (or a socket or flush wake). Everything in between (accepting
+//! Initials with connection IDs of our own, the timer wheel, which connections have
+//! something to send) is here, once, for every driver.
+//!
+//! **Work proportional to what happened.** A pass of `poll_transmits` visits only the
+//! connections that changed since the last pass: those a datagram arrived for, whose timer
+//! ran, or whose session wrote (their flush waker queued them). Each is drained once per
+//! pass however often it was queued, and only then are its timer re-armed and its state
+//! read, under one lock. A connection that did nothing costs nothing.
 //!
 //! **Batching across connections.** A chat relay has one or two packets per connection per
-//! turn, so per-connection GSO batches would be one packet long. `poll_transmits` drains
-//! every connection that has something to send, then groups packets by destination:
-//! consecutive packets to one address, of one size (the last may be shorter), leave as one
-//! GSO batch (DESIGN.md, "Thread-per-core").
+//! turn, so per-connection GSO batches would be one packet long. `poll_transmits` groups
+//! the packets of every connection it drains by destination: consecutive packets to one
+//! address, of one size (the last may be shorter), leave as one GSO batch (DESIGN.md,
+//! "Thread-per-core").
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -19,14 +26,15 @@ use std::sync::{Arc, Mutex};
 use std::task::{Wake, Waker};
 use std::time::Instant;
 
-use kio::Waiter;
-
 use crate::cid::{CID_LEN, CidGenerator};
 use crate::quic::QuicConnection;
 use crate::timer::TimerWheel;
 
 /// The largest UDP payload a QUIC packet from us may have.
 pub const MAX_DATAGRAM: usize = 1350;
+
+/// The most datagrams one [`Transmit`] carries (the kernel's GSO limit is 64 segments).
+pub const MAX_SEGMENTS: usize = 64;
 
 /// One batch of datagrams to one destination: `contents` split every `segment_size` bytes
 /// (the last datagram may be shorter). Send it with one GSO `sendmsg`.
@@ -65,31 +73,43 @@ pub struct Endpoint {
     free: Vec<usize>,
     by_cid: HashMap<Vec<u8>, usize>,
     timers: TimerWheel<usize>,
-    /// Connections that may have packets to send.
-    dirty: Arc<Dirty>,
+    /// Connections whose session wrote since their last drain (their flush wakers).
+    flushed: Arc<FlushList>,
+    /// Connections the endpoint itself changed since the last pass: a datagram arrived, a
+    /// timer ran, a client connection started.
+    touched: Vec<usize>,
+    /// Counts `poll_transmits` passes, so that each connection is drained once per pass.
+    pass: u64,
     /// Server connections whose handshake completed, for the application to take.
     accepted: VecDeque<QuicConnection>,
     len: usize,
+    /// Reused buffers: the pass's connection list, expired timers, one packet, and the
+    /// open GSO batch for each destination (its index in the caller's transmit list).
+    pending: Vec<usize>,
+    expired: Vec<usize>,
+    packet: Box<[u8]>,
+    open_batches: HashMap<SocketAddr, usize>,
 }
 
 struct Entry {
     connection: QuicConnection,
-    /// Registered with the connection's flush list: marks this entry dirty.
-    flush: Waiter,
     cids: Vec<Vec<u8>>,
     reported: bool,
+    /// The pass that last drained it.
+    drained: u64,
 }
 
 #[derive(Default)]
-struct Dirty {
+struct FlushList {
     indices: Mutex<Vec<usize>>,
     /// The driver's waker: woken when a connection has something to send.
     driver: Mutex<Option<Waker>>,
 }
 
-struct DirtyWaker {
+/// A connection's flush waker: queues the connection and wakes the driver.
+struct FlushWaker {
     index: usize,
-    dirty: Arc<Dirty>,
+    list: Arc<FlushList>,
 }
 
 impl Endpoint {
@@ -111,9 +131,15 @@ impl Endpoint {
             free: Vec::new(),
             by_cid: HashMap::new(),
             timers: TimerWheel::new(now),
-            dirty: Arc::new(Dirty::default()),
+            flushed: Arc::new(FlushList::default()),
+            touched: Vec::new(),
+            pass: 0,
             accepted: VecDeque::new(),
             len: 0,
+            pending: Vec::new(),
+            expired: Vec::new(),
+            packet: vec![0; MAX_DATAGRAM].into_boxed_slice(),
+            open_batches: HashMap::new(),
         }
     }
 
@@ -129,7 +155,7 @@ impl Endpoint {
 
     /// The waker to wake when a connection has something to send (the driver's task).
     pub fn set_waker(&self, waker: &Waker) {
-        *self.dirty.driver.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker.clone());
+        *lock(&self.flushed.driver) = Some(waker.clone());
     }
 
     /// Opens a client connection to `peer`, reached as `server_name` (for TLS).
@@ -149,18 +175,18 @@ impl Endpoint {
             &mut self.config,
         )?;
         let connection = QuicConnection::new(conn);
-        let index = self.insert(
+        self.insert(
             connection.clone(),
             vec![scid.as_bytes().to_vec()],
             true,
             now,
         );
-        self.mark(index);
         Ok(connection)
     }
 
     /// Handles one datagram received from `from`. A datagram for no known connection is
-    /// an Initial starting a new one (on a server), or is dropped.
+    /// an Initial starting a new one (on a server), or is dropped. The connection is
+    /// drained and its timer re-armed by the next [`poll_transmits`](Self::poll_transmits).
     pub fn handle_datagram(
         &mut self,
         datagram: &mut [u8],
@@ -168,8 +194,7 @@ impl Endpoint {
         now: Instant,
     ) -> Result<(), EndpointError> {
         let header = quiche::Header::from_slice(datagram, CID_LEN)?;
-        let dcid = header.dcid.to_vec();
-        let index = match self.by_cid.get(&dcid) {
+        let index = match self.by_cid.get(header.dcid.as_ref()) {
             Some(&index) => index,
             None if header.ty == quiche::Type::Initial => {
                 self.check_room()?;
@@ -182,7 +207,7 @@ impl Endpoint {
                     &mut self.config,
                 )?;
                 // The client keeps using its own DCID until it hears ours: route both.
-                let cids = vec![scid.as_bytes().to_vec(), dcid];
+                let cids = vec![scid.as_bytes().to_vec(), header.dcid.to_vec()];
                 self.insert(QuicConnection::new(conn), cids, false, now)
             }
             None => return Ok(()), // a stray packet: nothing to answer
@@ -190,38 +215,38 @@ impl Endpoint {
         let Some(entry) = self.connections.get(index).and_then(Option::as_ref) else {
             return Ok(());
         };
-        let connection = entry.connection.clone();
-        let result = connection.recv(datagram, from, self.local);
-        self.after_activity(index, now);
+        let result = entry.connection.recv(datagram, from, self.local);
+        // Receiving may have produced packets (ACKs, the handshake) and moved the timer.
+        self.touched.push(index);
         result.map(|_| ()).map_err(EndpointError::Quic)
     }
 
-    /// Every datagram every connection has to send now, batched by destination.
+    /// Every datagram the changed connections have to send now, batched by destination
+    /// and appended to `transmits`. Call it after handling datagrams and timeouts, and
+    /// whenever the driver's waker fired.
     pub fn poll_transmits(&mut self, now: Instant, transmits: &mut Vec<Transmit>) {
-        let dirty =
-            std::mem::take(&mut *self.dirty.indices.lock().unwrap_or_else(|e| e.into_inner()));
-        let mut packets: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
-        let mut buf = [0u8; MAX_DATAGRAM];
-        let mut seen = Vec::new();
-        for index in dirty {
-            if seen.contains(&index) {
-                continue;
-            }
-            seen.push(index);
-            let Some(entry) = self.connections.get(index).and_then(Option::as_ref) else {
+        self.pass += 1;
+        self.open_batches.clear();
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.append(&mut self.touched);
+        pending.append(&mut lock(&self.flushed.indices));
+        for &index in &pending {
+            let Some(entry) = self.connections.get_mut(index).and_then(Option::as_mut) else {
                 continue;
             };
-            // Register for the next write *before* draining (kio's order: register, then
-            // check): a session writing between the last `send` and a later registration
-            // would wake a waiter already spent, and its data would wait for a timer.
-            entry.connection.register_flush(&entry.flush);
-            let connection = entry.connection.clone();
-            while let Ok(Some((len, info))) = connection.send(&mut buf) {
-                packets.push((info.to, buf[..len].to_vec()));
+            if entry.drained == self.pass {
+                continue;
             }
-            self.after_activity(index, now);
+            entry.drained = self.pass;
+            let connection = entry.connection.clone();
+            while let Ok(Some((len, info))) = connection.send(&mut self.packet) {
+                let packet = &self.packet[..len];
+                push_packet(&mut self.open_batches, transmits, info.to, packet);
+            }
+            self.settle(index, &connection, now);
         }
-        batch(packets, transmits);
+        pending.clear();
+        self.pending = pending;
     }
 
     /// When the earliest connection timer is due.
@@ -232,15 +257,16 @@ impl Endpoint {
     /// Runs the timers that are due; the connections they fired for may have packets to
     /// send ([`poll_transmits`](Self::poll_transmits)) or may have closed.
     pub fn handle_timeouts(&mut self, now: Instant) {
-        let mut expired = Vec::new();
+        let mut expired = std::mem::take(&mut self.expired);
         self.timers.expire(now, &mut expired);
-        for index in expired {
+        for &index in &expired {
             if let Some(entry) = self.connections.get(index).and_then(Option::as_ref) {
                 entry.connection.on_timeout();
-                self.mark(index);
-                self.after_activity(index, now);
+                self.touched.push(index);
             }
         }
+        expired.clear();
+        self.expired = expired;
     }
 
     /// The next server connection whose handshake completed.
@@ -266,63 +292,57 @@ impl Endpoint {
             self.connections.push(None);
             self.connections.len() - 1
         });
-        let waker = Waker::from(Arc::new(DirtyWaker {
+        connection.set_flush_waker(&Waker::from(Arc::new(FlushWaker {
             index,
-            dirty: self.dirty.clone(),
-        }));
-        let flush = Waiter::new(&waker);
-        connection.register_flush(&flush);
+            list: self.flushed.clone(),
+        })));
         for cid in &cids {
             self.by_cid.insert(cid.clone(), index);
         }
         self.connections[index] = Some(Entry {
             connection,
-            flush,
             cids,
             reported: client,
+            drained: 0,
         });
         self.len += 1;
-        self.after_activity(index, now);
+        if let Some(after) = self.connections[index]
+            .as_ref()
+            .and_then(|entry| entry.connection.timeout())
+        {
+            self.timers.insert(index, now + after);
+        }
+        self.touched.push(index);
         index
     }
 
-    /// After a connection received, sent or timed out: re-arm its timer, re-register its
-    /// flush waiter, hand it over once established, and forget it once closed.
-    fn after_activity(&mut self, index: usize, now: Instant) {
-        let Some(entry) = self.connections.get_mut(index).and_then(Option::as_mut) else {
-            return;
-        };
-        if entry.connection.is_closed() {
-            let entry = self.connections[index].take().expect("checked above");
-            for cid in &entry.cids {
-                self.by_cid.remove(cid);
+    /// After a connection was drained: re-arm its timer, hand it over once established,
+    /// and forget it once closed.
+    fn settle(&mut self, index: usize, connection: &QuicConnection, now: Instant) {
+        let status = connection.status();
+        if status.closed {
+            if let Some(entry) = self.connections[index].take() {
+                for cid in &entry.cids {
+                    self.by_cid.remove(cid);
+                }
             }
             self.timers.remove(index);
             self.free.push(index);
             self.len -= 1;
             return;
         }
-        entry.connection.register_flush(&entry.flush);
-        if !entry.reported && entry.connection.is_established() {
-            entry.reported = true;
-            self.accepted.push_back(entry.connection.clone());
+        if let Some(entry) = self.connections[index].as_mut() {
+            if !entry.reported && status.established {
+                entry.reported = true;
+                self.accepted.push_back(connection.clone());
+            }
         }
-        match entry.connection.timeout() {
+        match status.timeout {
             Some(after) => self.timers.insert(index, now + after),
             None => {
                 self.timers.remove(index);
             }
         }
-        // Receiving may have produced packets (ACKs, handshake).
-        self.mark(index);
-    }
-
-    fn mark(&self, index: usize) {
-        self.dirty
-            .indices
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(index);
     }
 }
 
@@ -335,58 +355,51 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
-impl Wake for DirtyWaker {
+impl Wake for FlushWaker {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.dirty
-            .indices
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(self.index);
-        let driver = self
-            .dirty
-            .driver
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        lock(&self.list.indices).push(self.index);
+        let driver = lock(&self.list.driver).clone();
         if let Some(driver) = driver {
             driver.wake();
         }
     }
 }
 
-/// Groups packets into GSO batches: per destination, consecutive packets of one size (the
-/// last of a batch may be shorter), in the order they were produced.
-fn batch(packets: Vec<(SocketAddr, Vec<u8>)>, transmits: &mut Vec<Transmit>) {
-    let mut by_destination: Vec<(SocketAddr, Vec<Vec<u8>>)> = Vec::new();
-    for (destination, packet) in packets {
-        match by_destination.iter_mut().find(|(d, _)| *d == destination) {
-            Some((_, list)) => list.push(packet),
-            None => by_destination.push((destination, vec![packet])),
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Appends `packet` to the open GSO batch for `destination` if it fits there (every datagram
+/// so far full-sized, this one no larger, fewer than [`MAX_SEGMENTS`]), or starts a batch.
+/// Packets to one destination stay in the order they were produced.
+fn push_packet(
+    open_batches: &mut HashMap<SocketAddr, usize>,
+    transmits: &mut Vec<Transmit>,
+    destination: SocketAddr,
+    packet: &[u8],
+) {
+    if let Some(transmit) = open_batches
+        .get(&destination)
+        .and_then(|&index| transmits.get_mut(index))
+    {
+        let size = transmit.segment_size;
+        let all_full = transmit.contents.len() % size == 0;
+        let segments = transmit.contents.len() / size;
+        if all_full && packet.len() <= size && segments < MAX_SEGMENTS {
+            transmit.contents.extend_from_slice(packet);
+            return;
         }
     }
-    for (destination, list) in by_destination {
-        let mut current: Option<Transmit> = None;
-        for packet in list {
-            if let Some(transmit) = current.as_mut() {
-                let open = transmit.contents.len() % transmit.segment_size == 0;
-                if open && packet.len() <= transmit.segment_size {
-                    transmit.contents.extend_from_slice(&packet);
-                    continue;
-                }
-                transmits.extend(current.take());
-            }
-            current = Some(Transmit {
-                destination,
-                segment_size: packet.len(),
-                contents: packet,
-            });
-        }
-        transmits.extend(current);
-    }
+    open_batches.insert(destination, transmits.len());
+    transmits.push(Transmit {
+        destination,
+        contents: packet.to_vec(),
+        segment_size: packet.len().max(1),
+    });
 }
 
 #[cfg(test)]
@@ -407,11 +420,25 @@ mod tests {
             (addr(1), vec![1; 100]),
         ];
         let mut transmits = Vec::new();
-        batch(packets, &mut transmits);
+        let mut open = HashMap::new();
+        for (destination, packet) in &packets {
+            push_packet(&mut open, &mut transmits, *destination, packet);
+        }
         let shape: Vec<(u16, usize, usize)> = transmits
             .iter()
             .map(|t| (t.destination.port(), t.contents.len(), t.segment_size))
             .collect();
-        assert_eq!(shape, [(1, 240, 100), (1, 100, 100), (2, 100, 100)]);
+        assert_eq!(shape, [(1, 240, 100), (2, 100, 100), (1, 100, 100)]);
+    }
+
+    #[test]
+    fn a_batch_holds_at_most_the_gso_segment_limit() {
+        let mut transmits = Vec::new();
+        let mut open = HashMap::new();
+        for _ in 0..MAX_SEGMENTS + 1 {
+            push_packet(&mut open, &mut transmits, addr(1), &[7; 50]);
+        }
+        let segments: Vec<usize> = transmits.iter().map(|t| t.contents.len() / 50).collect();
+        assert_eq!(segments, [MAX_SEGMENTS, 1]);
     }
 }

@@ -7,23 +7,41 @@
 //! around the connection at 1–3.5 % over passing it as context, and far cheaper than a
 //! channel to the driver.
 //!
-//! After the endpoint feeds packets in, [`QuicConnection::recv`] surfaces new streams and
-//! wakes whoever waits on a stream, an accept queue, stream credit, datagrams or the close;
-//! after a session writes, the endpoint's flush waiter is woken so that it calls `send`.
-//! Wakers always run after the lock is released.
+//! # Work proportional to what happened
+//!
+//! A relay opens one stream per group per subscriber (in chat, one per message), so
+//! whatever the adapter does per packet or keeps per stream is paid per message, forever:
+//!
+//! - **Per packet**, only streams quiche reports an event for are touched: readable
+//!   streams come from `stream_readable_next` (an edge: reported once each time data
+//!   arrives on a drained stream), which surfaces new peer streams and wakes parked
+//!   readers. Writers are parked only while they wait (for flow-control credit, or for the
+//!   peer's STOP_SENDING while their data is not there yet); the few parked for credit are
+//!   checked each packet, those watching for STOP_SENDING only when the peer's count of
+//!   them moved.
+//! - **Per stream**, the bookkeeping (its parked reader and writer) lives exactly as long
+//!   as a handle to the stream does: it is created when the stream is opened or surfaced
+//!   and released when its last handle drops. A handle dropped before its stream ended
+//!   resets it (send half) or stops it (receive half) with code 0, so quiche can release
+//!   the stream too.
+//!
+//! Wakers always run after the lock is released. After a session writes, the endpoint's
+//! flush waker (set with [`QuicConnection::set_flush_waker`]) is woken once, until the
+//! endpoint's next [`send`](QuicConnection::send).
 //!
 //! Create the [`QuicSession`] once the handshake is done (the negotiated protocol is read
 //! then).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::task::Poll;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes};
+use bytes::{Buf, Bytes, BytesMut};
 use kio::sync::Mutex;
-use kio::{Waiter, WaiterList};
+use kio::{Waiter, WaiterList, WaiterSlot};
 use moq_net::transport::{
     RecvStream, SendStream, Session, StreamError, TransportError, TransportStats,
 };
@@ -42,23 +60,42 @@ pub struct QuicSession {
     protocol: Option<String>,
 }
 
-/// The sending half of a QUIC stream.
+/// The sending half of a QUIC stream. Dropping it before [`finish`](SendStream::finish)
+/// or [`reset`](SendStream::reset) resets the stream with code 0.
 pub struct QuicSendStream {
     connection: QuicConnection,
     id: u64,
+    /// Finished or reset: nothing to do when the handle drops.
+    ended: bool,
 }
 
-/// The receiving half of a QUIC stream.
+/// The receiving half of a QUIC stream. Dropping it before the stream's end stops the
+/// stream (STOP_SENDING) with code 0.
 pub struct QuicRecvStream {
     connection: QuicConnection,
     id: u64,
-    finished: bool,
+    /// The FIN or a reset was read, or the stream was stopped.
+    ended: bool,
+}
+
+/// What the endpoint needs to know about a connection after it changed, read under one
+/// lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionStatus {
+    /// Closed for good: the endpoint forgets it.
+    pub closed: bool,
+    /// The handshake completed.
+    pub established: bool,
+    /// How long until [`on_timeout`](QuicConnection::on_timeout) is due, if a timer is set.
+    pub timeout: Option<Duration>,
 }
 
 struct Shared {
     state: Mutex<State>,
-    /// Woken when there may be packets to send.
-    flush: WaiterList,
+    /// Set from a session's first write after the endpoint's last `send`; cleared by `send`.
+    flush_pending: AtomicBool,
+    /// The endpoint's waker for this connection.
+    flush_waker: std::sync::Mutex<Option<Waker>>,
     accept_uni: WaiterList,
     accept_bidi: WaiterList,
     credit: WaiterList,
@@ -69,63 +106,109 @@ struct Shared {
 struct State {
     conn: quiche::Connection,
     server: bool,
-    streams: HashMap<u64, StreamWaiters>,
-    /// Peer-initiated streams already handed to the session.
-    surfaced: HashSet<u64>,
+    /// The streams some handle (or an accept queue) still refers to.
+    streams: HashMap<u64, StreamEntry>,
     incoming_uni: VecDeque<u64>,
     incoming_bidi: VecDeque<u64>,
+    peer_uni: PeerStreams,
+    peer_bidi: PeerStreams,
     next_uni: u64,
     next_bidi: u64,
+    /// Streams whose writer waits for flow-control credit.
+    credit_waiters: Vec<u64>,
+    /// Streams whose writer waits only for the peer's STOP_SENDING.
+    stop_watchers: Vec<u64>,
+    /// The peer's STOP_SENDING count when the watchers were last checked.
+    stops_seen: u64,
     received_datagrams: VecDeque<Bytes>,
     /// A FIN was queued with no bytes of its own and may not be in a packet yet; see
     /// [`State::emit_before_acks`].
     lone_fin: bool,
     /// Packets emitted ahead of the endpoint's next transmit pass; sent before any others.
     outbox: VecDeque<(Vec<u8>, quiche::SendInfo)>,
+    /// Every waiter was told the connection closed.
+    close_announced: bool,
 }
 
-#[derive(Clone, Default)]
-struct StreamWaiters {
-    read: Arc<WaiterList>,
-    write: Arc<WaiterList>,
+/// One stream's bookkeeping.
+#[derive(Default)]
+struct StreamEntry {
+    reader: WaiterSlot,
+    writer: WaiterSlot,
+    /// In `credit_waiters`.
+    awaiting_credit: bool,
+    /// In `stop_watchers`.
+    watching_stop: bool,
+    /// The peer's STOP_SENDING code, once seen (quiche may collect the stream after).
+    stopped: Option<u64>,
+    /// Live handles (a bidi stream has two); the entry goes with the last.
+    handles: u8,
+}
+
+/// Which peer-initiated streams of one kind were surfaced already. Ids below `next` were
+/// surfaced unless they are in `skipped` (a later stream's data arrived first). The gap set
+/// is bounded by the peer's stream limit, which quiche enforces.
+#[derive(Default)]
+struct PeerStreams {
+    next: u64,
+    skipped: BTreeSet<u64>,
 }
 
 /// What to wake once the lock is released.
 #[derive(Default)]
 struct Wakes {
-    streams: Vec<Arc<WaiterList>>,
+    streams: Vec<Waker>,
     accept_uni: bool,
     accept_bidi: bool,
     credit: bool,
     datagrams: bool,
     closed: bool,
-    flush: bool,
 }
 
 /// The largest chunk one stream read hands out.
 const READ_CHUNK: usize = 16 * 1024;
 
+/// What one read tries first, on the stack: a chat message fits many times over.
+const SMALL_READ: usize = 2048;
+
+/// Received datagrams kept for the session before the oldest are dropped (they are
+/// unreliable by definition; nothing may grow without bound on a peer's say-so).
+const MAX_QUEUED_DATAGRAMS: usize = 256;
+
 impl QuicConnection {
     /// Wraps a quiche connection (from `quiche::connect` or `quiche::accept`).
     pub fn new(conn: quiche::Connection) -> Self {
         let server = conn.is_server();
+        // Stream ids: bit 0 is the initiator (1 = server), bit 1 uni.
+        let peer = u64::from(!server);
         Self {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
                     conn,
                     server,
                     streams: HashMap::new(),
-                    surfaced: HashSet::new(),
                     incoming_uni: VecDeque::new(),
                     incoming_bidi: VecDeque::new(),
-                    // Stream ids: bit 0 is the initiator (1 = server), bit 1 uni.
+                    peer_uni: PeerStreams {
+                        next: 2 | peer,
+                        skipped: BTreeSet::new(),
+                    },
+                    peer_bidi: PeerStreams {
+                        next: peer,
+                        skipped: BTreeSet::new(),
+                    },
                     next_uni: 2 | u64::from(server),
                     next_bidi: u64::from(server),
+                    credit_waiters: Vec::new(),
+                    stop_watchers: Vec::new(),
+                    stops_seen: 0,
                     received_datagrams: VecDeque::new(),
                     lone_fin: false,
                     outbox: VecDeque::new(),
+                    close_announced: false,
                 }),
-                flush: WaiterList::new(),
+                flush_pending: AtomicBool::new(false),
+                flush_waker: std::sync::Mutex::new(None),
                 accept_uni: WaiterList::new(),
                 accept_bidi: WaiterList::new(),
                 credit: WaiterList::new(),
@@ -149,12 +232,16 @@ impl QuicConnection {
         let result = state.conn.recv(datagram, quiche::RecvInfo { from, to });
         let wakes = state.process();
         drop(state);
-        self.wake(wakes);
+        wakes.deliver(&self.shared);
         result
     }
 
     /// The next packet to send, if any: its length in `out` and where it goes.
+    ///
+    /// Call it until it returns `None` once the flush waker fired (or a packet arrived, or
+    /// a timer ran): the flush waker is armed again by the first write after this call.
     pub fn send(&self, out: &mut [u8]) -> Result<Option<(usize, quiche::SendInfo)>, quiche::Error> {
+        self.shared.flush_pending.store(false, Ordering::Release);
         let mut state = self.shared.state.lock();
         if let Some((packet, info)) = state.outbox.pop_front() {
             let Some(slot) = out.get_mut(..packet.len()) else {
@@ -175,7 +262,7 @@ impl QuicConnection {
         // Sending may close the connection (an idle timeout noticed, a close flushed).
         let wakes = state.process();
         drop(state);
-        self.wake(wakes);
+        wakes.deliver(&self.shared);
         result
     }
 
@@ -190,7 +277,17 @@ impl QuicConnection {
         state.conn.on_timeout();
         let wakes = state.process();
         drop(state);
-        self.wake(wakes);
+        wakes.deliver(&self.shared);
+    }
+
+    /// Whether it is closed, established, and when its timer is due, in one lock.
+    pub fn status(&self) -> ConnectionStatus {
+        let state = self.shared.state.lock();
+        ConnectionStatus {
+            closed: state.conn.is_closed(),
+            established: state.conn.is_established(),
+            timeout: state.conn.timeout(),
+        }
     }
 
     /// Whether the handshake completed.
@@ -241,10 +338,22 @@ impl QuicConnection {
         }
     }
 
-    /// Registers `waiter` to be woken when a session writes something (or closes): the
-    /// endpoint should then call [`send`](Self::send) until it returns `None`.
-    pub fn register_flush(&self, waiter: &Waiter) {
-        self.shared.flush.register(waiter);
+    /// The waker to wake when a session wrote something (or closed): the endpoint should
+    /// then call [`send`](Self::send) until it returns `None`. It is woken once per
+    /// `send` pass, not once per write.
+    pub fn set_flush_waker(&self, waker: &Waker) {
+        *self
+            .shared
+            .flush_waker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(waker.clone());
+    }
+
+    /// How many streams the adapter keeps bookkeeping for: those with a live handle or
+    /// waiting to be accepted. It returns to its idle size once streams end, however many
+    /// came and went (for tests and diagnostics).
+    pub fn tracked_streams(&self) -> usize {
+        self.shared.state.lock().streams.len()
     }
 
     /// The session side, for `moq_net::session::connect` / `accept`. Call it once the
@@ -263,61 +372,108 @@ impl QuicConnection {
         }
     }
 
-    fn wake(&self, wakes: Wakes) {
-        for list in wakes.streams {
-            list.wake_all();
+    /// Runs `f` on the state, then asks for a flush: whatever a session does may produce
+    /// packets.
+    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let mut state = self.shared.state.lock();
+        let result = f(&mut state);
+        drop(state);
+        self.shared.request_flush();
+        result
+    }
+
+    /// A handle to stream `id` went away.
+    fn release(&self, id: u64, end: impl FnOnce(&mut quiche::Connection)) {
+        let mut state = self.shared.state.lock();
+        end(&mut state.conn);
+        if let Some(entry) = state.streams.get_mut(&id) {
+            entry.handles = entry.handles.saturating_sub(1);
+            if entry.handles == 0 {
+                let parked = (entry.awaiting_credit, entry.watching_stop);
+                state.streams.remove(&id);
+                // Writers park rarely and briefly, so these lists stay short.
+                if parked.0 {
+                    state.credit_waiters.retain(|&waiting| waiting != id);
+                }
+                if parked.1 {
+                    state.stop_watchers.retain(|&watching| watching != id);
+                }
+            }
         }
-        let shared = &self.shared;
+        drop(state);
+        self.shared.request_flush();
+    }
+}
+
+impl Shared {
+    /// Wakes the endpoint, unless it was woken since its last `send`.
+    fn request_flush(&self) {
+        if self.flush_pending.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let waker = self.flush_waker.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(waker) = waker.as_ref() {
+            waker.wake_by_ref();
+        }
+    }
+}
+
+impl Wakes {
+    fn deliver(self, shared: &Shared) {
+        for waker in self.streams {
+            waker.wake();
+        }
         for (flag, list) in [
-            (wakes.accept_uni, &shared.accept_uni),
-            (wakes.accept_bidi, &shared.accept_bidi),
-            (wakes.credit, &shared.credit),
-            (wakes.datagrams, &shared.datagrams),
-            (wakes.closed, &shared.closed),
-            (wakes.flush, &shared.flush),
+            (self.accept_uni, &shared.accept_uni),
+            (self.accept_bidi, &shared.accept_bidi),
+            (self.credit, &shared.credit),
+            (self.datagrams, &shared.datagrams),
+            (self.closed, &shared.closed),
         ] {
             if flag {
                 list.wake_all();
             }
         }
+        if self.closed {
+            shared.request_flush();
+        }
     }
+}
 
-    /// Runs `f` on the state, then flushes: whatever a session does may produce packets.
-    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
-        let mut state = self.shared.state.lock();
-        let result = f(&mut state);
-        drop(state);
-        self.shared.flush.wake_all();
-        result
+impl PeerStreams {
+    /// Whether peer stream `id` (of this kind) is seen for the first time.
+    fn first_sight(&mut self, id: u64) -> bool {
+        if id >= self.next {
+            self.skipped.extend((self.next..id).step_by(4));
+            self.next = id + 4;
+            return true;
+        }
+        self.skipped.remove(&id)
     }
 }
 
 impl State {
-    /// After the connection changed: new streams, readable and writable streams, credit,
-    /// datagrams, the close.
+    /// After the connection changed: surface new streams, wake parked readers and writers
+    /// whose stream changed, stream credit, datagrams, the close.
     fn process(&mut self) -> Wakes {
         let mut wakes = Wakes::default();
-        let readable: Vec<u64> = self.conn.readable().collect();
-        for id in readable {
+        while let Some(id) = self.conn.stream_readable_next() {
             let peer_initiated = (id & 1 == 1) != self.server;
-            if peer_initiated && self.surfaced.insert(id) {
-                if id & 2 == 0 {
-                    self.incoming_bidi.push_back(id);
-                    wakes.accept_bidi = true;
-                } else {
-                    self.incoming_uni.push_back(id);
-                    wakes.accept_uni = true;
-                }
-                self.streams.entry(id).or_default();
+            if peer_initiated && self.surface(id, &mut wakes) {
+                continue;
             }
-            if let Some(waiters) = self.streams.get(&id) {
-                wakes.streams.push(waiters.read.clone());
+            if let Some(waker) = self.streams.get_mut(&id).and_then(|e| e.reader.take()) {
+                wakes.streams.push(waker);
             }
         }
-        let writable: Vec<u64> = self.conn.writable().collect();
-        for id in writable {
-            if let Some(waiters) = self.streams.get(&id) {
-                wakes.streams.push(waiters.write.clone());
+        if !self.credit_waiters.is_empty() {
+            self.wake_writers_with_credit(&mut wakes);
+        }
+        if !self.stop_watchers.is_empty() {
+            let stops = self.conn.stats().stopped_stream_count_remote;
+            if stops != self.stops_seen {
+                self.stops_seen = stops;
+                self.wake_stopped_writers(&mut wakes);
             }
         }
         wakes.credit =
@@ -328,26 +484,130 @@ impl State {
             match self.conn.dgram_recv(&mut datagram) {
                 Ok(read) => {
                     datagram.truncate(read);
+                    if self.received_datagrams.len() == MAX_QUEUED_DATAGRAMS {
+                        self.received_datagrams.pop_front();
+                    }
                     self.received_datagrams.push_back(Bytes::from(datagram));
                     wakes.datagrams = true;
                 }
                 Err(_) => break,
             }
         }
-        if self.conn.is_closed() || self.conn.is_draining() {
+        if !self.close_announced && (self.conn.is_closed() || self.conn.is_draining()) {
+            self.close_announced = true;
             wakes.closed = true;
             wakes.accept_uni = true;
             wakes.accept_bidi = true;
             wakes.credit = true;
             wakes.datagrams = true;
-            wakes.flush = true;
-            wakes.streams.extend(
-                self.streams
-                    .values()
-                    .flat_map(|w| [w.read.clone(), w.write.clone()]),
-            );
+            for entry in self.streams.values_mut() {
+                wakes.streams.extend(entry.reader.take());
+                wakes.streams.extend(entry.writer.take());
+            }
         }
         wakes
+    }
+
+    /// Queues peer stream `id` for accepting if it is new; returns whether it was.
+    fn surface(&mut self, id: u64, wakes: &mut Wakes) -> bool {
+        let bidi = id & 2 == 0;
+        let (known, queue) = if bidi {
+            (&mut self.peer_bidi, &mut self.incoming_bidi)
+        } else {
+            (&mut self.peer_uni, &mut self.incoming_uni)
+        };
+        if !known.first_sight(id) {
+            return false;
+        }
+        queue.push_back(id);
+        if bidi {
+            wakes.accept_bidi = true;
+        } else {
+            wakes.accept_uni = true;
+        }
+        self.streams.insert(
+            id,
+            StreamEntry {
+                handles: if bidi { 2 } else { 1 },
+                ..StreamEntry::default()
+            },
+        );
+        true
+    }
+
+    /// Wakes the writers waiting for credit whose stream can take bytes again (or failed).
+    fn wake_writers_with_credit(&mut self, wakes: &mut Wakes) {
+        let mut waiting = std::mem::take(&mut self.credit_waiters);
+        waiting.retain(|&id| {
+            let Some(entry) = self.streams.get_mut(&id) else {
+                return false;
+            };
+            let ready = match self.conn.stream_capacity(id) {
+                Ok(capacity) => capacity > 0,
+                Err(quiche::Error::StreamStopped(code)) => {
+                    entry.stopped = Some(code);
+                    true
+                }
+                Err(_) => true,
+            };
+            if ready {
+                entry.awaiting_credit = false;
+                wakes.streams.extend(entry.writer.take());
+            }
+            !ready
+        });
+        self.credit_waiters = waiting;
+    }
+
+    /// Wakes the writers watching for STOP_SENDING whose stream the peer stopped.
+    fn wake_stopped_writers(&mut self, wakes: &mut Wakes) {
+        let mut watching = std::mem::take(&mut self.stop_watchers);
+        watching.retain(|&id| {
+            let Some(entry) = self.streams.get_mut(&id) else {
+                return false;
+            };
+            let stopped = match self.conn.stream_capacity(id) {
+                Ok(_) => false,
+                Err(quiche::Error::StreamStopped(code)) => {
+                    entry.stopped = Some(code);
+                    true
+                }
+                Err(_) => true,
+            };
+            if stopped {
+                entry.watching_stop = false;
+                wakes.streams.extend(entry.writer.take());
+            }
+            !stopped
+        });
+        self.stop_watchers = watching;
+    }
+
+    /// Parks `waiter` as stream `id`'s writer until it gets credit.
+    fn park_for_credit(&mut self, id: u64, waiter: &Waiter) {
+        let entry = self.streams.entry(id).or_default();
+        entry.writer.register(waiter);
+        if !entry.awaiting_credit {
+            entry.awaiting_credit = true;
+            self.credit_waiters.push(id);
+        }
+    }
+
+    /// Parks `waiter` as stream `id`'s writer until the peer stops the stream.
+    fn park_for_stop(&mut self, id: u64, waiter: &Waiter) {
+        let entry = self.streams.entry(id).or_default();
+        entry.writer.register(waiter);
+        if !entry.watching_stop {
+            entry.watching_stop = true;
+            self.stop_watchers.push(id);
+        }
+    }
+
+    /// Records that the peer stopped stream `id`.
+    fn note_stopped(&mut self, id: u64, code: u64) {
+        if let Some(entry) = self.streams.get_mut(&id) {
+            entry.stopped = Some(code);
+        }
     }
 
     /// Why the connection is gone, if it is.
@@ -411,24 +671,60 @@ impl State {
         };
         let id = *counter;
         *counter += 4;
-        self.streams.entry(id).or_default();
+        self.streams.insert(
+            id,
+            StreamEntry {
+                handles: if bidi { 2 } else { 1 },
+                ..StreamEntry::default()
+            },
+        );
         id
+    }
+
+    /// Reads what stream `id` has: `Ok(None)` when nothing is there yet.
+    fn read(&mut self, id: u64) -> Result<Option<(Bytes, bool)>, quiche::Error> {
+        let mut small = [0u8; SMALL_READ];
+        let (len, fin) = match self.conn.stream_recv(id, &mut small) {
+            Ok(read) => read,
+            Err(quiche::Error::Done) => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        if len < SMALL_READ || fin {
+            return Ok(Some((Bytes::copy_from_slice(&small[..len]), fin)));
+        }
+        // More than a small read's worth: take up to a chunk in this call.
+        let mut chunk = BytesMut::with_capacity(READ_CHUNK);
+        chunk.extend_from_slice(&small);
+        let mut fin = false;
+        while chunk.len() + SMALL_READ <= READ_CHUNK && !fin {
+            match self.conn.stream_recv(id, &mut small) {
+                Ok((len, end)) => {
+                    chunk.extend_from_slice(&small[..len]);
+                    fin = end;
+                }
+                // What was read stands; an error (a reset) shows on the next read.
+                Err(_) => break,
+            }
+        }
+        Ok(Some((chunk.freeze(), fin)))
     }
 }
 
 impl QuicSession {
-    fn stream_pair(&self, id: u64) -> (QuicSendStream, QuicRecvStream) {
-        (
-            QuicSendStream {
-                connection: self.connection.clone(),
-                id,
-            },
-            QuicRecvStream {
-                connection: self.connection.clone(),
-                id,
-                finished: false,
-            },
-        )
+    fn send_half(&self, id: u64) -> QuicSendStream {
+        QuicSendStream {
+            connection: self.connection.clone(),
+            id,
+            ended: false,
+        }
+    }
+
+    fn recv_half(&self, id: u64) -> QuicRecvStream {
+        QuicRecvStream {
+            connection: self.connection.clone(),
+            id,
+            ended: false,
+        }
     }
 }
 
@@ -448,7 +744,7 @@ impl Session for QuicSession {
         }
         let id = state.open(false);
         drop(state);
-        Poll::Ready(Ok(self.stream_pair(id).0))
+        Poll::Ready(Ok(self.send_half(id)))
     }
 
     fn poll_open_bidi(
@@ -466,7 +762,7 @@ impl Session for QuicSession {
         }
         let id = state.open(true);
         drop(state);
-        Poll::Ready(Ok(self.stream_pair(id)))
+        Poll::Ready(Ok((self.send_half(id), self.recv_half(id))))
     }
 
     fn poll_accept_uni(&mut self, waiter: &Waiter) -> Poll<Result<QuicRecvStream, TransportError>> {
@@ -474,7 +770,7 @@ impl Session for QuicSession {
         let mut state = shared.state.lock();
         if let Some(id) = state.incoming_uni.pop_front() {
             drop(state);
-            return Poll::Ready(Ok(self.stream_pair(id).1));
+            return Poll::Ready(Ok(self.recv_half(id)));
         }
         if let Some(error) = state.closed() {
             return Poll::Ready(Err(error));
@@ -491,7 +787,7 @@ impl Session for QuicSession {
         let mut state = shared.state.lock();
         if let Some(id) = state.incoming_bidi.pop_front() {
             drop(state);
-            return Poll::Ready(Ok(self.stream_pair(id)));
+            return Poll::Ready(Ok((self.send_half(id), self.recv_half(id))));
         }
         if let Some(error) = state.closed() {
             return Poll::Ready(Err(error));
@@ -534,9 +830,7 @@ impl Session for QuicSession {
     }
 
     fn close(&mut self, code: u64, reason: &str) {
-        self.connection.with(|state| {
-            let _ = state.conn.close(true, code, reason.as_bytes());
-        });
+        self.connection.close(code, reason);
     }
 
     fn poll_closed(&mut self, waiter: &Waiter) -> Poll<TransportError> {
@@ -573,22 +867,30 @@ impl QuicSendStream {
         self.id
     }
 
+    /// Lets go of the handle without ending the stream: it stays open for the connection's
+    /// life (an HTTP/3 control stream, whose closing is an error).
+    pub fn leave_open(mut self) {
+        self.ended = true;
+    }
+
     /// Writes what fits of `data` now (and the FIN once all of it is written, if `fin`),
     /// without waiting: for best-effort writes on the way out, such as a closing capsule.
     pub(crate) fn try_write(&mut self, data: &mut Bytes, fin: bool) {
-        self.connection.with(|state| {
-            if let Ok(written) = state.conn.stream_send(self.id, data, fin) {
-                data.advance(written);
-            }
+        let id = self.id;
+        let finished = self.connection.with(|state| {
+            let Ok(written) = state.conn.stream_send(id, data, fin) else {
+                return false;
+            };
+            data.advance(written);
+            fin && data.is_empty()
         });
+        self.ended |= finished;
     }
-}
 
-impl QuicSendStream {
     /// Writes what fits of `data`, with the FIN behind its last byte if `fin`; `Pending`
-    /// (with `waiter` registered) while flow control holds the rest back. quiche queues
-    /// the FIN only with the write that takes the last byte, so a partial write leaves it
-    /// for a later call.
+    /// (with `waiter` parked for credit) while flow control holds the rest back. quiche
+    /// queues the FIN only with the write that takes the last byte, so a partial write
+    /// leaves it for a later call.
     fn poll_send(
         &mut self,
         waiter: &Waiter,
@@ -611,11 +913,11 @@ impl QuicSendStream {
                     wrote = true;
                 }
                 Ok(_) | Err(quiche::Error::Done) => {
-                    let waiters = state.streams.entry(self.id).or_default().write.clone();
-                    waiters.register(waiter);
+                    state.park_for_credit(self.id, waiter);
                     break Poll::Pending;
                 }
                 Err(quiche::Error::StreamStopped(code)) => {
+                    state.note_stopped(self.id, code);
                     break Poll::Ready(Err(StreamError::Stopped(code)));
                 }
                 Err(error) => {
@@ -626,8 +928,11 @@ impl QuicSendStream {
             }
         };
         drop(state);
+        if fin && matches!(result, Poll::Ready(Ok(()))) {
+            self.ended = true;
+        }
         if wrote {
-            shared.flush.wake_all();
+            shared.request_flush();
         }
         result
     }
@@ -651,6 +956,7 @@ impl SendStream for QuicSendStream {
 
     fn finish(&mut self) -> Result<(), StreamError> {
         let id = self.id;
+        self.ended = true;
         self.connection
             .with(|state| match state.conn.stream_send(id, &[], true) {
                 Ok(_) => {
@@ -665,6 +971,7 @@ impl SendStream for QuicSendStream {
 
     fn reset(&mut self, code: u64) {
         let id = self.id;
+        self.ended = true;
         self.connection.with(|state| {
             let _ = state
                 .conn
@@ -678,9 +985,9 @@ impl SendStream for QuicSendStream {
         let subscriber = (priority >> 23).clamp(0, 255) as u8;
         let urgency = 7 - (subscriber >> 5);
         let id = self.id;
-        self.connection.with(|state| {
-            let _ = state.conn.stream_priority(id, urgency, true);
-        });
+        // Nothing to send: no flush.
+        let mut state = self.connection.shared.state.lock();
+        let _ = state.conn.stream_priority(id, urgency, true);
     }
 
     fn poll_stopped(&mut self, waiter: &Waiter) -> Poll<Result<u64, StreamError>> {
@@ -689,14 +996,33 @@ impl SendStream for QuicSendStream {
         if let Some(error) = state.closed() {
             return Poll::Ready(Err(error.into()));
         }
-        match state.conn.stream_writable(self.id, 0) {
-            Err(quiche::Error::StreamStopped(code)) => Poll::Ready(Ok(code)),
-            _ => {
-                let waiters = state.streams.entry(self.id).or_default().write.clone();
-                waiters.register(waiter);
+        if let Some(code) = state.streams.get(&self.id).and_then(|entry| entry.stopped) {
+            return Poll::Ready(Ok(code));
+        }
+        match state.conn.stream_capacity(self.id) {
+            Err(quiche::Error::StreamStopped(code)) => {
+                state.note_stopped(self.id, code);
+                Poll::Ready(Ok(code))
+            }
+            // Gone from quiche without a STOP_SENDING seen: ended and acknowledged, or
+            // reset by this side. Nothing will stop it any more.
+            Err(_) => Poll::Ready(Ok(0)),
+            Ok(_) => {
+                state.park_for_stop(self.id, waiter);
                 Poll::Pending
             }
         }
+    }
+}
+
+impl Drop for QuicSendStream {
+    fn drop(&mut self) {
+        let (id, ended) = (self.id, self.ended);
+        self.connection.release(id, |conn| {
+            if !ended {
+                let _ = conn.stream_shutdown(id, quiche::Shutdown::Write, 0);
+            }
+        });
     }
 }
 
@@ -707,36 +1033,54 @@ impl QuicRecvStream {
     }
 }
 
+impl QuicRecvStream {
+    /// Lets go of the handle without stopping the stream: the peer may go on sending (an
+    /// HTTP/3 control or QPACK stream, which must not be stopped while the connection
+    /// lives); what it sends is buffered within the stream's flow-control window.
+    pub fn leave_open(mut self) {
+        self.ended = true;
+    }
+}
+
 impl RecvStream for QuicRecvStream {
     fn poll_read(&mut self, waiter: &Waiter) -> Poll<Result<Option<Bytes>, StreamError>> {
-        if self.finished {
+        if self.ended {
             return Poll::Ready(Ok(None));
         }
         let shared = &self.connection.shared;
         let mut state = shared.state.lock();
-        let mut buf = [0u8; READ_CHUNK];
-        match state.conn.stream_recv(self.id, &mut buf) {
-            Ok((len, fin)) => {
-                self.finished = fin;
+        match state.read(self.id) {
+            Ok(Some((chunk, fin))) => {
+                self.ended = fin;
                 drop(state);
                 // Reading frees flow-control credit: the peer may be told.
-                shared.flush.wake_all();
-                if len == 0 && fin {
+                shared.request_flush();
+                if chunk.is_empty() && fin {
                     return Poll::Ready(Ok(None));
                 }
-                Poll::Ready(Ok(Some(Bytes::copy_from_slice(&buf[..len]))))
+                Poll::Ready(Ok(Some(chunk)))
             }
-            Err(quiche::Error::Done) => {
+            Ok(None) => {
                 if let Some(error) = state.closed() {
                     return Poll::Ready(Err(error.into()));
                 }
-                let waiters = state.streams.entry(self.id).or_default().read.clone();
-                waiters.register(waiter);
+                state
+                    .streams
+                    .entry(self.id)
+                    .or_default()
+                    .reader
+                    .register(waiter);
                 Poll::Pending
             }
-            Err(quiche::Error::StreamReset(code)) => Poll::Ready(Err(StreamError::Reset(code))),
+            Err(quiche::Error::StreamReset(code)) => {
+                self.ended = true;
+                Poll::Ready(Err(StreamError::Reset(code)))
+            }
             // Finished and collected already.
-            Err(quiche::Error::InvalidStreamState(_)) => Poll::Ready(Ok(None)),
+            Err(quiche::Error::InvalidStreamState(_)) => {
+                self.ended = true;
+                Poll::Ready(Ok(None))
+            }
             Err(error) => Poll::Ready(Err(
                 TransportError::Lost(format!("stream read: {error}")).into()
             )),
@@ -745,8 +1089,20 @@ impl RecvStream for QuicRecvStream {
 
     fn stop(&mut self, code: u64) {
         let id = self.id;
+        self.ended = true;
         self.connection.with(|state| {
             let _ = state.conn.stream_shutdown(id, quiche::Shutdown::Read, code);
+        });
+    }
+}
+
+impl Drop for QuicRecvStream {
+    fn drop(&mut self) {
+        let (id, ended) = (self.id, self.ended);
+        self.connection.release(id, |conn| {
+            if !ended {
+                let _ = conn.stream_shutdown(id, quiche::Shutdown::Read, 0);
+            }
         });
     }
 }

@@ -19,6 +19,10 @@ pub use quinn_udp::RecvMeta;
 use quinn_udp::{Transmit, UdpSockRef, UdpSocketState};
 use socket2::{Domain, Protocol, Socket, Type};
 
+/// The most datagrams one [`UdpSocket::recv`] takes (one `recvmmsg` on Linux): pass this
+/// many buffers to receive in batches.
+pub const RECV_BATCH: usize = quinn_udp::BATCH_SIZE;
+
 /// How a socket is set up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UdpConfig {
@@ -136,8 +140,9 @@ impl UdpSocket {
         Ok(())
     }
 
-    /// Receives into `buffers`, filling `meta` for each one used; returns how many.
-    /// `WouldBlock` means nothing is waiting.
+    /// Receives into `buffers`, filling `meta` for each one used; returns how many. With
+    /// several buffers (up to [`RECV_BATCH`]) one system call fills as many as there are
+    /// datagrams waiting. `WouldBlock` means nothing is waiting.
     pub fn recv(&self, buffers: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta]) -> io::Result<usize> {
         self.state.recv(UdpSockRef::from(&self.io), buffers, meta)
     }

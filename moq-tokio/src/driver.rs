@@ -101,13 +101,20 @@ async fn run(
 ) {
     let flush = Arc::new(NotifyWaker(Notify::new()));
     endpoint.set_waker(&Waker::from(flush.clone()));
-    let mut storage = vec![0u8; 65_536 * socket.get_ref().gro_segments().max(1)];
+    // One receive call takes up to RECV_BATCH datagrams (recvmmsg), each buffer large
+    // enough for a GRO train of them.
+    let mut storage = vec![0u8; RECV_BATCH * RECV_BUFFER];
+    let mut meta = [RecvMeta::default(); RECV_BATCH];
     let mut pending: Vec<(
         QuicConnection,
         oneshot::Sender<Result<QuicConnection, Error>>,
     )> = Vec::new();
     let mut transmits: Vec<Transmit> = Vec::new();
     let mut handles_open = true;
+    // One timer for the loop's life, moved only when the earliest deadline moves.
+    let timer = tokio::time::sleep_until(far_future());
+    tokio::pin!(timer);
+    let mut armed: Option<Instant> = None;
     loop {
         let now = Instant::now();
         endpoint.handle_timeouts(now);
@@ -120,27 +127,36 @@ async fn run(
                 let _ = accepted.send(connection);
             }
         }
-        pending = settle(pending);
+        if !pending.is_empty() {
+            pending = settle(pending);
+        }
         if !handles_open && endpoint.is_empty() {
             return;
         }
 
         let timeout = endpoint.next_timeout();
+        if timeout != armed {
+            armed = timeout;
+            let at = timeout.map_or_else(far_future, tokio::time::Instant::from_std);
+            timer.as_mut().reset(at);
+        }
         tokio::select! {
             ready = socket.readable() => {
                 let Ok(mut guard) = ready else { return };
-                let mut meta = [RecvMeta::default()];
                 loop {
                     let received = guard.try_io(|socket| {
-                        let mut buffers = [IoSliceMut::new(&mut storage)];
+                        let mut buffers: Vec<IoSliceMut<'_>> =
+                            storage.chunks_mut(RECV_BUFFER).map(IoSliceMut::new).collect();
                         socket.get_ref().recv(&mut buffers, &mut meta)
                     });
                     match received {
                         Ok(Ok(count)) => {
                             let now = Instant::now();
-                            for meta in &meta[..count] {
-                                let len = meta.len.min(storage.len());
-                                for datagram in storage[..len].chunks_mut(meta.stride.max(1)) {
+                            for (meta, buffer) in
+                                meta[..count].iter().zip(storage.chunks_mut(RECV_BUFFER))
+                            {
+                                let len = meta.len.min(buffer.len());
+                                for datagram in buffer[..len].chunks_mut(meta.stride.max(1)) {
                                     let _ = endpoint.handle_datagram(datagram, meta.addr, now);
                                 }
                             }
@@ -163,9 +179,20 @@ async fn run(
                 None => handles_open = false,
             },
             () = flush.0.notified() => {}
-            () = sleep_until(timeout) => {}
+            () = &mut timer, if armed.is_some() => {}
         }
     }
+}
+
+/// Datagrams one receive call takes at most (`recvmmsg`).
+const RECV_BATCH: usize = moq_runtime::udp::RECV_BATCH;
+
+/// Bytes per receive buffer: a whole GRO train (the kernel coalesces up to 64 KiB).
+const RECV_BUFFER: usize = 65_536;
+
+/// A deadline far enough away to mean "none" for a timer that must exist.
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + std::time::Duration::from_secs(86_400 * 365)
 }
 
 /// Answers client handshakes that completed or failed.
@@ -192,13 +219,6 @@ fn settle(
             }
         })
         .collect()
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// Sends one batch, waiting for the socket when its buffer is full.

@@ -42,6 +42,20 @@ struct ControlStream {
     buffered: BytesMut,
 }
 
+impl Drop for Demux {
+    /// The peer's control and QPACK streams live as long as the connection (RFC 9114
+    /// §6.2.1, RFC 9204 §4.2): stopping them would be a connection error on the peer's
+    /// side, so they are left open.
+    fn drop(&mut self) {
+        if let Some(control) = self.control.take() {
+            control.stream.leave_open();
+        }
+        for stream in self.qpack.drain(..) {
+            stream.leave_open();
+        }
+    }
+}
+
 /// Why sorting streams stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum DemuxError {
@@ -54,10 +68,9 @@ pub(crate) enum DemuxError {
 impl Demux {
     /// A server's: the client's extended CONNECT arrives as a request stream.
     pub(crate) fn serving_requests() -> Self {
-        Self {
-            serves_requests: true,
-            ..Self::default()
-        }
+        let mut demux = Self::default();
+        demux.serves_requests = true;
+        demux
     }
 
     /// Accepts every stream the peer opened and reads what it can of each header, the

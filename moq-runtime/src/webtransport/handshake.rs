@@ -55,7 +55,7 @@ pub struct ServerHandshake {
 pub struct WebTransportRequest {
     inner: QuicSession,
     demux: Demux,
-    control: QuicSendStream,
+    control: OwnControlStream,
     send: QuicSendStream,
     recv: QuicRecvStream,
     /// Bytes read after the request's HEADERS frame.
@@ -69,6 +69,37 @@ struct ControlSender {
     stream: Option<QuicSendStream>,
     pending: Bytes,
     written: bool,
+}
+
+/// Our HTTP/3 control stream once its SETTINGS are written. It lives as long as the
+/// connection (RFC 9114 §6.2.1: closing it is a connection error), so dropping the handle
+/// leaves the stream open.
+#[derive(Debug)]
+pub(crate) struct OwnControlStream(Option<QuicSendStream>);
+
+impl OwnControlStream {
+    pub(crate) fn new(stream: QuicSendStream) -> Self {
+        Self(Some(stream))
+    }
+}
+
+impl Drop for OwnControlStream {
+    fn drop(&mut self) {
+        if let Some(stream) = self.0.take() {
+            stream.leave_open();
+        }
+    }
+}
+
+impl Drop for ControlSender {
+    /// An HTTP/3 control stream lives as long as its connection (RFC 9114 §6.2.1: closing
+    /// it is a connection error), so a handshake that ends without a session (a rejected
+    /// request) leaves it open for the connection's last moments.
+    fn drop(&mut self) {
+        if let Some(stream) = self.stream.take() {
+            stream.leave_open();
+        }
+    }
 }
 
 impl ClientHandshake {
@@ -203,7 +234,7 @@ impl ClientHandshake {
                     return Poll::Ready(Ok(WebTransportSession::new(
                         self.inner.clone(),
                         std::mem::take(&mut self.demux),
-                        control,
+                        OwnControlStream::new(control),
                         connect,
                         response.protocol,
                     )));
@@ -279,7 +310,7 @@ impl ServerHandshake {
         Poll::Ready(Ok(WebTransportRequest {
             inner,
             demux: std::mem::take(&mut self.demux),
-            control,
+            control: OwnControlStream::new(control),
             send,
             recv,
             leftover,

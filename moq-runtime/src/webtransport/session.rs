@@ -10,6 +10,7 @@ use moq_net::transport::{
 use web_transport_proto::{Capsule, CapsuleError, Frame, VarInt};
 
 use super::demux::{Demux, DemuxError};
+use super::handshake::OwnControlStream;
 use super::header::{bidi_header, map_stream_error, uni_header};
 use super::{H3_ID_ERROR, H3_MESSAGE_ERROR, H3_NO_ERROR, MAX_HEADER_BYTES, from_http3, to_http3};
 use crate::quic::{QuicRecvStream, QuicSendStream, QuicSession};
@@ -27,7 +28,7 @@ pub struct WebTransportSession {
     id: u64,
     demux: Demux,
     /// Our HTTP/3 control stream, open for the connection's life (closing it is an error).
-    _control: QuicSendStream,
+    _control: OwnControlStream,
     connect: ConnectStream,
     protocol: Option<String>,
     /// Why the session ended, once it did through the CONNECT stream.
@@ -70,7 +71,7 @@ impl WebTransportSession {
     pub(crate) fn new(
         inner: QuicSession,
         demux: Demux,
-        control: QuicSendStream,
+        control: OwnControlStream,
         connect: ConnectStream,
         protocol: Option<String>,
     ) -> Self {
