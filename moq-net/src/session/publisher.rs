@@ -245,10 +245,12 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
                 Poll::Ready(Err(error)) => return Poll::Ready(error.outcome()),
                 Poll::Pending => return Poll::Pending,
             };
-            let Some(origin) = cx.config.publish.as_ref() else {
-                refuse(&mut self.writer, &mut self.reader, Error::NotFound);
-                return Poll::Ready(Ok(()));
-            };
+            // A session with nothing to publish still answers, with an empty set, and keeps
+            // the stream open: a deployed relay asks every client right after SETUP and
+            // closes the whole session if this stream fails in any way (spec:
+            // moq-lite-05.md, "What a deployed relay treats as fatal").
+            let nothing = crate::model::Origin::new();
+            let origin = cx.config.publish.as_ref().unwrap_or(&nothing);
             self.exclude_hop = request.exclude_hop;
             let mut announced = origin.announced(request.prefix);
             // The snapshot goes out right behind ANNOUNCE_OK, whose count must be exactly
@@ -694,9 +696,6 @@ impl<S: SendStream> GroupWrite<S> {
                 Poll::Pending => break,
             }
         }
-        if writer.stream_mut().poll_stopped(waiter).is_ready() {
-            return Poll::Ready(Ok(())); // the peer does not want this group
-        }
         // Headers and small payloads go out in one write; a large payload is written as
         // its own `Bytes`, without a copy.
         let mut batch = bytes::BytesMut::new();
@@ -742,9 +741,18 @@ impl<S: SendStream> GroupWrite<S> {
             return writer.poll_finish(waiter).map(Ok);
         }
         match writer.poll_flush(waiter) {
-            Poll::Ready(Ok(())) | Poll::Pending => Poll::Pending,
-            Poll::Ready(Err(_)) => Poll::Ready(Ok(())), // the stream is gone
+            // Blocked on credit: the wake that brings credit also reports a STOP_SENDING.
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Err(_)) => return Poll::Ready(Ok(())), // the stream is gone
+            Poll::Ready(Ok(())) => {}
         }
+        // All written, and the group has more to come: meanwhile, watch for the peer's
+        // STOP_SENDING (it does not want this group). A group written whole in one poll,
+        // as chat's are, never watches.
+        if writer.stream_mut().poll_stopped(waiter).is_ready() {
+            return Poll::Ready(Ok(()));
+        }
+        Poll::Pending
     }
 }
 

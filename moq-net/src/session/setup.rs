@@ -272,9 +272,11 @@ impl<S: SendStream, R: RecvStream> BidiIncoming<S, R> {
             reader.stream_mut().stop(error.to_code());
         };
         Poll::Ready(Ok(match kind {
-            BidiStream::Announce if cx.config.publish.is_some() => Step::Become(Box::new(
-                Task::AnnounceServe(AnnounceServe::new(writer, reader)),
-            )),
+            // Answered whether or not this side publishes (with an empty set when it
+            // does not): a deployed relay closes the session if this stream fails.
+            BidiStream::Announce => Step::Become(Box::new(Task::AnnounceServe(
+                AnnounceServe::new(writer, reader),
+            ))),
             BidiStream::Track if cx.config.publish.is_some() => {
                 Step::Become(Box::new(Task::TrackServe(TrackServe::new(writer, reader))))
             }
@@ -297,10 +299,7 @@ impl<S: SendStream, R: RecvStream> BidiIncoming<S, R> {
             BidiStream::Fetch if cx.config.publish.is_some() => {
                 Step::Become(Box::new(Task::FetchServe(FetchServe::new(writer, reader))))
             }
-            BidiStream::Announce
-            | BidiStream::Track
-            | BidiStream::Subscribe
-            | BidiStream::Fetch => {
+            BidiStream::Track | BidiStream::Subscribe | BidiStream::Fetch => {
                 // This side publishes nothing.
                 refuse(&mut writer, &mut reader, Error::NotFound);
                 Step::Done
