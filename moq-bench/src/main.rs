@@ -16,7 +16,7 @@ use moq_runtime::tls::Fingerprint;
 
 use moq_bench::chart;
 use moq_bench::load::{self, Stream, Target, Workload};
-use moq_bench::record::{ComparisonRecord, ProcessCost, RunRecord, SCHEMA};
+use moq_bench::record::{ComparisonRecord, ProcessCost, RssSample, RunRecord, SCHEMA};
 use moq_bench::relay::{self, RelayProcess, Usage};
 use moq_bench::stats::{Latency, Paired};
 
@@ -580,7 +580,9 @@ async fn round_of(
 }
 
 /// One round in this process: a fresh relay, the clients, warm-up, the measured phase,
-/// the record.
+/// the record. A relay that exits at any point fails the round at once, with its exit
+/// status and the tail of its stderr; connecting and warming up together may take at most
+/// `--warmup-limit`.
 async fn measure_round(
     workload: &Workload,
     profile: Profile,
@@ -591,6 +593,23 @@ async fn measure_round(
 ) -> Result<RunRecord, String> {
     let template: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
     let relay = RelayProcess::start(&template, Duration::from_secs_f64(output.startup))?;
+    let outcome = tokio::select! {
+        outcome = measure(workload, profile, &relay, label, round, output) => outcome,
+        report = relay.exited("during the round") => Err(report),
+    };
+    relay.stop();
+    outcome
+}
+
+/// What [`measure_round`] does while its relay lives.
+async fn measure(
+    workload: &Workload,
+    profile: Profile,
+    relay: &RelayProcess,
+    label: &str,
+    round: u32,
+    output: &Output,
+) -> Result<RunRecord, String> {
     let fingerprint = relay
         .fingerprint
         .as_deref()
@@ -604,17 +623,15 @@ async fn measure_round(
         fingerprint,
     };
     let idle = relay.usage()?;
-    let clients = load::connect(workload, &target).await?;
+    let limit = Duration::from_secs_f64(output.warmup_limit);
+    let setup_deadline = tokio::time::Instant::now() + limit;
+    let clients = tokio::time::timeout_at(setup_deadline, load::connect(workload, &target))
+        .await
+        .map_err(|_| format!("connecting every client took longer than {limit:?}"))??;
     let tally = clients.tally.clone();
-    let warm = load::warm_up(
-        &tally,
-        workload.pairs(),
-        Duration::from_secs_f64(output.warmup_limit),
-    )
-    .await;
-    if let Err(error) = warm {
+    let left = setup_deadline.saturating_duration_since(tokio::time::Instant::now());
+    if let Err(error) = load::warm_up(&tally, workload.pairs(), left).await {
         clients.close().await;
-        relay.stop();
         return Err(error);
     }
 
@@ -627,8 +644,19 @@ async fn measure_round(
     let relay_before = relay.usage()?;
     let client_before = client_usage();
     let progress = progress_bar(workload.seconds);
+    let mut rss = Vec::new();
+    let mut next_sample = started + RSS_SAMPLE_INTERVAL;
     while Instant::now() < window_end {
         tokio::time::sleep(Duration::from_millis(100)).await;
+        if Instant::now() >= next_sample {
+            next_sample += RSS_SAMPLE_INTERVAL;
+            if let Ok(usage) = relay.usage() {
+                rss.push(RssSample {
+                    seconds: started.elapsed().as_secs_f64(),
+                    bytes: usage.rss_bytes,
+                });
+            }
+        }
         if let Some(bar) = &progress {
             bar.set_position((started.elapsed().as_secs_f64() * 10.0) as u64);
             bar.set_message(format!(
@@ -655,17 +683,17 @@ async fn measure_round(
     let offered = tally.offered.load(Ordering::Relaxed);
     let latency = Latency::of(tally.latencies());
     clients.close().await;
-    relay.stop();
 
     let connections = workload.connections() as u64;
-    let cost = |usage: Usage, rss_before: u64| ProcessCost {
+    let cost = |usage: Usage, start: &Usage, rss_idle: u64| ProcessCost {
         cpu_seconds: usage.cpu_seconds,
         cpu_us_per_delivery: usage.cpu_seconds * 1e6 / delivered.max(1) as f64,
         cores: usage.cpu_seconds / elapsed.max(1e-9),
         voluntary_switches: usage.voluntary_switches,
         involuntary_switches: usage.involuntary_switches,
         rss_bytes: usage.rss_bytes,
-        rss_bytes_per_connection: usage.rss_bytes.saturating_sub(rss_before) / connections.max(1),
+        rss_bytes_at_start: start.rss_bytes,
+        rss_bytes_per_connection: usage.rss_bytes.saturating_sub(rss_idle) / connections.max(1),
     };
     Ok(RunRecord {
         schema: SCHEMA.into(),
@@ -684,13 +712,17 @@ async fn measure_round(
         delivered,
         loss: 1.0 - delivered as f64 / expected.max(1) as f64,
         latency_us: latency,
-        relay: cost(relay_cost, idle.rss_bytes),
+        relay: cost(relay_cost, &relay_before, idle.rss_bytes),
         client: ProcessCost {
             rss_bytes_per_connection: 0,
-            ..cost(client_cost, 0)
+            ..cost(client_cost, &client_before, 0)
         },
+        relay_rss: rss,
     })
 }
+
+/// How often the relay's RSS is sampled during the measured phase.
+const RSS_SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// This process's CPU and context switches (`getrusage`), and its RSS.
 fn client_usage() -> Usage {

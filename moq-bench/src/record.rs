@@ -52,6 +52,19 @@ pub struct RunRecord {
     pub relay: ProcessCost,
     /// What the load generator spent (to show it was not the bottleneck).
     pub client: ProcessCost,
+    /// The relay's resident memory through the measured phase, about once a second: a
+    /// leak shows as a line that keeps rising.
+    #[serde(default)]
+    pub relay_rss: Vec<RssSample>,
+}
+
+/// A process's resident memory at one moment of a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RssSample {
+    /// Seconds since the measured phase started.
+    pub seconds: f64,
+    /// Resident memory, bytes.
+    pub bytes: u64,
 }
 
 /// A process's cost over the measured phase.
@@ -69,6 +82,9 @@ pub struct ProcessCost {
     pub involuntary_switches: u64,
     /// Resident memory at the end of the measured phase, in bytes (0 if unknown).
     pub rss_bytes: u64,
+    /// Resident memory at the start of the measured phase, in bytes (0 if unknown).
+    #[serde(default)]
+    pub rss_bytes_at_start: u64,
     /// Resident memory added per client connection, in bytes (0 if unknown).
     pub rss_bytes_per_connection: u64,
 }
@@ -101,7 +117,7 @@ impl RunRecord {
     /// The header of the human table.
     pub fn table_header() -> String {
         format!(
-            "{:<13} {:<6} {:>5} {:>6} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>10} {:>7} {:>9} {:>11}",
+            "{:<13} {:<6} {:>5} {:>6} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>10} {:>7} {:>9} {:>16} {:>11}",
             "profile",
             "label",
             "round",
@@ -115,6 +131,7 @@ impl RunRecord {
             "relay us/m",
             "cores",
             "KB/conn",
+            "RSS MB start-end",
             "client us/m"
         )
     }
@@ -123,7 +140,7 @@ impl RunRecord {
     pub fn table_row(&self) -> String {
         let ms = |us: u64| us as f64 / 1000.0;
         format!(
-            "{:<13} {:<6} {:>5} {:>6} {:>9} {:>9} {:>7.3} {:>9.2} {:>9.2} {:>9.2} {:>10.1} {:>7.2} {:>9.1} {:>11.1}",
+            "{:<13} {:<6} {:>5} {:>6} {:>9} {:>9} {:>7.3} {:>9.2} {:>9.2} {:>9.2} {:>10.1} {:>7.2} {:>9.1} {:>16} {:>11.1}",
             self.profile,
             self.label,
             self.round,
@@ -137,10 +154,17 @@ impl RunRecord {
             self.relay.cpu_us_per_delivery,
             self.relay.cores,
             self.relay.rss_bytes_per_connection as f64 / 1024.0,
+            format!(
+                "{:.1}-{:.1}",
+                self.relay.rss_bytes_at_start as f64 / MIB,
+                self.relay.rss_bytes as f64 / MIB
+            ),
             self.client.cpu_us_per_delivery,
         )
     }
 }
+
+const MIB: f64 = (1u64 << 20) as f64;
 
 impl ComparisonRecord {
     /// The JSON line.
@@ -183,9 +207,14 @@ mod tests {
                 voluntary_switches: 5,
                 involuntary_switches: 6,
                 rss_bytes: 50 << 20,
+                rss_bytes_at_start: 48 << 20,
                 rss_bytes_per_connection: 40_000,
             },
             client: ProcessCost::default(),
+            relay_rss: vec![RssSample {
+                seconds: 1.0,
+                bytes: 49 << 20,
+            }],
         }
     }
 
@@ -226,13 +255,24 @@ mod tests {
             "voluntary_switches",
             "involuntary_switches",
             "rss_bytes",
+            "rss_bytes_at_start",
             "rss_bytes_per_connection",
         ] {
             assert!(value["relay"][key].is_number(), "relay.{key}");
         }
+        assert_eq!(value["relay_rss"][0]["bytes"], 49u64 << 20);
         let back: RunRecord = serde_json::from_value(value).unwrap();
         assert_eq!(back, record);
         assert!(!record.to_json().contains('\n'), "one record, one line");
+        // A record written before the RSS fields existed still reads.
+        let mut old: serde_json::Value = serde_json::from_str(&record.to_json()).unwrap();
+        old.as_object_mut().unwrap().remove("relay_rss");
+        old["relay"]
+            .as_object_mut()
+            .unwrap()
+            .remove("rss_bytes_at_start");
+        let old: RunRecord = serde_json::from_value(old).unwrap();
+        assert!(old.relay_rss.is_empty());
     }
 
     #[test]

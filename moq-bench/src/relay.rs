@@ -1,6 +1,6 @@
 //! The relay under test, as a process of its own: started from a command template for each
-//! round, measured from `/proc` (CPU, context switches of every thread, resident memory),
-//! and stopped.
+//! round, measured from `/proc` (CPU in nanoseconds and context switches of every thread,
+//! resident memory), watched for an early exit, and stopped.
 //!
 //! The template is a shell-free argument list with two placeholders: `{port}` (a free
 //! loopback port for the relay's UDP listener) and `{fingerprint_file}` (where a relay
@@ -9,13 +9,16 @@
 //! clients then skip certificate verification.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// A relay process.
+/// A relay process. Its stderr goes to a file, whose tail explains an early exit.
 #[derive(Debug)]
 pub struct RelayProcess {
-    child: Child,
+    child: Mutex<Child>,
+    pid: u32,
+    stderr: PathBuf,
     /// The UDP port it listens on.
     pub port: u16,
     /// Its certificate's fingerprint, if it wrote one.
@@ -68,24 +71,29 @@ impl RelayProcess {
             arg.replace("{port}", &port.to_string())
                 .replace("{fingerprint_file}", &fingerprint_file.to_string_lossy())
         };
+        let stderr = scratch.join("stderr.log");
+        let stderr_file =
+            std::fs::File::create(&stderr).map_err(|e| format!("creating {stderr:?}: {e}"))?;
         let child = Command::new(fill(program))
             .args(args.iter().map(fill))
             .env("RUST_LOG", "error")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(stderr_file)
             .spawn()
             .map_err(|e| format!("starting the relay {program:?}: {e}"))?;
         let mut relay = Self {
-            child,
+            pid: child.id(),
+            child: Mutex::new(child),
+            stderr,
             port,
             fingerprint: None,
             _scratch: scratch,
         };
         let deadline = Instant::now() + startup;
         loop {
-            if let Ok(Some(status)) = relay.child.try_wait() {
-                return Err(format!("the relay exited at start ({status})"));
+            if let Some(status) = relay.exit_status() {
+                return Err(relay.exit_report("at start", status));
             }
             if waits_for_file {
                 if let Some(text) = read_nonempty(&fingerprint_file) {
@@ -108,59 +116,117 @@ impl RelayProcess {
 
     /// The relay's counters now.
     pub fn usage(&self) -> Result<Usage, String> {
-        usage_of(self.child.id())
+        usage_of(self.pid)
+    }
+
+    /// How the relay exited, if it did.
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        child.try_wait().ok().flatten()
+    }
+
+    /// Resolves once the relay exits, with what to report: when it exited, its status and
+    /// the tail of its stderr. Race it against a round's work so that a relay that dies
+    /// fails the round at once.
+    pub async fn exited(&self, during: &str) -> String {
+        loop {
+            if let Some(status) = self.exit_status() {
+                return self.exit_report(during, status);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// "the relay exited {during} ({status}); its stderr ended with: ...".
+    fn exit_report(&self, during: &str, status: ExitStatus) -> String {
+        let text = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n  ");
+        if tail.is_empty() {
+            format!("the relay exited {during} ({status}) and wrote nothing to stderr")
+        } else {
+            format!("the relay exited {during} ({status}); its stderr ended with:\n  {tail}")
+        }
     }
 
     /// Stops the relay (SIGTERM, then SIGKILL after 5 s).
-    pub fn stop(mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+    pub fn stop(self) {
+        let pid = nix::unistd::Pid::from_raw(self.pid as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
+            if self.exit_status().is_some() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 
+/// How many lines of a dead relay's stderr a report quotes.
+const STDERR_TAIL_LINES: usize = 20;
+
 impl Drop for RelayProcess {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        let child = self.child.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Ok(None) = child.try_wait() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
         let _ = std::fs::remove_dir_all(&self._scratch);
     }
 }
 
-/// The counters of process `pid`, from `/proc`.
+/// The counters of process `pid`, from `/proc`. CPU time is the sum over the process's
+/// threads of the nanoseconds each spent on a CPU (`/proc/<pid>/task/*/schedstat`): a
+/// short round of a relay that does little still shows its cost, where the clock ticks of
+/// `/proc/<pid>/stat` (10 ms each) would read zero. Threads that exited take their time
+/// with them; the relays measured here keep theirs for the whole run. Without schedstat
+/// (a kernel built without it), the ticks are used.
 pub fn usage_of(pid: u32) -> Result<Usage, String> {
     let stat_path = format!("/proc/{pid}/stat");
     let stat =
         std::fs::read_to_string(&stat_path).map_err(|e| format!("reading {stat_path}: {e}"))?;
-    let cpu_seconds =
-        cpu_seconds_from_stat(&stat).ok_or_else(|| format!("unexpected {stat_path}: {stat}"))?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let rss_bytes = status_field(&status, "VmRSS:").unwrap_or(0) * 1024;
-    // Context switches are per thread: sum every thread's.
+    // CPU time and context switches are per thread: sum every thread's.
     let (mut voluntary, mut involuntary) = (0, 0);
+    let mut on_cpu_ns: Option<u64> = Some(0);
     if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
         for task in tasks.flatten() {
             let text = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
             voluntary += status_field(&text, "voluntary_ctxt_switches:").unwrap_or(0);
             involuntary += status_field(&text, "nonvoluntary_ctxt_switches:").unwrap_or(0);
+            let schedstat = std::fs::read_to_string(task.path().join("schedstat")).ok();
+            on_cpu_ns = match (
+                on_cpu_ns,
+                schedstat.as_deref().and_then(on_cpu_from_schedstat),
+            ) {
+                (Some(sum), Some(ns)) => Some(sum + ns),
+                _ => None,
+            };
         }
     }
+    let cpu_seconds = match on_cpu_ns {
+        Some(ns) if ns > 0 => ns as f64 / 1e9,
+        _ => {
+            cpu_seconds_from_stat(&stat).ok_or_else(|| format!("unexpected {stat_path}: {stat}"))?
+        }
+    };
     Ok(Usage {
         cpu_seconds,
         voluntary_switches: voluntary,
         involuntary_switches: involuntary,
         rss_bytes,
     })
+}
+
+/// The first field of a `/proc/<pid>/task/<tid>/schedstat` line: nanoseconds on a CPU.
+fn on_cpu_from_schedstat(schedstat: &str) -> Option<u64> {
+    schedstat.split_whitespace().next()?.parse().ok()
 }
 
 /// utime + stime of a `/proc/<pid>/stat` line, in seconds.
@@ -222,6 +288,29 @@ mod tests {
     }
 
     #[test]
+    fn schedstat_gives_nanoseconds_on_cpu() {
+        assert_eq!(
+            on_cpu_from_schedstat("123456789 4567 89\n"),
+            Some(123_456_789)
+        );
+        assert_eq!(on_cpu_from_schedstat(""), None);
+    }
+
+    #[test]
+    fn a_relay_that_dies_is_reported_with_its_status_and_stderr() {
+        // A "relay" that writes two lines to stderr and exits with 3 before listening.
+        let template: Vec<String> = ["sh", "-c", "echo first >&2; echo 'it broke' >&2; exit 3"]
+            .map(String::from)
+            .to_vec();
+        let error = RelayProcess::start(&template, Duration::from_secs(5)).unwrap_err();
+        assert!(error.contains("exit status: 3"), "{error}");
+        assert!(
+            error.contains("first") && error.contains("it broke"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn status_fields_are_found_by_name() {
         let status = "Name:\trelay\nVmRSS:\t   2048 kB\nvoluntary_ctxt_switches:\t7\nnonvoluntary_ctxt_switches:\t3\n";
         assert_eq!(status_field(status, "VmRSS:"), Some(2048));
@@ -232,8 +321,15 @@ mod tests {
 
     #[test]
     fn this_process_can_be_measured() {
+        // Spend a little CPU first: nanosecond accounting sees it.
+        let mut x = 0u64;
+        for i in 0..1_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(std::hint::black_box(i));
+        }
+        std::hint::black_box(x);
         let usage = usage_of(std::process::id()).unwrap();
         assert!(usage.rss_bytes > 0);
+        assert!(usage.cpu_seconds > 0.0);
         let later = Usage {
             cpu_seconds: usage.cpu_seconds + 1.0,
             voluntary_switches: usage.voluntary_switches + 2,

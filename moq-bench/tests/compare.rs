@@ -69,7 +69,12 @@ fn compare_alternates_two_relays_and_pairs_their_rounds() {
     for run in &runs {
         assert_eq!(run["schema"], "moq-bench/1");
         assert!(run["delivered"].as_u64().unwrap() > 0, "{run}");
-        assert!(run["relay"]["cpu_seconds"].as_f64().unwrap() >= 0.0);
+        // Nanosecond accounting: a relay that delivered anything spent measurable CPU.
+        assert!(run["relay"]["cpu_seconds"].as_f64().unwrap() > 0.0, "{run}");
+        assert!(
+            run["relay"]["rss_bytes_at_start"].as_u64().unwrap() > 0,
+            "{run}"
+        );
     }
     let verdicts: Vec<&serde_json::Value> =
         lines.iter().filter(|l| l["kind"] == "comparison").collect();
