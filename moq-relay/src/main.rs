@@ -156,6 +156,8 @@ fn serve(args: ServeArgs) -> Result<(), String> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colors only for a person at a terminal, never into a log file or a pipe.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = configure(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -258,7 +258,13 @@ impl Relay {
                 break;
             }
         }
-        for session in self.metrics.live_sessions() {
+        let remaining = self.metrics.live_sessions();
+        tracing::info!(
+            left = sessions.len().saturating_sub(remaining.len()),
+            closed_at_deadline = remaining.len(),
+            "drain over"
+        );
+        for session in remaining {
             session.close(moq_net::Error::Cancel);
         }
         // Give the close frames a moment to leave before the process ends.
