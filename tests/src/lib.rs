@@ -7,6 +7,11 @@
 //! loopback, on raw QUIC and on WebTransport. A driver that passes here behaves, on the
 //! wire and in the model, like the others.
 //!
+//! It also holds the [`strict`] peer: a moq-lite-05 relay built by hand on quiche, as strict
+//! as a deployed relay, that every client role we ship is run against
+//! (`tests/strict_peer.rs`), and the `strict-relay` binary that `moq-bench` profiles can
+//! run through.
+//!
 //! It **is not** a place for driver-specific tests (those live beside each driver) nor
 //! for fault injection, which only the test runtime can script.
 //!
@@ -14,6 +19,7 @@
 //! test file.
 
 pub mod scenarios;
+pub mod strict;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,0 +1,541 @@
+//! moq-lite-05 on the wire, as the strict peer reads and writes it: written from
+//! `shared/spec/moq-lite-05.md` alone, sharing no code with `moq_net::coding`, so that the
+//! two can disagree (and a test then says which one is wrong).
+//!
+//! Decoding is as strict as a deployed peer: a message is `Length (i)` and a body of
+//! exactly that many bytes (trailing bytes are an error), a `bool` is 0 or 1, an announce
+//! status is 0, 1 or 2, hop lists hold at most 32 ids, SETUP at most 64 parameters and no
+//! duplicate ids.
+
+use std::fmt;
+
+/// Why bytes did not decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WireError {
+    /// More bytes are needed.
+    Short,
+    /// The bytes break the spec: what was wrong.
+    Invalid(String),
+}
+
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WireError::Short => f.write_str("truncated"),
+            WireError::Invalid(what) => f.write_str(what),
+        }
+    }
+}
+
+fn invalid<T>(what: impl Into<String>) -> Result<T, WireError> {
+    Err(WireError::Invalid(what.into()))
+}
+
+/// Reads a QUIC varint.
+pub fn read_varint(buf: &mut &[u8]) -> Result<u64, WireError> {
+    let first = *buf.first().ok_or(WireError::Short)?;
+    let len = 1usize << (first >> 6);
+    if buf.len() < len {
+        return Err(WireError::Short);
+    }
+    let mut value = u64::from(first & 0x3f);
+    for byte in &buf[1..len] {
+        value = (value << 8) | u64::from(*byte);
+    }
+    *buf = &buf[len..];
+    Ok(value)
+}
+
+/// Writes a QUIC varint (the shortest encoding).
+pub fn write_varint(out: &mut Vec<u8>, value: u64) {
+    if value < 1 << 6 {
+        out.push(value as u8);
+    } else if value < 1 << 14 {
+        out.extend_from_slice(&((value as u16) | 0x4000).to_be_bytes());
+    } else if value < 1 << 30 {
+        out.extend_from_slice(&((value as u32) | 0x8000_0000).to_be_bytes());
+    } else {
+        out.extend_from_slice(&(value | 0xc000_0000_0000_0000).to_be_bytes());
+    }
+}
+
+fn read_u8(buf: &mut &[u8]) -> Result<u8, WireError> {
+    let (&byte, rest) = buf.split_first().ok_or(WireError::Short)?;
+    *buf = rest;
+    Ok(byte)
+}
+
+fn read_bytes<'a>(buf: &mut &'a [u8], len: usize) -> Result<&'a [u8], WireError> {
+    if buf.len() < len {
+        return Err(WireError::Short);
+    }
+    let (bytes, rest) = buf.split_at(len);
+    *buf = rest;
+    Ok(bytes)
+}
+
+/// Reads a varint-length UTF-8 string.
+pub fn read_string(buf: &mut &[u8]) -> Result<String, WireError> {
+    let len = usize::try_from(read_varint(buf)?).unwrap_or(usize::MAX);
+    let bytes = read_bytes(buf, len)?;
+    String::from_utf8(bytes.to_vec()).or_else(|_| invalid("a string that is not UTF-8"))
+}
+
+/// Writes a varint-length string.
+pub fn write_string(out: &mut Vec<u8>, text: &str) {
+    write_varint(out, text.len() as u64);
+    out.extend_from_slice(text.as_bytes());
+}
+
+/// Splits one `Length (i) | Body` message off the front of `buf`: `Ok(None)` until it is
+/// all there; otherwise the body and how many bytes the message took.
+pub fn take_message(buf: &[u8]) -> Result<Option<(&[u8], usize)>, WireError> {
+    let mut cursor = buf;
+    let len = match read_varint(&mut cursor) {
+        Ok(len) => usize::try_from(len).unwrap_or(usize::MAX),
+        Err(WireError::Short) => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    if cursor.len() < len {
+        return Ok(None);
+    }
+    let header = buf.len() - cursor.len();
+    Ok(Some((&cursor[..len], header + len)))
+}
+
+/// Frames `body` as a message: its length, then it.
+pub fn message(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 4);
+    write_varint(&mut out, body.len() as u64);
+    out.extend_from_slice(body);
+    out
+}
+
+/// Decodes a whole message body with `decode`, which must consume it exactly.
+pub fn decode_body<T>(
+    body: &[u8],
+    what: &str,
+    decode: impl FnOnce(&mut &[u8]) -> Result<T, WireError>,
+) -> Result<T, WireError> {
+    let mut cursor = body;
+    let value = match decode(&mut cursor) {
+        Ok(value) => value,
+        Err(WireError::Short) => return invalid(format!("{what}: the body ends early")),
+        Err(error) => return Err(error),
+    };
+    if !cursor.is_empty() {
+        return invalid(format!("{what}: {} trailing bytes", cursor.len()));
+    }
+    Ok(value)
+}
+
+/// Normalizes a broadcast path: no leading, trailing or repeated `/`, at most 32 parts.
+pub fn normalize(path: &str) -> Result<String, WireError> {
+    let parts: Vec<&str> = path.split('/').filter(|part| !part.is_empty()).collect();
+    if parts.len() > 32 {
+        return invalid(format!("a path of {} parts", parts.len()));
+    }
+    Ok(parts.join("/"))
+}
+
+/// `prefix` joined with `suffix`, both normalized.
+pub fn join(prefix: &str, suffix: &str) -> String {
+    match (prefix.is_empty(), suffix.is_empty()) {
+        (true, _) => suffix.to_owned(),
+        (_, true) => prefix.to_owned(),
+        _ => format!("{prefix}/{suffix}"),
+    }
+}
+
+/// `path` relative to `prefix` (whole parts only), if it lies under it.
+pub fn strip<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
+    if prefix.is_empty() {
+        return Some(path);
+    }
+    let rest = path.strip_prefix(prefix)?;
+    if rest.is_empty() {
+        return Some(rest);
+    }
+    rest.strip_prefix('/')
+}
+
+/// The SETUP message (uni stream type 1): its parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setup {
+    /// `(id, value)` in the order received.
+    pub parameters: Vec<(u64, Vec<u8>)>,
+}
+
+impl Setup {
+    /// The raw value of parameter `id`.
+    pub fn parameter(&self, id: u64) -> Option<&[u8]> {
+        self.parameters
+            .iter()
+            .find(|(known, _)| *known == id)
+            .map(|(_, value)| value.as_slice())
+    }
+
+    /// Decodes a SETUP body: at most 64 parameters, no duplicate ids.
+    pub fn decode(buf: &mut &[u8]) -> Result<Self, WireError> {
+        let count = read_varint(buf)?;
+        if count > 64 {
+            return invalid(format!("SETUP with {count} parameters (at most 64)"));
+        }
+        let mut parameters: Vec<(u64, Vec<u8>)> = Vec::new();
+        for _ in 0..count {
+            let id = read_varint(buf)?;
+            let len = usize::try_from(read_varint(buf)?).unwrap_or(usize::MAX);
+            let value = read_bytes(buf, len)?.to_vec();
+            if parameters.iter().any(|(known, _)| *known == id) {
+                return invalid(format!("SETUP repeats parameter {id}"));
+            }
+            parameters.push((id, value));
+        }
+        Ok(Self { parameters })
+    }
+}
+
+/// ANNOUNCE_REQUEST: the first message of an announce stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnnounceRequest {
+    /// The prefix asked about.
+    pub prefix: String,
+    /// The asker's own origin id (0 for none).
+    pub exclude_hop: u64,
+}
+
+impl AnnounceRequest {
+    /// Decodes the body.
+    pub fn decode(buf: &mut &[u8]) -> Result<Self, WireError> {
+        Ok(Self {
+            prefix: read_string(buf)?,
+            exclude_hop: read_varint(buf)?,
+        })
+    }
+
+    /// The whole message.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut body = Vec::new();
+        write_string(&mut body, &self.prefix);
+        write_varint(&mut body, self.exclude_hop);
+        message(&body)
+    }
+}
+
+/// ANNOUNCE_OK: the answer, then `active_count` ANNOUNCEs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnnounceOk {
+    /// The answering side's origin id.
+    pub hop_id: u64,
+    /// How many ANNOUNCEs follow as the initial set.
+    pub active_count: u64,
+}
+
+impl AnnounceOk {
+    /// Decodes the body.
+    pub fn decode(buf: &mut &[u8]) -> Result<Self, WireError> {
+        Ok(Self {
+            hop_id: read_varint(buf)?,
+            active_count: read_varint(buf)?,
+        })
+    }
+
+    /// The whole message.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut body = Vec::new();
+        write_varint(&mut body, self.hop_id);
+        write_varint(&mut body, self.active_count);
+        message(&body)
+    }
+}
+
+/// ANNOUNCE: a broadcast became active, or ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Announce {
+    /// Active (a restart, status 2, decodes as active).
+    pub active: bool,
+    /// The path relative to the request's prefix.
+    pub suffix: String,
+    /// The route so far (the sender omits itself).
+    pub hops: Vec<u64>,
+}
+
+impl Announce {
+    /// Decodes the body.
+    pub fn decode(buf: &mut &[u8]) -> Result<Self, WireError> {
+        let active = match read_u8(buf)? {
+            0 => false,
+            1 | 2 => true,
+            other => return invalid(format!("announce status {other}")),
+        };
+        let suffix = read_string(buf)?;
+        let count = read_varint(buf)?;
+        if count > 32 {
+            return invalid(format!("an announce with {count} hops (at most 32)"));
+        }
+        let hops = (0..count)
+            .map(|_| read_varint(buf))
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            active,
+            suffix,
+            hops,
+        })
+    }
+
+    /// The whole message.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut body = vec![u8::from(self.active)];
+        write_string(&mut body, &self.suffix);
+        write_varint(&mut body, self.hops.len() as u64);
+        for hop in &self.hops {
+            write_varint(&mut body, *hop);
+        }
+        message(&body)
+    }
+}
+
+/// TRACK: the first message of a track stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Track {
+    /// The broadcast's path.
+    pub broadcast: String,
+    /// The track's name.
+    pub track: String,
+}
+
+impl Track {
+    /// Decodes the body.
+    pub fn decode(buf: &mut &[u8]) -> Result<Self, WireError> {
+        Ok(Self {
+            broadcast: read_string(buf)?,
+            track: read_string(buf)?,
+        })
+    }
+
+    /// The whole message.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut body = Vec::new();
+        write_string(&mut body, &self.broadcast);
+        write_string(&mut body, &self.track);
+        message(&body)
+    }
+}
+
+/// Checks a TRACK_INFO body: priority, ordered, latency, a non-zero timescale.
+pub fn check_track_info(buf: &mut &[u8]) -> Result<(), WireError> {
+    read_u8(buf)?;
+    read_u8(buf)?;
+    read_varint(buf)?;
+    if read_varint(buf)? == 0 {
+        return invalid("TRACK_INFO with timescale 0");
+    }
+    Ok(())
+}
+
+/// SUBSCRIBE: the first message of a subscribe stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subscribe {
+    /// The subscriber's id for it, which its groups carry.
+    pub id: u64,
+    /// The broadcast's path.
+    pub broadcast: String,
+    /// The track's name.
+    pub track: String,
+    /// Subscriber priority.
+    pub priority: u8,
+    /// Ordered delivery (non-zero means true).
+    pub ordered: u8,
+    /// Max latency in ms.
+    pub max_latency: u64,
+    /// First group (0 = latest, else sequence + 1).
+    pub start: u64,
+    /// Last group (0 = open, else sequence + 1).
+    pub end: u64,
+}
+
+impl Subscribe {
+    /// Decodes the body.
+    pub fn decode(buf: &mut &[u8]) -> Result<Self, WireError> {
+        Ok(Self {
+            id: read_varint(buf)?,
+            broadcast: read_string(buf)?,
+            track: read_string(buf)?,
+            priority: read_u8(buf)?,
+            ordered: read_u8(buf)?,
+            max_latency: read_varint(buf)?,
+            start: read_varint(buf)?,
+            end: read_varint(buf)?,
+        })
+    }
+
+    /// The whole message.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut body = Vec::new();
+        write_varint(&mut body, self.id);
+        write_string(&mut body, &self.broadcast);
+        write_string(&mut body, &self.track);
+        body.push(self.priority);
+        body.push(self.ordered);
+        write_varint(&mut body, self.max_latency);
+        write_varint(&mut body, self.start);
+        write_varint(&mut body, self.end);
+        message(&body)
+    }
+}
+
+/// Checks a SUBSCRIBE_UPDATE body.
+pub fn check_subscribe_update(buf: &mut &[u8]) -> Result<(), WireError> {
+    read_u8(buf)?;
+    read_u8(buf)?;
+    read_varint(buf)?;
+    read_varint(buf)?;
+    read_varint(buf)?;
+    Ok(())
+}
+
+/// Splits one typed subscribe response (`Type (i) | Length (i) | Body`) off the front of
+/// `buf` and checks it: `Ok(None)` until it is all there, else how many bytes it took.
+pub fn take_subscribe_response(buf: &[u8]) -> Result<Option<usize>, WireError> {
+    let mut cursor = buf;
+    let kind = match read_varint(&mut cursor) {
+        Ok(kind) => kind,
+        Err(WireError::Short) => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let header = buf.len() - cursor.len();
+    let Some((body, taken)) = take_message(cursor)? else {
+        return Ok(None);
+    };
+    match kind {
+        // SUBSCRIBE_START and SUBSCRIBE_END: a group.
+        0 | 1 => decode_body(body, "SUBSCRIBE_START/END", |b| read_varint(b).map(drop))?,
+        // SUBSCRIBE_DROP: start, end, error.
+        2 => decode_body(body, "SUBSCRIBE_DROP", |b| {
+            read_varint(b)?;
+            read_varint(b)?;
+            read_varint(b).map(drop)
+        })?,
+        other => return invalid(format!("subscribe response type {other}")),
+    }
+    Ok(Some(header + taken))
+}
+
+/// A GROUP header: which subscription and which group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupHeader {
+    /// The subscription's id.
+    pub subscribe_id: u64,
+    /// The group's sequence.
+    pub sequence: u64,
+}
+
+impl GroupHeader {
+    /// Decodes the body.
+    pub fn decode(buf: &mut &[u8]) -> Result<Self, WireError> {
+        Ok(Self {
+            subscribe_id: read_varint(buf)?,
+            sequence: read_varint(buf)?,
+        })
+    }
+
+    /// The stream type and the whole header.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut body = Vec::new();
+        write_varint(&mut body, self.subscribe_id);
+        write_varint(&mut body, self.sequence);
+        let mut out = vec![0u8];
+        out.extend(message(&body));
+        out
+    }
+}
+
+/// Splits one FRAME (`delta (i) | size (i) | payload`) off the front of `buf`: `Ok(None)`
+/// until it is all there, else how many bytes it took.
+pub fn take_frame(buf: &[u8]) -> Result<Option<usize>, WireError> {
+    let mut cursor = buf;
+    let parsed = read_varint(&mut cursor).and_then(|_delta| read_varint(&mut cursor));
+    let size = match parsed {
+        Ok(size) => usize::try_from(size).unwrap_or(usize::MAX),
+        Err(WireError::Short) => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    if cursor.len() < size {
+        return Ok(None);
+    }
+    Ok(Some(buf.len() - cursor.len() + size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_round_trip_at_every_length() {
+        for value in [
+            0,
+            63,
+            64,
+            16_383,
+            16_384,
+            (1 << 30) - 1,
+            1 << 30,
+            (1 << 62) - 1,
+        ] {
+            let mut out = Vec::new();
+            write_varint(&mut out, value);
+            let mut cursor = &out[..];
+            assert_eq!(read_varint(&mut cursor), Ok(value));
+            assert!(cursor.is_empty());
+        }
+    }
+
+    #[test]
+    fn the_spec_examples_decode() {
+        // SETUP with Path "/": length 4; one parameter: id 2, length 1, "/".
+        let (body, taken) = take_message(&[0x04, 0x01, 0x02, 0x01, b'/'])
+            .unwrap()
+            .unwrap();
+        assert_eq!(taken, 5);
+        let setup = decode_body(body, "SETUP", Setup::decode).unwrap();
+        assert_eq!(setup.parameter(2), Some(&b"/"[..]));
+        // ANNOUNCE active "demo", no hops: length 7.
+        let bytes = [0x07, 0x01, 0x04, b'd', b'e', b'm', b'o', 0x00];
+        let (body, _) = take_message(&bytes).unwrap().unwrap();
+        let announce = decode_body(body, "ANNOUNCE", Announce::decode).unwrap();
+        assert_eq!(announce.suffix, "demo");
+        assert_eq!(announce.encode(), bytes);
+        // A one-frame group: type 0, GROUP(id 0, seq 0), FRAME(ts 0, "hi").
+        let group = [0x00, 0x02, 0x00, 0x00, 0x00, 0x02, b'h', b'i'];
+        let header = GroupHeader {
+            subscribe_id: 0,
+            sequence: 0,
+        };
+        assert_eq!(header.encode(), group[..4]);
+        assert_eq!(take_frame(&group[4..]), Ok(Some(4)));
+    }
+
+    #[test]
+    fn strict_decoding_refuses_what_a_deployed_peer_refuses() {
+        // Trailing bytes in a body.
+        assert!(decode_body(&[0x00, 0x00, 0x07], "ANNOUNCE_OK", AnnounceOk::decode).is_err());
+        // A duplicate SETUP parameter.
+        assert!(decode_body(&[0x02, 0x01, 0x00, 0x01, 0x00], "SETUP", Setup::decode).is_err());
+        // An announce status of 3.
+        assert!(decode_body(&[0x03, 0x00, 0x00], "ANNOUNCE", Announce::decode).is_err());
+        // An unknown subscribe response type.
+        assert!(take_subscribe_response(&[0x05, 0x00]).is_err());
+        // TRACK_INFO with timescale 0.
+        assert!(decode_body(&[0, 0, 0, 0], "TRACK_INFO", check_track_info).is_err());
+    }
+
+    #[test]
+    fn paths_join_and_strip_by_whole_parts() {
+        assert_eq!(normalize("//a//b/").unwrap(), "a/b");
+        assert_eq!(join("room", "alice"), "room/alice");
+        assert_eq!(join("", "alice"), "alice");
+        assert_eq!(strip("room/alice", "room"), Some("alice"));
+        assert_eq!(strip("roomy/alice", "room"), None);
+        assert_eq!(strip("room", "room"), Some(""));
+    }
+}
