@@ -90,6 +90,21 @@ pub struct ConnectionStatus {
     pub timeout: Option<Duration>,
 }
 
+/// What a [`QuicConnection`] keeps per stream: see [`QuicConnection::bookkeeping`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bookkeeping {
+    /// Streams with a live handle, or waiting to be accepted.
+    pub streams: usize,
+    /// Streams the peer opened that the session has not accepted yet.
+    pub waiting_to_be_accepted: usize,
+    /// Writers parked for credit or watching for STOP_SENDING.
+    pub parked_writers: usize,
+    /// Peer stream ids below the highest seen that have not shown up yet.
+    pub skipped_peer_streams: usize,
+    /// Received datagrams the session has not read (at most 256).
+    pub queued_datagrams: usize,
+}
+
 struct Shared {
     state: Mutex<State>,
     /// Set from a session's first write after the endpoint's last `send`; cleared by `send`.
@@ -349,11 +364,17 @@ impl QuicConnection {
             .unwrap_or_else(|e| e.into_inner()) = Some(waker.clone());
     }
 
-    /// How many streams the adapter keeps bookkeeping for: those with a live handle or
-    /// waiting to be accepted. It returns to its idle size once streams end, however many
-    /// came and went (for tests and diagnostics).
-    pub fn tracked_streams(&self) -> usize {
-        self.shared.state.lock().streams.len()
+    /// How much the adapter keeps per stream right now. Every figure returns to its idle
+    /// size once streams end, however many came and went (for tests and diagnostics).
+    pub fn bookkeeping(&self) -> Bookkeeping {
+        let state = self.shared.state.lock();
+        Bookkeeping {
+            streams: state.streams.len(),
+            waiting_to_be_accepted: state.incoming_uni.len() + state.incoming_bidi.len(),
+            parked_writers: state.credit_waiters.len() + state.stop_watchers.len(),
+            skipped_peer_streams: state.peer_uni.skipped.len() + state.peer_bidi.skipped.len(),
+            queued_datagrams: state.received_datagrams.len(),
+        }
     }
 
     /// The session side, for `moq_net::session::connect` / `accept`. Call it once the

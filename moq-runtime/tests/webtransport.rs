@@ -9,84 +9,14 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 
 use bytes::Bytes;
+use common::webtransport::{URL, established, finish, request};
 use common::{BusyRuntime, connected_pair, run_until};
 use kio::Waiter;
 use moq_net::model::{BroadcastProducer, Origin, Track};
 use moq_net::session::{self, SessionConfig};
 use moq_net::transport::{RecvStream, SendStream, Session, StreamError, TransportError};
 use moq_runtime::binding::BindingSession;
-use moq_runtime::quic::QuicConnection;
-use moq_runtime::webtransport::{
-    ClientHandshake, ServerHandshake, StatusCode, WebTransportError, WebTransportRequest,
-    WebTransportSession,
-};
-
-const URL: &str = "https://localhost:4433/room/7?jwt=abc";
-
-/// Runs both handshakes until the server has the client's request.
-fn request(
-    runtime: &BusyRuntime,
-    client: &QuicConnection,
-    server: &QuicConnection,
-    protocols: &[&str],
-) -> (ClientHandshake, WebTransportRequest) {
-    let waiter = Waiter::new(Waker::noop());
-    let mut client_side = ClientHandshake::new(
-        client.session(),
-        URL.parse().unwrap(),
-        protocols.iter().map(|p| p.to_string()).collect(),
-    );
-    let mut server_side = ServerHandshake::new(server.session());
-    let mut request = None;
-    assert!(
-        run_until(runtime, client, server, || {
-            if let Poll::Ready(result) = client_side.poll(&waiter) {
-                panic!("the client finished before the server saw its request: {result:?}");
-            }
-            if let Poll::Ready(result) = server_side.poll(&waiter) {
-                request = Some(result.expect("the request is well formed"));
-            }
-            request.is_some()
-        }),
-        "the CONNECT reaches the server"
-    );
-    (client_side, request.unwrap())
-}
-
-/// Runs the client's handshake to its end.
-fn finish(
-    runtime: &BusyRuntime,
-    client: &QuicConnection,
-    server: &QuicConnection,
-    mut client_side: ClientHandshake,
-) -> Result<WebTransportSession, WebTransportError> {
-    let waiter = Waiter::new(Waker::noop());
-    let mut outcome = None;
-    assert!(run_until(runtime, client, server, || {
-        if let Poll::Ready(result) = client_side.poll(&waiter) {
-            outcome = Some(result);
-        }
-        outcome.is_some()
-    }));
-    outcome.unwrap()
-}
-
-/// A WebTransport session pair, `moq-lite-05` negotiated.
-fn established(
-    runtime: &BusyRuntime,
-    name: &str,
-) -> (
-    QuicConnection,
-    QuicConnection,
-    WebTransportSession,
-    WebTransportSession,
-) {
-    let (client, server) = connected_pair(runtime, name, b"h3");
-    let (client_side, request) = request(runtime, &client, &server, &["moq-lite-05"]);
-    let server_session = request.accept(Some("moq-lite-05"));
-    let client_session = finish(runtime, &client, &server, client_side).expect("accepted");
-    (client, server, client_session, server_session)
-}
+use moq_runtime::webtransport::{ServerHandshake, StatusCode, WebTransportError};
 
 #[test]
 fn the_request_carries_the_path_and_offered_protocols_and_the_response_selects_one() {

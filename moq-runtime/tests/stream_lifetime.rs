@@ -1,0 +1,166 @@
+//! The adapter keeps per-stream state exactly as long as the stream: 100,000 groups, one
+//! uni stream each (the shape of chat, where every message is a group), go through one
+//! connection, and afterwards the adapter's bookkeeping on both ends is back to what it
+//! was once the session had settled. Raw QUIC and WebTransport.
+//!
+//! Regression: the adapter's stream map and its set of surfaced peer streams never lost
+//! an entry, so a relay grew by about 0.5 KB per delivered message, forever, and its
+//! per-packet walk over them grew with uptime.
+
+mod common;
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use common::webtransport::established;
+use common::{BusyRuntime, connected_pair, run_until};
+use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
+use moq_net::session::{self, Session, SessionConfig};
+use moq_runtime::binding::BindingSession;
+use moq_runtime::quic::{Bookkeeping, QuicConnection};
+
+const GROUPS: u64 = 100_000;
+
+/// Groups published before the idle size is read: enough for every control stream to
+/// have settled.
+const WARM_UP: u64 = 10;
+
+/// Groups published per turn of the pump (the publisher runs ahead of the network; the
+/// subscriber's stream credit paces it).
+const BATCH: u64 = 50;
+
+#[test]
+fn a_hundred_thousand_groups_leave_no_stream_state_behind_on_raw_quic() {
+    let runtime = BusyRuntime::default();
+    let (client, server) = connected_pair(&runtime, "lifetime-quic", b"moq-lite-05");
+    let server_transport = BindingSession::from(server.session());
+    let client_transport = BindingSession::from(client.session());
+    run_groups(
+        &runtime,
+        &client,
+        &server,
+        server_transport,
+        client_transport,
+    );
+}
+
+#[test]
+fn a_hundred_thousand_groups_leave_no_stream_state_behind_on_webtransport() {
+    let runtime = BusyRuntime::default();
+    let (client, server, client_session, server_session) =
+        established(&runtime, "lifetime-webtransport");
+    run_groups(
+        &runtime,
+        &client,
+        &server,
+        BindingSession::from(server_session),
+        BindingSession::from(client_session),
+    );
+}
+
+/// The server publishes a chat-shaped track (one frame per group), the client subscribes;
+/// [`GROUPS`] groups go through; both ends' bookkeeping must match what it was after
+/// [`WARM_UP`] groups.
+fn run_groups(
+    runtime: &BusyRuntime,
+    client: &QuicConnection,
+    server: &QuicConnection,
+    server_transport: BindingSession,
+    client_transport: BindingSession,
+) {
+    let published = Origin::new();
+    let broadcast = BroadcastProducer::new();
+    let mut track = broadcast.create_track(Track::new("chat"));
+    published.publish("room", &broadcast).unwrap();
+    let _server_session: Session = session::accept(
+        runtime.clone(),
+        server_transport,
+        SessionConfig {
+            publish: Some(published),
+            ..SessionConfig::default()
+        },
+    );
+    let discovered = Origin::new();
+    let _client_session: Session = session::connect(
+        runtime.clone(),
+        client_transport,
+        SessionConfig {
+            subscribe: Some(discovered.clone()),
+            path: Some("/".into()),
+            ..SessionConfig::default()
+        },
+    );
+    assert!(
+        run_until(runtime, client, server, || discovered
+            .consume_broadcast("room")
+            .is_some()),
+        "the client discovers the broadcast"
+    );
+    let received = Rc::new(Cell::new(0u64));
+    let remote = discovered.consume_broadcast("room").unwrap();
+    let count = received.clone();
+    runtime.spawn_task(async move {
+        let Ok(mut track) = remote.subscribe_track("chat").await else {
+            return;
+        };
+        while let Ok(Some(mut group)) = track.next_group().await {
+            while let Ok(Some(_frame)) = group.read_frame().await {
+                count.set(count.get() + 1);
+            }
+        }
+    });
+    assert!(
+        run_until(runtime, client, server, || track.consumer_count() > 0),
+        "the subscription reaches the publisher"
+    );
+
+    publish(runtime, client, server, &mut track, &received, WARM_UP);
+    let idle = (server.bookkeeping(), client.bookkeeping());
+    assert!(
+        idle.0.streams <= 8 && idle.1.streams <= 8,
+        "a settled session keeps a handful of control streams: {idle:?}"
+    );
+
+    publish(runtime, client, server, &mut track, &received, GROUPS);
+    let after = (server.bookkeeping(), client.bookkeeping());
+    assert_eq!(
+        after, idle,
+        "after {GROUPS} groups the bookkeeping (server, client) is back to its idle size"
+    );
+    assert_eq!(after.0.parked_writers, 0);
+    assert_eq!(
+        after.1,
+        Bookkeeping {
+            streams: idle.1.streams,
+            ..Bookkeeping::default()
+        }
+    );
+}
+
+/// Publishes `groups` one-frame groups (in batches) and pumps until all arrived.
+fn publish(
+    runtime: &BusyRuntime,
+    client: &QuicConnection,
+    server: &QuicConnection,
+    track: &mut TrackProducer,
+    received: &Rc<Cell<u64>>,
+    groups: u64,
+) {
+    let target = received.get() + groups;
+    let mut sent = 0;
+    while sent < groups {
+        for _ in 0..BATCH.min(groups - sent) {
+            let mut group = track.append_group();
+            group.write(sent, "hello");
+            group.finish();
+            sent += 1;
+        }
+        // The subscriber reads every group: a group left behind would be a lost message.
+        let goal = target - groups + sent;
+        assert!(
+            run_until(runtime, client, server, || received.get() >= goal),
+            "{} of {goal} groups arrived",
+            received.get()
+        );
+    }
+}
