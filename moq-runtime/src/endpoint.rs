@@ -197,7 +197,11 @@ impl Endpoint {
         let index = match self.by_cid.get(header.dcid.as_ref()) {
             Some(&index) => index,
             None if header.ty == quiche::Type::Initial => {
-                self.check_room()?;
+                if let Err(error) = self.check_room() {
+                    tracing::debug!(%from, %error, "refusing a new connection");
+                    return Err(error);
+                }
+                tracing::debug!(%from, "a new connection");
                 let scid = self.cids.generate()?;
                 let conn = quiche::accept(
                     &quiche::ConnectionId::from_ref(scid.as_bytes()),
@@ -321,6 +325,11 @@ impl Endpoint {
     fn settle(&mut self, index: usize, connection: &QuicConnection, now: Instant) {
         let status = connection.status();
         if status.closed {
+            tracing::debug!(
+                peer = ?connection.peer_address(),
+                reason = %connection.close_reason(),
+                "connection closed"
+            );
             if let Some(entry) = self.connections[index].take() {
                 for cid in &entry.cids {
                     self.by_cid.remove(cid);
@@ -333,6 +342,11 @@ impl Endpoint {
         }
         if let Some(entry) = self.connections[index].as_mut() {
             if !entry.reported && status.established {
+                tracing::debug!(
+                    peer = ?connection.peer_address(),
+                    alpn = %String::from_utf8_lossy(&connection.application_protocol().unwrap_or_default()),
+                    "connection established"
+                );
                 entry.reported = true;
                 self.accepted.push_back(connection.clone());
             }

@@ -64,6 +64,9 @@ pub struct SessionMachine<R: Runtime> {
     /// The waker of `waiter`: records that one of the machine's own sources fired.
     own: Arc<OwnWake>,
     runtime: R,
+    /// Every event of this session is logged inside it (a driver's span, such as the
+    /// peer's address, is its parent).
+    span: tracing::Span,
 }
 
 /// Wakes the machine's task for its own waiter, noting that the wake came from the
@@ -320,6 +323,12 @@ impl<R: Runtime> SessionMachine<R> {
                 .push_back(Open::AnnounceDiscover(AnnounceDiscover::new(prefix)));
         }
         let state_watch = shared.state.consume();
+        let span = tracing::debug_span!(
+            "moq_session",
+            side = ?side,
+            protocol = context.config.version.alpn()
+        );
+        span.in_scope(|| tracing::debug!("session started"));
         Self {
             transport,
             context,
@@ -334,6 +343,7 @@ impl<R: Runtime> SessionMachine<R> {
             closing: None,
             own: Arc::new(OwnWake::default()),
             runtime,
+            span,
         }
     }
 
@@ -342,6 +352,7 @@ impl<R: Runtime> SessionMachine<R> {
         if self.done || self.closing.is_some() {
             return;
         }
+        tracing::debug!(code = error.to_code(), %error, "closing the session");
         self.transport.close(error.to_code(), &error.to_string());
         self.end_tasks();
         let until = self.context.now + CLOSE_CONFIRM_TIMEOUT;
@@ -366,6 +377,7 @@ impl<R: Runtime> SessionMachine<R> {
 
     /// Records the session's end and drops every sub-machine (ending their tracks).
     fn finish(&mut self, error: Error) {
+        tracing::debug!(code = error.to_code(), %error, "session ended");
         self.done = true;
         self.closing = None;
         // Recorded before the tracks end: a reader whose track ends with the session can
@@ -419,6 +431,9 @@ impl<R: Runtime> SessionMachine<R> {
 
         // The transport went away.
         if let Poll::Ready(error) = self.transport.poll_closed(waiter) {
+            // The words of the peer's (or the transport's) close, before they are reduced
+            // to a code: what a user diagnosing an interop failure needs.
+            tracing::debug!(%error, "the connection closed");
             let error = match error {
                 transport::TransportError::Closed {
                     code, remote: true, ..
@@ -592,6 +607,7 @@ impl<R: Runtime> Future for SessionMachine<R> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<()> {
         let this = self.get_mut();
+        let _span = this.span.clone().entered();
         this.own.set_task(cx.waker());
         let waiter = match this.waiter.take() {
             Some(waiter) => waiter,

@@ -89,6 +89,7 @@ impl<M: TrackRequestMessage> Lookup<M> {
                         Poll::Pending => return Poll::Pending,
                     };
                     let (broadcast, track) = request.names();
+                    tracing::debug!(%broadcast, track, "the peer asks for a track");
                     match resolve(cx, broadcast, track) {
                         Ok(pending) => *self = Lookup::Resolving { request, pending },
                         Err(error) => {
@@ -218,6 +219,7 @@ fn refuse<S: SendStream, R: RecvStream>(
     reader: &mut Reader<R>,
     error: Error,
 ) {
+    tracing::debug!(code = error.to_code(), %error, "refusing the peer's request");
     writer.stream_mut().reset(error.to_code());
     reader.stream_mut().stop(error.to_code());
 }

@@ -138,15 +138,22 @@ impl<R: RecvStream> SetupRead<R> {
                 .poll_message(waiter, |buf| Setup::decode(buf, version))
             {
                 Poll::Ready(Ok(Some(setup))) => {
+                    tracing::debug!(?setup, "the peer's SETUP");
                     if cx.side == Side::Server {
-                        authorize(cx, &setup)?;
+                        if let Err(error) = authorize(cx, &setup) {
+                            tracing::debug!(%error, "the authorization hook refused the client");
+                            return Poll::Ready(Err(error));
+                        }
                     }
                     self.received = true;
                     cx.setup_received = true;
                     cx.sources_changed = true;
                     cx.peer_setup = Some(setup);
                 }
-                Poll::Ready(Ok(None)) => return Poll::Ready(Err(Error::ProtocolViolation)),
+                Poll::Ready(Ok(None)) => {
+                    tracing::debug!("the peer's SETUP stream ended without a SETUP");
+                    return Poll::Ready(Err(Error::ProtocolViolation));
+                }
                 Poll::Ready(Err(error)) => return Poll::Ready(error.outcome()),
                 Poll::Pending => return Poll::Pending,
             }
@@ -209,7 +216,8 @@ impl<R: RecvStream> UniIncoming<R> {
                 return Poll::Ready(Ok(Step::Done));
             }
             // An unknown stream type drops the stream (a reset, code 0), not the session.
-            Poll::Ready(Err(ReadError::Malformed(_))) => {
+            Poll::Ready(Err(ReadError::Malformed(error))) => {
+                tracing::debug!(%error, "dropping a uni stream of unknown type");
                 reader.stream_mut().stop(Error::Cancel.to_code());
                 return Poll::Ready(Ok(Step::Done));
             }
@@ -222,6 +230,7 @@ impl<R: RecvStream> UniIncoming<R> {
             UniStream::Setup => Step::Become(Box::new(Task::setup_read(reader))),
             // Before the client's SETUP a server takes nothing else (deployed peers stop it).
             UniStream::Group if cx.side == Side::Server && !cx.setup_received => {
+                tracing::debug!("stopping a group stream that came before the client's SETUP");
                 reader.stream_mut().stop(Error::Cancel.to_code());
                 Step::Done
             }
@@ -255,7 +264,8 @@ impl<S: SendStream, R: RecvStream> BidiIncoming<S, R> {
                 return Poll::Ready(Ok(Step::Done));
             }
             // An unknown stream type drops the stream (a reset, code 0), not the session.
-            Poll::Ready(Err(ReadError::Malformed(_))) => {
+            Poll::Ready(Err(ReadError::Malformed(error))) => {
+                tracing::debug!(%error, "dropping a bidi stream of unknown type");
                 if let Some((mut writer, mut reader)) = self.streams.take() {
                     writer.stream_mut().reset(Error::Cancel.to_code());
                     reader.stream_mut().stop(Error::Cancel.to_code());
@@ -267,7 +277,9 @@ impl<S: SendStream, R: RecvStream> BidiIncoming<S, R> {
         let Some((mut writer, mut reader)) = self.streams.take() else {
             return Poll::Ready(Ok(Step::Done));
         };
+        tracing::debug!(stream = ?kind, "the peer opened a stream");
         let refuse = |writer: &mut Writer<S>, reader: &mut Reader<R>, error: Error| {
+            tracing::debug!(stream = ?kind, %error, "refusing the peer's stream");
             writer.stream_mut().reset(error.to_code());
             reader.stream_mut().stop(error.to_code());
         };

@@ -85,7 +85,14 @@ impl<S: RecvStream> Reader<S> {
                         return Poll::Ready(Ok(Some(message)));
                     }
                     Err(DecodeError::Short) if !self.fin => {}
-                    Err(error) => return Poll::Ready(Err(ReadError::Malformed(error.into()))),
+                    Err(error) => {
+                        tracing::debug!(
+                            message = message_name::<M>(),
+                            %error,
+                            "a malformed message from the peer"
+                        );
+                        return Poll::Ready(Err(ReadError::Malformed(error.into())));
+                    }
                 }
             } else if self.fin {
                 return Poll::Ready(Ok(None));
@@ -205,6 +212,12 @@ impl<S: SendStream> Writer<S> {
     pub(crate) fn stream_mut(&mut self) -> &mut S {
         &mut self.stream
     }
+}
+
+/// A message type's name for the log: `AnnounceOk` for `moq_net::coding::AnnounceOk`.
+fn message_name<M>() -> &'static str {
+    let name = std::any::type_name::<M>();
+    name.rsplit("::").next().unwrap_or(name)
 }
 
 /// Encodes a message into fresh bytes.

@@ -127,7 +127,10 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                 }
                 Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
                 // Refused (reset): this peer publishes nothing to us.
-                Poll::Ready(Err(error)) => return Poll::Ready(error.outcome()),
+                Poll::Ready(Err(error)) => {
+                    tracing::debug!(error = %error.error(), "the peer refused our announce request");
+                    return Poll::Ready(error.outcome());
+                }
                 Poll::Pending => return Poll::Pending,
             }
         }
@@ -136,10 +139,12 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                 Poll::Ready(Ok(Some(announce))) => announce,
                 Poll::Ready(Ok(None)) => {
                     // The publisher ended the stream: everything it announced is gone.
+                    tracing::debug!("the peer ended its announcements");
                     cx.remote.clear();
                     return Poll::Ready(Ok(()));
                 }
                 Poll::Ready(Err(error)) => {
+                    tracing::debug!(error = %error.error(), "the peer's announcements failed");
                     cx.remote.clear();
                     return Poll::Ready(error.outcome());
                 }
@@ -283,10 +288,12 @@ impl<S: SendStream, R: RecvStream> TrackQuery<S, R> {
         let info = match reader.poll_message(waiter, |buf| TrackInfo::decode(buf, version)) {
             Poll::Ready(Ok(Some(info))) => info,
             Poll::Ready(Ok(None)) => {
+                tracing::debug!("the peer ended a TRACK stream without TRACK_INFO");
                 self.reject(Error::NotFound);
                 return Poll::Ready(Ok(()));
             }
             Poll::Ready(Err(error)) => {
+                tracing::debug!(error = %error.error(), "the peer refused a TRACK request");
                 self.reject(error.error());
                 return Poll::Ready(error.outcome());
             }
@@ -433,6 +440,7 @@ impl<S: SendStream, R: RecvStream> SubscribeRemote<S, R> {
                     return Poll::Ready(Ok(()));
                 }
                 Poll::Ready(Err(error)) => {
+                    tracing::debug!(id = self.id, error = %error.error(), "the peer ended a subscription");
                     self.abort(cx, error.error());
                     return Poll::Ready(error.outcome());
                 }
@@ -467,6 +475,10 @@ impl<R: RecvStream> GroupRead<R> {
                 Ok(Some(GroupItem::Header(header))) => {
                     let Some(route) = cx.routes.get_mut(&header.subscribe_id) else {
                         // spec: a GROUP with an unknown subscribe id is stopped with code 0.
+                        tracing::debug!(
+                            id = header.subscribe_id,
+                            "stopping a group for no subscription of ours"
+                        );
                         self.stream.stop(Error::Cancel.to_code());
                         return Poll::Ready(Ok(()));
                     };
@@ -510,6 +522,7 @@ impl<R: RecvStream> GroupRead<R> {
 
     /// Malformed group bytes: the group is aborted and the session closes with the error.
     fn fail(&mut self, error: Error) -> Result<(), Error> {
+        tracing::debug!(%error, "a malformed group stream");
         self.stream.stop(error.to_code());
         if let Some(group) = self.group.take() {
             group.abort(error);
