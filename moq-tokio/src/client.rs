@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::time::Duration;
+use tracing::Instrument;
 
 use moq_net::session::{self, Session, SessionConfig};
 use moq_runtime::binding::BindingSession;
@@ -53,6 +54,16 @@ impl Default for ClientConfig {
 /// - `https://host:port/path` is WebTransport over HTTP/3 (ALPN `h3`): the path and query
 ///   go in the extended CONNECT, offering `moq-lite-05` in `wt-available-protocols`.
 pub async fn connect(url: &str, config: ClientConfig) -> Result<Session, Error> {
+    // The connection and its session log inside this span: which relay.
+    let span = tracing::debug_span!("moq_connection", %url);
+    let result = connect_in_span(url, config).instrument(span).await;
+    if let Err(error) = &result {
+        tracing::debug!(%url, %error, "connecting failed");
+    }
+    result
+}
+
+async fn connect_in_span(url: &str, config: ClientConfig) -> Result<Session, Error> {
     let bad = |problem: &str| Error::Url {
         url: url.to_owned(),
         problem: problem.to_owned(),
@@ -83,6 +94,7 @@ pub async fn connect(url: &str, config: ClientConfig) -> Result<Session, Error> 
         SocketAddr::from(([0u16; 8], 0))
     };
     let alpn = if webtransport { WEBTRANSPORT } else { RAW_QUIC };
+    tracing::debug!(%peer, alpn = %String::from_utf8_lossy(alpn), "connecting");
     // A pinned fingerprint replaces root verification; it is checked after the handshake.
     let verify = !config.insecure_skip_verify && config.fingerprint.is_none();
     let quiche = quiche_config(None, verify, &Limits::default(), &[alpn])?;
@@ -92,7 +104,8 @@ pub async fn connect(url: &str, config: ClientConfig) -> Result<Session, Error> 
         .local_addr()
         .map_err(Error::io("reading the bound address"))?;
     let endpoint = Endpoint::new(quiche, local, 0, 1, std::time::Instant::now());
-    let endpoint = driver::start(socket, endpoint, None)?;
+    // One connection: one datagram (or GRO train) per receive call is enough.
+    let endpoint = driver::start(socket, endpoint, None, 1)?;
     let timed_out = || {
         Error::Handshake(format!(
             "no answer from {peer} within {:?}",
@@ -109,6 +122,7 @@ pub async fn connect(url: &str, config: ClientConfig) -> Result<Session, Error> 
             .peer_certificate()
             .map(|der| Fingerprint::of(&der));
         if presented != Some(expected) {
+            tracing::debug!(%expected, ?presented, "the relay's certificate is not the pinned one");
             connection.close(0, "certificate fingerprint mismatch");
             return Err(Error::CertificateRejected {
                 expected,

@@ -59,11 +59,14 @@ impl EndpointHandle {
 }
 
 /// Starts the endpoint task on the current tokio runtime. Established server connections
-/// go to `accepted`.
+/// go to `accepted`. Each receive call takes up to `recv_batch` datagrams (at most
+/// [`RECV_BATCH`]); each buffer holds a whole GRO train, so a client's endpoint (one
+/// connection) takes one at a time and a server's many.
 pub(crate) fn start(
     socket: UdpSocket,
     endpoint: Endpoint,
     accepted: Option<mpsc::UnboundedSender<QuicConnection>>,
+    recv_batch: usize,
 ) -> Result<EndpointHandle, Error> {
     let local_addr = socket
         .local_addr()
@@ -74,7 +77,9 @@ pub(crate) fn start(
     let socket = unsafe { AsyncFd::register(socket) }
         .map_err(|error| Error::io("registering the socket with tokio")(error.into()))?;
     let (commands, receiver) = mpsc::unbounded_channel();
-    tokio::spawn(run(socket, endpoint, receiver, accepted));
+    let recv_batch = recv_batch.clamp(1, RECV_BATCH);
+    tracing::debug!(%local_addr, server = accepted.is_some(), "endpoint started");
+    tokio::spawn(run(socket, endpoint, receiver, accepted, recv_batch));
     Ok(EndpointHandle {
         commands,
         local_addr,
@@ -98,12 +103,13 @@ async fn run(
     mut endpoint: Endpoint,
     mut commands: mpsc::UnboundedReceiver<Command>,
     accepted: Option<mpsc::UnboundedSender<QuicConnection>>,
+    recv_batch: usize,
 ) {
     let flush = Arc::new(NotifyWaker(Notify::new()));
     endpoint.set_waker(&Waker::from(flush.clone()));
-    // One receive call takes up to RECV_BATCH datagrams (recvmmsg), each buffer large
+    // One receive call takes up to `recv_batch` datagrams (recvmmsg), each buffer large
     // enough for a GRO train of them.
-    let mut storage = vec![0u8; RECV_BATCH * RECV_BUFFER];
+    let mut storage = vec![0u8; recv_batch * RECV_BUFFER];
     let mut meta = [RecvMeta::default(); RECV_BATCH];
     let mut pending: Vec<(
         QuicConnection,
@@ -162,7 +168,7 @@ async fn run(
                             }
                         }
                         // A read error other than "nothing there" is a datagram lost.
-                        Ok(Err(_)) => {}
+                        Ok(Err(error)) => tracing::debug!(%error, "a receive failed"),
                         Err(_would_block) => break,
                     }
                 }
@@ -185,7 +191,7 @@ async fn run(
 }
 
 /// Datagrams one receive call takes at most (`recvmmsg`).
-const RECV_BATCH: usize = moq_runtime::udp::RECV_BATCH;
+pub(crate) const RECV_BATCH: usize = moq_runtime::udp::RECV_BATCH;
 
 /// Bytes per receive buffer: a whole GRO train (the kernel coalesces up to 64 KiB).
 const RECV_BUFFER: usize = 65_536;
@@ -235,8 +241,12 @@ async fn send(socket: &AsyncFd<UdpSocket>, transmit: &Transmit) {
                 };
                 guard.clear_ready();
             }
-            // Sent, or lost (UDP: QUIC retransmits).
-            _ => return,
+            Err(error) => {
+                // Lost (UDP: QUIC retransmits), but worth knowing about.
+                tracing::debug!(%error, destination = %transmit.destination, "a send failed");
+                return;
+            }
+            Ok(()) => return,
         }
     }
 }

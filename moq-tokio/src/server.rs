@@ -123,7 +123,7 @@ impl Server {
             std::time::Instant::now(),
         );
         let (sender, accepted) = mpsc::unbounded_channel();
-        let endpoint = driver::start(socket, endpoint, Some(sender))?;
+        let endpoint = driver::start(socket, endpoint, Some(sender), driver::RECV_BATCH)?;
         let (requests_sender, requests) = mpsc::unbounded_channel();
         tokio::spawn(sort_connections(
             accepted,
@@ -202,6 +202,11 @@ async fn webtransport_handshake(
             // A client offering versions, none of them ours, is refused here.
             let offered = request.protocols();
             if !offered.is_empty() && !offered.iter().any(|p| p == version) {
+                tracing::debug!(
+                    peer = ?connection.peer_address(),
+                    ?offered,
+                    "refusing a WebTransport client: no moq-lite version in common"
+                );
                 request.reject(StatusCode::BAD_REQUEST);
                 linger_then_close(connection, "no common moq-lite version");
                 return;
@@ -209,8 +214,13 @@ async fn webtransport_handshake(
             let _ = requests.send((connection, Some(request)));
         }
         // The handshake closed the connection itself, with the HTTP/3 code.
-        Ok(Err(_)) => {}
-        Err(_elapsed) => connection.close(0x10c, "no WebTransport CONNECT in time"),
+        Ok(Err(error)) => {
+            tracing::debug!(peer = ?connection.peer_address(), %error, "WebTransport handshake failed");
+        }
+        Err(_elapsed) => {
+            tracing::debug!(peer = ?connection.peer_address(), "no WebTransport CONNECT in time");
+            connection.close(0x10c, "no WebTransport CONNECT in time");
+        }
     }
 }
 
@@ -252,6 +262,13 @@ impl Request {
     /// publish and subscribe to). A WebTransport client gets its session's version
     /// selected in `wt-protocol`.
     pub fn accept_with(self, config: SessionConfig) -> Session {
+        // The session logs inside this span: which peer, over which binding.
+        let span = tracing::debug_span!(
+            "moq_connection",
+            peer = ?self.connection.peer_address(),
+            binding = ?self.binding()
+        );
+        let _entered = span.enter();
         let transport = match self.webtransport {
             None => BindingSession::from(self.connection.session()),
             Some(request) => BindingSession::from(request.accept(Some(config.version.alpn()))),
@@ -262,6 +279,12 @@ impl Request {
     /// Refuses the client: a WebTransport client gets `status` (403 for "not allowed");
     /// a raw QUIC connection is closed with moq-lite's `error` code.
     pub fn reject(self, status: StatusCode, error: moq_net::Error) {
+        tracing::debug!(
+            peer = ?self.connection.peer_address(),
+            status = status.as_u16(),
+            %error,
+            "refusing a client"
+        );
         match self.webtransport {
             Some(request) => {
                 request.reject(status);
