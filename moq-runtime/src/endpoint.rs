@@ -83,12 +83,14 @@ pub struct Endpoint {
     /// Server connections whose handshake completed, for the application to take.
     accepted: VecDeque<QuicConnection>,
     len: usize,
-    /// Reused buffers: the pass's connection list, expired timers, one packet, and the
-    /// open GSO batch for each destination (its index in the caller's transmit list).
+    /// Reused buffers: the pass's connection list, expired timers, one packet, the open
+    /// GSO batch for each destination (its index in the caller's transmit list), and the
+    /// contents of transmits the driver sent and gave back.
     pending: Vec<usize>,
     expired: Vec<usize>,
     packet: Box<[u8]>,
     open_batches: HashMap<SocketAddr, usize>,
+    spare_contents: Vec<Vec<u8>>,
 }
 
 struct Entry {
@@ -140,6 +142,7 @@ impl Endpoint {
             expired: Vec::new(),
             packet: vec![0; MAX_DATAGRAM].into_boxed_slice(),
             open_batches: HashMap::new(),
+            spare_contents: Vec::new(),
         }
     }
 
@@ -227,7 +230,8 @@ impl Endpoint {
 
     /// Every datagram the changed connections have to send now, batched by destination
     /// and appended to `transmits`. Call it after handling datagrams and timeouts, and
-    /// whenever the driver's waker fired.
+    /// whenever the driver's waker fired; give the transmits back with
+    /// [`reclaim`](Self::reclaim) once sent, so that a steady state allocates nothing.
     pub fn poll_transmits(&mut self, now: Instant, transmits: &mut Vec<Transmit>) {
         self.pass += 1;
         self.open_batches.clear();
@@ -245,12 +249,30 @@ impl Endpoint {
             let connection = entry.connection.clone();
             while let Ok(Some((len, info))) = connection.send(&mut self.packet) {
                 let packet = &self.packet[..len];
-                push_packet(&mut self.open_batches, transmits, info.to, packet);
+                let batches = &mut self.open_batches;
+                push_packet(
+                    batches,
+                    transmits,
+                    &mut self.spare_contents,
+                    info.to,
+                    packet,
+                );
             }
             self.settle(index, &connection, now);
         }
         pending.clear();
         self.pending = pending;
+    }
+
+    /// Takes back transmits the driver sent: their buffers carry the next pass's packets.
+    pub fn reclaim(&mut self, sent: impl IntoIterator<Item = Transmit>) {
+        for transmit in sent {
+            let mut contents = transmit.contents;
+            if self.spare_contents.len() < MAX_SPARE_CONTENTS {
+                contents.clear();
+                self.spare_contents.push(contents);
+            }
+        }
     }
 
     /// When the earliest connection timer is due.
@@ -387,12 +409,17 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Transmit buffers kept for reuse at most (the most batches a busy pass has made).
+const MAX_SPARE_CONTENTS: usize = 4096;
+
 /// Appends `packet` to the open GSO batch for `destination` if it fits there (every datagram
-/// so far full-sized, this one no larger, fewer than [`MAX_SEGMENTS`]), or starts a batch.
-/// Packets to one destination stay in the order they were produced.
+/// so far full-sized, this one no larger, fewer than [`MAX_SEGMENTS`]), or starts a batch
+/// in a buffer from `spare`. Packets to one destination stay in the order they were
+/// produced.
 fn push_packet(
     open_batches: &mut HashMap<SocketAddr, usize>,
     transmits: &mut Vec<Transmit>,
+    spare: &mut Vec<Vec<u8>>,
     destination: SocketAddr,
     packet: &[u8],
 ) {
@@ -409,9 +436,11 @@ fn push_packet(
         }
     }
     open_batches.insert(destination, transmits.len());
+    let mut contents = spare.pop().unwrap_or_default();
+    contents.extend_from_slice(packet);
     transmits.push(Transmit {
         destination,
-        contents: packet.to_vec(),
+        contents,
         segment_size: packet.len().max(1),
     });
 }
@@ -436,7 +465,13 @@ mod tests {
         let mut transmits = Vec::new();
         let mut open = HashMap::new();
         for (destination, packet) in &packets {
-            push_packet(&mut open, &mut transmits, *destination, packet);
+            push_packet(
+                &mut open,
+                &mut transmits,
+                &mut Vec::new(),
+                *destination,
+                packet,
+            );
         }
         let shape: Vec<(u16, usize, usize)> = transmits
             .iter()
@@ -450,7 +485,13 @@ mod tests {
         let mut transmits = Vec::new();
         let mut open = HashMap::new();
         for _ in 0..MAX_SEGMENTS + 1 {
-            push_packet(&mut open, &mut transmits, addr(1), &[7; 50]);
+            push_packet(
+                &mut open,
+                &mut transmits,
+                &mut Vec::new(),
+                addr(1),
+                &[7; 50],
+            );
         }
         let segments: Vec<usize> = transmits.iter().map(|t| t.contents.len() / 50).collect();
         assert_eq!(segments, [MAX_SEGMENTS, 1]);

@@ -81,10 +81,19 @@ impl<K: Hash + Eq + Copy> TimerWheel<K> {
     /// Sets `key`'s timer to `at`, replacing any it had. A time already past expires on the
     /// next [`expire`](Self::expire).
     pub fn insert(&mut self, key: K, at: Instant) {
-        self.remove(key);
         let when = self
             .ticks_ceil(at)
             .clamp(self.elapsed, self.elapsed + MAX_TICKS);
+        // Most moves land on the tick the timer already has (a connection's timeout is
+        // re-read after every packet): nothing to do then.
+        if self
+            .entries
+            .get(&key)
+            .is_some_and(|entry| entry.when == when)
+        {
+            return;
+        }
+        self.remove(key);
         self.place(key, when);
     }
 

@@ -125,9 +125,10 @@ async fn run(
         let now = Instant::now();
         endpoint.handle_timeouts(now);
         endpoint.poll_transmits(now, &mut transmits);
-        for transmit in transmits.drain(..) {
-            send(&socket, &transmit).await;
+        for transmit in &transmits {
+            send(&socket, transmit).await;
         }
+        endpoint.reclaim(transmits.drain(..));
         while let Some(connection) = endpoint.accept() {
             if let Some(accepted) = &accepted {
                 let _ = accepted.send(connection);
@@ -151,9 +152,12 @@ async fn run(
                 let Ok(mut guard) = ready else { return };
                 loop {
                     let received = guard.try_io(|socket| {
-                        let mut buffers: Vec<IoSliceMut<'_>> =
-                            storage.chunks_mut(RECV_BUFFER).map(IoSliceMut::new).collect();
-                        socket.get_ref().recv(&mut buffers, &mut meta)
+                        // On the stack: no allocation per receive call.
+                        let mut chunks = storage.chunks_mut(RECV_BUFFER);
+                        let mut buffers: [IoSliceMut<'_>; RECV_BATCH] = std::array::from_fn(|_| {
+                            IoSliceMut::new(chunks.next().unwrap_or_default())
+                        });
+                        socket.get_ref().recv(&mut buffers[..recv_batch], &mut meta)
                     });
                     match received {
                         Ok(Ok(count)) => {

@@ -67,6 +67,8 @@ pub struct SessionMachine<R: Runtime> {
     /// Every event of this session is logged inside it (a driver's span, such as the
     /// peer's address, is its parent).
     span: tracing::Span,
+    /// The open queue's other buffer (see `start_requested`).
+    spare_opens: VecDeque<Open>,
 }
 
 /// Wakes the machine's task for its own waiter, noting that the wake came from the
@@ -344,6 +346,7 @@ impl<R: Runtime> SessionMachine<R> {
             own: Arc::new(OwnWake::default()),
             runtime,
             span,
+            spare_opens: VecDeque::new(),
         }
     }
 
@@ -480,7 +483,11 @@ impl<R: Runtime> SessionMachine<R> {
         // Uni and bidi streams have separate credit: a uni open waiting for credit must not
         // hold back a bidi one (or the reverse). Order is kept within each kind.
         let (mut uni_blocked, mut bidi_blocked) = (false, false);
-        let mut waiting = std::collections::VecDeque::new();
+        if self.context.opens.is_empty() && self.context.spawned.is_empty() {
+            return false;
+        }
+        // Both queues keep their allocations from turn to turn.
+        let mut waiting = std::mem::take(&mut self.spare_opens);
         while let Some(open) = self.context.opens.pop_front() {
             if self.context.goaway && open.is_new_request() {
                 // After the peer's GOAWAY no new request starts; dropping one cancels it
@@ -510,7 +517,7 @@ impl<R: Runtime> SessionMachine<R> {
                 }
             }
         }
-        self.context.opens = waiting;
+        self.spare_opens = std::mem::replace(&mut self.context.opens, waiting);
 
         for spawn in self.context.spawned.drain(..) {
             match spawn {
