@@ -21,9 +21,13 @@
 //!   them moved.
 //! - **Per stream**, the bookkeeping (its parked reader and writer) lives exactly as long
 //!   as a handle to the stream does: it is created when the stream is opened or surfaced
-//!   and released when its last handle drops. A handle dropped before its stream ended
-//!   resets it (send half) or stops it (receive half) with code 0, so quiche can release
-//!   the stream too.
+//!   and released when its last handle drops. A send half dropped before its end resets
+//!   the stream with code 0. A receive half dropped before its end has the rest of the
+//!   stream read and discarded as it arrives, until the peer's FIN or reset: quiche (up
+//!   to at least 0.30, cloudflare/quiche#1968) never frees a stream it was asked to stop
+//!   sending, nor returns its stream credit, so STOP_SENDING is kept for an explicit
+//!   [`RecvStream::stop`] (a protocol refusal) and not used to say "no longer
+//!   interested".
 //!
 //! Wakers always run after the lock is released. After a session writes, the endpoint's
 //! flush waker (set with [`QuicConnection::set_flush_waker`]) is woken once, until the
@@ -69,8 +73,9 @@ pub struct QuicSendStream {
     ended: bool,
 }
 
-/// The receiving half of a QUIC stream. Dropping it before the stream's end stops the
-/// stream (STOP_SENDING) with code 0.
+/// The receiving half of a QUIC stream. Dropping it before the stream's end discards the
+/// rest of the stream as it arrives (see the module documentation for why not
+/// STOP_SENDING).
 pub struct QuicRecvStream {
     connection: QuicConnection,
     id: u64,
@@ -158,6 +163,9 @@ struct StreamEntry {
     stopped: Option<u64>,
     /// Live handles (a bidi stream has two); the entry goes with the last.
     handles: u8,
+    /// Its receive half was dropped before the end: what arrives is discarded until the
+    /// peer's FIN or reset, and the entry stays until then.
+    discarding: bool,
 }
 
 /// Which peer-initiated streams of one kind were surfaced already. Ids below `next` were
@@ -245,7 +253,7 @@ impl QuicConnection {
             state.emit_before_acks();
         }
         let result = state.conn.recv(datagram, quiche::RecvInfo { from, to });
-        let wakes = state.process();
+        let wakes = state.process(true);
         drop(state);
         wakes.deliver(&self.shared);
         result
@@ -275,7 +283,7 @@ impl QuicConnection {
             Err(error) => Err(error),
         };
         // Sending may close the connection (an idle timeout noticed, a close flushed).
-        let wakes = state.process();
+        let wakes = state.process(false);
         drop(state);
         wakes.deliver(&self.shared);
         result
@@ -290,7 +298,7 @@ impl QuicConnection {
     pub fn on_timeout(&self) {
         let mut state = self.shared.state.lock();
         state.conn.on_timeout();
-        let wakes = state.process();
+        let wakes = state.process(false);
         drop(state);
         wakes.deliver(&self.shared);
     }
@@ -403,24 +411,14 @@ impl QuicConnection {
         result
     }
 
-    /// A handle to stream `id` went away.
-    fn release(&self, id: u64, end: impl FnOnce(&mut quiche::Connection)) {
+    /// A handle to stream `id` went away; `end` is what its half still needs done.
+    fn release(&self, id: u64, end: impl FnOnce(&mut State)) {
         let mut state = self.shared.state.lock();
-        end(&mut state.conn);
+        end(&mut state);
         if let Some(entry) = state.streams.get_mut(&id) {
             entry.handles = entry.handles.saturating_sub(1);
-            if entry.handles == 0 {
-                let parked = (entry.awaiting_credit, entry.watching_stop);
-                state.streams.remove(&id);
-                // Writers park rarely and briefly, so these lists stay short.
-                if parked.0 {
-                    state.credit_waiters.retain(|&waiting| waiting != id);
-                }
-                if parked.1 {
-                    state.stop_watchers.retain(|&watching| watching != id);
-                }
-            }
         }
+        state.forget_if_done(id);
         drop(state);
         self.shared.request_flush();
     }
@@ -474,23 +472,29 @@ impl PeerStreams {
 }
 
 impl State {
-    /// After the connection changed: surface new streams, wake parked readers and writers
-    /// whose stream changed, stream credit, datagrams, the close.
-    fn process(&mut self) -> Wakes {
+    /// After the connection changed (`received`: a datagram arrived, the only thing that
+    /// gives writers credit or brings a STOP_SENDING): surface new streams, wake parked
+    /// readers and writers whose stream changed, stream credit, datagrams, the close.
+    fn process(&mut self, received: bool) -> Wakes {
         let mut wakes = Wakes::default();
         while let Some(id) = self.conn.stream_readable_next() {
             let peer_initiated = (id & 1 == 1) != self.server;
             if peer_initiated && self.surface(id, &mut wakes) {
                 continue;
             }
-            if let Some(waker) = self.streams.get_mut(&id).and_then(|e| e.reader.take()) {
-                wakes.streams.push(waker);
+            let Some(entry) = self.streams.get_mut(&id) else {
+                continue;
+            };
+            if entry.discarding {
+                self.discard(id);
+                continue;
             }
+            wakes.streams.extend(entry.reader.take());
         }
-        if !self.credit_waiters.is_empty() {
+        if received && !self.credit_waiters.is_empty() {
             self.wake_writers_with_credit(&mut wakes);
         }
-        if !self.stop_watchers.is_empty() {
+        if received && !self.stop_watchers.is_empty() {
             let stops = self.conn.stats().stopped_stream_count_remote;
             if stops != self.stops_seen {
                 self.stops_seen = stops;
@@ -527,6 +531,45 @@ impl State {
             }
         }
         wakes
+    }
+
+    /// Reads and drops what stream `id` has (its receive half is no longer wanted); once
+    /// the peer's FIN or reset is reached, quiche frees the stream and its entry goes.
+    fn discard(&mut self, id: u64) {
+        let ended = loop {
+            match self.conn.stream_discard(id, usize::MAX) {
+                Ok((_, true)) => break true,
+                Ok((_, false)) => {}
+                Err(quiche::Error::Done) => break false,
+                // Reset, or already gone: either way it is over.
+                Err(_) => break true,
+            }
+        };
+        if ended {
+            if let Some(entry) = self.streams.get_mut(&id) {
+                entry.discarding = false;
+            }
+            self.forget_if_done(id);
+        }
+    }
+
+    /// Drops stream `id`'s entry once no handle and no discarding needs it.
+    fn forget_if_done(&mut self, id: u64) {
+        let Some(entry) = self.streams.get(&id) else {
+            return;
+        };
+        if entry.handles > 0 || entry.discarding {
+            return;
+        }
+        let parked = (entry.awaiting_credit, entry.watching_stop);
+        self.streams.remove(&id);
+        // Writers park rarely and briefly, so these lists stay short.
+        if parked.0 {
+            self.credit_waiters.retain(|&waiting| waiting != id);
+        }
+        if parked.1 {
+            self.stop_watchers.retain(|&watching| watching != id);
+        }
     }
 
     /// Queues peer stream `id` for accepting if it is new; returns whether it was.
@@ -624,6 +667,25 @@ impl State {
         }
     }
 
+    /// The peer's STOP_SENDING code for stream `id`, if it was seen.
+    fn stopped(&self, id: u64) -> Option<u64> {
+        self.streams.get(&id).and_then(|entry| entry.stopped)
+    }
+
+    /// After a write that took nothing: whether stream `id`'s send half is gone (the peer
+    /// stopped it), with the code when known (0 when quiche collected the stream before
+    /// the code was seen here).
+    fn gone(&mut self, id: u64) -> Option<u64> {
+        match self.conn.stream_capacity(id) {
+            Ok(_) => None,
+            Err(quiche::Error::StreamStopped(code)) => {
+                self.note_stopped(id, code);
+                Some(code)
+            }
+            Err(_) => Some(self.stopped(id).unwrap_or(0)),
+        }
+    }
+
     /// Records that the peer stopped stream `id`.
     fn note_stopped(&mut self, id: u64, code: u64) {
         if let Some(entry) = self.streams.get_mut(&id) {
@@ -684,6 +746,9 @@ impl State {
         }
     }
 
+    /// Opens the next local stream. quiche counts a stream against the peer's limit only
+    /// once it exists, so it is made to exist now (an empty write puts nothing on the
+    /// wire): opening several before writing any cannot overrun the limit.
     fn open(&mut self, bidi: bool) -> u64 {
         let counter = if bidi {
             &mut self.next_bidi
@@ -692,6 +757,7 @@ impl State {
         };
         let id = *counter;
         *counter += 4;
+        let _ = self.conn.stream_send(id, &[], false);
         self.streams.insert(
             id,
             StreamEntry {
@@ -923,6 +989,9 @@ impl QuicSendStream {
         if let Some(error) = state.closed() {
             return Poll::Ready(Err(error.into()));
         }
+        if let Some(code) = state.stopped(self.id) {
+            return Poll::Ready(Err(StreamError::Stopped(code)));
+        }
         let mut wrote = false;
         let result = loop {
             if data.is_empty() {
@@ -934,6 +1003,11 @@ impl QuicSendStream {
                     wrote = true;
                 }
                 Ok(_) | Err(quiche::Error::Done) => {
+                    // No room now, or no stream any more: quiche answers a write to a
+                    // stream it already collected (stopped by the peer) with Done too.
+                    if let Some(code) = state.gone(self.id) {
+                        break Poll::Ready(Err(StreamError::Stopped(code)));
+                    }
                     state.park_for_credit(self.id, waiter);
                     break Poll::Pending;
                 }
@@ -977,14 +1051,19 @@ impl SendStream for QuicSendStream {
 
     fn finish(&mut self) -> Result<(), StreamError> {
         let id = self.id;
-        self.ended = true;
+        if std::mem::replace(&mut self.ended, true) {
+            return Ok(());
+        }
         self.connection
             .with(|state| match state.conn.stream_send(id, &[], true) {
                 Ok(_) => {
                     state.lone_fin = true;
                     Ok(())
                 }
-                Err(quiche::Error::Done) => Ok(()),
+                Err(quiche::Error::Done) => match state.gone(id) {
+                    Some(code) => Err(StreamError::Stopped(code)),
+                    None => Ok(()),
+                },
                 Err(quiche::Error::StreamStopped(code)) => Err(StreamError::Stopped(code)),
                 Err(error) => Err(TransportError::Lost(format!("stream finish: {error}")).into()),
             })
@@ -1017,7 +1096,7 @@ impl SendStream for QuicSendStream {
         if let Some(error) = state.closed() {
             return Poll::Ready(Err(error.into()));
         }
-        if let Some(code) = state.streams.get(&self.id).and_then(|entry| entry.stopped) {
+        if let Some(code) = state.stopped(self.id) {
             return Poll::Ready(Ok(code));
         }
         match state.conn.stream_capacity(self.id) {
@@ -1025,8 +1104,8 @@ impl SendStream for QuicSendStream {
                 state.note_stopped(self.id, code);
                 Poll::Ready(Ok(code))
             }
-            // Gone from quiche without a STOP_SENDING seen: ended and acknowledged, or
-            // reset by this side. Nothing will stop it any more.
+            // Gone from quiche (the stream exists from its open, see `State::open`): the
+            // peer stopped it and quiche collected it before the code was seen here.
             Err(_) => Poll::Ready(Ok(0)),
             Ok(_) => {
                 state.park_for_stop(self.id, waiter);
@@ -1039,9 +1118,9 @@ impl SendStream for QuicSendStream {
 impl Drop for QuicSendStream {
     fn drop(&mut self) {
         let (id, ended) = (self.id, self.ended);
-        self.connection.release(id, |conn| {
+        self.connection.release(id, |state| {
             if !ended {
-                let _ = conn.stream_shutdown(id, quiche::Shutdown::Write, 0);
+                let _ = state.conn.stream_shutdown(id, quiche::Shutdown::Write, 0);
             }
         });
     }
@@ -1120,9 +1199,13 @@ impl RecvStream for QuicRecvStream {
 impl Drop for QuicRecvStream {
     fn drop(&mut self) {
         let (id, ended) = (self.id, self.ended);
-        self.connection.release(id, |conn| {
+        self.connection.release(id, |state| {
             if !ended {
-                let _ = conn.stream_shutdown(id, quiche::Shutdown::Read, 0);
+                // Not STOP_SENDING (see the module documentation): read the rest away.
+                if let Some(entry) = state.streams.get_mut(&id) {
+                    entry.discarding = true;
+                }
+                state.discard(id);
             }
         });
     }
