@@ -602,12 +602,47 @@ impl State {
     /// Wakes the writers waiting for credit whose stream can take bytes again (or failed).
     fn wake_writers_with_credit(&mut self, wakes: &mut Wakes) {
         let mut waiting = std::mem::take(&mut self.credit_waiters);
-        waiting.retain(|&id| {
+        self.wake_parked(
+            &mut waiting,
+            wakes,
+            |capacity| capacity > 0,
+            |entry| {
+                entry.awaiting_credit = false;
+            },
+        );
+        self.credit_waiters = waiting;
+    }
+
+    /// Wakes the writers watching for STOP_SENDING whose stream the peer stopped.
+    fn wake_stopped_writers(&mut self, wakes: &mut Wakes) {
+        let mut watching = std::mem::take(&mut self.stop_watchers);
+        self.wake_parked(
+            &mut watching,
+            wakes,
+            |_| false,
+            |entry| {
+                entry.watching_stop = false;
+            },
+        );
+        self.stop_watchers = watching;
+    }
+
+    /// Wakes and drops from `parked` each writer whose stream has enough `capacity` or
+    /// failed (stopped by the peer, or gone), recording a STOP_SENDING's code; `unpark`
+    /// clears the entry's mark for this list. Writers whose stream went away are dropped.
+    fn wake_parked(
+        &mut self,
+        parked: &mut Vec<u64>,
+        wakes: &mut Wakes,
+        enough: impl Fn(usize) -> bool,
+        unpark: impl Fn(&mut StreamEntry),
+    ) {
+        parked.retain(|&id| {
             let Some(entry) = self.streams.get_mut(&id) else {
                 return false;
             };
             let ready = match self.conn.stream_capacity(id) {
-                Ok(capacity) => capacity > 0,
+                Ok(capacity) => enough(capacity),
                 Err(quiche::Error::StreamStopped(code)) => {
                     entry.stopped = Some(code);
                     true
@@ -615,36 +650,11 @@ impl State {
                 Err(_) => true,
             };
             if ready {
-                entry.awaiting_credit = false;
+                unpark(entry);
                 wakes.streams.extend(entry.writer.take());
             }
             !ready
         });
-        self.credit_waiters = waiting;
-    }
-
-    /// Wakes the writers watching for STOP_SENDING whose stream the peer stopped.
-    fn wake_stopped_writers(&mut self, wakes: &mut Wakes) {
-        let mut watching = std::mem::take(&mut self.stop_watchers);
-        watching.retain(|&id| {
-            let Some(entry) = self.streams.get_mut(&id) else {
-                return false;
-            };
-            let stopped = match self.conn.stream_capacity(id) {
-                Ok(_) => false,
-                Err(quiche::Error::StreamStopped(code)) => {
-                    entry.stopped = Some(code);
-                    true
-                }
-                Err(_) => true,
-            };
-            if stopped {
-                entry.watching_stop = false;
-                wakes.streams.extend(entry.writer.take());
-            }
-            !stopped
-        });
-        self.stop_watchers = watching;
     }
 
     /// Parks `waiter` as stream `id`'s writer until it gets credit.

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use common::{BusyRuntime, connected_pair, pump, run_until};
 use kio::Waiter;
 use moq_net::transport::{RecvStream, SendStream, Session, StreamError};
+use moq_runtime::quic::{QuicConnection, QuicRecvStream, QuicSession};
 
 /// Regression: a writer parked for credit on a stream the peer then stopped was woken,
 /// found quiche's answer for a collected stream (`Done`, as for "no room") and parked again,
@@ -30,14 +31,7 @@ fn a_writer_waiting_for_credit_sees_the_peer_stop_its_stream() {
     assert!(send.poll_write(&waiter, &mut data).is_pending());
     assert!(!data.is_empty(), "the window holds the rest back");
 
-    let mut accepted = None;
-    assert!(run_until(&runtime, &client, &server, || {
-        if let Poll::Ready(Ok(stream)) = server_session.poll_accept_uni(&waiter) {
-            accepted = Some(stream);
-        }
-        accepted.is_some()
-    }));
-    let mut recv = accepted.unwrap();
+    let mut recv = accept_uni(&runtime, &client, &server, &mut server_session);
     recv.stop(42);
 
     let mut outcome = None;
@@ -88,14 +82,7 @@ fn streams_dropped_before_their_end_give_their_credit_back() {
         let mut first = Bytes::from_static(b"first part");
         assert!(send.poll_write(&waiter, &mut first).is_ready());
 
-        let mut accepted = None;
-        assert!(run_until(&runtime, &client, &server, || {
-            if let Poll::Ready(Ok(stream)) = server_session.poll_accept_uni(&waiter) {
-                accepted = Some(stream);
-            }
-            accepted.is_some()
-        }));
-        let mut recv = accepted.unwrap();
+        let mut recv = accept_uni(&runtime, &client, &server, &mut server_session);
         assert!(matches!(recv.poll_read(&waiter), Poll::Ready(Ok(Some(_)))));
         // Not interested in the rest: the reader goes before the stream ends.
         drop(recv);
@@ -111,4 +98,22 @@ fn streams_dropped_before_their_end_give_their_credit_back() {
         "the server's bookkeeping returns to idle: {:?} vs {idle:?}",
         server.bookkeeping()
     );
+}
+
+/// The next uni stream the client opened, accepted by the server.
+fn accept_uni(
+    runtime: &BusyRuntime,
+    client: &QuicConnection,
+    server: &QuicConnection,
+    session: &mut QuicSession,
+) -> QuicRecvStream {
+    let waiter = Waiter::new(Waker::noop());
+    let mut accepted = None;
+    assert!(run_until(runtime, client, server, || {
+        if let Poll::Ready(Ok(stream)) = session.poll_accept_uni(&waiter) {
+            accepted = Some(stream);
+        }
+        accepted.is_some()
+    }));
+    accepted.expect("accepted")
 }

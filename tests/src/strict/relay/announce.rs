@@ -116,14 +116,15 @@ impl StrictRelay {
                 let what = format!("an ended ANNOUNCE for {path:?}, never announced active");
                 return self.violation(index, what);
             }
-            if self
-                .broadcasts
-                .get(&path)
-                .is_some_and(|p| p.client == index)
-            {
-                self.broadcasts.remove(&path);
-                self.notify_listeners(&path, None);
-            }
+            self.withdraw(index, &path);
+        }
+    }
+
+    /// Ends broadcast `path` if client `index` is the one publishing it.
+    fn withdraw(&mut self, index: usize, path: &str) {
+        if self.broadcasts.get(path).is_some_and(|p| p.client == index) {
+            self.broadcasts.remove(path);
+            self.notify_listeners(path, None);
         }
     }
 
@@ -133,14 +134,7 @@ impl StrictRelay {
         };
         let paths: Vec<String> = client.announced.drain().collect();
         for path in paths {
-            if self
-                .broadcasts
-                .get(&path)
-                .is_some_and(|p| p.client == index)
-            {
-                self.broadcasts.remove(&path);
-                self.notify_listeners(&path, None);
-            }
+            self.withdraw(index, &path);
         }
     }
 
