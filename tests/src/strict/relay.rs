@@ -1,5 +1,5 @@
 //! The strict relay: a moq-lite-05 relay on raw QUIC, written on quiche and the hand-made
-//! [`wire`](super::wire) layer, that behaves toward its clients the way a deployed relay
+//! [`wire`] layer, that behaves toward its clients the way a deployed relay
 //! does and reports every way a client breaks the protocol.
 //!
 //! What it does, as a deployed relay does (`shared/spec/moq-lite-05.md`):
