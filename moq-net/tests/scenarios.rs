@@ -563,6 +563,91 @@ fn malformed_bytes_on_every_stream_type_close_that_session_with_the_right_code()
     });
 }
 
+/// Opens a stream (uni, or bidi keeping its receive half) and writes `bytes`, leaving it
+/// open: a peer that says a message is coming and keeps sending.
+fn write_open(transport: &mut moq_net::runtime::test::TestTransport, bidi: bool, bytes: &[u8]) {
+    use moq_net::transport::{SendStream, Session as _};
+    let waiter = kio::Waiter::new(std::task::Waker::noop());
+    let mut send = if bidi {
+        let std::task::Poll::Ready(Ok((send, recv))) = transport.poll_open_bidi(&waiter) else {
+            panic!("the test transport opens at once");
+        };
+        std::mem::forget(recv);
+        send
+    } else {
+        let std::task::Poll::Ready(Ok(send)) = transport.poll_open_uni(&waiter) else {
+            panic!("the test transport opens at once");
+        };
+        send
+    };
+    let _ = send.poll_write(&waiter, &mut Bytes::copy_from_slice(bytes));
+    std::mem::forget(send); // never FIN, never reset: the bytes keep "coming"
+}
+
+/// Regression: a message's length prefix was believed, and its bytes buffered until they
+/// all came (reading returns flow-control credit, so nothing else bounded it): a SETUP
+/// claiming 1 GiB, then zeros, grew a server at its client's upload rate.
+#[test]
+fn a_message_over_the_size_limit_closes_its_session_and_no_other() {
+    seeded(13, |runtime| {
+        let mut relay = Relay::new();
+        let (_p, mut track, _s, received) = live(runtime, &mut relay);
+        let limits = SessionConfig::default();
+
+        // A SETUP claiming 1 GiB (`01 | c0 00 00 00 40 00 00 00`), then zeros past the
+        // SETUP limit.
+        let mut setup = vec![0x01, 0xc0, 0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00];
+        setup.resize(setup.len() + limits.max_setup_bytes + 1024, 0);
+        let mut greedy = raw_client(runtime, &mut relay);
+        write_open(&mut greedy, false, &setup);
+        assert_eq!(
+            close_code(runtime, &mut greedy),
+            Some(Error::BoundsExceeded.to_code()),
+            "an oversized SETUP closes its session"
+        );
+
+        // After SETUP, an ANNOUNCE_REQUEST claiming 1 GiB, then zeros past the message
+        // limit.
+        let mut announce = vec![0x01, 0xc0, 0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00];
+        announce.resize(announce.len() + limits.max_message_bytes + 1024, 0);
+        let mut greedy = raw_client(runtime, &mut relay);
+        write_uni(&mut greedy, SETUP);
+        write_open(&mut greedy, true, &announce);
+        assert_eq!(
+            close_code(runtime, &mut greedy),
+            Some(Error::BoundsExceeded.to_code()),
+            "an oversized control message closes its session"
+        );
+
+        // A message just under the limit is not refused for its size: a SUBSCRIBE
+        // naming a long track (within the limit) is read whole.
+        let name = "t".repeat(limits.max_message_bytes - 64);
+        let mut body = vec![0x00]; // subscribe id 0
+        body.extend_from_slice(&[0x01, b'x']); // broadcast "x"
+        body.extend_from_slice(&[0x80, 0x00, 0x00, 0x00]); // name length: a 4-byte varint
+        let len = name.len() as u32;
+        let last = body.len() - 4;
+        body[last..].copy_from_slice(&(0x8000_0000 | len).to_be_bytes());
+        body.extend_from_slice(name.as_bytes());
+        body.extend_from_slice(&[0x00, 0x00, 0x00, 0x00, 0x00]);
+        let mut subscribe = vec![0x02];
+        subscribe.extend_from_slice(&(0x8000_0000u32 | body.len() as u32).to_be_bytes());
+        subscribe.extend_from_slice(&body);
+        let mut patient = raw_client(runtime, &mut relay);
+        write_uni(&mut patient, SETUP);
+        write_open(&mut patient, true, &subscribe);
+        assert_eq!(
+            close_code(runtime, &mut patient),
+            None,
+            "a message under the limit is served (here: refused, for a missing broadcast)"
+        );
+
+        // Meanwhile the good sessions kept working.
+        send(&mut track, 0, "still here");
+        assert!(runtime.run_until(SECOND, || received.frames.borrow().len() == 1));
+    });
+}
+
 #[test]
 fn a_group_older_than_the_max_latency_is_dropped_on_the_way() {
     seeded(11, |runtime| {

@@ -19,7 +19,7 @@
 //! `jsonwebtoken`'s; Ed25519 key generation is `ring`'s.
 
 use std::path::Path as FilePath;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -56,6 +56,9 @@ pub struct Claims {
     /// When it was issued, in seconds since the Unix epoch.
     #[serde(default, rename = "iat", skip_serializing_if = "Option::is_none")]
     pub issued: Option<u64>,
+    /// When it starts working, in seconds since the Unix epoch.
+    #[serde(default, rename = "nbf", skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<u64>,
 }
 
 /// A string is a list of one.
@@ -328,8 +331,9 @@ impl Key {
             .map_err(|e| AuthError::BadKey(e.to_string()))
     }
 
-    /// Checks a token's signature and expiry (at `now`, with 60 s of leeway for clock
-    /// skew) and returns its claims.
+    /// Checks a token's signature, expiry and start (`exp` and `nbf`, at `now`, with 60 s
+    /// of leeway for clock skew) and returns its claims. Any claim value is handled: a time
+    /// beyond the clock's range is simply never (or always) reached.
     pub fn verify(&self, token: &str, now: SystemTime) -> Result<Claims, AuthError> {
         let mut validation = Validation::new(self.algorithm);
         validation.required_spec_claims.clear();
@@ -339,18 +343,24 @@ impl Key {
         let data = jsonwebtoken::decode::<Claims>(token, &self.verify, &validation)
             .map_err(|e| AuthError::BadToken(e.to_string()))?;
         let claims = data.claims;
+        let now = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
         if let Some(expires) = claims.expires {
-            let now = now.duration_since(UNIX_EPOCH).unwrap_or_default();
-            if now > Duration::from_secs(expires) + LEEWAY {
+            if now > expires.saturating_add(LEEWAY_SECS) {
                 return Err(AuthError::BadToken("expired".into()));
+            }
+        }
+        if let Some(not_before) = claims.not_before {
+            if now.saturating_add(LEEWAY_SECS) < not_before {
+                return Err(AuthError::BadToken("not valid yet (nbf)".into()));
             }
         }
         Ok(claims)
     }
 }
 
-/// How far past its `exp` a token is still accepted, for clocks that disagree.
-const LEEWAY: Duration = Duration::from_secs(60);
+/// How far past its `exp` (and before its `nbf`) a token is still accepted, in seconds,
+/// for clocks that disagree.
+const LEEWAY_SECS: u64 = 60;
 
 /// The PKCS#8 v1 document of an Ed25519 seed (RFC 8410), the form `jsonwebtoken` signs
 /// with: a fixed 16-byte header, then the 32-byte seed.
@@ -458,7 +468,7 @@ mod tests {
     use moq_net::model::BroadcastProducer;
 
     fn now() -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+        UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000)
     }
 
     fn claims(root: &str, put: &[&str], get: &[&str]) -> Claims {
@@ -468,7 +478,40 @@ mod tests {
             subscribe: get.iter().map(|s| s.to_string()).collect(),
             expires: Some(1_800_000_000 + 3600),
             issued: Some(1_800_000_000),
+            not_before: None,
         }
+    }
+
+    /// Regression: `Duration::from_secs(exp) + LEEWAY` panicked on overflow for a huge
+    /// `exp`, inside the relay's task.
+    #[test]
+    fn any_exp_or_nbf_value_is_judged_without_a_panic() {
+        let key = Key::generate(KeyAlgorithm::Hs256).unwrap();
+        let sign = |expires, not_before| {
+            key.sign(&Claims {
+                expires,
+                not_before,
+                ..claims("room", &["a"], &[])
+            })
+            .unwrap()
+        };
+        assert!(key.verify(&sign(Some(u64::MAX), None), now()).is_ok());
+        assert!(key.verify(&sign(Some(0), None), now()).is_err(), "expired");
+        assert!(
+            key.verify(&sign(None, Some(u64::MAX)), now()).is_err(),
+            "never valid"
+        );
+        assert!(
+            key.verify(&sign(None, Some(1_800_000_000 + 3600)), now())
+                .is_err(),
+            "not valid for another hour"
+        );
+        assert!(
+            key.verify(&sign(None, Some(1_800_000_000 + 30)), now())
+                .is_ok(),
+            "30 s ahead is within the leeway"
+        );
+        assert!(key.verify(&sign(None, Some(0)), now()).is_ok());
     }
 
     #[test]

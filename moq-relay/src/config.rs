@@ -130,6 +130,12 @@ pub struct LimitsSection {
     pub cache_bytes_per_track: u64,
     /// Closes a connection silent this long, in seconds.
     pub idle_timeout_secs: u64,
+    /// The largest control message accepted from a client, in bytes; a larger one closes
+    /// its session (BoundsExceeded). Bounds what one client can make the relay buffer.
+    pub max_message_bytes: usize,
+    /// The largest SETUP accepted, in bytes (read before the client is authorized; it
+    /// carries the path and token).
+    pub max_setup_bytes: usize,
 }
 
 impl Default for LimitsSection {
@@ -141,9 +147,14 @@ impl Default for LimitsSection {
             cache_groups_per_track: 32,
             cache_bytes_per_track: 4 << 20,
             idle_timeout_secs: 30,
+            max_message_bytes: 64 << 10,
+            max_setup_bytes: 16 << 10,
         }
     }
 }
+
+/// The smallest `limits.max_message_bytes` and `limits.max_setup_bytes` accepted.
+const MIN_MESSAGE_BYTES: usize = 4096;
 
 /// `[shutdown]`
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -239,6 +250,14 @@ impl Config {
         if self.limits.idle_timeout_secs == 0 {
             return invalid("limits.idle_timeout_secs", "must be at least 1 second");
         }
+        // Below these, well-formed messages of deployed peers (an announce of a 32-part
+        // path, a SETUP with a token) no longer fit.
+        if self.limits.max_message_bytes < MIN_MESSAGE_BYTES {
+            return invalid("limits.max_message_bytes", "must be at least 4096 bytes");
+        }
+        if self.limits.max_setup_bytes < MIN_MESSAGE_BYTES {
+            return invalid("limits.max_setup_bytes", "must be at least 4096 bytes");
+        }
         if !(self.shutdown.drain_secs.is_finite() && self.shutdown.drain_secs >= 0.0) {
             return invalid(
                 "shutdown.drain_secs",
@@ -300,6 +319,8 @@ mod tests {
             cache_groups_per_track = 4
             cache_bytes_per_track = 65536
             idle_timeout_secs = 10
+            max_message_bytes = 8192
+            max_setup_bytes = 4096
             [shutdown]
             drain_secs = 1.5
             "#,
@@ -308,6 +329,7 @@ mod tests {
         config.validate().unwrap();
         assert_eq!(config.server.bind, "127.0.0.1:5000".parse().unwrap());
         assert_eq!(config.limits.max_sessions, 10);
+        assert_eq!(config.limits.max_message_bytes, 8192);
         assert_eq!(config.public_prefixes(), ["anon"]);
         assert_eq!(config.drain(), Duration::from_millis(1500));
     }

@@ -296,6 +296,7 @@ fn token(args: TokenArgs) -> Result<(), String> {
         subscribe: args.subscribe,
         expires: (args.expires_in > 0).then(|| now + args.expires_in),
         issued: Some(now),
+        not_before: None,
     };
     let token = key.sign(&claims).map_err(|e| e.to_string())?;
     #[allow(clippy::print_stdout)]

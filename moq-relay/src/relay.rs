@@ -72,6 +72,8 @@ impl Relay {
             max_frame_size: config.limits.max_frame_size,
             max_subscriptions: config.limits.max_subscriptions_per_session,
             cache_groups: config.limits.cache_groups_per_track,
+            max_message_bytes: config.limits.max_message_bytes,
+            max_setup_bytes: config.limits.max_setup_bytes,
             cache_bytes: match config.limits.cache_bytes_per_track {
                 0 => None,
                 bytes => Some(bytes),

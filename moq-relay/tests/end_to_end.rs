@@ -268,6 +268,7 @@ fn token(key: &Key, root: &str, publish: &[&str], subscribe: &[&str], expires_in
         subscribe: subscribe.iter().map(|s| s.to_string()).collect(),
         expires: Some((now + expires_in) as u64),
         issued: Some(now as u64),
+        not_before: None,
     };
     key.sign(&claims).unwrap()
 }
@@ -379,6 +380,10 @@ fn a_bad_config_file_is_refused_naming_the_key() {
         ("[limits]\nmax_sesions = 5\n", "max_sesions"),
         ("[limits]\nmax_sessions = \"many\"\n", "max_sessions"),
         ("[limits]\nmax_sessions = 0\n", "limits.max_sessions"),
+        (
+            "[limits]\nmax_message_bytes = 10\n",
+            "limits.max_message_bytes",
+        ),
     ] {
         std::fs::write(&file, text).unwrap();
         let output = Command::new(env!("CARGO_BIN_EXE_moq-relay"))

@@ -106,8 +106,11 @@ pub struct Bookkeeping {
     pub parked_writers: usize,
     /// Peer stream ids below the highest seen that have not shown up yet.
     pub skipped_peer_streams: usize,
-    /// Received datagrams the session has not read (at most 256).
+    /// Received datagrams the session has not read (at most 256; none are kept before
+    /// the session first asks for one).
     pub queued_datagrams: usize,
+    /// Received datagrams dropped: unread (nobody asked), or the oldest of a full queue.
+    pub datagrams_dropped: u64,
 }
 
 struct Shared {
@@ -141,6 +144,10 @@ struct State {
     /// The peer's STOP_SENDING count when the watchers were last checked.
     stops_seen: u64,
     received_datagrams: VecDeque<Bytes>,
+    /// The session asked for a datagram at least once: until then none is kept.
+    datagrams_wanted: bool,
+    /// Datagrams dropped: nobody reads them, or the queue was full (the oldest go).
+    datagrams_dropped: u64,
     /// A FIN was queued with no bytes of its own and may not be in a packet yet; see
     /// [`State::emit_before_acks`].
     lone_fin: bool,
@@ -226,6 +233,8 @@ impl QuicConnection {
                     stop_watchers: Vec::new(),
                     stops_seen: 0,
                     received_datagrams: VecDeque::new(),
+                    datagrams_wanted: false,
+                    datagrams_dropped: 0,
                     lone_fin: false,
                     outbox: VecDeque::new(),
                     close_announced: false,
@@ -382,6 +391,7 @@ impl QuicConnection {
             parked_writers: state.credit_waiters.len() + state.stop_watchers.len(),
             skipped_peer_streams: state.peer_uni.skipped.len() + state.peer_bidi.skipped.len(),
             queued_datagrams: state.received_datagrams.len(),
+            datagrams_dropped: state.datagrams_dropped,
         }
     }
 
@@ -505,12 +515,26 @@ impl State {
             self.conn.peer_streams_left_bidi() > 0 || self.conn.peer_streams_left_uni() > 0;
         // Sized to each queued datagram: no buffer to zero on the (many) calls with none.
         while let Some(len) = self.conn.dgram_recv_front_len() {
+            if !self.datagrams_wanted {
+                // Nobody reads datagrams on this connection: none is kept.
+                let mut discard = [0u8; SMALL_READ];
+                let taken = match discard.get_mut(..len) {
+                    Some(slot) => self.conn.dgram_recv(slot),
+                    None => self.conn.dgram_recv(&mut vec![0u8; len]),
+                };
+                if taken.is_err() {
+                    break;
+                }
+                self.datagrams_dropped += 1;
+                continue;
+            }
             let mut datagram = vec![0u8; len];
             match self.conn.dgram_recv(&mut datagram) {
                 Ok(read) => {
                     datagram.truncate(read);
                     if self.received_datagrams.len() == MAX_QUEUED_DATAGRAMS {
                         self.received_datagrams.pop_front();
+                        self.datagrams_dropped += 1;
                     }
                     self.received_datagrams.push_back(Bytes::from(datagram));
                     wakes.datagrams = true;
@@ -907,6 +931,7 @@ impl Session for QuicSession {
     fn poll_recv_datagram(&mut self, waiter: &Waiter) -> Poll<Result<Bytes, TransportError>> {
         let shared = &self.connection.shared;
         let mut state = shared.state.lock();
+        state.datagrams_wanted = true;
         if let Some(datagram) = state.received_datagrams.pop_front() {
             return Poll::Ready(Ok(datagram));
         }

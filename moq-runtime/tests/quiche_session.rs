@@ -137,6 +137,17 @@ fn datagrams_and_the_close_code_cross_the_adapter() {
     let waiter = Waiter::new(Waker::noop());
 
     assert!(client_session.max_datagram_size().is_some());
+    // A datagram that arrives before anyone reads datagrams is dropped, not queued.
+    client_session
+        .send_datagram(bytes::Bytes::from_static(b"unwanted"))
+        .unwrap();
+    assert!(run_until(&runtime, &client, &server, || server
+        .bookkeeping()
+        .datagrams_dropped
+        == 1));
+    assert_eq!(server.bookkeeping().queued_datagrams, 0);
+    // Once the session reads datagrams (it waits for one here), they are kept for it.
+    assert!(server_session.poll_recv_datagram(&waiter).is_pending());
     client_session
         .send_datagram(bytes::Bytes::from_static(b"ping"))
         .unwrap();

@@ -156,7 +156,9 @@ fn streams_datagrams_and_codes_keep_their_webtransport_meaning() {
     }));
     assert_eq!(reset, Some(StreamError::Reset(7)));
 
-    // Datagrams carry the session's prefix, invisible to the application.
+    // Datagrams carry the session's prefix, invisible to the application. (The client
+    // reads datagrams from now on: none is kept for a session that never asked.)
+    assert!(client_session.poll_recv_datagram(&waiter).is_pending());
     server_session
         .send_datagram(Bytes::from_static(b"dgram"))
         .unwrap();

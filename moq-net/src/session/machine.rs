@@ -452,7 +452,11 @@ impl<R: Runtime> SessionMachine<R> {
         while let Poll::Ready(result) = self.transport.poll_accept_uni(waiter) {
             match result {
                 Ok(stream) => {
-                    self.tasks.push(Task::UniIncoming(UniIncoming::new(stream)));
+                    // Its first message is the type, then (if it is the SETUP stream) the
+                    // SETUP: the small limit until it is known to be something else.
+                    let limit = self.context.config.max_setup_bytes;
+                    self.tasks
+                        .push(Task::UniIncoming(UniIncoming::new(stream, limit)));
                     progress = true;
                 }
                 Err(_) => return true, // seen as closed on the next pass
@@ -463,8 +467,11 @@ impl<R: Runtime> SessionMachine<R> {
             loop {
                 match self.transport.poll_accept_bidi(waiter) {
                     Poll::Ready(Ok((send, recv))) => {
-                        self.tasks
-                            .push(Task::BidiIncoming(BidiIncoming::new(send, recv)));
+                        self.tasks.push(Task::BidiIncoming(BidiIncoming::new(
+                            send,
+                            recv,
+                            self.context.config.max_message_bytes,
+                        )));
                         progress = true;
                     }
                     Poll::Ready(Err(_)) => return true,

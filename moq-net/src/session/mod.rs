@@ -80,6 +80,14 @@ pub struct SessionConfig {
     /// The most payload bytes cached per received track, on top of `cache_groups`
     /// ([`Track::cache_bytes`](crate::model::Track::cache_bytes)); `None` for no byte bound.
     pub cache_bytes: Option<u64>,
+    /// The largest control message accepted from the peer, in bytes (its length prefix
+    /// included). Reading returns flow-control credit, so QUIC's windows do not bound
+    /// what a peer can make a session buffer: this does. A larger one closes the session
+    /// with [`Error::BoundsExceeded`].
+    pub max_message_bytes: usize,
+    /// The largest SETUP accepted, in bytes: smaller, since a server reads it before it
+    /// knows who the client is. It carries the path and its query (a token).
+    pub max_setup_bytes: usize,
 }
 
 /// What a session serves ([`publish`](Origins::publish)) and fills
@@ -122,7 +130,8 @@ impl std::fmt::Debug for Authorize {
 impl Default for SessionConfig {
     /// moq-lite-05, serving and subscribing to nothing, 16 MiB frames, 1 s for trailing
     /// groups, 1 s of linger for unused subscriptions, no authorization hook, 1,000
-    /// subscriptions per session, 32 groups cached per received track and no byte bound.
+    /// subscriptions per session, 32 groups cached per received track and no byte bound,
+    /// 64 KiB control messages and a 16 KiB SETUP.
     fn default() -> Self {
         Self {
             version: Version::Lite05,
@@ -138,6 +147,8 @@ impl Default for SessionConfig {
             max_subscriptions: 1000,
             cache_groups: 32,
             cache_bytes: None,
+            max_message_bytes: 64 << 10,
+            max_setup_bytes: 16 << 10,
         }
     }
 }

@@ -102,7 +102,7 @@ impl<S: SendStream, R: RecvStream> GoAwaySend<S, R> {
         };
         Self {
             writer,
-            _reader: Reader::new(recv),
+            _reader: Reader::new(recv, cx.config.max_message_bytes),
             failed,
         }
     }
@@ -192,9 +192,9 @@ fn authorize(cx: &mut Context, setup: &Setup) -> Result<(), Error> {
 }
 
 impl<R: RecvStream> UniIncoming<R> {
-    pub(crate) fn new(stream: R) -> Self {
+    pub(crate) fn new(stream: R, limit: usize) -> Self {
         Self {
-            reader: Some(Reader::new(stream)),
+            reader: Some(Reader::new(stream, limit)),
         }
     }
 
@@ -240,9 +240,9 @@ impl<R: RecvStream> UniIncoming<R> {
 }
 
 impl<S: SendStream, R: RecvStream> BidiIncoming<S, R> {
-    pub(crate) fn new(send: S, recv: R) -> Self {
+    pub(crate) fn new(send: S, recv: R, limit: usize) -> Self {
         Self {
-            streams: Some((Writer::new(send), Reader::new(recv))),
+            streams: Some((Writer::new(send), Reader::new(recv, limit))),
         }
     }
 

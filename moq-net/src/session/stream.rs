@@ -52,19 +52,24 @@ impl ReadError {
     }
 }
 
-/// Buffers a receive stream and decodes messages from it.
+/// Buffers a receive stream and decodes messages from it, holding at most about `limit`
+/// bytes of a message that has not arrived whole (plus one read's chunk).
 pub(crate) struct Reader<S> {
     stream: S,
     buffer: BytesMut,
     fin: bool,
+    limit: usize,
 }
 
 impl<S: RecvStream> Reader<S> {
-    pub(crate) fn new(stream: S) -> Self {
+    /// A reader of `stream` refusing any message of `limit` bytes or more
+    /// ([`SessionConfig::max_message_bytes`](super::SessionConfig::max_message_bytes)).
+    pub(crate) fn new(stream: S, limit: usize) -> Self {
         Self {
             stream,
             buffer: BytesMut::new(),
             fin: false,
+            limit,
         }
     }
 
@@ -83,6 +88,16 @@ impl<S: RecvStream> Reader<S> {
                         let used = self.buffer.len() - cursor.len();
                         self.buffer.advance(used);
                         return Poll::Ready(Ok(Some(message)));
+                    }
+                    // Whatever the length prefix claims, the bytes held for one message
+                    // stay under the limit: a message still incomplete at it is refused.
+                    Err(DecodeError::Short) if !self.fin && self.buffer.len() >= self.limit => {
+                        tracing::debug!(
+                            message = message_name::<M>(),
+                            limit = self.limit,
+                            "a message over the size limit from the peer"
+                        );
+                        return Poll::Ready(Err(ReadError::Malformed(Error::BoundsExceeded)));
                     }
                     Err(DecodeError::Short) if !self.fin => {}
                     Err(error) => {

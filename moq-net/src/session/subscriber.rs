@@ -87,7 +87,7 @@ impl AnnounceDiscover<(), ()> {
             exclude_hop: cx.config.origin_id,
         };
         let version = cx.version;
-        let mut reader = Reader::new(recv);
+        let mut reader = Reader::new(recv, cx.config.max_message_bytes);
         match encoded(|buf| {
             BidiStream::Announce.encode(buf, version)?;
             request.encode(buf, version)
@@ -263,7 +263,7 @@ impl TrackQuery<(), ()> {
         TrackQuery {
             path: self.path,
             request: self.request,
-            streams: Some((writer, Reader::new(recv))),
+            streams: Some((writer, Reader::new(recv, cx.config.max_message_bytes))),
             failed,
         }
     }
@@ -365,7 +365,7 @@ impl SubscribePlan {
         }
         SubscribeRemote {
             id,
-            streams: (writer, Reader::new(recv)),
+            streams: (writer, Reader::new(recv, cx.config.max_message_bytes)),
             start: None,
             end: None,
         }
