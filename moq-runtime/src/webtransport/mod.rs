@@ -25,6 +25,7 @@
 //!
 //! [`QuicSession`]: crate::quic::QuicSession
 
+mod capsule;
 mod demux;
 mod handshake;
 mod header;

@@ -7,12 +7,13 @@ use kio::Waiter;
 use moq_net::transport::{
     RecvStream, SendStream, Session, StreamError, TransportError, TransportStats,
 };
-use web_transport_proto::{Capsule, CapsuleError, Frame, VarInt};
+use web_transport_proto::{Capsule, Frame, VarInt};
 
+use super::capsule::CapsuleReader;
 use super::demux::{Demux, DemuxError};
 use super::handshake::OwnControlStream;
 use super::header::{bidi_header, map_stream_error, uni_header};
-use super::{H3_ID_ERROR, H3_MESSAGE_ERROR, H3_NO_ERROR, MAX_HEADER_BYTES, from_http3, to_http3};
+use super::{H3_ID_ERROR, H3_MESSAGE_ERROR, H3_NO_ERROR, from_http3, to_http3};
 use crate::quic::{QuicRecvStream, QuicSendStream, QuicSession};
 
 /// One WebTransport session over an HTTP/3 connection (one session per connection): its
@@ -61,10 +62,8 @@ pub(crate) struct ConnectStream {
     recv: QuicRecvStream,
     /// Bytes still to write (the server's response).
     outbox: Bytes,
-    /// Frames read and not yet parsed.
-    frames: BytesMut,
-    /// DATA payload not yet parsed into capsules.
-    capsules: BytesMut,
+    /// What was read, parsed into frames and capsules.
+    capsules: CapsuleReader,
 }
 
 impl WebTransportSession {
@@ -416,12 +415,13 @@ impl ConnectStream {
         outbox: Bytes,
         frames: BytesMut,
     ) -> Self {
+        let mut capsules = CapsuleReader::default();
+        capsules.push(&frames);
         let mut stream = Self {
             send,
             recv,
             outbox,
-            frames,
-            capsules: BytesMut::new(),
+            capsules,
         };
         let mut outbox = std::mem::take(&mut stream.outbox);
         stream.send.try_write(&mut outbox, false);
@@ -456,12 +456,12 @@ impl ConnectStream {
             let _ = self.send.poll_write(waiter, &mut self.outbox);
         }
         loop {
-            if let Some(result) = self.parse()? {
+            if let Some(result) = self.capsules.close()? {
                 return Poll::Ready(Ok(result));
             }
             match self.recv.poll_read(waiter) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Ok(Some(chunk))) => self.frames.extend_from_slice(&chunk),
+                Poll::Ready(Ok(Some(chunk))) => self.capsules.push(&chunk),
                 // The FIN without a capsule: closed with code 0.
                 Poll::Ready(Ok(None)) => return Poll::Ready(Ok((0, String::new()))),
                 // The connection's own close reports this.
@@ -469,44 +469,6 @@ impl ConnectStream {
                 Poll::Ready(Err(error)) => {
                     return Poll::Ready(Ok((0, format!("the CONNECT stream ended: {error}"))));
                 }
-            }
-        }
-    }
-
-    /// Moves DATA payloads into the capsule buffer and decodes capsules: the close, if
-    /// one arrived.
-    fn parse(&mut self) -> Result<Option<(u32, String)>, String> {
-        loop {
-            let mut cursor = &self.frames[..];
-            let (Ok(kind), Ok(len)) = (VarInt::decode(&mut cursor), VarInt::decode(&mut cursor))
-            else {
-                break;
-            };
-            let len = usize::try_from(len.into_inner()).unwrap_or(usize::MAX);
-            if len > MAX_HEADER_BYTES {
-                return Err(format!("a {len}-byte frame on the CONNECT stream"));
-            }
-            if cursor.len() < len {
-                break;
-            }
-            if Frame(kind) == Frame::DATA {
-                self.capsules.extend_from_slice(&cursor[..len]);
-            }
-            let consumed = self.frames.len() - cursor.len() + len;
-            self.frames.advance(consumed);
-        }
-        loop {
-            let mut cursor = &self.capsules[..];
-            match Capsule::decode(&mut cursor) {
-                Ok(Capsule::CloseWebTransportSession { code, reason }) => {
-                    return Ok(Some((code, reason)));
-                }
-                Ok(_) => {
-                    let consumed = self.capsules.len() - cursor.len();
-                    self.capsules.advance(consumed);
-                }
-                Err(CapsuleError::UnexpectedEnd | CapsuleError::VarInt(_)) => return Ok(None),
-                Err(error) => return Err(format!("a bad capsule: {error}")),
             }
         }
     }
