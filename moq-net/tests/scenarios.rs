@@ -648,6 +648,48 @@ fn a_message_over_the_size_limit_closes_its_session_and_no_other() {
     });
 }
 
+/// Regression: a publisher's group at the largest sequence (2^62 − 1) left no room for the
+/// exclusive end a SUBSCRIBE_END carries; the encode error closed every session serving the
+/// track onward. Now the relay refuses that group alone, the publisher's own subscription
+/// fails alone, and every session stays up.
+#[test]
+fn a_group_at_the_largest_sequence_fails_only_its_own_subscription() {
+    seeded(14, |runtime| {
+        let mut relay = Relay::new();
+        let (publisher_session, mut track, subscriber_session, received) =
+            live(runtime, &mut relay);
+        let (_other_session, _other_broadcast, mut other) =
+            publisher(runtime, &mut relay, "other", "chat");
+
+        let mut group = track.create_group((1 << 62) - 1);
+        group.write(0, "the last sequence there is");
+        group.finish();
+        track.finish();
+        assert!(
+            runtime.run_until(SECOND, || received.end.borrow().is_some()),
+            "the track ends for its subscriber, one way or another"
+        );
+        runtime.advance(SECOND);
+        assert!(
+            !publisher_session.is_closed(),
+            "the publisher's session stays up"
+        );
+        assert!(
+            !subscriber_session.is_closed(),
+            "the subscriber's session stays up"
+        );
+        assert!(relay.sessions.iter().all(|session| !session.is_closed()));
+
+        // And the relay goes on serving: another track reaches the same subscriber.
+        let (_s, origin) = subscriber(runtime, &mut relay);
+        assert!(runtime.run_until(SECOND, || origin.consume_broadcast("other").is_some()));
+        let more = read_track(runtime, &origin, "other", "chat");
+        assert!(runtime.run_until(SECOND, || other.consumer_count() > 0));
+        send(&mut other, 0, "still here");
+        assert!(runtime.run_until(SECOND, || more.frames.borrow().len() == 1));
+    });
+}
+
 #[test]
 fn a_group_older_than_the_max_latency_is_dropped_on_the_way() {
     seeded(11, |runtime| {

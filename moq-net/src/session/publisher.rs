@@ -379,7 +379,12 @@ impl<S: SendStream, R: RecvStream> TrackServe<S, R> {
             let version = cx.version;
             match encoded(|buf| info.encode(buf, version)) {
                 Ok(bytes) => self.writer.queue(bytes),
-                Err(error) => return Poll::Ready(Err(error)),
+                // What the track says cannot be said on the wire: this request fails,
+                // not the session.
+                Err(error) => {
+                    refuse(&mut self.writer, &mut self.reader, error);
+                    return Poll::Ready(Ok(()));
+                }
             }
             self.answered = true;
         }
@@ -504,10 +509,14 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                                     let start = SubscribeResponse::Start { group: sequence };
                                     match encoded(|buf| start.encode(buf, version)) {
                                         Ok(bytes) => self.writer.queue(bytes),
-                                        Err(error) => return Poll::Ready(Err(error)),
+                                        Err(error) => {
+                                            control.update(|control| control.cancelled = true);
+                                            refuse(&mut self.writer, &mut self.reader, error);
+                                            return Poll::Ready(Ok(()));
+                                        }
                                     }
                                 }
-                                *end = (*end).max(sequence + 1);
+                                *end = (*end).max(sequence.saturating_add(1));
                                 cx.opens.push_back(Open::Group(GroupWrite::plan(
                                     request.id,
                                     group,
@@ -519,7 +528,15 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                                 let end_message = SubscribeResponse::End { group: *end };
                                 match encoded(|buf| end_message.encode(buf, version)) {
                                     Ok(bytes) => self.writer.queue(bytes),
-                                    Err(error) => return Poll::Ready(Err(error)),
+                                    // Regression: a group at the largest sequence made the
+                                    // exclusive end unencodable, and the error closed every
+                                    // session serving the track. Only this subscription
+                                    // fails now.
+                                    Err(error) => {
+                                        control.update(|control| control.cancelled = true);
+                                        refuse(&mut self.writer, &mut self.reader, error);
+                                        return Poll::Ready(Ok(()));
+                                    }
                                 }
                                 self.state = SubscribeState::Ending;
                                 break;
@@ -597,7 +614,10 @@ impl<S: SendStream, R: RecvStream> FetchServe<S, R> {
                                 *previous = frame.timestamp;
                                 match encoded(|buf| header.encode(buf, version)) {
                                     Ok(bytes) => self.writer.queue(bytes),
-                                    Err(error) => return Poll::Ready(Err(error)),
+                                    Err(error) => {
+                                        refuse(&mut self.writer, &mut self.reader, error);
+                                        return Poll::Ready(Ok(()));
+                                    }
                                 }
                                 self.writer.queue(frame.payload);
                             }
@@ -708,7 +728,9 @@ impl<S: SendStream> GroupWrite<S> {
                 .encode(&mut batch, version)
                 .and_then(|()| header.encode(&mut batch, version));
             if let Err(error) = encoded {
-                return Poll::Ready(Err(error.into()));
+                // This group cannot be said on the wire: it alone is given up.
+                writer.stream_mut().reset(Error::from(error).to_code());
+                return Poll::Ready(Ok(()));
             }
         }
         while !self.ended {
@@ -720,7 +742,8 @@ impl<S: SendStream> GroupWrite<S> {
                     let header = FrameHeader::new(self.previous, frame.timestamp, size as u64);
                     self.previous = frame.timestamp;
                     if let Err(error) = header.encode(&mut batch, version) {
-                        return Poll::Ready(Err(error.into()));
+                        writer.stream_mut().reset(Error::from(error).to_code());
+                        return Poll::Ready(Ok(()));
                     }
                     if size <= COPY_LIMIT {
                         batch.extend_from_slice(&frame.payload);

@@ -473,6 +473,17 @@ impl<R: RecvStream> GroupRead<R> {
         loop {
             match self.decoder.next_item() {
                 Ok(Some(GroupItem::Header(header))) => {
+                    // A group at the largest sequence leaves no room for the exclusive end
+                    // a SUBSCRIBE_END carries: refused here, alone (a peer that sends one
+                    // must not fail every session that serves the track onward).
+                    if header.sequence >= crate::coding::varint::MAX_VARINT {
+                        tracing::debug!(
+                            sequence = header.sequence,
+                            "stopping a group at the largest sequence"
+                        );
+                        self.stream.stop(Error::BoundsExceeded.to_code());
+                        return Poll::Ready(Ok(()));
+                    }
                     let Some(route) = cx.routes.get_mut(&header.subscribe_id) else {
                         // spec: a GROUP with an unknown subscribe id is stopped with code 0.
                         tracing::debug!(
