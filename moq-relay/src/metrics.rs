@@ -234,7 +234,10 @@ impl Metrics {
     }
 }
 
-/// A label for the error a session ended with: its name, stable across releases.
+/// A label for the error a session ended with: its name, stable across releases. The set
+/// is bounded whatever peers send: moq-lite's own codes (0 to 31) each have one; every
+/// application code shares `application`, every other code a peer sends `unknown_code`.
+/// (Before, each distinct code a peer closed with became a label, kept forever.)
 fn error_label(error: Error) -> String {
     match error {
         Error::Cancel => "cancelled".into(),
@@ -246,6 +249,8 @@ fn error_label(error: Error) -> String {
         Error::ProtocolViolation => "protocol_violation".into(),
         Error::FrameTooLarge => "frame_too_large".into(),
         Error::BoundsExceeded => "bounds_exceeded".into(),
+        Error::App(_) => "application".into(),
+        Error::Remote(_) => "unknown_code".into(),
         other => format!("code_{}", other.to_code()),
     }
 }
@@ -271,6 +276,37 @@ mod tests {
         for line in text.lines().filter(|line| !line.starts_with('#')) {
             let (_, value) = line.rsplit_once(' ').expect("name value");
             value.parse::<u64>().expect("an integer sample");
+        }
+    }
+
+    /// Regression: every distinct code a peer closed with became a label, kept forever.
+    #[test]
+    fn codes_from_peers_do_not_grow_the_label_set() {
+        let metrics = Metrics::default();
+        for code in 1_000_000..1_000_100u64 {
+            metrics.closed(code, Error::Remote(code));
+        }
+        for code in 0..100u16 {
+            metrics.closed(u64::from(code), Error::App(code));
+        }
+        let text = metrics.render(&Origin::new());
+        let closed: Vec<&str> = text
+            .lines()
+            .filter(|line| line.starts_with("moq_relay_sessions_closed_total{"))
+            .collect();
+        assert_eq!(closed.len(), 2, "{closed:?}");
+        assert!(text.contains("moq_relay_sessions_closed_total{error=\"unknown_code\"} 100\n"));
+        assert!(text.contains("moq_relay_sessions_closed_total{error=\"application\"} 100\n"));
+    }
+
+    #[test]
+    fn every_code_moq_lite_names_keeps_a_label_of_its_own() {
+        for code in 0..64u64 {
+            let error = Error::from_code(code);
+            if matches!(error, Error::Remote(_)) {
+                continue; // a code moq-lite does not name
+            }
+            assert_ne!(error_label(error), "unknown_code", "code {code}");
         }
     }
 }
