@@ -690,6 +690,40 @@ fn a_group_at_the_largest_sequence_fails_only_its_own_subscription() {
     });
 }
 
+/// Regression: on raw QUIC a server waited for its client's SETUP forever, so connections
+/// that never sent one held their session slots (10,000 of them locked everyone out).
+#[test]
+fn a_client_that_never_sends_setup_is_closed_after_the_setup_timeout() {
+    seeded(15, |runtime| {
+        let mut relay = Relay::new();
+        let (_p, mut track, _s, received) = live(runtime, &mut relay);
+        let timeout = SessionConfig::default().setup_timeout;
+
+        let mut silent = raw_client(runtime, &mut relay);
+        runtime.advance(timeout - SECOND);
+        assert_eq!(
+            close_code(runtime, &mut silent),
+            None,
+            "not before its time"
+        );
+        runtime.advance(SECOND);
+        assert_eq!(
+            close_code(runtime, &mut silent),
+            Some(Error::Timeout.to_code()),
+            "closed once its time is up"
+        );
+
+        // A client that sent SETUP in time is not bound by it.
+        let mut prompt = raw_client(runtime, &mut relay);
+        write_uni(&mut prompt, SETUP);
+        runtime.advance(timeout * 3);
+        assert_eq!(close_code(runtime, &mut prompt), None);
+
+        send(&mut track, 0, "still here");
+        assert!(runtime.run_until(SECOND, || received.frames.borrow().len() == 1));
+    });
+}
+
 #[test]
 fn a_group_older_than_the_max_latency_is_dropped_on_the_way() {
     seeded(11, |runtime| {

@@ -136,6 +136,9 @@ pub struct LimitsSection {
     /// The largest SETUP accepted, in bytes (read before the client is authorized; it
     /// carries the path and token).
     pub max_setup_bytes: usize,
+    /// How long a client has to send its SETUP after connecting, in seconds, before its
+    /// session is closed (Timeout).
+    pub setup_timeout_secs: u64,
 }
 
 impl Default for LimitsSection {
@@ -149,6 +152,7 @@ impl Default for LimitsSection {
             idle_timeout_secs: 30,
             max_message_bytes: 64 << 10,
             max_setup_bytes: 16 << 10,
+            setup_timeout_secs: 10,
         }
     }
 }
@@ -257,6 +261,9 @@ impl Config {
         }
         if self.limits.max_setup_bytes < MIN_MESSAGE_BYTES {
             return invalid("limits.max_setup_bytes", "must be at least 4096 bytes");
+        }
+        if self.limits.setup_timeout_secs == 0 {
+            return invalid("limits.setup_timeout_secs", "must be at least 1 second");
         }
         if !(self.shutdown.drain_secs.is_finite() && self.shutdown.drain_secs >= 0.0) {
             return invalid(

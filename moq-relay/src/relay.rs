@@ -74,6 +74,7 @@ impl Relay {
             cache_groups: config.limits.cache_groups_per_track,
             max_message_bytes: config.limits.max_message_bytes,
             max_setup_bytes: config.limits.max_setup_bytes,
+            setup_timeout: Duration::from_secs(config.limits.setup_timeout_secs),
             cache_bytes: match config.limits.cache_bytes_per_track {
                 0 => None,
                 bytes => Some(bytes),

@@ -3,7 +3,8 @@
 //! Each turn: run due timers, send everything the connections produced (batched by
 //! destination into GSO sends), hand established server connections to the server, settle
 //! pending client handshakes; then wait for the socket, a command, a connection's flush or
-//! the next timer.
+//! the next timer. A readable socket is drained up to a budget per turn, so that a flood
+//! cannot keep the rest of the turn from running.
 
 use std::io::IoSliceMut;
 use std::net::SocketAddr;
@@ -150,7 +151,11 @@ async fn run(
         tokio::select! {
             ready = socket.readable() => {
                 let Ok(mut guard) = ready else { return };
-                loop {
+                // At most RECV_BUDGET datagrams before the loop's other work (timers,
+                // sends, accepts) runs again: a flood must not starve the connections it
+                // is not for. Readiness stays set, so the next turn comes straight back.
+                let mut budget = RECV_BUDGET;
+                while budget > 0 {
                     let received = guard.try_io(|socket| {
                         // On the stack: no allocation per receive call.
                         let mut chunks = storage.chunks_mut(RECV_BUFFER);
@@ -161,6 +166,7 @@ async fn run(
                     });
                     match received {
                         Ok(Ok(count)) => {
+                            budget = budget.saturating_sub(count.max(1));
                             let now = Instant::now();
                             for (meta, buffer) in
                                 meta[..count].iter().zip(storage.chunks_mut(RECV_BUFFER))
@@ -172,7 +178,10 @@ async fn run(
                             }
                         }
                         // A read error other than "nothing there" is a datagram lost.
-                        Ok(Err(error)) => tracing::debug!(%error, "a receive failed"),
+                        Ok(Err(error)) => {
+                            budget -= 1;
+                            tracing::debug!(%error, "a receive failed");
+                        }
                         Err(_would_block) => break,
                     }
                 }
@@ -196,6 +205,9 @@ async fn run(
 
 /// Datagrams one receive call takes at most (`recvmmsg`).
 pub(crate) const RECV_BATCH: usize = moq_runtime::udp::RECV_BATCH;
+
+/// Receive calls' datagrams (GRO trains count once) handled per turn at most.
+const RECV_BUDGET: usize = 1024;
 
 /// Bytes per receive buffer: a whole GRO train (the kernel coalesces up to 64 KiB).
 const RECV_BUFFER: usize = 65_536;

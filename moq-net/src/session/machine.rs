@@ -69,6 +69,8 @@ pub struct SessionMachine<R: Runtime> {
     span: tracing::Span,
     /// The open queue's other buffer (see `start_requested`).
     spare_opens: VecDeque<Open>,
+    /// A server's: when it gives up on a client that has not sent SETUP.
+    setup_deadline: Option<Instant>,
 }
 
 /// Wakes the machine's task for its own waiter, noting that the wake came from the
@@ -325,6 +327,9 @@ impl<R: Runtime> SessionMachine<R> {
                 .push_back(Open::AnnounceDiscover(AnnounceDiscover::new(prefix)));
         }
         let state_watch = shared.state.consume();
+        let setup_deadline = (side == Side::Server)
+            .then(|| context.now.checked_add(context.config.setup_timeout))
+            .flatten();
         let span = tracing::debug_span!(
             "moq_session",
             side = ?side,
@@ -347,6 +352,7 @@ impl<R: Runtime> SessionMachine<R> {
             runtime,
             span,
             spare_opens: VecDeque::new(),
+            setup_deadline,
         }
     }
 
@@ -659,8 +665,23 @@ impl<R: Runtime> Future for SessionMachine<R> {
                     continue;
                 }
             }
+            // A server whose client has not sent SETUP in time gives up on it: a connection
+            // that never says who it is must not hold a session slot forever.
+            if let Some(until) = this.setup_deadline {
+                if this.context.setup_received {
+                    this.setup_deadline = None;
+                } else if this.context.now >= until {
+                    tracing::debug!("no SETUP from the client in time");
+                    this.close(Error::Timeout);
+                    continue;
+                }
+            }
             // Ended subscriptions whose trailing groups arrived (or whose wait is over).
-            let next = this.context.settle_routes();
+            let routes = this.context.settle_routes();
+            let next = match (routes, this.setup_deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             if next != this.armed {
                 this.armed = next;
                 this.deadline.set(next);

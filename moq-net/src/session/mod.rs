@@ -88,6 +88,9 @@ pub struct SessionConfig {
     /// The largest SETUP accepted, in bytes: smaller, since a server reads it before it
     /// knows who the client is. It carries the path and its query (a token).
     pub max_setup_bytes: usize,
+    /// A server only: how long a client has to send its SETUP before the session closes
+    /// with [`Error::Timeout`] (a connection that never says who it is holds no slot).
+    pub setup_timeout: std::time::Duration,
 }
 
 /// What a session serves ([`publish`](Origins::publish)) and fills
@@ -131,7 +134,7 @@ impl Default for SessionConfig {
     /// moq-lite-05, serving and subscribing to nothing, 16 MiB frames, 1 s for trailing
     /// groups, 1 s of linger for unused subscriptions, no authorization hook, 1,000
     /// subscriptions per session, 32 groups cached per received track and no byte bound,
-    /// 64 KiB control messages and a 16 KiB SETUP.
+    /// 64 KiB control messages, a 16 KiB SETUP, and 10 s for a client's SETUP.
     fn default() -> Self {
         Self {
             version: Version::Lite05,
@@ -149,6 +152,7 @@ impl Default for SessionConfig {
             cache_bytes: None,
             max_message_bytes: 64 << 10,
             max_setup_bytes: 16 << 10,
+            setup_timeout: std::time::Duration::from_secs(10),
         }
     }
 }
