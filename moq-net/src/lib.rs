@@ -30,7 +30,7 @@
 //! use moq_net::runtime::test::{LinkConfig, TestRuntime};
 //! use moq_net::session::{self, SessionConfig};
 //!
-//! let runtime = TestRuntime::new(1);
+//! let runtime = TestRuntime::new(1, std::time::Instant::now());
 //! let (client, server) = runtime.connect(LinkConfig::default());
 //!
 //! // The server publishes a broadcast with one track.

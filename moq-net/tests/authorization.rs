@@ -2,13 +2,16 @@
 //! deciding from the client's SETUP, scoped origins keeping a session inside its rights,
 //! and the subscription limit.
 
+mod common;
+
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
+use common::seeded;
 use moq_net::Error;
 use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::runtime::test::{LinkConfig, TestRuntime, seeded};
+use moq_net::runtime::test::{LinkConfig, TestRuntime};
 use moq_net::session::{self, Authorize, Origins, Session, SessionConfig};
 
 const SECOND: Duration = Duration::from_secs(1);

@@ -2,14 +2,17 @@
 //!
 //! Each test runs with a seed (`MOQ_TEST_SEED` replays one) and names it in the failure message.
 
+mod common;
+
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::{epoch, seeded};
 use moq_net::Error;
 use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
-use moq_net::runtime::test::{LinkConfig, TestRuntime, seeded};
+use moq_net::runtime::test::{LinkConfig, TestRuntime};
 use moq_net::session::{self, Session, SessionConfig};
 
 /// A relay: server sessions whose halves share one origin.
@@ -770,7 +773,7 @@ fn a_group_older_than_the_max_latency_is_dropped_on_the_way() {
 /// Runs a publisher → relay → subscriber session over a faulty link and returns what the
 /// subscriber saw and when, as text.
 fn faulty_run(seed: u64) -> Vec<String> {
-    let runtime = TestRuntime::new(seed);
+    let runtime = TestRuntime::new(seed, epoch());
     let faults = LinkConfig {
         latency: Duration::from_millis(30),
         bandwidth: Some(2_000_000),
@@ -1221,4 +1224,15 @@ fn announce_ok_counts_exactly_the_announces_sent_after_exclusions() {
         assert_eq!(announce.suffix.as_str(), "here");
         assert!(cursor.is_empty(), "nothing else was announced");
     });
+}
+
+#[test]
+fn a_failing_seeded_test_names_its_seed_in_the_panic() {
+    let panic = std::panic::catch_unwind(|| seeded(7, |_| panic!("boom"))).unwrap_err();
+    let message = panic.downcast_ref::<String>().expect("a formatted message");
+    assert!(message.starts_with("boom\n"), "{message}");
+    assert!(
+        message.contains("failing seed: MOQ_TEST_SEED="),
+        "{message}"
+    );
 }

@@ -19,7 +19,7 @@ impl VirtualTime {
             .and_then(|text| text.parse().ok())
             .unwrap_or(1);
         Self {
-            runtime: TestRuntime::new(seed),
+            runtime: TestRuntime::new(seed, std::time::Instant::now()),
         }
     }
 }

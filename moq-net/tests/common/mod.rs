@@ -1,0 +1,17 @@
+//! What the virtual-time test files share: where virtual time starts.
+
+use std::time::Instant;
+
+use moq_net::runtime::test::TestRuntime;
+
+/// Where virtual time starts: the test harness, like a driver, reads the clock once (the
+/// core itself never does).
+#[allow(clippy::disallowed_methods)]
+pub(crate) fn epoch() -> Instant {
+    Instant::now()
+}
+
+/// [`moq_net::runtime::test::seeded`], with virtual time starting now.
+pub(crate) fn seeded(default_seed: u64, test: impl FnOnce(&TestRuntime)) {
+    moq_net::runtime::test::seeded(default_seed, epoch(), test);
+}
