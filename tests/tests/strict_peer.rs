@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use moq_conformance::strict::{Config, Report, RunningRelay, StrictRelay};
+use moq_conformance::strict::{Config, Report, RunningRelay, StrictRelay, deployed_limits};
 
 /// A bound on every wait, so that a broken client fails the test instead of hanging it
 /// (never a performance threshold: everything here finishes in a fraction of it).
@@ -108,13 +108,7 @@ fn a_client_failing_the_relays_announce_stream_loses_its_session() {
     let mut config = quiche::Config::new(quiche::PROTOCOL_VERSION).unwrap();
     config.set_application_protos(&[b"moq-lite-05"]).unwrap();
     config.verify_peer(false);
-    config.set_max_idle_timeout(10_000);
-    config.set_initial_max_data(1 << 20);
-    config.set_initial_max_stream_data_bidi_local(1 << 20);
-    config.set_initial_max_stream_data_bidi_remote(1 << 20);
-    config.set_initial_max_stream_data_uni(1 << 20);
-    config.set_initial_max_streams_bidi(100);
-    config.set_initial_max_streams_uni(100);
+    deployed_limits(&mut config);
     let local = socket.local_addr().unwrap();
     let mut conn = quiche::connect(
         Some("localhost"),

@@ -677,11 +677,12 @@ impl<R: Runtime> Future for SessionMachine<R> {
                 }
             }
             // Ended subscriptions whose trailing groups arrived (or whose wait is over).
-            let routes = this.context.settle_routes();
-            let next = match (routes, this.setup_deadline) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let next = this
+                .context
+                .settle_routes()
+                .into_iter()
+                .chain(this.setup_deadline)
+                .min();
             if next != this.armed {
                 this.armed = next;
                 this.deadline.set(next);

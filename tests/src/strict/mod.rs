@@ -11,4 +11,4 @@
 pub mod relay;
 pub mod wire;
 
-pub use relay::{Config, Report, RunningRelay, StrictRelay};
+pub use relay::{Config, Report, RunningRelay, StrictRelay, deployed_limits};

@@ -253,17 +253,9 @@ impl StrictRelay {
         config
             .set_application_protos(&[b"moq-lite-05"])
             .map_err(|e| e.to_string())?;
-        config.set_max_idle_timeout(30_000);
         config.set_max_recv_udp_payload_size(1350);
         config.set_max_send_udp_payload_size(1350);
-        config.set_initial_max_data(64 << 20);
-        config.set_initial_max_stream_data_bidi_local(4 << 20);
-        config.set_initial_max_stream_data_bidi_remote(4 << 20);
-        config.set_initial_max_stream_data_uni(4 << 20);
-        // What a deployed relay allows: 1024 of each.
-        config.set_initial_max_streams_bidi(1024);
-        config.set_initial_max_streams_uni(1024);
-        config.enable_dgram(true, 1024, 1024);
+        deployed_limits(&mut config);
         let origin_id = (seed() >> 11).max(1);
         let relay = Self {
             socket,
@@ -687,20 +679,8 @@ impl StrictRelay {
             return;
         };
         // Our SETUP: no parameters.
-        let setup_stream = client.next_uni;
-        client.next_uni += 4;
-        client.streams.insert(
-            setup_stream,
-            Stream {
-                role: Role::WriteOnly,
-                tx: vec![0x01, 0x01, 0x00],
-                tx_fin: true,
-                ..Stream::default()
-            },
-        );
+        client.open(true, Role::WriteOnly, vec![0x01, 0x01, 0x00], true);
         // Our announce stream to the client, as a deployed relay opens it to everyone.
-        let announce = client.next_bidi;
-        client.next_bidi += 4;
         let mut tx = vec![0x01];
         tx.extend(
             AnnounceRequest {
@@ -709,15 +689,7 @@ impl StrictRelay {
             }
             .encode(),
         );
-        client.streams.insert(
-            announce,
-            Stream {
-                role: Role::AnnounceOut,
-                tx,
-                ..Stream::default()
-            },
-        );
-        client.announce = Some(announce);
+        client.announce = Some(client.open(false, Role::AnnounceOut, tx, false));
         if self.settings.verbose {
             let client = self.client(index).map(|c| (c.name.clone(), c.root.clone()));
             eprintln!("strict-relay: SETUP from {client:?}");
@@ -797,6 +769,42 @@ impl StrictRelay {
                 }
             }
         }
+    }
+}
+
+/// The transport limits a deployed moq-lite peer configures (1,024 streams of each kind,
+/// generous windows, datagrams on, 30 s idle): for the strict relay and for test clients
+/// that stand in for deployed ones.
+pub fn deployed_limits(config: &mut quiche::Config) {
+    config.set_max_idle_timeout(30_000);
+    config.set_initial_max_data(64 << 20);
+    config.set_initial_max_stream_data_bidi_local(4 << 20);
+    config.set_initial_max_stream_data_bidi_remote(4 << 20);
+    config.set_initial_max_stream_data_uni(4 << 20);
+    config.set_initial_max_streams_bidi(1024);
+    config.set_initial_max_streams_uni(1024);
+    config.enable_dgram(true, 1024, 1024);
+}
+
+impl Client {
+    /// Opens the relay's next stream toward this client (`uni` or bidi) with `role`,
+    /// queuing `tx` (and the FIN behind it if `fin`); returns its id.
+    fn open(&mut self, uni: bool, role: Role, tx: Vec<u8>, fin: bool) -> u64 {
+        let counter = if uni {
+            &mut self.next_uni
+        } else {
+            &mut self.next_bidi
+        };
+        let id = *counter;
+        *counter += 4;
+        let stream = Stream {
+            role,
+            tx,
+            tx_fin: fin,
+            ..Stream::default()
+        };
+        self.streams.insert(id, stream);
+        id
     }
 }
 

@@ -4,7 +4,7 @@
 //! a reset or a cancel on either side ends the other.
 
 use super::super::wire::{self, GroupHeader, Subscribe, Track};
-use super::{Role, Stream, StrictRelay, code, refuse};
+use super::{Role, StrictRelay, code, refuse};
 
 impl StrictRelay {
     /// The client's TRACK or SUBSCRIBE (and, for a SUBSCRIBE, its updates and cancel).
@@ -118,22 +118,13 @@ impl StrictRelay {
         };
         let up_id = up.next_subscribe_id;
         up.next_subscribe_id += 1;
-        let track_stream = up.next_bidi;
-        up.next_bidi += 4;
         let request = Track {
             broadcast: up_broadcast.clone(),
             track: track.clone(),
         };
         let mut tx = vec![0x06];
         tx.extend(request.encode());
-        up.streams.insert(
-            track_stream,
-            Stream {
-                role: Role::TrackOut { link },
-                tx,
-                ..Stream::default()
-            },
-        );
+        let track_stream = up.open(false, Role::TrackOut { link }, tx, false);
         if let Some(entry) = self.links.get_mut(&link) {
             entry.publisher = publisher;
             entry.track = request;
@@ -201,18 +192,9 @@ impl StrictRelay {
                 let Some(client) = self.client_mut(publisher) else {
                     return;
                 };
-                let stream_id = client.next_bidi;
-                client.next_bidi += 4;
                 let mut tx = vec![0x02];
                 tx.extend(up.encode());
-                client.streams.insert(
-                    stream_id,
-                    Stream {
-                        role: Role::SubscribeOut { link },
-                        tx,
-                        ..Stream::default()
-                    },
-                );
+                let stream_id = client.open(false, Role::SubscribeOut { link }, tx, false);
                 if let Some(entry) = self.links.get_mut(&link) {
                     entry.up_subscribe = Some(stream_id);
                 }
@@ -359,19 +341,15 @@ impl StrictRelay {
             client.waiting_groups.push((index, id));
             return None;
         }
-        let out = client.next_uni;
-        client.next_uni += 4;
-        client.streams.insert(
-            out,
-            Stream {
-                role: Role::GroupOut { from: (index, id) },
-                tx: GroupHeader {
-                    subscribe_id: down_id,
-                    sequence: header.sequence,
-                }
-                .encode(),
-                ..Stream::default()
-            },
+        let group = GroupHeader {
+            subscribe_id: down_id,
+            sequence: header.sequence,
+        };
+        let out = client.open(
+            true,
+            Role::GroupOut { from: (index, id) },
+            group.encode(),
+            false,
         );
         let to = (subscriber, out);
         if let Some(stream) = self.stream_mut(index, id) {
