@@ -41,6 +41,7 @@ impl Relay {
                 Some("/room?token=ok-alice") => Ok(Origins {
                     publish: Some(origin.scope("room", [""])),
                     subscribe: Some(origin.scope("room", ["alice"])),
+                    valid_for: None,
                 }),
                 _ => Err(Error::Unauthorized),
             })),

@@ -4,143 +4,15 @@
 
 mod common;
 
-use std::cell::RefCell;
-use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::relay::*;
 use common::{epoch, seeded};
 use moq_net::Error;
-use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
+use moq_net::model::{BroadcastProducer, Origin, Track};
 use moq_net::runtime::test::{LinkConfig, TestRuntime};
 use moq_net::session::{self, Session, SessionConfig};
-
-/// A relay: server sessions whose halves share one origin.
-struct Relay {
-    origin: Origin,
-    sessions: Vec<Session>,
-    id: u64,
-}
-
-impl Relay {
-    fn new() -> Self {
-        Self::with_id(0)
-    }
-
-    /// A relay with an origin (hop) id, for routes through several relays.
-    fn with_id(id: u64) -> Self {
-        Self {
-            origin: Origin::new(),
-            sessions: Vec::new(),
-            id,
-        }
-    }
-
-    /// How this relay's sessions are configured: both halves on the shared origin.
-    fn config(&self) -> SessionConfig {
-        SessionConfig {
-            publish: Some(self.origin.clone()),
-            subscribe: Some(self.origin.clone()),
-            origin_id: self.id,
-            ..SessionConfig::default()
-        }
-    }
-
-    /// Connects `other` to this relay as a client: each forwards the other's broadcasts.
-    fn link(&mut self, runtime: &TestRuntime, other: &mut Relay) {
-        let (client_end, relay_end) = runtime.connect(LinkConfig::default());
-        self.sessions
-            .push(session::accept(runtime.clone(), relay_end, self.config()));
-        other.sessions.push(session::connect(
-            runtime.clone(),
-            client_end,
-            other.config(),
-        ));
-    }
-
-    /// Connects a client to this relay; the client's config says what it publishes and
-    /// where it puts what it receives.
-    fn connect(&mut self, runtime: &TestRuntime, client: SessionConfig) -> Session {
-        let (client_end, relay_end) = runtime.connect(LinkConfig::default());
-        self.sessions
-            .push(session::accept(runtime.clone(), relay_end, self.config()));
-        session::connect(runtime.clone(), client_end, client)
-    }
-}
-
-/// A publisher client with one broadcast at `path` and one track `name`.
-fn publisher(
-    runtime: &TestRuntime,
-    relay: &mut Relay,
-    path: &str,
-    name: &str,
-) -> (Session, BroadcastProducer, TrackProducer) {
-    let origin = Origin::new();
-    let broadcast = BroadcastProducer::new();
-    let track = broadcast.create_track(Track::new(name));
-    origin.publish(path, &broadcast).unwrap();
-    let session = relay.connect(
-        runtime,
-        SessionConfig {
-            publish: Some(origin),
-            ..SessionConfig::default()
-        },
-    );
-    (session, broadcast, track)
-}
-
-/// A subscriber client; returns its session and the origin it fills.
-fn subscriber(runtime: &TestRuntime, relay: &mut Relay) -> (Session, Origin) {
-    let origin = Origin::new();
-    let session = relay.connect(
-        runtime,
-        SessionConfig {
-            subscribe: Some(origin.clone()),
-            ..SessionConfig::default()
-        },
-    );
-    (session, origin)
-}
-
-/// What a reading task saw: every frame, and how the track ended.
-#[derive(Clone, Default)]
-struct Received {
-    frames: Rc<RefCell<Vec<Bytes>>>,
-    end: Rc<RefCell<Option<Result<(), Error>>>>,
-}
-
-/// Spawns a task that reads every frame of `path`/`name` from `origin`.
-fn read_track(runtime: &TestRuntime, origin: &Origin, path: &str, name: &str) -> Received {
-    let received = Received::default();
-    let (frames, end) = (received.frames.clone(), received.end.clone());
-    let broadcast = origin.consume_broadcast(path).expect("announced");
-    let name = name.to_owned();
-    let (frames_out, end_out) = (frames, end);
-    runtime.spawn_task(async move {
-        let mut track = match broadcast.subscribe_track(&name).await {
-            Ok(track) => track,
-            Err(error) => {
-                *end_out.borrow_mut() = Some(Err(error));
-                return;
-            }
-        };
-        let outcome = loop {
-            match track.next_group().await {
-                Ok(Some(mut group)) => {
-                    while let Ok(Some(frame)) = group.read_frame().await {
-                        frames_out.borrow_mut().push(frame.payload);
-                    }
-                }
-                Ok(None) => break Ok(()),
-                Err(error) => break Err(error),
-            }
-        };
-        *end_out.borrow_mut() = Some(outcome);
-    });
-    received
-}
-
-const SECOND: Duration = Duration::from_secs(1);
 
 #[test]
 fn a_frame_flows_from_publisher_through_relay_to_subscriber() {
@@ -167,24 +39,6 @@ fn a_frame_flows_from_publisher_through_relay_to_subscriber() {
         );
         assert_eq!(received.frames.borrow()[0], "hello");
     });
-}
-
-/// Writes a one-frame group.
-fn send(track: &mut TrackProducer, timestamp: u64, text: &'static str) {
-    let mut group = track.append_group();
-    group.write(timestamp, text);
-    group.finish();
-}
-
-/// A relay, a publisher of `live`/`video`, and a subscriber already reading it.
-fn live(runtime: &TestRuntime, relay: &mut Relay) -> (Session, TrackProducer, Session, Received) {
-    let (publisher_session, broadcast, track) = publisher(runtime, relay, "live", "video");
-    std::mem::forget(broadcast); // published for the whole test
-    let (subscriber_session, origin) = subscriber(runtime, relay);
-    assert!(runtime.run_until(SECOND, || origin.consume_broadcast("live").is_some()));
-    let received = read_track(runtime, &origin, "live", "video");
-    assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
-    (publisher_session, track, subscriber_session, received)
 }
 
 #[test]
@@ -422,59 +276,6 @@ fn a_ring_of_three_relays_delivers_once_and_drops_looped_announcements() {
     });
 }
 
-/// A hand-driven client of `relay`: raw streams, no session machine.
-fn raw_client(runtime: &TestRuntime, relay: &mut Relay) -> moq_net::runtime::test::TestTransport {
-    let (client_end, relay_end) = runtime.connect(LinkConfig::default());
-    relay
-        .sessions
-        .push(session::accept(runtime.clone(), relay_end, relay.config()));
-    client_end
-}
-
-/// Opens a uni stream and writes `bytes` to it, then FIN.
-fn write_uni(transport: &mut moq_net::runtime::test::TestTransport, bytes: &[u8]) {
-    use moq_net::transport::{SendStream, Session as _};
-    let waiter = kio::Waiter::new(std::task::Waker::noop());
-    let std::task::Poll::Ready(Ok(mut stream)) = transport.poll_open_uni(&waiter) else {
-        panic!("the test transport opens at once");
-    };
-    let _ = stream.poll_write(&waiter, &mut Bytes::copy_from_slice(bytes));
-    let _ = stream.finish();
-}
-
-/// Opens a bidi stream and writes `bytes` to it, then FIN.
-fn write_bidi(transport: &mut moq_net::runtime::test::TestTransport, bytes: &[u8]) {
-    use moq_net::transport::{SendStream, Session as _};
-    let waiter = kio::Waiter::new(std::task::Waker::noop());
-    let std::task::Poll::Ready(Ok((mut send, recv))) = transport.poll_open_bidi(&waiter) else {
-        panic!("the test transport opens at once");
-    };
-    std::mem::forget(recv); // keep the receive half open
-    let _ = send.poll_write(&waiter, &mut Bytes::copy_from_slice(bytes));
-    let _ = send.finish();
-}
-
-/// The code the relay closed a raw client's connection with, once it did.
-fn close_code(
-    runtime: &TestRuntime,
-    transport: &mut moq_net::runtime::test::TestTransport,
-) -> Option<u64> {
-    use moq_net::transport::{Session as _, TransportError};
-    let waiter = kio::Waiter::new(std::task::Waker::noop());
-    let mut code = None;
-    runtime.run_until(SECOND, || match transport.poll_closed(&waiter) {
-        std::task::Poll::Ready(TransportError::Closed { code: c, .. }) => {
-            code = Some(c);
-            true
-        }
-        _ => false,
-    });
-    code
-}
-
-/// The minimal valid client SETUP stream: type 1, length 1, no parameters.
-const SETUP: &[u8] = &[0x01, 0x01, 0x00];
-
 #[test]
 fn malformed_bytes_on_every_stream_type_close_that_session_with_the_right_code() {
     seeded(10, |runtime| {
@@ -564,27 +365,6 @@ fn malformed_bytes_on_every_stream_type_close_that_session_with_the_right_code()
         assert!(runtime.run_until(SECOND, || received.frames.borrow().len() == 1));
         assert_eq!(*received.frames.borrow(), ["still here"]);
     });
-}
-
-/// Opens a stream (uni, or bidi keeping its receive half) and writes `bytes`, leaving it
-/// open: a peer that says a message is coming and keeps sending.
-fn write_open(transport: &mut moq_net::runtime::test::TestTransport, bidi: bool, bytes: &[u8]) {
-    use moq_net::transport::{SendStream, Session as _};
-    let waiter = kio::Waiter::new(std::task::Waker::noop());
-    let mut send = if bidi {
-        let std::task::Poll::Ready(Ok((send, recv))) = transport.poll_open_bidi(&waiter) else {
-            panic!("the test transport opens at once");
-        };
-        std::mem::forget(recv);
-        send
-    } else {
-        let std::task::Poll::Ready(Ok(send)) = transport.poll_open_uni(&waiter) else {
-            panic!("the test transport opens at once");
-        };
-        send
-    };
-    let _ = send.poll_write(&waiter, &mut Bytes::copy_from_slice(bytes));
-    std::mem::forget(send); // never FIN, never reset: the bytes keep "coming"
 }
 
 /// Regression: a message's length prefix was believed, and its bytes buffered until they

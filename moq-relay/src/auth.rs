@@ -19,7 +19,7 @@
 //! `jsonwebtoken`'s; Ed25519 key generation is `ring`'s.
 
 use std::path::Path as FilePath;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -106,6 +106,9 @@ pub enum AuthError {
     /// No token, and the path is not public.
     #[error("no token, and {0:?} is not under a public prefix")]
     MissingToken(String),
+    /// The request's path is not a URL path.
+    #[error("the path {0:?} is not a valid URL path")]
+    BadPath(String),
 }
 
 /// A JWK, as stored in a key file.
@@ -407,16 +410,17 @@ impl Authorizer {
         path_and_query: &str,
         now: SystemTime,
     ) -> Result<Grant, AuthError> {
-        let (path, query) = path_and_query
-            .split_once('?')
-            .unwrap_or((path_and_query, ""));
+        let normalized = request_path(path_and_query)?;
+        let (path, query) = normalized.split_once('?').unwrap_or((&normalized, ""));
         let root = Path::new(path);
         let token = url::form_urlencoded::parse(query.as_bytes())
             .find(|(name, _)| name == "jwt")
             .map(|(_, value)| value.into_owned());
+        let mut valid_for = None;
         let (publish, subscribe) = match (&self.key, token) {
             (Some(key), Some(token)) => {
                 let claims = key.verify(&token, now)?;
+                valid_for = claims.expires.map(|expires| remaining(expires, now));
                 let token_root = Path::new(&claims.root);
                 if !root.has_prefix(&token_root) {
                     return Err(AuthError::OutsideRoot {
@@ -440,10 +444,47 @@ impl Authorizer {
             origins: Origins {
                 publish: Some(origin.scope(root.clone(), publish)),
                 subscribe: Some(origin.scope(root.clone(), subscribe)),
+                valid_for,
             },
             root,
         })
     }
+}
+
+/// How long from `now` a token expiring at `expires` (Unix seconds) stays valid, with the
+/// same leeway `verify` gives.
+fn remaining(expires: u64, now: SystemTime) -> Duration {
+    let until = UNIX_EPOCH
+        .checked_add(Duration::from_secs(expires.saturating_add(LEEWAY_SECS)))
+        // Beyond the clock's range: never in this process's life.
+        .unwrap_or(now + Duration::from_secs(u32::MAX.into()));
+    until.duration_since(now).unwrap_or_default()
+}
+
+/// The one form of a request's path and query, whichever binding carried it: the path as
+/// a WebTransport CONNECT's URL has it (WHATWG URL rules: `.` and `..` segments resolved,
+/// characters percent-encoded the same way), so that one path names the same broadcasts
+/// over raw QUIC, whose SETUP carries the client's bytes as they are, and over
+/// WebTransport, whose request went through those rules on its way in.
+pub fn request_path(path_and_query: &str) -> Result<String, AuthError> {
+    let bad = || AuthError::BadPath(path_and_query.to_owned());
+    // A raw QUIC client may leave out the leading slash; a URL path always has one.
+    let slash = if path_and_query.starts_with('/') {
+        ""
+    } else {
+        "/"
+    };
+    // The same construction a WebTransport server applies to a CONNECT (scheme,
+    // authority, then the request's path and query).
+    let url = url::Url::parse(&format!("https://relay.invalid{slash}{path_and_query}"))
+        .map_err(|_| bad())?;
+    if url.host_str() != Some("relay.invalid") {
+        return Err(bad());
+    }
+    Ok(match url.query() {
+        Some(query) => format!("{}?{query}", url.path()),
+        None => url.path().to_owned(),
+    })
 }
 
 /// The prefixes `grants` (relative to `token_root`) allow, relative to `root` (which is
@@ -631,6 +672,75 @@ mod tests {
         assert!(
             open.authorize(&origin, "/anything?jwt=ignored", now())
                 .is_ok()
+        );
+    }
+
+    /// Regression: raw QUIC took the SETUP path as it came while WebTransport's went
+    /// through URL rules, so `/org/room/../lobby` named `org/room/../lobby` on one binding
+    /// and `org/lobby` on the other. Both now take the URL form.
+    #[test]
+    fn one_path_names_the_same_root_on_both_bindings() {
+        let cases = [
+            ("/org/room/../lobby?jwt=x", "/org/lobby?jwt=x"),
+            ("/org/./room", "/org/room"),
+            ("/org/%2e%2E/x", "/x"),
+            ("org/room", "/org/room"),
+            ("/a b", "/a%20b"),
+            ("//org", "//org"),
+            ("/room#fragment", "/room"),
+        ];
+        for (raw, expected) in cases {
+            assert_eq!(request_path(raw).unwrap(), expected, "{raw}");
+            // What a WebTransport CONNECT of the same path carries.
+            let connect = url::Url::parse(&format!(
+                "https://example.com{}{raw}",
+                if raw.starts_with('/') { "" } else { "/" }
+            ))
+            .unwrap();
+            let wt = match connect.query() {
+                Some(query) => format!("{}?{query}", connect.path()),
+                None => connect.path().to_owned(),
+            };
+            assert_eq!(wt, expected, "{raw} over WebTransport");
+        }
+        let key = Key::generate(KeyAlgorithm::Hs256).unwrap();
+        let token = key.sign(&claims("org", &["room"], &["room"])).unwrap();
+        let authorizer = Authorizer::new(Some(key), &[]);
+        let origin = Origin::new();
+        // A path that climbs out of the token's root is judged where it lands.
+        assert!(matches!(
+            authorizer.authorize(
+                &origin,
+                &format!("/org/room/../../admin?jwt={token}"),
+                now()
+            ),
+            Err(AuthError::OutsideRoot { .. })
+        ));
+    }
+
+    #[test]
+    fn a_grant_is_valid_until_its_token_expires_with_the_leeway() {
+        let key = Key::generate(KeyAlgorithm::Hs256).unwrap();
+        let token = key.sign(&claims("", &[""], &[""])).unwrap();
+        let mut forever = claims("", &[""], &[""]);
+        forever.expires = None;
+        let forever = key.sign(&forever).unwrap();
+        let authorizer = Authorizer::new(Some(key), &[]);
+        let grant = authorizer
+            .authorize(&Origin::new(), &format!("/?jwt={token}"), now())
+            .unwrap();
+        assert_eq!(
+            grant.origins.valid_for,
+            Some(Duration::from_secs(3600 + LEEWAY_SECS))
+        );
+        let token = forever;
+        let grant = authorizer
+            .authorize(&Origin::new(), &format!("/?jwt={token}"), now())
+            .unwrap();
+        assert_eq!(grant.origins.valid_for, None);
+        assert_eq!(
+            remaining(u64::MAX, now()),
+            Duration::from_secs(u32::MAX.into())
         );
     }
 }

@@ -139,6 +139,23 @@ pub struct LimitsSection {
     /// How long a client has to send its SETUP after connecting, in seconds, before its
     /// session is closed (Timeout).
     pub setup_timeout_secs: u64,
+    /// The most announce streams one session may have open (each follows the relay's
+    /// broadcasts under a prefix); one more is refused on its stream (BoundsExceeded).
+    pub max_announce_requests_per_session: usize,
+    /// The most broadcasts one session may publish at once; one more closes it
+    /// (BoundsExceeded).
+    pub max_announces_per_session: usize,
+    /// The most bytes of path those broadcasts may hold together; past it the session
+    /// closes (BoundsExceeded).
+    pub max_announce_path_bytes_per_session: usize,
+    /// The most groups kept for a subscriber that gives no stream credit; past it its
+    /// oldest are dropped (counted in `groups_dropped_total`).
+    pub max_queued_groups_per_session: usize,
+    /// The most payload bytes of one group from a publisher; past it the group is refused
+    /// on its stream (BoundsExceeded), the session going on.
+    pub max_group_bytes: u64,
+    /// The most frames of one group from a publisher, the same way.
+    pub max_group_frames: u64,
 }
 
 impl Default for LimitsSection {
@@ -153,6 +170,12 @@ impl Default for LimitsSection {
             max_message_bytes: 64 << 10,
             max_setup_bytes: 16 << 10,
             setup_timeout_secs: 10,
+            max_announce_requests_per_session: 16,
+            max_announces_per_session: 1000,
+            max_announce_path_bytes_per_session: 64 << 10,
+            max_queued_groups_per_session: 1024,
+            max_group_bytes: 64 << 20,
+            max_group_frames: 65_536,
         }
     }
 }
@@ -264,6 +287,37 @@ impl Config {
         }
         if self.limits.setup_timeout_secs == 0 {
             return invalid("limits.setup_timeout_secs", "must be at least 1 second");
+        }
+        let at_least_one = [
+            (
+                "limits.max_announce_requests_per_session",
+                self.limits.max_announce_requests_per_session as u64,
+            ),
+            (
+                "limits.max_announces_per_session",
+                self.limits.max_announces_per_session as u64,
+            ),
+            (
+                "limits.max_queued_groups_per_session",
+                self.limits.max_queued_groups_per_session as u64,
+            ),
+            ("limits.max_group_frames", self.limits.max_group_frames),
+        ];
+        if let Some((key, _)) = at_least_one.iter().find(|(_, value)| *value == 0) {
+            return invalid(key, "must be at least 1");
+        }
+        // At least one long path must fit.
+        if self.limits.max_announce_path_bytes_per_session < 1024 {
+            return invalid(
+                "limits.max_announce_path_bytes_per_session",
+                "must be at least 1024 bytes",
+            );
+        }
+        if self.limits.max_group_bytes < self.limits.max_frame_size {
+            return invalid(
+                "limits.max_group_bytes",
+                "must be at least limits.max_frame_size (a group holds at least one frame)",
+            );
         }
         if !(self.shutdown.drain_secs.is_finite() && self.shutdown.drain_secs >= 0.0) {
             return invalid(

@@ -66,6 +66,9 @@ impl Totals {
         c.subscriptions_served += counters.subscriptions_served;
         c.subscriptions_refused += counters.subscriptions_refused;
         c.subscriptions_active += counters.subscriptions_active;
+        c.announce_requests_refused += counters.announce_requests_refused;
+        c.groups_dropped += counters.groups_dropped;
+        c.groups_refused += counters.groups_refused;
         self.bytes_sent += stats.bytes_sent;
         self.bytes_received += stats.bytes_received;
         self.packets_lost += stats.packets_lost;
@@ -107,10 +110,25 @@ impl Metrics {
 
     /// The Prometheus text exposition of every counter, with `origin`'s broadcasts.
     pub fn render(&self, origin: &Origin) -> String {
-        let state = self.lock();
-        let mut totals = state.closed;
+        // Counted before the metrics lock, and without copying a path: the origin's lock is
+        // what every publish and subscribe takes.
+        let broadcasts = origin.broadcast_count() as u64;
+        // What the text needs, copied out, so that sessions opening and closing do not
+        // wait for the rendering.
+        let (opened, live, closed, ended, refused) = {
+            let state = self.lock();
+            let live: Vec<Session> = state.live.values().cloned().collect();
+            (
+                state.opened,
+                live,
+                state.closed,
+                state.ended.clone(),
+                state.refused.clone(),
+            )
+        };
+        let mut totals = closed;
         let mut active = Totals::default();
-        for session in state.live.values() {
+        for session in &live {
             let (counters, stats) = (session.counters(), session.stats());
             totals.add(counters, stats);
             active.add(counters, stats);
@@ -129,16 +147,15 @@ impl Metrics {
             "sessions",
             "gauge",
             "Sessions open now.",
-            &one(state.live.len() as u64),
+            &one(live.len() as u64),
         );
         metric(
             "sessions_opened_total",
             "counter",
             "Sessions accepted.",
-            &one(state.opened),
+            &one(opened),
         );
-        let ended: Vec<_> = state
-            .ended
+        let ended: Vec<_> = ended
             .iter()
             .map(|(code, n)| (format!("{{error=\"{code}\"}}"), *n))
             .collect();
@@ -148,8 +165,7 @@ impl Metrics {
             "Sessions ended, by the error they ended with (cancelled is a normal close).",
             &ended,
         );
-        let refused: Vec<_> = state
-            .refused
+        let refused: Vec<_> = refused
             .iter()
             .map(|(why, n)| (format!("{{reason=\"{}\"}}", why.label()), *n))
             .collect();
@@ -163,7 +179,7 @@ impl Metrics {
             "broadcasts",
             "gauge",
             "Broadcasts announced now.",
-            &one(origin.paths("").len() as u64),
+            &one(broadcasts),
         );
         metric(
             "subscriptions",
@@ -180,8 +196,27 @@ impl Metrics {
         metric(
             "subscriptions_refused_total",
             "counter",
-            "Subscriptions refused for limits.max_subscriptions_per_session.",
+            "Requests (SUBSCRIBE, TRACK, FETCH) refused for limits.max_subscriptions_per_session.",
             &one(c.subscriptions_refused),
+        );
+        metric(
+            "announce_requests_refused_total",
+            "counter",
+            "Announce streams refused for limits.max_announce_requests_per_session.",
+            &one(c.announce_requests_refused),
+        );
+        metric(
+            "groups_dropped_total",
+            "counter",
+            "Groups dropped unsent: the subscriber gave no stream credit \
+             (limits.max_queued_groups_per_session).",
+            &one(c.groups_dropped),
+        );
+        metric(
+            "groups_refused_total",
+            "counter",
+            "Groups from publishers refused for limits.max_group_bytes or max_group_frames.",
+            &one(c.groups_refused),
         );
         metric(
             "frames_received_total",
@@ -225,7 +260,6 @@ impl Metrics {
             "QUIC packets declared lost.",
             &one(totals.packets_lost),
         );
-        drop(state);
         out
     }
 

@@ -79,6 +79,15 @@ impl Relay {
                 0 => None,
                 bytes => Some(bytes),
             },
+            max_announce_requests: config.limits.max_announce_requests_per_session,
+            max_announces: config.limits.max_announces_per_session,
+            max_announce_path_bytes: config.limits.max_announce_path_bytes_per_session,
+            max_queued_groups: config.limits.max_queued_groups_per_session,
+            max_group_bytes: config.limits.max_group_bytes,
+            max_group_frames: config.limits.max_group_frames,
+            // Clients' routes are whatever they claim: every client counts as direct, and
+            // the newest publisher of a path is served (README, "Taking over a path").
+            trust_peer_routes: false,
             origin_id: origin_id(),
             ..SessionConfig::default()
         };
@@ -227,6 +236,7 @@ impl Relay {
         SessionConfig {
             publish: origins.publish,
             subscribe: origins.subscribe,
+            valid_for: origins.valid_for,
             subscribe_prefix: Path::root(),
             authorize,
             ..self.session.clone()

@@ -73,6 +73,7 @@ mod group;
 mod hook;
 mod origin;
 mod path;
+mod pending;
 mod scope;
 mod status;
 mod track;

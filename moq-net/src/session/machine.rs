@@ -13,7 +13,7 @@
 //! It repeats until a turn makes no progress. A sub-machine that fails with a protocol error
 //! closes the session with that error's code.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -24,6 +24,7 @@ use std::time::Instant;
 use kio::Waiter;
 
 use super::publisher::{AnnounceServe, FetchServe, GroupWrite, SubscribeServe, TrackServe};
+use super::remote::RemoteBroadcasts;
 use super::setup::{BidiIncoming, GoAwaySend, SetupRead, SetupSend, UniIncoming};
 use super::subscriber::{
     AnnounceDiscover, BroadcastRequests, GroupRead, SubscribePlan, SubscribeRemote, TrackQuery,
@@ -33,7 +34,7 @@ use super::{SessionConfig, Shared, Side};
 use crate::Error;
 use crate::coding::{Setup, Version};
 use crate::id_map::IdMap;
-use crate::model::{BroadcastProducer, Path, TrackProducer};
+use crate::model::TrackProducer;
 use crate::runtime::{Deadline, Runtime};
 use crate::transport::{self, Session as _};
 
@@ -117,10 +118,8 @@ pub(crate) struct Context {
     pub(crate) setup_received: bool,
     /// Streams sub-machines asked to open, in order.
     pub(crate) opens: VecDeque<Open>,
-    /// Subscriber half: the peer's announced broadcasts, by full path.
-    pub(crate) remote: HashMap<Path, Remote>,
-    /// Tells a restarted broadcast from the one it replaced.
-    pub(crate) next_remote: u64,
+    /// Subscriber half: the peer's announced broadcasts.
+    pub(crate) remote: RemoteBroadcasts,
     /// Subscriber half: where each subscription's groups go, by subscribe id.
     pub(crate) routes: IdMap<Route>,
     /// The time of this turn of the machine (read once per turn).
@@ -136,8 +135,13 @@ pub(crate) struct Context {
     pub(crate) peer_setup: Option<Setup>,
     /// What the session did, published to the handle once per turn.
     pub(crate) counters: super::SessionCounters,
-    /// The peer's subscriptions being served now (against `max_subscriptions`).
+    /// The peer's requests (SUBSCRIBE, TRACK, FETCH) being served now (against
+    /// `max_subscriptions`).
     pub(crate) subscriptions: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// When the session's authorization ends (it closes with Unauthorized).
+    pub(crate) expires_at: Option<Instant>,
+    /// The peer's announce streams being served now (against `max_announce_requests`).
+    pub(crate) announce_requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Where one subscription's group streams go.
@@ -225,12 +229,6 @@ impl Context {
     }
 }
 
-/// A broadcast the peer announced, published in the local origin while it lives here.
-pub(crate) struct Remote {
-    pub(crate) broadcast: BroadcastProducer,
-    pub(crate) generation: u64,
-}
-
 /// A stream a sub-machine wants opened, with what its own sub-machine will need.
 pub(crate) enum Open {
     Setup,
@@ -244,6 +242,10 @@ pub(crate) enum Open {
 impl Open {
     fn is_uni(&self) -> bool {
         matches!(self, Open::Setup | Open::Group(_))
+    }
+
+    fn is_group(&self) -> bool {
+        matches!(self, Open::Group(_))
     }
 
     /// Whether this starts a new exchange with the peer (as opposed to continuing one).
@@ -300,8 +302,7 @@ impl<R: Runtime> SessionMachine<R> {
             side,
             setup_received: false,
             opens: VecDeque::new(),
-            remote: HashMap::new(),
-            next_remote: 0,
+            remote: RemoteBroadcasts::new(config.max_announces, config.max_announce_path_bytes),
             routes: IdMap::default(),
             now: runtime.now(),
             next_subscribe_id: 0,
@@ -311,6 +312,10 @@ impl<R: Runtime> SessionMachine<R> {
             peer_setup: None,
             counters: super::SessionCounters::default(),
             subscriptions: Default::default(),
+            announce_requests: Default::default(),
+            expires_at: config
+                .valid_for
+                .and_then(|valid_for| runtime.now().checked_add(valid_for)),
             config,
         };
         // With an authorization hook, a server learns what it may serve and fill only from
@@ -530,6 +535,9 @@ impl<R: Runtime> SessionMachine<R> {
                 }
             }
         }
+        if uni_blocked {
+            self.drop_oldest_groups(&mut waiting);
+        }
         self.spare_opens = std::mem::replace(&mut self.context.opens, waiting);
 
         for spawn in self.context.spawned.drain(..) {
@@ -539,6 +547,32 @@ impl<R: Runtime> SessionMachine<R> {
             progress = true;
         }
         progress
+    }
+
+    /// Keeps at most [`max_queued_groups`](SessionConfig::max_queued_groups) groups waiting
+    /// for stream credit, dropping the oldest (counted): a subscriber that withholds credit
+    /// loses groups instead of making the session hold every one it is sent.
+    fn drop_oldest_groups(&mut self, waiting: &mut VecDeque<Open>) {
+        let queued = waiting.iter().filter(|open| open.is_group()).count();
+        let max = self.context.config.max_queued_groups;
+        if queued <= max {
+            return;
+        }
+        let mut excess = queued - max;
+        waiting.retain(|open| {
+            if excess > 0 && open.is_group() {
+                excess -= 1;
+                return false;
+            }
+            true
+        });
+        let dropped = (queued - max) as u64;
+        self.context.counters.groups_dropped += dropped;
+        tracing::debug!(
+            dropped,
+            waiting = max,
+            "the peer gives no stream credit: dropping its oldest groups"
+        );
     }
 
     /// Opens the stream `open` needs; gives it back if the transport cannot open one now.
@@ -676,12 +710,23 @@ impl<R: Runtime> Future for SessionMachine<R> {
                     continue;
                 }
             }
+            // A client let in for a while (its token's lifetime) is let go when it ends.
+            if this
+                .context
+                .expires_at
+                .is_some_and(|at| this.context.now >= at)
+            {
+                tracing::debug!("the session's authorization expired");
+                this.close(Error::Unauthorized);
+                continue;
+            }
             // Ended subscriptions whose trailing groups arrived (or whose wait is over).
             let next = this
                 .context
                 .settle_routes()
                 .into_iter()
                 .chain(this.setup_deadline)
+                .chain(this.context.expires_at)
                 .min();
             if next != this.armed {
                 this.armed = next;

@@ -21,6 +21,7 @@
 
 mod machine;
 mod publisher;
+mod remote;
 mod setup;
 mod stream;
 mod subscriber;
@@ -71,9 +72,31 @@ pub struct SessionConfig {
     /// session with that error's code ([`Error::Unauthorized`]). Nothing is served or
     /// accepted before it ran: the server asks for the client's announcements only after.
     pub authorize: Option<Authorize>,
-    /// The most subscriptions the peer may hold open at once; one more is refused with
-    /// [`Error::BoundsExceeded`] on its own stream, the session going on.
+    /// The most requests the peer may have served at once (SUBSCRIBE, and TRACK and FETCH
+    /// while they are answered); one more is refused with [`Error::BoundsExceeded`] on its
+    /// own stream, the session going on.
     pub max_subscriptions: usize,
+    /// The most announce streams the peer may have open at once (each follows the
+    /// published origin under a prefix); one more is refused with
+    /// [`Error::BoundsExceeded`] on its own stream.
+    pub max_announce_requests: usize,
+    /// The most broadcasts the peer may have announced to this session at once; one more
+    /// closes the session with [`Error::BoundsExceeded`].
+    pub max_announces: usize,
+    /// The most bytes of path those broadcasts may hold together; past it the session
+    /// closes with [`Error::BoundsExceeded`].
+    pub max_announce_path_bytes: usize,
+    /// The most groups kept waiting for the peer's stream credit; past it the oldest are
+    /// dropped ([`SessionCounters::groups_dropped`]). A subscriber that withholds credit
+    /// loses groups, as a slow one would, instead of making the session hold them all.
+    pub max_queued_groups: usize,
+    /// The most payload bytes of one group received from the peer; past it the group is
+    /// aborted and its stream stopped with [`Error::BoundsExceeded`]
+    /// ([`SessionCounters::groups_refused`]), the session going on. A group is cached
+    /// whole, so a group that never ends must not grow without bound.
+    pub max_group_bytes: u64,
+    /// The most frames of one group received from the peer, the same way.
+    pub max_group_frames: u64,
     /// Groups kept for late joiners in each track this session receives from the peer
     /// (a relay's cache per upstream track).
     pub cache_groups: usize,
@@ -91,6 +114,17 @@ pub struct SessionConfig {
     /// A server only: how long a client has to send its SETUP before the session closes
     /// with [`Error::Timeout`] (a connection that never says who it is holds no slot).
     pub setup_timeout: std::time::Duration,
+    /// How long the session may live from now, after which it closes with
+    /// [`Error::Unauthorized`] (the client's token expired); `None` for no end. An
+    /// [`authorize`](Self::authorize) hook's [`Origins::valid_for`] replaces it, counted
+    /// from the SETUP it decided on.
+    pub valid_for: Option<std::time::Duration>,
+    /// Whether the peer's announced routes rank its broadcasts: a broadcast with a shorter
+    /// route is preferred at a path several sessions publish. A relay sets it only for
+    /// peers it trusts (other relays of its cluster); for a client, whose route is
+    /// whatever it claims, every announcement is ranked as direct, so a client cannot get
+    /// ahead of another by claiming fewer hops.
+    pub trust_peer_routes: bool,
 }
 
 /// What a session serves ([`publish`](Origins::publish)) and fills
@@ -101,6 +135,9 @@ pub struct Origins {
     pub publish: Option<Origin>,
     /// Where the peer's broadcasts are published.
     pub subscribe: Option<Origin>,
+    /// How long the client is let in for, from its SETUP (its token's expiry); the session
+    /// closes with [`Error::Unauthorized`] then. `None` for no end.
+    pub valid_for: Option<std::time::Duration>,
 }
 
 /// The hook of [`SessionConfig::authorize`]: the client's SETUP in, the session's origins
@@ -133,8 +170,11 @@ impl std::fmt::Debug for Authorize {
 impl Default for SessionConfig {
     /// moq-lite-05, serving and subscribing to nothing, 16 MiB frames, 1 s for trailing
     /// groups, 1 s of linger for unused subscriptions, no authorization hook, 1,000
-    /// subscriptions per session, 32 groups cached per received track and no byte bound,
-    /// 64 KiB control messages, a 16 KiB SETUP, and 10 s for a client's SETUP.
+    /// requests and 16 announce streams served at once, 10,000 announced broadcasts with
+    /// 1 MiB of path, 1,024 groups waiting for credit, groups of at most 64 MiB and
+    /// 65,536 frames, 32 groups cached per received track and no byte bound, 64 KiB
+    /// control messages, a 16 KiB SETUP, 10 s for a client's SETUP, no end of validity,
+    /// and the peer's routes trusted.
     fn default() -> Self {
         Self {
             version: Version::Lite05,
@@ -148,11 +188,19 @@ impl Default for SessionConfig {
             unused_track_linger: std::time::Duration::from_secs(1),
             authorize: None,
             max_subscriptions: 1000,
+            max_announce_requests: 16,
+            max_announces: 10_000,
+            max_announce_path_bytes: 1 << 20,
+            max_queued_groups: 1024,
+            max_group_bytes: 64 << 20,
+            max_group_frames: 65_536,
             cache_groups: 32,
             cache_bytes: None,
             max_message_bytes: 64 << 10,
             max_setup_bytes: 16 << 10,
             setup_timeout: std::time::Duration::from_secs(10),
+            valid_for: None,
+            trust_peer_routes: true,
         }
     }
 }
@@ -170,8 +218,17 @@ pub struct SessionCounters {
     pub payload_bytes_received: u64,
     /// The peer's subscriptions this side served.
     pub subscriptions_served: u64,
-    /// The peer's subscriptions refused for [`SessionConfig::max_subscriptions`].
+    /// The peer's requests (SUBSCRIBE, TRACK, FETCH) refused for
+    /// [`SessionConfig::max_subscriptions`].
     pub subscriptions_refused: u64,
+    /// The peer's announce streams refused for [`SessionConfig::max_announce_requests`].
+    pub announce_requests_refused: u64,
+    /// Groups dropped unsent because the peer gave no stream credit for them
+    /// ([`SessionConfig::max_queued_groups`]).
+    pub groups_dropped: u64,
+    /// Groups from the peer stopped for [`SessionConfig::max_group_bytes`] or
+    /// [`SessionConfig::max_group_frames`].
+    pub groups_refused: u64,
     /// The peer's subscriptions being served now.
     pub subscriptions_active: u64,
 }

@@ -17,6 +17,9 @@ use crate::coding::{
 use crate::model::{Announced, Announcement, GroupConsumer, PendingTrack, TrackConsumer};
 use crate::transport::{RecvStream, SendStream};
 
+/// The most announcements an announce stream encodes ahead of what its stream accepted.
+const ANNOUNCE_BATCH: usize = 64;
+
 /// Serves one announce stream: the snapshot, then every change under the prefix.
 pub(crate) struct AnnounceServe<S, R> {
     writer: Writer<S>,
@@ -26,6 +29,8 @@ pub(crate) struct AnnounceServe<S, R> {
     exclude_hop: u64,
     /// Paths announced active on this stream (an end is sent only for these).
     active: std::collections::HashSet<crate::model::Path>,
+    /// Counts this stream against the session's bound while it lives.
+    _slot: RequestSlot,
 }
 
 /// Answers one TRACK with TRACK_INFO.
@@ -34,6 +39,8 @@ pub(crate) struct TrackServe<S, R> {
     reader: Reader<R>,
     lookup: Lookup<TrackMessage>,
     answered: bool,
+    /// Counts this request against the session's bound while it lives.
+    _slot: RequestSlot,
 }
 
 /// The first half of serving TRACK, SUBSCRIBE or FETCH: read the request, find the track
@@ -122,17 +129,19 @@ pub(crate) struct SubscribeServe<S, R> {
     writer: Writer<S>,
     reader: Reader<R>,
     state: SubscribeState,
-    /// Counts this subscription against the session's limit while it lives.
-    _slot: SubscriptionSlot,
+    /// Counts this request against the session's bound while it lives.
+    _slot: RequestSlot,
 }
 
-/// One of the session's [`max_subscriptions`](super::SessionConfig::max_subscriptions),
-/// held by a subscription being served and given back when it drops.
-pub(crate) struct SubscriptionSlot {
+/// One of a bounded number of requests served at once (the session's
+/// [`max_subscriptions`](super::SessionConfig::max_subscriptions) or
+/// [`max_announce_requests`](super::SessionConfig::max_announce_requests)), held by the
+/// request's sub-machine and given back when it drops.
+pub(crate) struct RequestSlot {
     count: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
-impl SubscriptionSlot {
+impl RequestSlot {
     /// A slot, unless `max` are taken. Only the session machine takes slots (one thread at
     /// a time), so the check and the increment need not be one atomic step.
     pub(crate) fn take(
@@ -150,7 +159,7 @@ impl SubscriptionSlot {
     }
 }
 
-impl Drop for SubscriptionSlot {
+impl Drop for RequestSlot {
     fn drop(&mut self) {
         self.count
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
@@ -178,6 +187,8 @@ pub(crate) struct FetchServe<S, R> {
     writer: Writer<S>,
     reader: Reader<R>,
     state: FetchState,
+    /// Counts this request against the session's bound while it lives.
+    _slot: RequestSlot,
 }
 
 enum FetchState {
@@ -225,13 +236,14 @@ fn refuse<S: SendStream, R: RecvStream>(
 }
 
 impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
-    pub(crate) fn new(writer: Writer<S>, reader: Reader<R>) -> Self {
+    pub(crate) fn new(writer: Writer<S>, reader: Reader<R>, slot: RequestSlot) -> Self {
         Self {
             writer,
             reader,
             announced: None,
             exclude_hop: 0,
             active: std::collections::HashSet::new(),
+            _slot: slot,
         }
     }
 
@@ -287,17 +299,32 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
         let Some(mut announced) = self.announced.take() else {
             return Poll::Ready(Ok(()));
         };
-        // Every announcement queued since, then flush.
-        while let Poll::Ready(announcement) = announced.poll_next(waiter) {
-            if let Some(bytes) = self.encode_announcement(announcement, announced.prefix(), version)
-            {
-                self.writer.queue(bytes);
+        // Changes are taken from the origin only once what was taken before went out: a
+        // subscriber that does not read leaves them coalescing in the origin (one per
+        // path), not piling up here as bytes.
+        loop {
+            match self.writer.poll_flush(waiter) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(error)) => return Poll::Ready(from_peer(error)),
+                Poll::Pending => break,
+            }
+            let mut taken = false;
+            while self.writer.queued() < ANNOUNCE_BATCH {
+                let Poll::Ready(announcement) = announced.poll_next(waiter) else {
+                    break;
+                };
+                taken = true;
+                if let Some(bytes) =
+                    self.encode_announcement(announcement, announced.prefix(), version)
+                {
+                    self.writer.queue(bytes);
+                }
+            }
+            if !taken {
+                break;
             }
         }
         self.announced = Some(announced);
-        if let Poll::Ready(Err(error)) = self.writer.poll_flush(waiter) {
-            return Poll::Ready(from_peer(error));
-        }
         // The subscriber ends the stream with FIN (or a reset); it sends nothing else.
         match self.reader.poll_fill(waiter) {
             Poll::Ready(Ok(())) if self.reader.is_finished() => {
@@ -355,12 +382,13 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
 }
 
 impl<S: SendStream, R: RecvStream> TrackServe<S, R> {
-    pub(crate) fn new(writer: Writer<S>, reader: Reader<R>) -> Self {
+    pub(crate) fn new(writer: Writer<S>, reader: Reader<R>, slot: RequestSlot) -> Self {
         Self {
             writer,
             reader,
             lookup: Lookup::Reading,
             answered: false,
+            _slot: slot,
         }
     }
 
@@ -427,7 +455,7 @@ fn from_peer(_error: Error) -> Result<(), Error> {
 }
 
 impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
-    pub(crate) fn new(writer: Writer<S>, reader: Reader<R>, slot: SubscriptionSlot) -> Self {
+    pub(crate) fn new(writer: Writer<S>, reader: Reader<R>, slot: RequestSlot) -> Self {
         Self {
             writer,
             reader,
@@ -570,11 +598,12 @@ fn priority(subscriber: u8, sequence: u64) -> i32 {
 }
 
 impl<S: SendStream, R: RecvStream> FetchServe<S, R> {
-    pub(crate) fn new(writer: Writer<S>, reader: Reader<R>) -> Self {
+    pub(crate) fn new(writer: Writer<S>, reader: Reader<R>, slot: RequestSlot) -> Self {
         Self {
             writer,
             reader,
             state: FetchState::Looking(Lookup::Reading),
+            _slot: slot,
         }
     }
 

@@ -11,7 +11,7 @@ use kio::Waiter;
 
 use super::Side;
 use super::machine::{Context, Open, Step, Task};
-use super::publisher::{AnnounceServe, FetchServe, SubscribeServe, SubscriptionSlot, TrackServe};
+use super::publisher::{AnnounceServe, FetchServe, RequestSlot, SubscribeServe, TrackServe};
 use super::stream::{ReadError, Reader, Writer, encoded};
 use super::subscriber::{AnnounceDiscover, GroupRead};
 use crate::Error;
@@ -182,6 +182,9 @@ fn authorize(cx: &mut Context, setup: &Setup) -> Result<(), Error> {
     let origins = hook.decide(setup)?;
     cx.config.publish = origins.publish;
     cx.config.subscribe = origins.subscribe;
+    cx.expires_at = origins
+        .valid_for
+        .and_then(|valid_for| cx.now.checked_add(valid_for));
     cx.opens.push_back(Open::Setup);
     if cx.config.subscribe.is_some() {
         let prefix = cx.config.subscribe_prefix.clone();
@@ -283,33 +286,49 @@ impl<S: SendStream, R: RecvStream> BidiIncoming<S, R> {
             writer.stream_mut().reset(error.to_code());
             reader.stream_mut().stop(error.to_code());
         };
+        // A request is served only within the session's bound on requests at once (TRACK
+        // and FETCH count while they are answered); one more is refused on its own stream.
+        let slot = |count, max, refused: &mut u64| {
+            let slot = RequestSlot::take(count, max);
+            if slot.is_none() {
+                *refused += 1;
+            }
+            slot
+        };
+        let publishes = cx.config.publish.is_some();
         Poll::Ready(Ok(match kind {
             // Answered whether or not this side publishes (with an empty set when it
             // does not): a deployed relay closes the session if this stream fails.
-            BidiStream::Announce => Step::Become(Box::new(Task::AnnounceServe(
-                AnnounceServe::new(writer, reader),
-            ))),
-            BidiStream::Track if cx.config.publish.is_some() => {
-                Step::Become(Box::new(Task::TrackServe(TrackServe::new(writer, reader))))
-            }
-            BidiStream::Subscribe if cx.config.publish.is_some() => {
-                match SubscriptionSlot::take(&cx.subscriptions, cx.config.max_subscriptions) {
-                    Some(slot) => {
-                        cx.counters.subscriptions_served += 1;
-                        Step::Become(Box::new(Task::SubscribeServe(SubscribeServe::new(
-                            writer, reader, slot,
-                        ))))
-                    }
-                    None => {
-                        // Over the limit: this subscription is refused, the session goes on.
-                        cx.counters.subscriptions_refused += 1;
-                        refuse(&mut writer, &mut reader, Error::BoundsExceeded);
-                        Step::Done
-                    }
+            BidiStream::Announce => match slot(
+                &cx.announce_requests,
+                cx.config.max_announce_requests,
+                &mut cx.counters.announce_requests_refused,
+            ) {
+                Some(slot) => Step::Become(Box::new(Task::AnnounceServe(AnnounceServe::new(
+                    writer, reader, slot,
+                )))),
+                None => {
+                    refuse(&mut writer, &mut reader, Error::BoundsExceeded);
+                    Step::Done
                 }
-            }
-            BidiStream::Fetch if cx.config.publish.is_some() => {
-                Step::Become(Box::new(Task::FetchServe(FetchServe::new(writer, reader))))
+            },
+            BidiStream::Track | BidiStream::Subscribe | BidiStream::Fetch if publishes => {
+                let Some(slot) = slot(
+                    &cx.subscriptions,
+                    cx.config.max_subscriptions,
+                    &mut cx.counters.subscriptions_refused,
+                ) else {
+                    refuse(&mut writer, &mut reader, Error::BoundsExceeded);
+                    return Poll::Ready(Ok(Step::Done));
+                };
+                Step::Become(Box::new(match kind {
+                    BidiStream::Track => Task::TrackServe(TrackServe::new(writer, reader, slot)),
+                    BidiStream::Fetch => Task::FetchServe(FetchServe::new(writer, reader, slot)),
+                    _ => {
+                        cx.counters.subscriptions_served += 1;
+                        Task::SubscribeServe(SubscribeServe::new(writer, reader, slot))
+                    }
+                }))
             }
             BidiStream::Track | BidiStream::Subscribe | BidiStream::Fetch => {
                 // This side publishes nothing.

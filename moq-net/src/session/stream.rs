@@ -179,6 +179,11 @@ impl<S: SendStream> Writer<S> {
         }
     }
 
+    /// How many chunks are queued and not yet accepted by the stream.
+    pub(crate) fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
     /// Writes everything queued; `Ready(Ok(()))` once the stream accepted all of it.
     pub(crate) fn poll_flush(&mut self, waiter: &Waiter) -> Poll<Result<(), Error>> {
         while let Some(front) = self.queue.front_mut() {

@@ -7,7 +7,7 @@ use std::task::{Poll, Waker};
 
 use kio::Waiter;
 
-use super::machine::{Context, Ending, Open, Remote, Route, Spawn};
+use super::machine::{Context, Ending, Open, Route, Spawn};
 use super::stream::{Reader, Writer, encoded};
 use crate::Error;
 use crate::coding::{
@@ -63,6 +63,10 @@ pub(crate) struct GroupRead<R> {
     decoder: GroupDecoder,
     group: Option<GroupProducer>,
     finished: bool,
+    /// Frames and payload bytes received on this stream so far (against the session's
+    /// group bounds).
+    frames: u64,
+    bytes: u64,
 }
 
 impl AnnounceDiscover<(), ()> {
@@ -171,30 +175,25 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                     };
                     // A second active for an active path is a restart: the new broadcast
                     // replaces the old one.
+                    // An untrusted peer's claimed route does not rank its broadcast:
+                    // every announcement of it counts as direct.
+                    if !cx.config.trust_peer_routes {
+                        route.clear();
+                    }
                     let broadcast = BroadcastProducer::on_demand();
                     broadcast.set_hops(route);
-                    // A path outside what this session may publish (a relay hands it a
-                    // scoped origin) refuses the whole session: spec, Unauthorized.
-                    origin.publish(path.clone(), &broadcast)?;
-                    let generation = cx.next_remote;
-                    cx.next_remote += 1;
-                    let replaced = cx.remote.insert(
-                        path.clone(),
-                        Remote {
-                            broadcast,
-                            generation,
-                        },
-                    );
-                    drop(replaced);
+                    // Past the session's bounds on announcements, or at a path outside
+                    // what this session may publish (a relay hands it a scoped origin:
+                    // spec, Unauthorized), the whole session closes.
+                    let generation = cx.remote.insert(path.clone(), broadcast, |path, b| {
+                        origin.publish(path.clone(), b)
+                    })?;
                     cx.spawned.push(Spawn::BroadcastRequests(BroadcastRequests {
                         path,
                         generation,
                     }));
                 }
-                AnnounceStatus::Ended => {
-                    let ended = cx.remote.remove(&path);
-                    drop(ended);
-                }
+                AnnounceStatus::Ended => cx.remote.remove(&path),
             }
         }
     }
@@ -466,6 +465,8 @@ impl<R: RecvStream> GroupRead<R> {
             decoder,
             group: None,
             finished: false,
+            frames: 0,
+            bytes: 0,
         }
     }
 
@@ -499,6 +500,26 @@ impl<R: RecvStream> GroupRead<R> {
                 Ok(Some(GroupItem::Frame { timestamp, payload })) => {
                     cx.counters.frames_received += 1;
                     cx.counters.payload_bytes_received += payload.len() as u64;
+                    self.frames += 1;
+                    self.bytes += payload.len() as u64;
+                    if self.frames > cx.config.max_group_frames
+                        || self.bytes > cx.config.max_group_bytes
+                    {
+                        // A group is cached whole: one that never ends must not grow
+                        // without bound. This group alone is refused; the session and
+                        // the track go on.
+                        tracing::debug!(
+                            frames = self.frames,
+                            bytes = self.bytes,
+                            "stopping a group past the session's group bounds"
+                        );
+                        cx.counters.groups_refused += 1;
+                        self.stream.stop(Error::BoundsExceeded.to_code());
+                        if let Some(group) = self.group.take() {
+                            group.abort(Error::BoundsExceeded);
+                        }
+                        return Poll::Ready(Ok(()));
+                    }
                     if let Some(group) = self.group.as_mut() {
                         group.write(timestamp, payload);
                     }

@@ -1,4 +1,10 @@
-//! What the virtual-time test files share: where virtual time starts.
+//! What the virtual-time test files share: where virtual time starts, and a relay with
+//! its clients.
+
+// Each test file uses part of it.
+#![allow(dead_code)]
+
+pub(crate) mod relay;
 
 use std::time::Instant;
 

@@ -45,10 +45,14 @@ pub struct LinkConfig {
     pub protocol: Option<String>,
     /// The largest datagram; `None` disables datagrams.
     pub max_datagram_size: Option<usize>,
+    /// The most uni streams each end may open over the link's life; `None` is unlimited.
+    /// One more stays pending for good: a peer that never raises MAX_STREAMS.
+    pub max_uni_streams: Option<u64>,
 }
 
 impl Default for LinkConfig {
-    /// 10 ms each way, unlimited bandwidth, no faults, `moq-lite-05`, 1200-byte datagrams.
+    /// 10 ms each way, unlimited bandwidth, no faults, `moq-lite-05`, 1200-byte datagrams,
+    /// unlimited streams.
     fn default() -> Self {
         Self {
             latency: Duration::from_millis(10),
@@ -59,6 +63,7 @@ impl Default for LinkConfig {
             drop_after: None,
             protocol: Some(crate::coding::Version::Lite05.alpn().to_owned()),
             max_datagram_size: Some(1200),
+            max_uni_streams: None,
         }
     }
 }
@@ -263,6 +268,13 @@ impl Session for TestTransport {
     type RecvStream = TestRecvStream;
 
     fn poll_open_uni(&mut self, _waiter: &Waiter) -> Poll<Result<TestSendStream, TransportError>> {
+        {
+            let link = self.link.borrow();
+            let opened = link.ends[self.side].next_uni;
+            if link.config.max_uni_streams.is_some_and(|max| opened >= max) {
+                return Poll::Pending; // no credit, and none will come
+            }
+        }
         Poll::Ready(self.open(UNI).map(|id| self.send_half(id)))
     }
 

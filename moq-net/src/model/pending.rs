@@ -1,0 +1,171 @@
+//! The announcements waiting for one origin listener, coalesced by path.
+//!
+//! A listener that does not read (its peer withholds flow control on an announce stream)
+//! must not make the origin hold every change since: while a path has a change waiting,
+//! a newer change of that path replaces it in place. So a listener holds at most one
+//! waiting change per path, however often paths come and go.
+//!
+//! Replacing keeps what the listener must hear. A change is delivered as the path's state
+//! now (active with this broadcast, or ended), and an end only to a listener that was told
+//! the path was active: each waiting change remembers whether the path was active, as the
+//! listener last heard it, before the change. A path that came and went unseen is not
+//! mentioned at all.
+
+use std::collections::{HashMap, VecDeque};
+use std::task::Poll;
+
+use kio::sync::Mutex;
+use kio::{Waiter, WaiterSlot};
+
+use super::broadcast::BroadcastSource;
+use super::path::Path;
+
+/// One listener's waiting announcements. Shared between the origin, which pushes under
+/// its own lock, and the listener, which pops.
+#[derive(Debug, Default)]
+pub(crate) struct PendingAnnouncements {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Paths with a waiting change, in the order their first waiting change happened.
+    order: VecDeque<Path>,
+    changes: HashMap<Path, Change>,
+    reader: WaiterSlot,
+}
+
+#[derive(Debug)]
+struct Change {
+    /// Whether the listener, as of what it was told, believes the path active.
+    known_active: bool,
+    /// The path's state now: its active broadcast, or `None` for ended.
+    active: Option<BroadcastSource>,
+}
+
+impl PendingAnnouncements {
+    /// Records that `path` is now served by `active` (or ended, for `None`); `was_active`
+    /// says whether it was active just before this change. Wakes the listener.
+    pub(crate) fn push(&self, path: &Path, was_active: bool, active: Option<BroadcastSource>) {
+        let mut state = self.state.lock();
+        match state.changes.get_mut(path) {
+            Some(change) => change.active = active,
+            None => {
+                state.changes.insert(
+                    path.clone(),
+                    Change {
+                        known_active: was_active,
+                        active,
+                    },
+                );
+                state.order.push_back(path.clone());
+            }
+        }
+        let wake = state.reader.take();
+        drop(state);
+        if let Some(wake) = wake {
+            wake.wake();
+        }
+    }
+
+    /// The oldest waiting change worth telling: a path and its broadcast, or `None` for
+    /// ended.
+    pub(crate) fn try_pop(&self) -> Option<(Path, Option<BroadcastSource>)> {
+        let mut state = self.state.lock();
+        Self::pop_locked(&mut state)
+    }
+
+    /// Like [`try_pop`](Self::try_pop), parking `waiter` when nothing is waiting.
+    pub(crate) fn poll_pop(&self, waiter: &Waiter) -> Poll<(Path, Option<BroadcastSource>)> {
+        let mut state = self.state.lock();
+        match Self::pop_locked(&mut state) {
+            Some(change) => Poll::Ready(change),
+            None => {
+                state.reader.register(waiter);
+                Poll::Pending
+            }
+        }
+    }
+
+    /// How many paths have a change waiting (some may turn out to have nothing to tell).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.state.lock().order.len()
+    }
+
+    fn pop_locked(state: &mut State) -> Option<(Path, Option<BroadcastSource>)> {
+        while let Some(path) = state.order.pop_front() {
+            let Some(change) = state.changes.remove(&path) else {
+                continue;
+            };
+            // Came and went while the listener was not looking: nothing to say.
+            if !change.known_active && change.active.is_none() {
+                continue;
+            }
+            return Some((path, change.active));
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::BroadcastProducer;
+
+    fn drain(pending: &PendingAnnouncements) -> Vec<String> {
+        std::iter::from_fn(|| pending.try_pop())
+            .map(|(path, active)| match active {
+                Some(_) => format!("+{path}"),
+                None => format!("-{path}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn changes_of_one_path_coalesce_into_its_state_now() {
+        let pending = PendingAnnouncements::default();
+        let a = BroadcastProducer::new();
+        let b = BroadcastProducer::new();
+        // Unseen: `x` came and went, `y` came, went and came back.
+        pending.push(&"x".into(), false, Some(a.source()));
+        pending.push(&"y".into(), false, Some(a.source()));
+        pending.push(&"x".into(), true, None);
+        pending.push(&"y".into(), true, None);
+        pending.push(&"y".into(), false, Some(b.source()));
+        // `z` was known active: its end is told, even after a restart came and went.
+        pending.push(&"z".into(), true, None);
+        assert_eq!(pending.len(), 3);
+        assert_eq!(drain(&pending), ["+y", "-z"]);
+    }
+
+    #[test]
+    fn a_path_flapping_a_million_times_holds_one_change() {
+        let pending = PendingAnnouncements::default();
+        let a = BroadcastProducer::new();
+        let path = Path::new("flap");
+        for _ in 0..1_000_000 {
+            pending.push(&path, false, Some(a.source()));
+            pending.push(&path, true, None);
+        }
+        assert_eq!(pending.len(), 1);
+        assert_eq!(drain(&pending), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_parked_reader_is_woken_by_a_push() {
+        struct Count(std::sync::atomic::AtomicUsize);
+        impl std::task::Wake for Count {
+            fn wake(self: std::sync::Arc<Self>) {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let count = std::sync::Arc::new(Count(Default::default()));
+        let waiter = Waiter::new(&std::task::Waker::from(count.clone()));
+        let pending = PendingAnnouncements::default();
+        assert!(pending.poll_pop(&waiter).is_pending());
+        pending.push(&"p".into(), false, Some(BroadcastProducer::new().source()));
+        assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert!(pending.poll_pop(&waiter).is_ready());
+    }
+}
