@@ -38,26 +38,17 @@ pub(crate) fn quiche_config(
     alpn: &[&[u8]],
 ) -> Result<quiche::Config, Error> {
     let quic = |e: quiche::Error| Error::Quic(e.to_string());
-    let mut config = quiche::Config::new(quiche::PROTOCOL_VERSION).map_err(quic)?;
+    let mut config = match certificate {
+        // The certificate and its key go to BoringSSL from memory: never a key file on disk.
+        Some(certificate) => quiche::Config::with_boring_ssl_ctx_builder(
+            quiche::PROTOCOL_VERSION,
+            tls_context(certificate)
+                .map_err(|e| Error::Quic(format!("loading the certificate: {e}")))?,
+        )
+        .map_err(quic)?,
+        None => quiche::Config::new(quiche::PROTOCOL_VERSION).map_err(quic)?,
+    };
     config.set_application_protos(alpn).map_err(quic)?;
-    if let Some(certificate) = certificate {
-        // quiche loads PEM from files: write them for the load, then remove them.
-        let dir = std::env::temp_dir().join(format!(
-            "moq-tokio-{}-{}",
-            std::process::id(),
-            certificate.fingerprint()
-        ));
-        std::fs::create_dir_all(&dir).map_err(Error::io("creating a temporary directory"))?;
-        let (chain, key) = (dir.join("chain.pem"), dir.join("key.pem"));
-        std::fs::write(&chain, certificate.chain_pem())
-            .map_err(Error::io("writing the certificate"))?;
-        std::fs::write(&key, certificate.key_pem()).map_err(Error::io("writing the key"))?;
-        let loaded = config
-            .load_cert_chain_from_pem_file(&chain.to_string_lossy())
-            .and_then(|()| config.load_priv_key_from_pem_file(&key.to_string_lossy()));
-        let _ = std::fs::remove_dir_all(&dir);
-        loaded.map_err(|e| Error::Quic(format!("loading the certificate: {e}")))?;
-    }
     config.verify_peer(verify && certificate.is_none());
     config.set_max_idle_timeout(limits.idle_timeout_ms);
     config.set_max_recv_udp_payload_size(moq_runtime::endpoint::MAX_DATAGRAM);
@@ -70,4 +61,27 @@ pub(crate) fn quiche_config(
     config.set_initial_max_streams_uni(limits.max_streams);
     config.enable_dgram(true, 1024, 1024);
     Ok(config)
+}
+
+/// A TLS context presenting `certificate`: its chain (leaf first) and private key, parsed
+/// from the PEM held in memory.
+fn tls_context(
+    certificate: &Certificate,
+) -> Result<boring::ssl::SslContextBuilder, boring::error::ErrorStack> {
+    use boring::pkey::PKey;
+    use boring::ssl::{SslContextBuilder, SslMethod};
+    use boring::x509::X509;
+
+    let mut builder = SslContextBuilder::new(SslMethod::tls())?;
+    let mut chain = X509::stack_from_pem(certificate.chain_pem().as_bytes())?.into_iter();
+    if let Some(leaf) = chain.next() {
+        builder.set_certificate(&leaf)?;
+    }
+    for intermediate in chain {
+        builder.add_extra_chain_cert(intermediate)?;
+    }
+    let key = PKey::private_key_from_pem(certificate.key_pem().as_bytes())?;
+    builder.set_private_key(&key)?;
+    builder.check_private_key()?;
+    Ok(builder)
 }
