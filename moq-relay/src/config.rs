@@ -156,6 +156,16 @@ pub struct LimitsSection {
     pub max_group_bytes: u64,
     /// The most frames of one group from a publisher, the same way.
     pub max_group_frames: u64,
+    /// The most QUIC handshakes in progress at once; a new one past it is dropped. Kept
+    /// apart from `max_sessions`, so that a flood of handshakes cannot take the places of
+    /// established sessions.
+    pub max_half_open: usize,
+    /// Past this many handshakes in progress, a new client must first prove its address
+    /// with a QUIC Retry (one more round trip); 0 asks every client.
+    pub retry_above_half_open: usize,
+    /// The most connections from one IP address; 0 for no cap (clients behind one NAT
+    /// share an address: set it with that in mind).
+    pub max_sessions_per_address: usize,
 }
 
 impl Default for LimitsSection {
@@ -176,6 +186,9 @@ impl Default for LimitsSection {
             max_queued_groups_per_session: 1024,
             max_group_bytes: 64 << 20,
             max_group_frames: 65_536,
+            max_half_open: 1024,
+            retry_above_half_open: 256,
+            max_sessions_per_address: 0,
         }
     }
 }
@@ -302,6 +315,7 @@ impl Config {
                 self.limits.max_queued_groups_per_session as u64,
             ),
             ("limits.max_group_frames", self.limits.max_group_frames),
+            ("limits.max_half_open", self.limits.max_half_open as u64),
         ];
         if let Some((key, _)) = at_least_one.iter().find(|(_, value)| *value == 0) {
             return invalid(key, "must be at least 1");

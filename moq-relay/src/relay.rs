@@ -10,7 +10,7 @@ use moq_net::model::{Origin, Path};
 use moq_net::session::{Authorize, Origins, Session, SessionConfig};
 use moq_runtime::tls::{Certificate, Fingerprint};
 use moq_runtime::webtransport::StatusCode;
-use moq_tokio::{Binding, Request, Server, ServerConfig};
+use moq_tokio::{Admission, Binding, Request, Server, ServerConfig};
 
 use crate::auth::{AuthError, Authorizer, Key};
 use crate::config::Config;
@@ -93,7 +93,12 @@ impl Relay {
         };
         let mut server_config = ServerConfig::new(config.server.bind, certificate, session.clone());
         // A connection over the session limit must still reach us to be refused cleanly.
-        server_config.max_connections = config.limits.max_sessions.saturating_add(64);
+        server_config.admission = Admission {
+            max_connections: config.limits.max_sessions.saturating_add(64),
+            max_half_open: config.limits.max_half_open,
+            retry_above: config.limits.retry_above_half_open,
+            max_per_address: config.limits.max_sessions_per_address,
+        };
         server_config.idle_timeout_ms = config.limits.idle_timeout_secs.saturating_mul(1000);
         let server = Server::bind(server_config)
             .await

@@ -21,11 +21,12 @@
 //! "Thread-per-core").
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::task::{Wake, Waker};
 use std::time::Instant;
 
+use crate::admission::{Admission, RetryTokens};
 use crate::cid::{CID_LEN, CidGenerator};
 use crate::quic::QuicConnection;
 use crate::timer::TimerWheel;
@@ -61,6 +62,17 @@ pub enum EndpointError {
     /// The endpoint holds as many connections as it is configured for.
     #[error("connection limit ({0}) reached")]
     Full(usize),
+    /// As many handshakes as the endpoint allows at once are in progress.
+    #[error("handshakes in progress at their limit ({0})")]
+    HalfOpenFull(usize),
+    /// The client's address holds as many connections as one address may.
+    #[error("{address} holds its limit of {limit} connections")]
+    AddressFull {
+        /// The client's address.
+        address: IpAddr,
+        /// Its limit.
+        limit: usize,
+    },
 }
 
 /// The connections on one UDP port.
@@ -68,7 +80,15 @@ pub struct Endpoint {
     config: quiche::Config,
     local: SocketAddr,
     cids: CidGenerator,
-    max_connections: usize,
+    admission: Admission,
+    /// `None` if the random source failed at start: no Retry then.
+    retry_tokens: Option<RetryTokens>,
+    /// Server connections whose handshake is in progress.
+    half_open: usize,
+    /// Server connections per client address.
+    per_address: HashMap<IpAddr, usize>,
+    /// Packets that belong to no connection (Retry), for the next pass.
+    stateless: Vec<Transmit>,
     connections: Vec<Option<Entry>>,
     free: Vec<usize>,
     by_cid: HashMap<Vec<u8>, usize>,
@@ -99,6 +119,8 @@ struct Entry {
     reported: bool,
     /// The pass that last drained it.
     drained: u64,
+    /// A server connection's client address (counted in `per_address`).
+    client: Option<IpAddr>,
 }
 
 #[derive(Default)]
@@ -128,7 +150,16 @@ impl Endpoint {
             config,
             local,
             cids: CidGenerator::new(worker),
-            max_connections,
+            admission: Admission {
+                max_connections,
+                ..Admission::default()
+            },
+            retry_tokens: RetryTokens::new(now)
+                .inspect_err(|error| tracing::warn!(%error, "no QUIC Retry: no random source"))
+                .ok(),
+            half_open: 0,
+            per_address: HashMap::new(),
+            stateless: Vec::new(),
             connections: Vec::new(),
             free: Vec::new(),
             by_cid: HashMap::new(),
@@ -144,6 +175,16 @@ impl Endpoint {
             open_batches: HashMap::new(),
             spare_contents: Vec::new(),
         }
+    }
+
+    /// Replaces the admission policy (its `max_connections` included).
+    pub fn set_admission(&mut self, admission: Admission) {
+        self.admission = admission;
+    }
+
+    /// How many server connections are still in their handshake.
+    pub fn half_open(&self) -> usize {
+        self.half_open
     }
 
     /// How many connections are open.
@@ -200,22 +241,14 @@ impl Endpoint {
         let index = match self.by_cid.get(header.dcid.as_ref()) {
             Some(&index) => index,
             None if header.ty == quiche::Type::Initial => {
-                if let Err(error) = self.check_room() {
-                    tracing::debug!(%from, %error, "refusing a new connection");
-                    return Err(error);
+                match self.admit(&header, from, now) {
+                    Ok(Some(index)) => index,
+                    Ok(None) => return Ok(()), // answered with a Retry, or dropped
+                    Err(error) => {
+                        tracing::debug!(%from, %error, "refusing a new connection");
+                        return Err(error);
+                    }
                 }
-                tracing::debug!(%from, "a new connection");
-                let scid = self.cids.generate()?;
-                let conn = quiche::accept(
-                    &quiche::ConnectionId::from_ref(scid.as_bytes()),
-                    None,
-                    self.local,
-                    from,
-                    &mut self.config,
-                )?;
-                // The client keeps using its own DCID until it hears ours: route both.
-                let cids = vec![scid.as_bytes().to_vec(), header.dcid.to_vec()];
-                self.insert(QuicConnection::new(conn), cids, false, now)
             }
             None => return Ok(()), // a stray packet: nothing to answer
         };
@@ -235,6 +268,7 @@ impl Endpoint {
     pub fn poll_transmits(&mut self, now: Instant, transmits: &mut Vec<Transmit>) {
         self.pass += 1;
         self.open_batches.clear();
+        transmits.append(&mut self.stateless);
         let mut pending = std::mem::take(&mut self.pending);
         pending.append(&mut self.touched);
         pending.append(&mut lock(&self.flushed.indices));
@@ -301,10 +335,93 @@ impl Endpoint {
     }
 
     fn check_room(&self) -> Result<(), EndpointError> {
-        if self.len >= self.max_connections {
-            return Err(EndpointError::Full(self.max_connections));
+        if self.len - self.half_open >= self.admission.max_connections {
+            return Err(EndpointError::Full(self.admission.max_connections));
         }
         Ok(())
+    }
+
+    /// Decides on an Initial for no known connection: a new server connection (its
+    /// index), a Retry asking the client to prove its address (`None`), or a refusal.
+    fn admit(
+        &mut self,
+        header: &quiche::Header<'_>,
+        from: SocketAddr,
+        now: Instant,
+    ) -> Result<Option<usize>, EndpointError> {
+        self.check_room()?;
+        if self.half_open >= self.admission.max_half_open {
+            return Err(EndpointError::HalfOpenFull(self.admission.max_half_open));
+        }
+        let limit = self.admission.max_per_address;
+        if limit > 0 && self.per_address.get(&from.ip()).copied().unwrap_or(0) >= limit {
+            return Err(EndpointError::AddressFull {
+                address: from.ip(),
+                limit,
+            });
+        }
+        let token = header.token.as_deref().filter(|token| !token.is_empty());
+        // A client echoing a Retry token proved its address; the connection ID it first
+        // chose is in the token, and the one it uses now is the one our Retry gave it.
+        let validated = match (token, &self.retry_tokens) {
+            (Some(token), Some(tokens)) => match tokens.validate(from, token, now) {
+                Some(original) => Some(original),
+                None => {
+                    tracing::debug!(%from, "dropping an Initial with an invalid token");
+                    return Ok(None);
+                }
+            },
+            _ => None,
+        };
+        if validated.is_none() && self.half_open >= self.admission.retry_above {
+            if let Some(tokens) = &self.retry_tokens {
+                let scid = self.cids.generate()?;
+                let token = tokens.mint(from, &header.dcid, now);
+                let mut contents = self.spare_contents.pop().unwrap_or_default();
+                contents.resize(MAX_DATAGRAM, 0);
+                let len = quiche::retry(
+                    &header.scid,
+                    &header.dcid,
+                    &quiche::ConnectionId::from_ref(scid.as_bytes()),
+                    &token,
+                    header.version,
+                    &mut contents,
+                )?;
+                contents.truncate(len);
+                tracing::debug!(%from, half_open = self.half_open, "asking for address validation (Retry)");
+                self.stateless.push(Transmit {
+                    destination: from,
+                    contents,
+                    segment_size: len,
+                });
+                return Ok(None);
+            }
+        }
+        tracing::debug!(%from, validated = validated.is_some(), "a new connection");
+        let (scid, cids) = match &validated {
+            // Our Retry chose the connection ID the client now uses: it stays ours.
+            Some(_) => (header.dcid.to_vec(), vec![header.dcid.to_vec()]),
+            None => {
+                let scid = self.cids.generate()?.as_bytes().to_vec();
+                // The client keeps using its own DCID until it hears ours: route both.
+                (scid.clone(), vec![scid, header.dcid.to_vec()])
+            }
+        };
+        let original = validated.as_deref().map(quiche::ConnectionId::from_ref);
+        let conn = quiche::accept(
+            &quiche::ConnectionId::from_ref(&scid),
+            original.as_ref(),
+            self.local,
+            from,
+            &mut self.config,
+        )?;
+        self.half_open += 1;
+        *self.per_address.entry(from.ip()).or_default() += 1;
+        let index = self.insert(QuicConnection::new(conn), cids, false, now);
+        if let Some(entry) = self.connections[index].as_mut() {
+            entry.client = Some(from.ip());
+        }
+        Ok(Some(index))
     }
 
     fn insert(
@@ -330,6 +447,7 @@ impl Endpoint {
             cids,
             reported: client,
             drained: 0,
+            client: None,
         });
         self.len += 1;
         if let Some(after) = self.connections[index]
@@ -356,6 +474,17 @@ impl Endpoint {
                 for cid in &entry.cids {
                     self.by_cid.remove(cid);
                 }
+                if !entry.reported {
+                    self.half_open -= 1;
+                }
+                if let Some(address) = entry.client {
+                    if let Some(count) = self.per_address.get_mut(&address) {
+                        *count -= 1;
+                        if *count == 0 {
+                            self.per_address.remove(&address);
+                        }
+                    }
+                }
             }
             self.timers.remove(index);
             self.free.push(index);
@@ -370,6 +499,7 @@ impl Endpoint {
                     "connection established"
                 );
                 entry.reported = true;
+                self.half_open -= 1;
                 self.accepted.push_back(connection.clone());
             }
         }

@@ -24,5 +24,6 @@ mod server;
 
 pub use client::{ClientConfig, connect};
 pub use error::Error;
+pub use moq_runtime::admission::Admission;
 pub use runtime::{TokioDeadline, TokioRuntime};
 pub use server::{Binding, Request, Server, ServerConfig};

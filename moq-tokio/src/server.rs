@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use moq_net::session::{self, Session, SessionConfig};
+use moq_runtime::admission::Admission;
 use moq_runtime::binding::BindingSession;
 use moq_runtime::endpoint::Endpoint;
 use moq_runtime::quic::QuicConnection;
@@ -28,8 +29,9 @@ pub struct ServerConfig {
     /// What every session serves and fills (a relay: both halves on one origin), unless
     /// the application accepts a request with a configuration of its own.
     pub session: SessionConfig,
-    /// The most connections at once.
-    pub max_connections: usize,
+    /// Who may start a handshake: caps on connections, on handshakes in progress and per
+    /// address, and when to ask for address validation (QUIC Retry).
+    pub admission: Admission,
     /// Closes a connection silent for this many milliseconds.
     pub idle_timeout_ms: u64,
     /// Streams each direction a peer may open at once.
@@ -46,7 +48,8 @@ pub struct ServerConfig {
 
 impl ServerConfig {
     /// A server on `bind` presenting `certificate`, with the defaults: 10,000 connections,
-    /// 30 s idle timeout, 1000 streams each way, 1 MiB per stream and 16 MiB per
+    /// 1,024 handshakes in progress with Retry past 256, no cap per address, 30 s idle
+    /// timeout, 1000 streams each way, 1 MiB per stream and 16 MiB per
     /// connection of flow control, 10 s for the WebTransport handshake, GSO and GRO on.
     pub fn new(bind: SocketAddr, certificate: Certificate, session: SessionConfig) -> Self {
         let limits = Limits::default();
@@ -54,7 +57,7 @@ impl ServerConfig {
             bind,
             certificate,
             session,
-            max_connections: 10_000,
+            admission: Admission::default(),
             idle_timeout_ms: limits.idle_timeout_ms,
             max_streams: limits.max_streams,
             stream_window: limits.stream_window,
@@ -115,13 +118,14 @@ impl Server {
         let local = socket
             .local_addr()
             .map_err(Error::io("reading the bound address"))?;
-        let endpoint = Endpoint::new(
+        let mut endpoint = Endpoint::new(
             quiche,
             local,
             0,
-            config.max_connections,
+            config.admission.max_connections,
             std::time::Instant::now(),
         );
+        endpoint.set_admission(config.admission.clone());
         let (sender, accepted) = mpsc::unbounded_channel();
         let endpoint = driver::start(socket, endpoint, Some(sender), driver::RECV_BATCH)?;
         let (requests_sender, requests) = mpsc::unbounded_channel();

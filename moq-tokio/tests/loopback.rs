@@ -250,3 +250,38 @@ async fn a_session_closed_by_the_server_ends_the_client_promptly() {
         );
     }
 }
+
+/// A server that asks every client to prove its address (QUIC Retry before any state)
+/// still serves both bindings: the tokio driver sends the endpoint's stateless packets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_complete_a_retry_on_both_bindings() {
+    let certificate = Certificate::self_signed(&["localhost".into()]).unwrap();
+    let mut config = ServerConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        certificate,
+        SessionConfig::default(),
+    );
+    config.admission.retry_above = 0;
+    let mut server = Server::bind(config).await.unwrap();
+    let port = server.local_addr().port();
+    tokio::spawn(async move {
+        while let Some(request) = server.accept().await {
+            drop(request.accept());
+        }
+    });
+    for scheme in ["moqt", "https"] {
+        let client = connect(
+            &format!("{scheme}://localhost:{port}/"),
+            ClientConfig {
+                insecure_skip_verify: true,
+                ..ClientConfig::default()
+            },
+        )
+        .await
+        .unwrap_or_else(|error| panic!("{scheme}: {error}"));
+        tokio::time::timeout(PATIENCE, client.established())
+            .await
+            .expect("within the patience")
+            .unwrap_or_else(|error| panic!("{scheme}: {error}"));
+    }
+}

@@ -1,0 +1,154 @@
+//! Who an endpoint lets start a QUIC handshake: caps on connections, on handshakes in
+//! progress and per client address, and QUIC Retry (address validation) once handshakes
+//! pile up.
+//!
+//! A handshake in progress (half-open) costs a connection's state for up to the idle
+//! timeout, and an Initial's source address can be forged. So half-open connections have a
+//! cap of their own, apart from established ones (a flood of handshakes cannot take the
+//! places of established sessions); past [`Admission::retry_above`] half-open connections,
+//! a new client must first prove its address by echoing a Retry token (RFC 9000 §8.1.2);
+//! and each address may hold at most [`Admission::max_per_address`] connections.
+//!
+//! Retry tokens are minted and checked here, statelessly: an HMAC-SHA256 (ring) over the
+//! client's address, the time the token was issued and the connection ID the client first
+//! chose, under a key drawn at random when the endpoint starts.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use ring::hmac;
+
+/// An endpoint's admission policy. The defaults suit a public server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    /// The most established connections at once; a handshake that completes past it is
+    /// refused (its connection closed).
+    pub max_connections: usize,
+    /// The most handshakes in progress at once; an Initial past it is dropped.
+    pub max_half_open: usize,
+    /// Past this many handshakes in progress, a new client must first echo a Retry
+    /// token; 0 validates every client's address (one more round trip for all).
+    pub retry_above: usize,
+    /// The most connections (established or not) from one IP address; 0 for no cap.
+    pub max_per_address: usize,
+}
+
+impl Default for Admission {
+    /// 10,000 connections, 1,024 handshakes in progress, Retry past 256 of them, no cap
+    /// per address (clients behind one NAT share an address).
+    fn default() -> Self {
+        Self {
+            max_connections: 10_000,
+            max_half_open: 1024,
+            retry_above: 256,
+            max_per_address: 0,
+        }
+    }
+}
+
+/// How long a Retry token is accepted after it was issued: the client echoes it at once.
+const TOKEN_LIFETIME: Duration = Duration::from_secs(10);
+
+/// Mints and checks Retry tokens.
+pub(crate) struct RetryTokens {
+    key: hmac::Key,
+    /// Token times are counted from here.
+    epoch: Instant,
+}
+
+/// The layout of a token: the issue time (milliseconds since the epoch, 8 bytes), the
+/// original connection ID's length (1 byte) and bytes, then the tag.
+const TIME_LEN: usize = 8;
+
+impl RetryTokens {
+    /// A fresh random key. Fails only if the system's random source does.
+    pub(crate) fn new(epoch: Instant) -> Result<Self, getrandom::Error> {
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret)?;
+        Ok(Self {
+            key: hmac::Key::new(hmac::HMAC_SHA256, &secret),
+            epoch,
+        })
+    }
+
+    /// A token for a client at `address` whose first Initial went to `original_dcid`.
+    pub(crate) fn mint(&self, address: SocketAddr, original_dcid: &[u8], now: Instant) -> Vec<u8> {
+        let issued = now.saturating_duration_since(self.epoch).as_millis() as u64;
+        let mut token = Vec::with_capacity(TIME_LEN + 1 + original_dcid.len() + 32);
+        token.extend_from_slice(&issued.to_be_bytes());
+        token.push(original_dcid.len() as u8);
+        token.extend_from_slice(original_dcid);
+        let tag = hmac::sign(&self.key, &signed(&token, address));
+        token.extend_from_slice(tag.as_ref());
+        token
+    }
+
+    /// The original connection ID a valid token from `address` carries; `None` for a
+    /// token that is malformed, forged, for another address, or too old.
+    pub(crate) fn validate(
+        &self,
+        address: SocketAddr,
+        token: &[u8],
+        now: Instant,
+    ) -> Option<Vec<u8>> {
+        let issued = u64::from_be_bytes(token.get(..TIME_LEN)?.try_into().ok()?);
+        let cid_len = usize::from(*token.get(TIME_LEN)?);
+        let body_len = TIME_LEN + 1 + cid_len;
+        let (body, tag) = (token.get(..body_len)?, token.get(body_len..)?);
+        hmac::verify(&self.key, &signed(body, address), tag).ok()?;
+        let age = now
+            .saturating_duration_since(self.epoch)
+            .saturating_sub(Duration::from_millis(issued));
+        (age <= TOKEN_LIFETIME).then(|| body[TIME_LEN + 1..].to_vec())
+    }
+}
+
+/// What a token's tag covers: its body and the client's address.
+fn signed(body: &[u8], address: SocketAddr) -> Vec<u8> {
+    let mut bytes = body.to_vec();
+    match address.ip() {
+        std::net::IpAddr::V4(ip) => bytes.extend_from_slice(&ip.octets()),
+        std::net::IpAddr::V6(ip) => bytes.extend_from_slice(&ip.octets()),
+    }
+    bytes.extend_from_slice(&address.port().to_be_bytes());
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_valid_only_from_its_address_unaltered_and_in_time() {
+        let epoch = Instant::now();
+        let tokens = RetryTokens::new(epoch).unwrap();
+        let client: SocketAddr = "192.0.2.1:4433".parse().unwrap();
+        let token = tokens.mint(client, &[7; 16], epoch);
+        assert_eq!(tokens.validate(client, &token, epoch), Some(vec![7; 16]));
+
+        let elsewhere: SocketAddr = "192.0.2.2:4433".parse().unwrap();
+        assert_eq!(
+            tokens.validate(elsewhere, &token, epoch),
+            None,
+            "another address"
+        );
+        let mut forged = token.clone();
+        forged[TIME_LEN + 1] ^= 1;
+        assert_eq!(tokens.validate(client, &forged, epoch), None, "altered");
+        let late = epoch + TOKEN_LIFETIME + Duration::from_secs(1);
+        assert_eq!(tokens.validate(client, &token, late), None, "too old");
+        for cut in 0..token.len() {
+            assert_eq!(
+                tokens.validate(client, &token[..cut], epoch),
+                None,
+                "cut at {cut}"
+            );
+        }
+        let other = RetryTokens::new(epoch).unwrap();
+        assert_eq!(
+            other.validate(client, &token, epoch),
+            None,
+            "another endpoint's key"
+        );
+    }
+}
