@@ -88,13 +88,24 @@ pub struct HttpSection {
     pub bind: Option<SocketAddr>,
     /// Whether to serve HTTP at all.
     pub enabled: bool,
+    /// The most HTTP connections at once; one more is closed as soon as it is accepted.
+    pub max_connections: usize,
+    /// How long a client has to send a request's headers, in seconds.
+    pub header_read_timeout_secs: u64,
+    /// How long one HTTP connection may live, requests and idle time together, in seconds.
+    pub connection_lifetime_secs: u64,
 }
 
 impl Default for HttpSection {
+    /// Enabled on the relay's own address and port; 256 connections, 10 s for headers,
+    /// 60 s per connection.
     fn default() -> Self {
         Self {
             bind: None,
             enabled: true,
+            max_connections: 256,
+            header_read_timeout_secs: 10,
+            connection_lifetime_secs: 60,
         }
     }
 }
@@ -274,6 +285,15 @@ impl Config {
                 return invalid("tls.names", "a self-signed certificate needs a name");
             }
             _ => {}
+        }
+        if self.http.max_connections == 0 {
+            return invalid("http.max_connections", "must be at least 1");
+        }
+        if self.http.header_read_timeout_secs == 0 {
+            return invalid("http.header_read_timeout_secs", "must be at least 1 second");
+        }
+        if self.http.connection_lifetime_secs == 0 {
+            return invalid("http.connection_lifetime_secs", "must be at least 1 second");
         }
         if self.limits.max_sessions == 0 {
             return invalid("limits.max_sessions", "must be at least 1");

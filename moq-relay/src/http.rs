@@ -4,12 +4,15 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use moq_net::model::Origin;
 
 use crate::metrics::Metrics;
@@ -22,17 +25,32 @@ struct Shared {
     fingerprint: String,
 }
 
+/// What bounds the HTTP side: a client that opens connections and sends nothing, or
+/// sends headers a byte at a time, holds at most `max_connections` sockets, each for a
+/// bounded time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HttpLimits {
+    /// The most connections served at once; one more is closed as soon as it is accepted.
+    pub(crate) max_connections: usize,
+    /// How long a client has to send a request's headers (the first request's, and each
+    /// next one's on a kept-alive connection).
+    pub(crate) header_read_timeout: Duration,
+    /// How long one connection may live, requests and idle time together.
+    pub(crate) connection_lifetime: Duration,
+}
+
 /// A bound HTTP listener, not yet serving.
 #[derive(Debug)]
 pub(crate) struct HttpServer {
     listener: tokio::net::TcpListener,
+    limits: HttpLimits,
 }
 
 impl HttpServer {
     /// Binds `address` (TCP).
-    pub(crate) async fn bind(address: SocketAddr) -> std::io::Result<Self> {
+    pub(crate) async fn bind(address: SocketAddr, limits: HttpLimits) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(address).await?;
-        Ok(Self { listener })
+        Ok(Self { listener, limits })
     }
 
     /// The bound address.
@@ -56,11 +74,42 @@ impl HttpServer {
             .route("/metrics", get(metrics_text))
             .route("/certificate.sha256", get(certificate))
             .with_state(shared);
-        tokio::spawn(async move {
-            if let Err(error) = axum::serve(self.listener, app).await {
-                tracing::error!(%error, "the HTTP server stopped");
+        tokio::spawn(serve(self.listener, app, self.limits))
+    }
+}
+
+/// Accepts connections and serves each on its own task, within `limits`.
+async fn serve(listener: tokio::net::TcpListener, app: Router, limits: HttpLimits) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let service = TowerToHyperService::new(app);
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                // Out of file descriptors, say: try again shortly rather than spin.
+                tracing::warn!(%error, "accepting an HTTP connection");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
             }
-        })
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::debug!(%peer, limit = limits.max_connections, "HTTP connections at their limit: closing a new one");
+            drop(stream);
+            continue;
+        };
+        let service = service.clone();
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_read_timeout)
+                .serve_connection(TokioIo::new(stream), service);
+            match tokio::time::timeout(limits.connection_lifetime, connection).await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => tracing::debug!(%peer, %error, "HTTP connection failed"),
+                Err(_) => tracing::debug!(%peer, "HTTP connection closed at its lifetime"),
+            }
+            drop(slot);
+        });
     }
 }
 

@@ -14,7 +14,7 @@ use moq_tokio::{Admission, Binding, Request, Server, ServerConfig};
 
 use crate::auth::{AuthError, Authorizer, Key};
 use crate::config::Config;
-use crate::http::HttpServer;
+use crate::http::{HttpLimits, HttpServer};
 use crate::metrics::{Metrics, Refusal};
 
 /// Why the relay could not start.
@@ -105,7 +105,12 @@ impl Relay {
             .map_err(RelayError::Bind)?;
         let http = if config.http.enabled {
             let address = config.http.bind.unwrap_or_else(|| server.local_addr());
-            let http = HttpServer::bind(address)
+            let limits = HttpLimits {
+                max_connections: config.http.max_connections,
+                header_read_timeout: Duration::from_secs(config.http.header_read_timeout_secs),
+                connection_lifetime: Duration::from_secs(config.http.connection_lifetime_secs),
+            };
+            let http = HttpServer::bind(address, limits)
                 .await
                 .map_err(|source| RelayError::HttpBind { address, source })?;
             Some(http)
