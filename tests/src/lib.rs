@@ -12,12 +12,17 @@
 //! (`tests/strict_peer.rs`), and the `strict-relay` binary that `moq-bench` profiles can
 //! run through.
 //!
+//! And the [`hostile`] client: raw quiche over a real socket, scripted to do what a hostile
+//! peer does to a relay (oversized messages, floods, withheld credit, no SETUP at all), for
+//! the hostile-peer suite (`tests/hostile_peers.rs`).
+//!
 //! It **is not** a place for driver-specific tests (those live beside each driver) nor
 //! for fault injection, which only the test runtime can script.
 //!
 //! To add a driver: implement [`Harness`] for it and invoke [`conformance_tests!`] in a
 //! test file.
 
+pub mod hostile;
 pub mod scenarios;
 pub mod strict;
 

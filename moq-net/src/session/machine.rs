@@ -367,8 +367,10 @@ impl<R: Runtime> SessionMachine<R> {
             return;
         }
         tracing::debug!(code = error.to_code(), %error, "closing the session");
-        self.transport.close(error.to_code(), &error.to_string());
+        // What the session published is withdrawn before the close goes out: a peer that
+        // sees the close finds the session's broadcasts gone.
         self.end_tasks();
+        self.transport.close(error.to_code(), &error.to_string());
         let until = self.context.now + CLOSE_CONFIRM_TIMEOUT;
         self.closing = Some((error, until));
         self.armed = Some(until);

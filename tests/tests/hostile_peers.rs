@@ -1,0 +1,317 @@
+//! The hostile-peer suite: a real relay (`moq_relay::Relay`, in process, on loopback) with a
+//! well-behaved publisher and subscriber delivering through it, and beside them a raw
+//! client doing one thing a hostile peer does. Each test checks that the relay refuses the
+//! hostile client with the right code, that what it holds stays within its configured
+//! bound (read from its `/metrics`), and that the good pair keeps delivering.
+#![allow(missing_docs)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use moq_conformance::hostile::{HostileClient, HostileConfig};
+use moq_conformance::strict::wire::{Announce, AnnounceOk, Subscribe};
+use moq_net::Error;
+use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
+use moq_net::session::{Session, SessionConfig};
+use moq_relay::{Config, Relay};
+use moq_tokio::{ClientConfig, connect};
+
+/// A bound on every wait, so that a broken relay fails the test instead of hanging it.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// The relay and its good publisher and subscriber.
+struct Bed {
+    relay: SocketAddr,
+    http: SocketAddr,
+    track: TrackProducer,
+    received: Arc<Mutex<Vec<String>>>,
+    _sessions: (Session, Session),
+    _broadcast: BroadcastProducer,
+}
+
+impl Bed {
+    async fn start(edit: impl FnOnce(&mut Config)) -> Self {
+        let mut config = Config::default();
+        config.server.bind = "127.0.0.1:0".parse().unwrap();
+        config.http.bind = Some("127.0.0.1:0".parse().unwrap());
+        edit(&mut config);
+        let relay = Relay::bind(&config).await.unwrap();
+        let (address, http, fingerprint) = (
+            relay.local_addr(),
+            relay.http_addr().unwrap(),
+            relay.fingerprint(),
+        );
+        tokio::spawn(relay.run(std::future::pending()));
+        let client = |session| ClientConfig {
+            session,
+            fingerprint: Some(fingerprint),
+            ..ClientConfig::default()
+        };
+        let url = format!("moqt://localhost:{}/", address.port());
+
+        let published = Origin::new();
+        let broadcast = BroadcastProducer::new();
+        let track = broadcast.create_track(Track::new("chat"));
+        published.publish("good", &broadcast).unwrap();
+        let publisher = connect(
+            &url,
+            client(SessionConfig {
+                publish: Some(published),
+                ..SessionConfig::default()
+            }),
+        )
+        .await
+        .unwrap();
+        let seen = Origin::new();
+        let subscriber = connect(
+            &url,
+            client(SessionConfig {
+                subscribe: Some(seen.clone()),
+                ..SessionConfig::default()
+            }),
+        )
+        .await
+        .unwrap();
+        let remote = tokio::time::timeout(PATIENCE, async {
+            loop {
+                if let Some(broadcast) = seen.consume_broadcast("good") {
+                    return broadcast;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the good broadcast is announced");
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let sink = received.clone();
+        tokio::spawn(async move {
+            let Ok(mut track) = remote.subscribe_track("chat").await else {
+                return;
+            };
+            while let Ok(Some(mut group)) = track.next_group().await {
+                while let Ok(Some(frame)) = group.read_frame().await {
+                    let text = String::from_utf8_lossy(&frame.payload).into_owned();
+                    sink.lock().unwrap().push(text);
+                }
+            }
+        });
+        let mut bed = Self {
+            relay: address,
+            http,
+            track,
+            received,
+            _sessions: (publisher, subscriber),
+            _broadcast: broadcast,
+        };
+        tokio::time::timeout(PATIENCE, async {
+            while bed.track.consumer_count() == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the good subscription reaches the publisher");
+        bed.delivers("ready").await;
+        bed
+    }
+
+    /// Publishes `text` as a one-frame group and waits until the good subscriber has it.
+    async fn delivers(&mut self, text: &str) {
+        let mut group = self.track.append_group();
+        group.write(0, text.to_owned());
+        group.finish();
+        let received = self.received.clone();
+        let text = text.to_owned();
+        tokio::time::timeout(PATIENCE, async move {
+            while !received.lock().unwrap().contains(&text) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the good subscriber keeps receiving");
+    }
+
+    /// A sample of the relay's `/metrics` (0 when absent).
+    fn metric(&self, name: &str) -> u64 {
+        let mut stream = TcpStream::connect(self.http).unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: relay\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        text.lines()
+            .find_map(|line| line.strip_prefix(&format!("moq_relay_{name} ")))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+/// Runs the hostile part of a test on a blocking thread.
+async fn hostile<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(work).await.unwrap()
+}
+
+/// The minimal client SETUP on its uni stream: type 1, length 1, no parameters.
+const SETUP: &[u8] = &[0x01, 0x01, 0x00];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_setup_closes_its_connection_and_the_relay_carries_on() {
+    let mut bed = Bed::start(|_| {}).await;
+    let relay = bed.relay;
+    let code = hostile(move || {
+        let mut client = HostileClient::connect(relay, &HostileConfig::default());
+        // A SETUP claiming 1 GiB, then zeros past the SETUP limit.
+        let mut setup = vec![0x01, 0xc0, 0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00];
+        setup.resize(setup.len() + (32 << 10), 0);
+        client.write(2, &setup, false);
+        client.closed_with(PATIENCE)
+    })
+    .await;
+    assert_eq!(code, Some(Error::BoundsExceeded.to_code()));
+    bed.delivers("after the oversized setup").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_announce_flood_closes_its_session_and_the_origin_stays_bounded() {
+    let mut bed = Bed::start(|config| config.limits.max_announces_per_session = 50).await;
+    let relay = bed.relay;
+    let code = hostile(move || {
+        let mut client = HostileClient::connect(relay, &HostileConfig::default());
+        client.write(2, SETUP, true);
+        // The relay asks for our announcements on its first bidi stream (id 1).
+        let request = client.read(1, 3);
+        assert_eq!(request.first(), Some(&0x01), "an ANNOUNCE_REQUEST stream");
+        let mut answer = AnnounceOk {
+            hop_id: 0,
+            active_count: 0,
+        }
+        .encode();
+        for i in 0..200 {
+            answer.extend(
+                Announce {
+                    active: true,
+                    suffix: format!("flood/{i}"),
+                    hops: Vec::new(),
+                }
+                .encode(),
+            );
+        }
+        client.write(1, &answer, false);
+        client.closed_with(PATIENCE)
+    })
+    .await;
+    assert_eq!(code, Some(Error::BoundsExceeded.to_code()));
+    // The session's end withdrew what it published before its close went out.
+    let broadcasts = bed.metric("broadcasts");
+    assert!(
+        broadcasts <= 1,
+        "the flood's broadcasts left with it: {broadcasts}"
+    );
+    bed.delivers("after the announce flood").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_withholding_stream_credit_loses_groups_and_others_do_not() {
+    let mut bed = Bed::start(|config| config.limits.max_queued_groups_per_session = 16).await;
+    let relay = bed.relay;
+    let (subscribed_tx, subscribed_rx) = tokio::sync::oneshot::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    // Spawned now (not awaited): it runs beside the publishing below.
+    let stingy = tokio::task::spawn_blocking(move || {
+        // Two uni streams in all: the relay's SETUP and one group.
+        let config = HostileConfig {
+            max_streams_uni: 2,
+            ..HostileConfig::default()
+        };
+        let mut client = HostileClient::connect(relay, &config);
+        client.write(2, SETUP, true);
+        let mut subscribe = vec![0x02];
+        subscribe.extend(
+            Subscribe {
+                id: 0,
+                broadcast: "good".into(),
+                track: "chat".into(),
+                priority: 0,
+                ordered: 0,
+                max_latency: 0,
+                start: 0,
+                end: 0,
+            }
+            .encode(),
+        );
+        client.write(0, &subscribe, false);
+        client.drive(Duration::from_millis(500), |_| false);
+        let _ = subscribed_tx.send(());
+        // Keep the connection alive (acknowledging, never reading) until the test is done.
+        client.drive(PATIENCE * 2, |_| done_rx.try_recv().is_ok());
+        client
+    });
+    // Awaited, not blocked on: a blocked worker would stall the relay's tasks.
+    tokio::time::timeout(PATIENCE, subscribed_rx)
+        .await
+        .expect("the stingy subscriber subscribed")
+        .unwrap();
+    for i in 0..200 {
+        bed.delivers(&format!("message {i}")).await;
+    }
+    let dropped = bed.metric("groups_dropped_total");
+    done_tx.send(()).unwrap();
+    drop(stingy.await.unwrap());
+    assert!(
+        dropped >= 200 - 16 - 2,
+        "the stingy subscriber's oldest groups were dropped: {dropped}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_that_never_send_setup_are_closed_with_timeout() {
+    let mut bed = Bed::start(|config| config.limits.setup_timeout_secs = 1).await;
+    let relay = bed.relay;
+    let codes = hostile(move || {
+        let mut clients: Vec<HostileClient> = (0..20)
+            .map(|_| HostileClient::connect(relay, &HostileConfig::default()))
+            .collect();
+        clients
+            .iter_mut()
+            .map(|client| client.closed_with(PATIENCE))
+            .collect::<Vec<_>>()
+    })
+    .await;
+    assert!(
+        codes
+            .iter()
+            .all(|code| *code == Some(Error::Timeout.to_code())),
+        "{codes:?}"
+    );
+    assert_eq!(bed.metric("sessions"), 2, "only the good pair holds a slot");
+    bed.delivers("after the silent connections").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_flood_does_not_keep_new_clients_out() {
+    let mut bed = Bed::start(|config| {
+        config.limits.max_half_open = 16;
+        config.limits.retry_above_half_open = 4;
+    })
+    .await;
+    let relay = bed.relay;
+    // A hundred handshakes started and never continued (each its own socket and address
+    // port), holding whatever the relay gives them.
+    let flood = hostile(move || {
+        (0..100)
+            .map(|_| HostileClient::start(relay, &HostileConfig::default()))
+            .collect::<Vec<_>>()
+    })
+    .await;
+    // A new client still gets in (through a Retry) and is served.
+    let code = hostile(move || {
+        let mut client = HostileClient::connect(relay, &HostileConfig::default());
+        client.write(2, SETUP, true);
+        client.closed_with(Duration::from_secs(1))
+    })
+    .await;
+    assert_eq!(code, None, "the new client is let in and stays");
+    bed.delivers("after the handshake flood").await;
+    drop(flood);
+}
