@@ -44,6 +44,24 @@ impl Command {
         self
     }
 
+    /// Runs with stdout and stderr going to `log`; returns whether it exited with success
+    /// (a command that cannot start is a [`Failure`]).
+    pub(crate) fn output_to(mut self, log: &Path) -> Result<bool, Failure> {
+        println!("$ {} > {}", self.display, log.display());
+        let file = std::fs::File::create(log)
+            .map_err(|e| Failure(format!("creating {}: {e}", log.display())))?;
+        let copy = file
+            .try_clone()
+            .map_err(|e| Failure(format!("opening {}: {e}", log.display())))?;
+        let status = self
+            .inner
+            .stdout(copy)
+            .stderr(file)
+            .status()
+            .map_err(|e| Failure(format!("could not start `{}`: {e}", self.display)))?;
+        Ok(status.success())
+    }
+
     /// Runs with inherited stdio; a non-zero exit is a [`Failure`] naming the command.
     pub(crate) fn run(mut self) -> Result<(), Failure> {
         println!("$ {}", self.display);

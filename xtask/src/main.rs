@@ -9,6 +9,7 @@ mod bench;
 mod cmd;
 mod demo;
 mod deps;
+mod fuzz;
 mod prerequisites;
 
 use std::path::PathBuf;
@@ -22,7 +23,8 @@ usage: cargo xtask <command>
 
 commands:
   demo       the main job: a relay on loopback with a room of chat users through it, a summary
-  test       everything CI runs: setup, fmt, deps, clippy, tests, loom, docs
+  test       everything CI runs: setup, fmt, deps, clippy, tests, loom, docs, and every
+             fuzz target briefly
   check      the fast static checks: fmt, deps, clippy, docs
   setup      install missing system packages (cmake, libclang-dev) with apt-get as root
   fmt        cargo fmt --check
@@ -32,6 +34,9 @@ commands:
   loom       the loom models of kio and moq-net (RUSTFLAGS=\"--cfg loom\")
   doc        cargo doc with warnings denied
   bench      the benchmarks; add --instructions for callgrind instruction counts
+  fuzz       every cargo-fuzz target (nightly) for --seconds N each (default 10) or
+             --runs N executions each, with executions and corpus sizes; --target NAME
+             for one
   suite      moq-bench's every profile against the relay (release build): a table, JSON
              lines and an SVG chart in target/moq-bench
 ";
@@ -44,10 +49,12 @@ fn main() -> ExitCode {
     };
     let rest = &args[1..];
     let steps: &[&str] = match command.as_str() {
-        "test" => &["setup", "fmt", "deps", "clippy", "unit", "loom", "doc"],
+        "test" => &[
+            "setup", "fmt", "deps", "clippy", "unit", "loom", "doc", "fuzz",
+        ],
         "check" => &["fmt", "deps", "clippy", "doc"],
         "setup" | "fmt" | "deps" | "clippy" | "unit" | "loom" | "doc" | "bench" | "demo"
-        | "suite" => std::slice::from_ref(command)
+        | "suite" | "fuzz" => std::slice::from_ref(command)
             .iter()
             .map(String::as_str)
             .collect::<Vec<_>>()
@@ -140,6 +147,7 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
         "bench" => bench::run(&root, args),
         "demo" => demo::run(&root),
         "suite" => bench::suite(&root, args),
+        "fuzz" => fuzz::run(&root, args),
         other => unreachable!("step {other} is listed in main"),
     }
 }

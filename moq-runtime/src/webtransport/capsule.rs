@@ -23,6 +23,12 @@ impl CapsuleReader {
         self.frames.extend_from_slice(bytes);
     }
 
+    /// How many bytes it holds, not yet parsed.
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn held(&self) -> usize {
+        self.frames.len() + self.capsules.len()
+    }
+
     /// Moves DATA payloads into the capsule buffer and decodes capsules: the close (code
     /// and reason) once it arrived; `Err` with why, for a malformed stream.
     ///

@@ -25,10 +25,10 @@
 //!
 //! [`QuicSession`]: crate::quic::QuicSession
 
-mod capsule;
+pub(crate) mod capsule;
 mod demux;
 mod handshake;
-mod header;
+pub(crate) mod header;
 mod session;
 
 pub use handshake::{ClientHandshake, ServerHandshake, WebTransportRequest};

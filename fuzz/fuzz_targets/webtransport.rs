@@ -1,0 +1,45 @@
+//! What a WebTransport peer's bytes reach before a session exists: uni and bidi stream
+//! headers, the CONNECT request (its HEADERS frame and QPACK), SETTINGS, and the capsules
+//! on the CONNECT stream, which must stay within their bound whatever arrives.
+//!
+//! The first byte picks the parser; for capsules the second sets the chunk size.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use moq_runtime::fuzzing::{parse_bidi_header, parse_uni_header, read_capsules};
+
+/// What the capsule reader may hold: one 64 KiB frame and one 64 KiB capsule, with their
+/// headers.
+const MAX_HELD: usize = 2 * (64 * 1024 + 16);
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&which, bytes)) = data.split_first() else {
+        return;
+    };
+    match which % 5 {
+        0 => {
+            if let Some(len) = parse_uni_header(bytes) {
+                assert!(len <= bytes.len());
+            }
+        }
+        1 => {
+            if let Some(len) = parse_bidi_header(bytes) {
+                assert!(len <= bytes.len());
+            }
+        }
+        2 => {
+            let _ = web_transport_proto::ConnectRequest::decode(&mut &bytes[..]);
+        }
+        3 => {
+            let _ = web_transport_proto::Settings::decode(&mut &bytes[..]);
+        }
+        _ => {
+            let Some((&chunk, stream)) = bytes.split_first() else {
+                return;
+            };
+            let chunk = usize::from(chunk) + 1;
+            let (held, _) = read_capsules(stream.chunks(chunk));
+            assert!(held <= MAX_HELD + chunk, "held {held} bytes");
+        }
+    }
+});
