@@ -6,7 +6,8 @@
 //! measured from `/proc` (CPU per delivered message, context switches, resident memory per
 //! connection), every delivery is timed end to end, and the results are [`record`]s (a
 //! table row and a JSON line each), compared pair by pair with [`stats`], and drawn by
-//! [`chart`].
+//! [`chart`]. A [`soak`] runs chat load with churn for many minutes and checks that the
+//! relay loses nothing and does not grow.
 //!
 //! It speaks plain moq-lite-05 through `moq-tokio`, so it can drive any moq-lite relay.
 //! It **is not** a test: it asserts nothing about speed, it prints figures.
@@ -15,4 +16,5 @@ pub mod chart;
 pub mod load;
 pub mod record;
 pub mod relay;
+pub mod soak;
 pub mod stats;

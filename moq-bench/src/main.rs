@@ -49,10 +49,46 @@ enum Command {
     Suite(SuiteArgs),
     /// Draws relay CPU per message against connections from JSON lines, as SVG.
     Chart(ChartArgs),
+    /// Chat load with churn (members join, publish, subscribe, leave and come back) for
+    /// --minutes against one relay process: relay RSS and CPU and the sessions every
+    /// sample, then the verdict (nothing lost, no session ended by the relay, RSS drift
+    /// after the warm-up within --max-drift). Exits non-zero if it failed.
+    Soak(SoakArgs),
     /// One round in this process, its record printed as JSON (what the other commands
     /// run in a fresh process per round).
     #[command(hide = true)]
     Round(RoundArgs),
+}
+
+#[derive(Debug, Args)]
+struct SoakArgs {
+    /// How long, in minutes.
+    #[arg(long, default_value_t = 30.0)]
+    minutes: f64,
+    /// Rooms.
+    #[arg(long, default_value_t = 20)]
+    rooms: usize,
+    /// Members per room that stay the whole soak.
+    #[arg(long, default_value_t = 10)]
+    stable: usize,
+    /// Members per room that join, talk and leave over and over.
+    #[arg(long, default_value_t = 2)]
+    churners: usize,
+    /// Messages per second per member.
+    #[arg(long, default_value_t = 1.0)]
+    rate: f64,
+    /// Seconds between samples.
+    #[arg(long, default_value_t = 60.0)]
+    sample_seconds: f64,
+    /// The largest allowed RSS growth after minute 2, as a share.
+    #[arg(long, default_value_t = 0.05)]
+    max_drift: f64,
+    /// The relay command template [default: this workspace's moq-relay].
+    #[arg(long, value_name = "COMMAND")]
+    relay: Option<String>,
+    /// How long the relay may take to start listening, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    startup: f64,
 }
 
 #[derive(Debug, Args)]
@@ -302,6 +338,7 @@ fn main() -> std::process::ExitCode {
             Command::Sweep(args) => sweep(args).await,
             Command::Suite(args) => suite(args).await,
             Command::Chart(args) => chart_from(&args.json, &args.out),
+            Command::Soak(args) => soak(args).await,
             Command::Round(args) => {
                 let record = measure_round(
                     &args.load.workload(),
@@ -323,6 +360,61 @@ fn main() -> std::process::ExitCode {
             eprintln!("moq-bench: {message}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// A soak against a fresh relay process; an error if it did not pass.
+async fn soak(args: SoakArgs) -> Result<(), String> {
+    let command = args.relay.clone().unwrap_or_else(default_relay);
+    let template: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
+    let relay = RelayProcess::start(&template, Duration::from_secs_f64(args.startup))?;
+    let fingerprint = relay
+        .fingerprint
+        .as_deref()
+        .map(|text| {
+            Fingerprint::parse(text)
+                .ok_or_else(|| format!("the relay wrote a bad fingerprint {text:?}"))
+        })
+        .transpose()?;
+    let target = Target {
+        url: format!("moqt://127.0.0.1:{}/soak", relay.port),
+        fingerprint,
+    };
+    let config = moq_bench::soak::SoakConfig {
+        minutes: args.minutes,
+        rooms: args.rooms,
+        stable_per_room: args.stable,
+        churners_per_room: args.churners,
+        rate: args.rate,
+        sample_seconds: args.sample_seconds,
+        max_drift: args.max_drift,
+        ..moq_bench::soak::SoakConfig::default()
+    };
+    let outcome = tokio::select! {
+        report = moq_bench::soak::run(&relay, &target, &config) => report,
+        report = relay.exited("during the soak") => Err(report),
+    };
+    relay.stop();
+    let report = outcome?;
+    println!(
+        "sent {} delivered {} lost {} churn cycles {} errors {} rss drift after minute {} {:+.2} % (max {:.1} %)",
+        report.sent,
+        report.delivered,
+        report.lost,
+        report.churn_cycles,
+        report.errors.len(),
+        config.baseline_minute,
+        report.drift * 100.0,
+        report.max_drift * 100.0
+    );
+    for error in report.errors.iter().take(20) {
+        println!("  error: {error}");
+    }
+    if report.passed() {
+        println!("soak passed");
+        Ok(())
+    } else {
+        Err("soak failed".into())
     }
 }
 

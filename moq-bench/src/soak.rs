@@ -1,0 +1,482 @@
+//! The soak: chat load with churn for many minutes against one relay process, sampling the
+//! relay every minute and checking that nothing is lost.
+//!
+//! Two populations share the rooms:
+//! - **stable members** stay connected the whole soak, each publishing a numbered message
+//!   at a fixed rate and reading every other stable member of its room; a gap in the
+//!   numbers a reader sees, or a message a reader never got by the end, is a lost message;
+//! - **churners** join a room, publish and read for a while, leave (a clean close), pause
+//!   and join again, over and over: sessions, announcements and subscriptions coming and
+//!   going, which is what makes bookkeeping that outlives its owner grow.
+//!
+//! Every sample records the relay's resident memory and CPU, and the sessions connected.
+//! The verdict: no message lost, no session ended by the relay, and resident memory after
+//! the warm-up minutes within the allowed drift.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use moq_net::model::{Announcement, BroadcastConsumer, BroadcastProducer, Origin, Track};
+use moq_net::session::{Session, SessionConfig};
+use moq_tokio::ClientConfig;
+
+use crate::load::Target;
+use crate::relay::RelayProcess;
+
+/// What a soak runs.
+#[derive(Debug, Clone)]
+pub struct SoakConfig {
+    /// How long, in minutes.
+    pub minutes: f64,
+    /// Rooms.
+    pub rooms: usize,
+    /// Stable members per room.
+    pub stable_per_room: usize,
+    /// Churners per room.
+    pub churners_per_room: usize,
+    /// Messages per second per publisher.
+    pub rate: f64,
+    /// Payload bytes per message (at least 12: the sender and the number).
+    pub message_bytes: usize,
+    /// Seconds between samples.
+    pub sample_seconds: f64,
+    /// Samples before this minute are warm-up: drift is measured from the first sample at
+    /// or after it.
+    pub baseline_minute: f64,
+    /// The largest allowed growth of resident memory after the baseline, as a share.
+    pub max_drift: f64,
+}
+
+impl Default for SoakConfig {
+    /// 30 minutes; 20 rooms of 10 stable members and 2 churners; 1 message per second of
+    /// 100 bytes; a sample a minute; drift from minute 2, at most 5 %.
+    fn default() -> Self {
+        Self {
+            minutes: 30.0,
+            rooms: 20,
+            stable_per_room: 10,
+            churners_per_room: 2,
+            rate: 1.0,
+            message_bytes: 100,
+            sample_seconds: 60.0,
+            baseline_minute: 2.0,
+            max_drift: 0.05,
+        }
+    }
+}
+
+/// One sample of the relay and the load.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SoakSample {
+    /// Minutes since the soak started.
+    pub minute: f64,
+    /// The relay's resident memory, bytes.
+    pub rss_bytes: u64,
+    /// The relay's CPU seconds since the last sample.
+    pub cpu_seconds: f64,
+    /// Sessions connected now (stable members and churners).
+    pub sessions: usize,
+    /// Messages delivered to stable readers so far.
+    pub delivered: u64,
+    /// Messages lost so far (gaps seen).
+    pub lost: u64,
+    /// Churn cycles (join, talk, leave) completed so far.
+    pub churn_cycles: u64,
+}
+
+/// What a soak found.
+#[derive(Debug, Clone)]
+pub struct SoakReport {
+    /// Every sample, in order.
+    pub samples: Vec<SoakSample>,
+    /// Messages stable members sent.
+    pub sent: u64,
+    /// Messages delivered to stable readers.
+    pub delivered: u64,
+    /// Messages a stable reader missed: gaps, and messages not there at the end.
+    pub lost: u64,
+    /// Churn cycles completed.
+    pub churn_cycles: u64,
+    /// Sessions the relay ended, or clients that could not connect, with what happened.
+    pub errors: Vec<String>,
+    /// Resident memory growth from the baseline sample to the largest later one.
+    pub drift: f64,
+    /// The allowed drift.
+    pub max_drift: f64,
+}
+
+impl SoakReport {
+    /// Whether the soak passed: nothing lost, no errors, drift within bounds.
+    pub fn passed(&self) -> bool {
+        self.lost == 0 && self.errors.is_empty() && self.drift < self.max_drift
+    }
+}
+
+/// The counters every member shares.
+#[derive(Debug, Default)]
+struct Counters {
+    sent: AtomicU64,
+    delivered: AtomicU64,
+    lost: AtomicU64,
+    churn_cycles: AtomicU64,
+    sessions: AtomicUsize,
+    stop: AtomicBool,
+    errors: Mutex<Vec<String>>,
+    /// Per stable publisher (its index): the last number it sent.
+    last_sent: Mutex<HashMap<u32, u64>>,
+    /// Per (reader, publisher): the last number the reader saw.
+    last_seen: Mutex<HashMap<(u32, u32), u64>>,
+}
+
+impl Counters {
+    fn error(&self, error: String) {
+        self.errors.lock().unwrap_or_else(|e| e.into_inner()).push(error);
+    }
+}
+
+/// Runs a soak against `relay`, printing a line per sample.
+pub async fn run(
+    relay: &RelayProcess,
+    target: &Target,
+    config: &SoakConfig,
+) -> Result<SoakReport, String> {
+    let counters = Arc::new(Counters::default());
+    let started = Instant::now();
+    let end = started + Duration::from_secs_f64(config.minutes * 60.0);
+    let interval = Duration::from_secs_f64(1.0 / config.rate.max(0.001));
+
+    // The stable members, a few at a time.
+    let mut stable = Vec::new();
+    let mut index = 0u32;
+    for room in 0..config.rooms {
+        for _ in 0..config.stable_per_room {
+            let member = Stable {
+                index,
+                room,
+                target: target.clone(),
+                counters: counters.clone(),
+                interval,
+                size: config.message_bytes.max(12),
+            };
+            stable.push(member.join().await?);
+            index += 1;
+        }
+    }
+    let churners: Vec<_> = (0..config.rooms * config.churners_per_room)
+        .map(|k| {
+            let churner = Churner {
+                number: k,
+                room: k % config.rooms.max(1),
+                target: target.clone(),
+                counters: counters.clone(),
+                interval,
+                size: config.message_bytes.max(12),
+            };
+            tokio::spawn(churner.run(end))
+        })
+        .collect();
+
+    println!(
+        "{:>7} {:>10} {:>8} {:>9} {:>11} {:>6} {:>7}",
+        "minute", "rss_mib", "cpu_s", "sessions", "delivered", "lost", "churns"
+    );
+    let mut samples = Vec::new();
+    let mut previous = relay.usage()?;
+    let sample_every = Duration::from_secs_f64(config.sample_seconds);
+    let mut next = started + sample_every;
+    while Instant::now() < end {
+        tokio::time::sleep_until(tokio::time::Instant::from_std(next.min(end))).await;
+        next += sample_every;
+        let usage = relay.usage()?;
+        let sample = SoakSample {
+            minute: started.elapsed().as_secs_f64() / 60.0,
+            rss_bytes: usage.rss_bytes,
+            cpu_seconds: previous.until(&usage).cpu_seconds,
+            sessions: counters.sessions.load(Ordering::Relaxed),
+            delivered: counters.delivered.load(Ordering::Relaxed),
+            lost: counters.lost.load(Ordering::Relaxed),
+            churn_cycles: counters.churn_cycles.load(Ordering::Relaxed),
+        };
+        previous = usage;
+        println!(
+            "{:>7.1} {:>10.1} {:>8.2} {:>9} {:>11} {:>6} {:>7}",
+            sample.minute,
+            sample.rss_bytes as f64 / (1 << 20) as f64,
+            sample.cpu_seconds,
+            sample.sessions,
+            sample.delivered,
+            sample.lost,
+            sample.churn_cycles
+        );
+        samples.push(sample);
+    }
+
+    // Stop publishing, let the last messages arrive, then count what never did.
+    counters.stop.store(true, Ordering::Relaxed);
+    for churner in churners {
+        let _ = churner.await;
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let tail_lost = {
+        let sent = counters.last_sent.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = counters.last_seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.iter()
+            .map(|((_, publisher), last)| {
+                sent.get(publisher).map_or(0, |sent| sent.saturating_sub(*last))
+            })
+            .sum::<u64>()
+    };
+    counters.lost.fetch_add(tail_lost, Ordering::Relaxed);
+    // Every stable reader must have heard every other stable member of its room.
+    let pairs = config.rooms * config.stable_per_room * config.stable_per_room.saturating_sub(1);
+    let heard = counters
+        .last_seen
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .len();
+    if heard < pairs {
+        counters.error(format!(
+            "{} of {pairs} stable reader/publisher pairs never delivered a message",
+            pairs - heard
+        ));
+    }
+    for session in &stable {
+        if session.is_closed() {
+            counters.error("a stable member's session ended during the soak".into());
+        }
+        session.close(moq_net::Error::Cancel);
+    }
+
+    let baseline = samples
+        .iter()
+        .find(|sample| sample.minute >= config.baseline_minute)
+        .map(|sample| sample.rss_bytes);
+    let drift = match baseline {
+        Some(baseline) if baseline > 0 => {
+            let peak = samples
+                .iter()
+                .filter(|sample| sample.minute >= config.baseline_minute)
+                .map(|sample| sample.rss_bytes)
+                .max()
+                .unwrap_or(baseline);
+            peak as f64 / baseline as f64 - 1.0
+        }
+        _ => 0.0,
+    };
+    let errors = counters
+        .errors
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    Ok(SoakReport {
+        samples,
+        sent: counters.sent.load(Ordering::Relaxed),
+        delivered: counters.delivered.load(Ordering::Relaxed),
+        lost: counters.lost.load(Ordering::Relaxed),
+        churn_cycles: counters.churn_cycles.load(Ordering::Relaxed),
+        errors,
+        drift,
+        max_drift: config.max_drift,
+    })
+}
+
+/// A member that stays the whole soak.
+struct Stable {
+    index: u32,
+    room: usize,
+    target: Target,
+    counters: Arc<Counters>,
+    interval: Duration,
+    size: usize,
+}
+
+impl Stable {
+    /// Connects, starts publishing and reading; returns the session.
+    async fn join(self) -> Result<Session, String> {
+        let path = format!("room{}/s{}", self.room, self.index);
+        let (session, track, seen, broadcast) =
+            connect(&self.target, self.room, &path).await?;
+        self.counters.sessions.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(read_room(
+            seen,
+            Some(self.index),
+            path.clone(),
+            self.counters.clone(),
+        ));
+        tokio::spawn(publish(
+            broadcast,
+            track,
+            Some(self.index),
+            self.interval,
+            self.size,
+            self.counters.clone(),
+        ));
+        Ok(session)
+    }
+}
+
+/// A member that joins, talks, leaves and comes back.
+struct Churner {
+    number: usize,
+    room: usize,
+    target: Target,
+    counters: Arc<Counters>,
+    interval: Duration,
+    size: usize,
+}
+
+impl Churner {
+    async fn run(self, end: Instant) {
+        let mut cycle = 0u64;
+        while Instant::now() < end && !self.counters.stop.load(Ordering::Relaxed) {
+            // Deterministic variety: 5 to 20 s connected, 1 to 3 s away.
+            let mix = (self.number as u64).wrapping_mul(7919).wrapping_add(cycle * 104_729);
+            let stay = Duration::from_secs(5 + mix % 16);
+            let away = Duration::from_millis(1000 + (mix / 16) % 2000);
+            let path = format!("room{}/c{}", self.room, self.number);
+            match connect(&self.target, self.room, &path).await {
+                Ok((session, track, seen, broadcast)) => {
+                    self.counters.sessions.fetch_add(1, Ordering::Relaxed);
+                    let reader = tokio::spawn(read_room(seen, None, path.clone(), self.counters.clone()));
+                    let writer = tokio::spawn(publish(
+                        broadcast,
+                        track,
+                        None,
+                        self.interval,
+                        self.size,
+                        self.counters.clone(),
+                    ));
+                    tokio::time::sleep(stay).await;
+                    if session.is_closed() {
+                        self.counters
+                            .error(format!("churner {path}: the relay ended its session"));
+                    }
+                    writer.abort();
+                    reader.abort();
+                    session.close(moq_net::Error::Cancel);
+                    let _ = tokio::time::timeout(Duration::from_secs(2), session.closed()).await;
+                    self.counters.sessions.fetch_sub(1, Ordering::Relaxed);
+                    self.counters.churn_cycles.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(error) => self.counters.error(format!("churner {path}: {error}")),
+            }
+            cycle += 1;
+            tokio::time::sleep(away).await;
+        }
+    }
+}
+
+type Connected = (
+    Session,
+    moq_net::model::TrackProducer,
+    Origin,
+    BroadcastProducer,
+);
+
+/// A session publishing `path` (track `data`) and following its room.
+async fn connect(target: &Target, room: usize, path: &str) -> Result<Connected, String> {
+    let published = Origin::new();
+    let broadcast = BroadcastProducer::new();
+    let track = broadcast.create_track(Track::new("data"));
+    published
+        .publish(path, &broadcast)
+        .map_err(|e| e.to_string())?;
+    let seen = Origin::new();
+    let config = ClientConfig {
+        session: SessionConfig {
+            publish: Some(published),
+            subscribe: Some(seen.clone()),
+            subscribe_prefix: format!("room{room}").as_str().into(),
+            ..SessionConfig::default()
+        },
+        insecure_skip_verify: target.fingerprint.is_none(),
+        fingerprint: target.fingerprint,
+        ..ClientConfig::default()
+    };
+    let session = moq_tokio::connect(&target.url, config)
+        .await
+        .map_err(|e| format!("connecting {path}: {e}"))?;
+    session
+        .established()
+        .await
+        .map_err(|e| format!("{path}: the relay closed the session: {e}"))?;
+    Ok((session, track, seen, broadcast))
+}
+
+/// Publishes a numbered message every `interval` until the soak stops; a stable
+/// publisher records each number it sent.
+async fn publish(
+    _broadcast: BroadcastProducer,
+    mut track: moq_net::model::TrackProducer,
+    stable: Option<u32>,
+    interval: Duration,
+    size: usize,
+    counters: Arc<Counters>,
+) {
+    let mut number = 0u64;
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while !counters.stop.load(Ordering::Relaxed) {
+        ticks.tick().await;
+        number += 1;
+        let mut payload = vec![0u8; size];
+        payload[..4].copy_from_slice(&stable.unwrap_or(u32::MAX).to_be_bytes());
+        payload[4..12].copy_from_slice(&number.to_be_bytes());
+        let mut group = track.append_group();
+        group.write(0, Bytes::from(payload));
+        group.finish();
+        if let Some(index) = stable {
+            counters.sent.fetch_add(1, Ordering::Relaxed);
+            counters
+                .last_sent
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(index, number);
+        }
+    }
+    // Stay published until the session closes.
+    std::future::pending::<()>().await;
+}
+
+/// Reads every other member of the room as it is announced; a stable reader accounts for
+/// every stable publisher's numbers.
+async fn read_room(seen: Origin, reader: Option<u32>, me: String, counters: Arc<Counters>) {
+    let mut announced = seen.announced("");
+    loop {
+        if let Announcement::Active { path, broadcast } = announced.next().await {
+            if path.as_str() != me {
+                tokio::spawn(read(broadcast, reader, counters.clone()));
+            }
+        }
+    }
+}
+
+async fn read(broadcast: BroadcastConsumer, reader: Option<u32>, counters: Arc<Counters>) {
+    let Ok(mut track) = broadcast.subscribe_track("data").await else {
+        return;
+    };
+    while let Ok(Some(mut group)) = track.next_group().await {
+        while let Ok(Some(frame)) = group.read_frame().await {
+            let (Some(reader), Some(header)) = (reader, frame.payload.get(..12)) else {
+                continue;
+            };
+            let publisher = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
+            if publisher == u32::MAX {
+                continue; // a churner's: not accounted
+            }
+            let mut number = [0u8; 8];
+            number.copy_from_slice(&header[4..12]);
+            let number = u64::from_be_bytes(number);
+            counters.delivered.fetch_add(1, Ordering::Relaxed);
+            let mut seen = counters.last_seen.lock().unwrap_or_else(|e| e.into_inner());
+            let last = seen.entry((reader, publisher)).or_insert(number);
+            if number > *last + 1 {
+                counters.lost.fetch_add(number - *last - 1, Ordering::Relaxed);
+            }
+            *last = (*last).max(number);
+        }
+    }
+}
