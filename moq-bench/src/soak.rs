@@ -133,7 +133,10 @@ struct Counters {
 
 impl Counters {
     fn error(&self, error: String) {
-        self.errors.lock().unwrap_or_else(|e| e.into_inner()).push(error);
+        self.errors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(error);
     }
 }
 
@@ -225,7 +228,8 @@ pub async fn run(
         let seen = counters.last_seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.iter()
             .map(|((_, publisher), last)| {
-                sent.get(publisher).map_or(0, |sent| sent.saturating_sub(*last))
+                sent.get(publisher)
+                    .map_or(0, |sent| sent.saturating_sub(*last))
             })
             .sum::<u64>()
     };
@@ -297,8 +301,7 @@ impl Stable {
     /// Connects, starts publishing and reading; returns the session.
     async fn join(self) -> Result<Session, String> {
         let path = format!("room{}/s{}", self.room, self.index);
-        let (session, track, seen, broadcast) =
-            connect(&self.target, self.room, &path).await?;
+        let (session, track, seen, broadcast) = connect(&self.target, self.room, &path).await?;
         self.counters.sessions.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(read_room(
             seen,
@@ -333,14 +336,17 @@ impl Churner {
         let mut cycle = 0u64;
         while Instant::now() < end && !self.counters.stop.load(Ordering::Relaxed) {
             // Deterministic variety: 5 to 20 s connected, 1 to 3 s away.
-            let mix = (self.number as u64).wrapping_mul(7919).wrapping_add(cycle * 104_729);
+            let mix = (self.number as u64)
+                .wrapping_mul(7919)
+                .wrapping_add(cycle * 104_729);
             let stay = Duration::from_secs(5 + mix % 16);
             let away = Duration::from_millis(1000 + (mix / 16) % 2000);
             let path = format!("room{}/c{}", self.room, self.number);
             match connect(&self.target, self.room, &path).await {
                 Ok((session, track, seen, broadcast)) => {
                     self.counters.sessions.fetch_add(1, Ordering::Relaxed);
-                    let reader = tokio::spawn(read_room(seen, None, path.clone(), self.counters.clone()));
+                    let reader =
+                        tokio::spawn(read_room(seen, None, path.clone(), self.counters.clone()));
                     let writer = tokio::spawn(publish(
                         broadcast,
                         track,
@@ -474,7 +480,9 @@ async fn read(broadcast: BroadcastConsumer, reader: Option<u32>, counters: Arc<C
             let mut seen = counters.last_seen.lock().unwrap_or_else(|e| e.into_inner());
             let last = seen.entry((reader, publisher)).or_insert(number);
             if number > *last + 1 {
-                counters.lost.fetch_add(number - *last - 1, Ordering::Relaxed);
+                counters
+                    .lost
+                    .fetch_add(number - *last - 1, Ordering::Relaxed);
             }
             *last = (*last).max(number);
         }

@@ -315,3 +315,23 @@ async fn a_handshake_flood_does_not_keep_new_clients_out() {
     bed.delivers("after the handshake flood").await;
     drop(flood);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_flooding_quic_datagrams_that_nobody_reads_is_not_closed_and_not_kept() {
+    let mut bed = Bed::start(|_| {}).await;
+    let relay = bed.relay;
+    let code = hostile(move || {
+        let mut client = HostileClient::connect(relay, &HostileConfig::default());
+        client.write(2, SETUP, true);
+        for i in 0..20_000u32 {
+            client.send_datagram(&i.to_be_bytes().repeat(64));
+            if i % 256 == 0 {
+                client.drive(Duration::from_millis(1), |_| false);
+            }
+        }
+        client.closed_with(Duration::from_secs(1))
+    })
+    .await;
+    assert_eq!(code, None, "datagrams are not an error");
+    bed.delivers("after the datagram flood").await;
+}
