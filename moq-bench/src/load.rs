@@ -120,6 +120,44 @@ pub struct Target {
     pub fingerprint: Option<Fingerprint>,
 }
 
+impl Target {
+    /// The relay `relay`'s address with the root `root`, pinning its certificate if it
+    /// wrote its fingerprint.
+    pub fn of(relay: &crate::relay::RelayProcess, root: &str) -> Result<Self, String> {
+        let fingerprint = relay
+            .fingerprint
+            .as_deref()
+            .map(|text| {
+                Fingerprint::parse(text)
+                    .ok_or_else(|| format!("the relay wrote a bad fingerprint {text:?}"))
+            })
+            .transpose()?;
+        Ok(Self {
+            url: format!("moqt://127.0.0.1:{}/{root}", relay.port),
+            fingerprint,
+        })
+    }
+
+    /// A session to the relay configured by `session`, once the relay let it in; `name`
+    /// says which member in an error.
+    pub async fn join(&self, session: SessionConfig, name: &str) -> Result<Session, String> {
+        let config = ClientConfig {
+            session,
+            insecure_skip_verify: self.fingerprint.is_none(),
+            fingerprint: self.fingerprint,
+            ..ClientConfig::default()
+        };
+        let session = moq_tokio::connect(&self.url, config)
+            .await
+            .map_err(|e| format!("connecting {name}: {e}"))?;
+        session
+            .established()
+            .await
+            .map_err(|e| format!("{name}: the relay closed the session: {e}"))?;
+        Ok(session)
+    }
+}
+
 /// The shared counters of a run.
 #[derive(Debug, Default)]
 pub struct Tally {
@@ -284,24 +322,13 @@ impl Member {
                 .map_err(|e| e.to_string())?;
         }
         let seen = Origin::new();
-        let config = ClientConfig {
-            session: SessionConfig {
-                publish: self.publishes.then_some(published),
-                subscribe: self.subscribes.then(|| seen.clone()),
-                subscribe_prefix: self.room.as_str().into(),
-                ..SessionConfig::default()
-            },
-            insecure_skip_verify: target.fingerprint.is_none(),
-            fingerprint: target.fingerprint,
-            ..ClientConfig::default()
+        let session = SessionConfig {
+            publish: self.publishes.then_some(published),
+            subscribe: self.subscribes.then(|| seen.clone()),
+            subscribe_prefix: self.room.as_str().into(),
+            ..SessionConfig::default()
         };
-        let session = moq_tokio::connect(&target.url, config)
-            .await
-            .map_err(|e| format!("connecting {path}: {e}"))?;
-        session
-            .established()
-            .await
-            .map_err(|e| format!("{path}: the relay closed the session: {e}"))?;
+        let session = target.join(session, &path).await?;
         if self.subscribes {
             tokio::spawn(follow(seen, path.clone(), tally.clone(), hash(&path)));
         }

@@ -12,7 +12,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use moq_runtime::tls::Fingerprint;
 
 use moq_bench::chart;
 use moq_bench::load::{self, Stream, Target, Workload};
@@ -368,18 +367,7 @@ async fn soak(args: SoakArgs) -> Result<(), String> {
     let command = args.relay.clone().unwrap_or_else(default_relay);
     let template: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
     let relay = RelayProcess::start(&template, Duration::from_secs_f64(args.startup))?;
-    let fingerprint = relay
-        .fingerprint
-        .as_deref()
-        .map(|text| {
-            Fingerprint::parse(text)
-                .ok_or_else(|| format!("the relay wrote a bad fingerprint {text:?}"))
-        })
-        .transpose()?;
-    let target = Target {
-        url: format!("moqt://127.0.0.1:{}/soak", relay.port),
-        fingerprint,
-    };
+    let target = Target::of(&relay, "soak")?;
     let config = moq_bench::soak::SoakConfig {
         minutes: args.minutes,
         rooms: args.rooms,
@@ -702,18 +690,7 @@ async fn measure(
     round: u32,
     output: &Output,
 ) -> Result<RunRecord, String> {
-    let fingerprint = relay
-        .fingerprint
-        .as_deref()
-        .map(|text| {
-            Fingerprint::parse(text)
-                .ok_or_else(|| format!("the relay wrote a bad fingerprint {text:?}"))
-        })
-        .transpose()?;
-    let target = Target {
-        url: format!("moqt://127.0.0.1:{}/bench", relay.port),
-        fingerprint,
-    };
+    let target = Target::of(relay, "bench")?;
     let idle = relay.usage()?;
     let limit = Duration::from_secs_f64(output.warmup_limit);
     let setup_deadline = tokio::time::Instant::now() + limit;

@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use moq_net::model::{Announcement, BroadcastConsumer, BroadcastProducer, Origin, Track};
 use moq_net::session::{Session, SessionConfig};
-use moq_tokio::ClientConfig;
 
 use crate::load::Target;
 use crate::relay::RelayProcess;
@@ -391,24 +390,13 @@ async fn connect(target: &Target, room: usize, path: &str) -> Result<Connected, 
         .publish(path, &broadcast)
         .map_err(|e| e.to_string())?;
     let seen = Origin::new();
-    let config = ClientConfig {
-        session: SessionConfig {
-            publish: Some(published),
-            subscribe: Some(seen.clone()),
-            subscribe_prefix: format!("room{room}").as_str().into(),
-            ..SessionConfig::default()
-        },
-        insecure_skip_verify: target.fingerprint.is_none(),
-        fingerprint: target.fingerprint,
-        ..ClientConfig::default()
+    let session = SessionConfig {
+        publish: Some(published),
+        subscribe: Some(seen.clone()),
+        subscribe_prefix: format!("room{room}").as_str().into(),
+        ..SessionConfig::default()
     };
-    let session = moq_tokio::connect(&target.url, config)
-        .await
-        .map_err(|e| format!("connecting {path}: {e}"))?;
-    session
-        .established()
-        .await
-        .map_err(|e| format!("{path}: the relay closed the session: {e}"))?;
+    let session = target.join(session, path).await?;
     Ok((session, track, seen, broadcast))
 }
 
