@@ -36,6 +36,8 @@ pub struct HostileClient {
     socket: UdpSocket,
     conn: quiche::Connection,
     buf: Vec<u8>,
+    /// The next client uni stream id [`open_uni`](Self::open_uni) gives.
+    next_uni: u64,
 }
 
 impl std::fmt::Debug for HostileClient {
@@ -92,6 +94,7 @@ impl HostileClient {
             socket,
             conn,
             buf: vec![0; 65_536],
+            next_uni: 2,
         };
         client.flush();
         client
@@ -173,6 +176,26 @@ impl HostileClient {
             data.len() >= len
         });
         data
+    }
+
+    /// The first stream the server opened, of the kind `kind` (1: bidi, 3: uni), other
+    /// than `except`, that has data (within 10 s).
+    pub fn next_server_stream(&mut self, kind: u64, except: &[u64]) -> Option<u64> {
+        let mut found = None;
+        self.drive(Duration::from_secs(10), |conn| {
+            found = conn
+                .readable()
+                .find(|id| id & 3 == kind && !except.contains(id));
+            found.is_some()
+        });
+        found
+    }
+
+    /// Opens the next client uni stream: its id.
+    pub fn open_uni(&mut self) -> u64 {
+        let id = self.next_uni;
+        self.next_uni += 4;
+        id
     }
 
     /// The application code the server closed the connection with, once it did (within

@@ -24,6 +24,7 @@ const PATIENCE: Duration = Duration::from_secs(20);
 /// The relay and its good publisher and subscriber.
 struct Bed {
     relay: SocketAddr,
+    fingerprint: moq_runtime::tls::Fingerprint,
     http: SocketAddr,
     track: TrackProducer,
     received: Arc<Mutex<Vec<String>>>,
@@ -99,6 +100,7 @@ impl Bed {
         });
         let mut bed = Self {
             relay: address,
+            fingerprint,
             http,
             track,
             received,
@@ -334,4 +336,214 @@ async fn a_peer_flooding_quic_datagrams_that_nobody_reads_is_not_closed_and_not_
     .await;
     assert_eq!(code, None, "datagrams are not an error");
     bed.delivers("after the datagram flood").await;
+}
+
+/// A hostile publisher: announces `evil` (one track `chat`) and answers the relay's TRACK
+/// and SUBSCRIBE; returns the subscription's id once the relay subscribed.
+fn evil_publisher(client: &mut HostileClient) -> u64 {
+    let setup = client.open_uni();
+    client.write(setup, SETUP, true);
+    let announce = client
+        .next_server_stream(1, &[])
+        .expect("an ANNOUNCE_REQUEST");
+    client.read(announce, 3);
+    let mut answer = AnnounceOk {
+        hop_id: 0,
+        active_count: 1,
+    }
+    .encode();
+    answer.extend(
+        Announce {
+            active: true,
+            suffix: "evil".into(),
+            hops: Vec::new(),
+        }
+        .encode(),
+    );
+    client.write(announce, &answer, false);
+    // TRACK: answered with TRACK_INFO (priority 0, unordered, 5 s, timescale 1000), FIN.
+    let track = client
+        .next_server_stream(1, &[announce])
+        .expect("a TRACK request");
+    client.read(track, 4);
+    client.write(track, &[0x06, 0x00, 0x00, 0x53, 0x88, 0x43, 0xe8], true);
+    // SUBSCRIBE: type 2, then its length and its id.
+    let subscribe = client
+        .next_server_stream(1, &[announce, track])
+        .expect("a SUBSCRIBE");
+    let request = client.read(subscribe, 4);
+    assert_eq!(request.first(), Some(&0x02), "a subscribe stream");
+    let mut body = &request[1..];
+    let _length = moq_conformance::strict::wire::read_varint(&mut body).unwrap();
+    moq_conformance::strict::wire::read_varint(&mut body).unwrap()
+}
+
+/// A group stream's opening: stream type 0, then GROUP (subscribe id, sequence).
+fn group_header(subscribe: u64, sequence: u64) -> Vec<u8> {
+    let mut body = Vec::new();
+    moq_conformance::strict::wire::write_varint(&mut body, subscribe);
+    moq_conformance::strict::wire::write_varint(&mut body, sequence);
+    let mut header = vec![0x00];
+    header.extend(moq_conformance::strict::wire::message(&body));
+    header
+}
+
+/// One FRAME: timestamp delta 0, the payload's size, the payload.
+fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x00];
+    moq_conformance::strict::wire::write_varint(&mut out, payload.len() as u64);
+    out.extend_from_slice(payload);
+    out
+}
+
+/// A good subscriber of the hostile publisher's `evil`/`chat`: its session and what it
+/// received.
+async fn evil_reader(bed: &Bed) -> (Session, Arc<Mutex<Vec<String>>>) {
+    let seen = Origin::new();
+    let subscriber = connect(
+        &format!("moqt://localhost:{}/", bed.relay.port()),
+        ClientConfig {
+            session: SessionConfig {
+                subscribe: Some(seen.clone()),
+                ..SessionConfig::default()
+            },
+            fingerprint: Some(bed.fingerprint),
+            ..ClientConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let broadcast = tokio::time::timeout(PATIENCE, async {
+        loop {
+            if let Some(broadcast) = seen.consume_broadcast("evil") {
+                return broadcast;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the hostile broadcast is announced");
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let sink = received.clone();
+    tokio::spawn(async move {
+        let Ok(mut track) = broadcast.subscribe_track("chat").await else {
+            return;
+        };
+        while let Ok(Some(mut group)) = track.next_group().await {
+            while let Ok(Some(frame)) = group.read_frame().await {
+                let text = String::from_utf8_lossy(&frame.payload).into_owned();
+                sink.lock().unwrap().push(text);
+            }
+        }
+    });
+    (subscriber, received)
+}
+
+async fn until_received(received: &Arc<Mutex<Vec<String>>>, text: &str) {
+    let received = received.clone();
+    let text = text.to_owned();
+    tokio::time::timeout(PATIENCE, async move {
+        while !received.lock().unwrap().contains(&text) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the subscriber receives it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_at_the_largest_sequence_is_refused_alone() {
+    let mut bed = Bed::start(|_| {}).await;
+    let relay = bed.relay;
+    let (to_test, mut from_hostile) = tokio::sync::mpsc::unbounded_channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let publisher = tokio::task::spawn_blocking(move || {
+        let mut client = HostileClient::connect(relay, &HostileConfig::default());
+        let subscribe = evil_publisher(&mut client);
+        // The largest sequence there is: SUBSCRIBE_END could not say what follows it.
+        let last = client.open_uni();
+        let mut group = group_header(subscribe, (1 << 62) - 1);
+        group.extend(frame(b"the last sequence"));
+        client.write(last, &group, true);
+        client.drive(Duration::from_millis(300), |_| false);
+        let _ = to_test.send(());
+        client.drive(PATIENCE, |_| go_rx.try_recv().is_ok());
+        // Then an ordinary group.
+        let next = client.open_uni();
+        let mut group = group_header(subscribe, 1);
+        group.extend(frame(b"an ordinary group"));
+        client.write(next, &group, true);
+        client.closed_with(Duration::from_secs(2))
+    });
+    let (subscriber, received) = evil_reader(&bed).await;
+    tokio::time::timeout(PATIENCE, from_hostile.recv())
+        .await
+        .expect("the hostile group went out");
+    go_tx.send(()).unwrap();
+    until_received(&received, "an ordinary group").await;
+    assert!(
+        !received
+            .lock()
+            .unwrap()
+            .contains(&"the last sequence".to_owned()),
+        "the group at the largest sequence was refused"
+    );
+    assert_eq!(
+        publisher.await.unwrap(),
+        None,
+        "the publisher is not closed for it"
+    );
+    assert!(!subscriber.is_closed(), "nor is its subscriber");
+    bed.delivers("after the largest sequence").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_group_is_refused_past_its_bound_and_the_next_one_flows() {
+    let mut bed = Bed::start(|config| config.limits.max_group_frames = 8).await;
+    let relay = bed.relay;
+    let (to_test, mut from_hostile) = tokio::sync::mpsc::unbounded_channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let publisher = tokio::task::spawn_blocking(move || {
+        let mut client = HostileClient::connect(relay, &HostileConfig::default());
+        let subscribe = evil_publisher(&mut client);
+        // A group that never ends: 100 frames, no FIN.
+        let endless = client.open_uni();
+        let mut group = group_header(subscribe, 0);
+        for i in 0..100 {
+            group.extend(frame(format!("endless {i}").as_bytes()));
+        }
+        client.write(endless, &group, false);
+        client.drive(Duration::from_millis(300), |_| false);
+        let _ = to_test.send(());
+        client.drive(PATIENCE, |_| go_rx.try_recv().is_ok());
+        let next = client.open_uni();
+        let mut group = group_header(subscribe, 1);
+        group.extend(frame(b"the next group"));
+        client.write(next, &group, true);
+        client.closed_with(Duration::from_secs(2))
+    });
+    let (subscriber, received) = evil_reader(&bed).await;
+    tokio::time::timeout(PATIENCE, from_hostile.recv())
+        .await
+        .expect("the endless group went out");
+    go_tx.send(()).unwrap();
+    until_received(&received, "the next group").await;
+    let endless = received
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|text| text.starts_with("endless"))
+        .count();
+    assert!(
+        endless <= 8,
+        "at most the bound's frames of the endless group: {endless}"
+    );
+    assert_eq!(bed.metric("groups_refused_total"), 1);
+    assert_eq!(
+        publisher.await.unwrap(),
+        None,
+        "the publisher is not closed for it"
+    );
+    assert!(!subscriber.is_closed());
+    bed.delivers("after the endless group").await;
 }
