@@ -134,15 +134,21 @@ impl Bed {
         .expect("the good subscriber keeps receiving");
     }
 
-    /// A sample of the relay's `/metrics` (0 when absent).
-    fn metric(&self, name: &str) -> u64 {
+    /// The relay's `/metrics` text.
+    fn metrics_text(&self) -> String {
         let mut stream = TcpStream::connect(self.http).unwrap();
         stream
             .write_all(b"GET /metrics HTTP/1.1\r\nHost: relay\r\nConnection: close\r\n\r\n")
             .unwrap();
         let mut text = String::new();
         stream.read_to_string(&mut text).unwrap();
-        text.lines()
+        text
+    }
+
+    /// A sample of the relay's `/metrics` (0 when absent).
+    fn metric(&self, name: &str) -> u64 {
+        self.metrics_text()
+            .lines()
             .find_map(|line| line.strip_prefix(&format!("moq_relay_{name} ")))
             .and_then(|value| value.trim().parse().ok())
             .unwrap_or(0)
@@ -546,4 +552,51 @@ async fn an_endless_group_is_refused_past_its_bound_and_the_next_one_flows() {
     );
     assert!(!subscriber.is_closed());
     bed.delivers("after the endless group").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_closing_with_every_code_add_no_metric_labels() {
+    let mut bed = Bed::start(|_| {}).await;
+    let relay = bed.relay;
+    hostile(move || {
+        for code in (0..60u64).map(|i| i * 7919 + 3) {
+            let mut client = HostileClient::connect(relay, &HostileConfig::default());
+            client.write(2, SETUP, true);
+            client.drive(Duration::from_millis(20), |_| false);
+            let _ = client.connection().close(true, code, b"a code of its own");
+            client.drive(Duration::from_millis(20), |conn| conn.is_closed());
+        }
+    })
+    .await;
+    // Wait until the relay has counted them all, then count the label set.
+    let text = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let text = bed.metrics_text();
+            let closed: u64 = samples(&text, "moq_relay_sessions_closed_total")
+                .map(|(_, value)| value)
+                .sum();
+            if closed >= 60 {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the relay counts every closed session");
+    let labels = samples(&text, "moq_relay_sessions_closed_total").count();
+    assert!(
+        labels <= 3,
+        "a bounded label set, not one per code: {labels}"
+    );
+    bed.delivers("after the codes").await;
+}
+
+/// The samples of metric `name` in a Prometheus text: (labels, value).
+fn samples<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, u64)> + 'a {
+    text.lines()
+        .filter_map(move |line| line.strip_prefix(name))
+        .filter_map(|rest| {
+            let (labels, value) = rest.rsplit_once(' ')?;
+            Some((labels, value.trim().parse().ok()?))
+        })
 }
