@@ -378,8 +378,24 @@ async fn soak(args: SoakArgs) -> Result<(), String> {
         max_drift: args.max_drift,
         ..moq_bench::soak::SoakConfig::default()
     };
+    println!(
+        "{:>7} {:>10} {:>8} {:>9} {:>11} {:>6} {:>7}",
+        "minute", "rss_mib", "cpu_s", "sessions", "delivered", "lost", "churns"
+    );
+    let print = |sample: &moq_bench::soak::SoakSample| {
+        println!(
+            "{:>7.1} {:>10.1} {:>8.2} {:>9} {:>11} {:>6} {:>7}",
+            sample.minute,
+            sample.rss_bytes as f64 / (1 << 20) as f64,
+            sample.cpu_seconds,
+            sample.sessions,
+            sample.delivered,
+            sample.lost,
+            sample.churn_cycles
+        );
+    };
     let outcome = tokio::select! {
-        report = moq_bench::soak::run(&relay, &target, &config) => report,
+        report = moq_bench::soak::run(&relay, &target, &config, print) => report,
         report = relay.exited("during the soak") => Err(report),
     };
     relay.stop();

@@ -139,11 +139,12 @@ impl Counters {
     }
 }
 
-/// Runs a soak against `relay`, printing a line per sample.
+/// Runs a soak against `relay`, handing each sample to `on_sample` as it is taken.
 pub async fn run(
     relay: &RelayProcess,
     target: &Target,
     config: &SoakConfig,
+    mut on_sample: impl FnMut(&SoakSample),
 ) -> Result<SoakReport, String> {
     let counters = Arc::new(Counters::default());
     let started = Instant::now();
@@ -181,10 +182,6 @@ pub async fn run(
         })
         .collect();
 
-    println!(
-        "{:>7} {:>10} {:>8} {:>9} {:>11} {:>6} {:>7}",
-        "minute", "rss_mib", "cpu_s", "sessions", "delivered", "lost", "churns"
-    );
     let mut samples = Vec::new();
     let mut previous = relay.usage()?;
     let sample_every = Duration::from_secs_f64(config.sample_seconds);
@@ -203,16 +200,7 @@ pub async fn run(
             churn_cycles: counters.churn_cycles.load(Ordering::Relaxed),
         };
         previous = usage;
-        println!(
-            "{:>7.1} {:>10.1} {:>8.2} {:>9} {:>11} {:>6} {:>7}",
-            sample.minute,
-            sample.rss_bytes as f64 / (1 << 20) as f64,
-            sample.cpu_seconds,
-            sample.sessions,
-            sample.delivered,
-            sample.lost,
-            sample.churn_cycles
-        );
+        on_sample(&sample);
         samples.push(sample);
     }
 

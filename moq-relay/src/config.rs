@@ -127,7 +127,8 @@ pub struct AuthSection {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsSection {
-    /// The most sessions at once; one more is refused.
+    /// The most established sessions at once (a raw-QUIC session is established at its
+    /// authorized SETUP, a WebTransport one at its CONNECT); one more is refused.
     pub max_sessions: usize,
     /// The most subscriptions one session may hold; one more is refused on its stream.
     pub max_subscriptions_per_session: usize,
@@ -167,6 +168,9 @@ pub struct LimitsSection {
     pub max_group_bytes: u64,
     /// The most frames of one group from a publisher, the same way.
     pub max_group_frames: u64,
+    /// The most raw-QUIC connections waiting for their SETUP at once (they count against
+    /// `max_sessions` only once their SETUP is authorized); one more is refused.
+    pub max_pending_setup: usize,
     /// The most QUIC handshakes in progress at once; a new one past it is dropped. Kept
     /// apart from `max_sessions`, so that a flood of handshakes cannot take the places of
     /// established sessions.
@@ -197,6 +201,7 @@ impl Default for LimitsSection {
             max_queued_groups_per_session: 1024,
             max_group_bytes: 64 << 20,
             max_group_frames: 65_536,
+            max_pending_setup: 1024,
             max_half_open: 1024,
             retry_above_half_open: 256,
             max_sessions_per_address: 0,
@@ -336,6 +341,10 @@ impl Config {
             ),
             ("limits.max_group_frames", self.limits.max_group_frames),
             ("limits.max_half_open", self.limits.max_half_open as u64),
+            (
+                "limits.max_pending_setup",
+                self.limits.max_pending_setup as u64,
+            ),
         ];
         if let Some((key, _)) = at_least_one.iter().find(|(_, value)| *value == 0) {
             return invalid(key, "must be at least 1");

@@ -20,6 +20,8 @@ pub enum Refusal {
     Unauthorized,
     /// `limits.max_sessions` were open.
     TooManySessions,
+    /// `limits.max_pending_setup` raw-QUIC connections were waiting for their SETUP.
+    TooManyPending,
 }
 
 impl Refusal {
@@ -27,6 +29,7 @@ impl Refusal {
         match self {
             Refusal::Unauthorized => "unauthorized",
             Refusal::TooManySessions => "too_many_sessions",
+            Refusal::TooManyPending => "too_many_pending_setup",
         }
     }
 }
@@ -39,7 +42,11 @@ pub struct Metrics {
 
 #[derive(Debug, Default)]
 struct State {
-    live: HashMap<u64, Session>,
+    live: HashMap<u64, Live>,
+    /// Live sessions still waiting for their SETUP (raw QUIC, before its authorization).
+    pending: usize,
+    /// Sessions established before `opened` saw them (their SETUP raced the bookkeeping).
+    established_early: std::collections::HashSet<u64>,
     opened: u64,
     /// What closed sessions counted, summed.
     closed: Totals,
@@ -75,21 +82,60 @@ impl Totals {
     }
 }
 
+/// A live session, and whether it is established (its client authorized; a session
+/// waiting for its SETUP is not yet).
+#[derive(Debug)]
+struct Live {
+    session: Session,
+    established: bool,
+}
+
 impl Metrics {
-    /// Counts a session that opened; its counters are read until it closes.
-    pub fn opened(&self, id: u64, session: Session) {
+    /// Counts a session that opened, established already (WebTransport: its CONNECT was
+    /// authorized) or waiting for its SETUP; its counters are read until it closes.
+    pub fn opened(&self, id: u64, session: Session, established: bool) {
         let mut state = self.lock();
         state.opened += 1;
-        state.live.insert(id, session);
+        let established = established || state.established_early.remove(&id);
+        if !established {
+            state.pending += 1;
+        }
+        state.live.insert(
+            id,
+            Live {
+                session,
+                established,
+            },
+        );
+    }
+
+    /// Marks session `id` established (its SETUP was authorized): from now on it counts
+    /// against `limits.max_sessions`.
+    pub fn established(&self, id: u64) {
+        let mut state = self.lock();
+        match state.live.get_mut(&id) {
+            Some(live) if !live.established => {
+                live.established = true;
+                state.pending -= 1;
+            }
+            Some(_) => {}
+            None => {
+                state.established_early.insert(id);
+            }
+        }
     }
 
     /// Counts a session that closed with `error`, keeping what it counted.
     pub fn closed(&self, id: u64, error: Error) {
         let mut state = self.lock();
-        if let Some(session) = state.live.remove(&id) {
-            let (counters, stats) = (session.counters(), session.stats());
+        if let Some(live) = state.live.remove(&id) {
+            if !live.established {
+                state.pending -= 1;
+            }
+            let (counters, stats) = (live.session.counters(), live.session.stats());
             state.closed.add(counters, stats);
         }
+        state.established_early.remove(&id);
         *state.ended.entry(error_label(error)).or_default() += 1;
     }
 
@@ -98,14 +144,24 @@ impl Metrics {
         *self.lock().refused.entry(why).or_default() += 1;
     }
 
-    /// The sessions open now.
+    /// The sessions open now, established or not.
     pub fn live_sessions(&self) -> Vec<Session> {
-        self.lock().live.values().cloned().collect()
+        self.lock()
+            .live
+            .values()
+            .map(|live| live.session.clone())
+            .collect()
     }
 
-    /// How many sessions are open now.
+    /// How many established sessions are open now (what `limits.max_sessions` bounds).
     pub fn session_count(&self) -> usize {
-        self.lock().live.len()
+        let state = self.lock();
+        state.live.len() - state.pending
+    }
+
+    /// How many sessions are waiting for their SETUP now.
+    pub fn pending_count(&self) -> usize {
+        self.lock().pending
     }
 
     /// The Prometheus text exposition of every counter, with `origin`'s broadcasts.
@@ -115,12 +171,17 @@ impl Metrics {
         let broadcasts = origin.broadcast_count() as u64;
         // What the text needs, copied out, so that sessions opening and closing do not
         // wait for the rendering.
-        let (opened, live, closed, ended, refused) = {
+        let (opened, live, pending, closed, ended, refused) = {
             let state = self.lock();
-            let live: Vec<Session> = state.live.values().cloned().collect();
+            let live: Vec<Session> = state
+                .live
+                .values()
+                .map(|live| live.session.clone())
+                .collect();
             (
                 state.opened,
                 live,
+                state.pending,
                 state.closed,
                 state.ended.clone(),
                 state.refused.clone(),
@@ -146,8 +207,14 @@ impl Metrics {
         metric(
             "sessions",
             "gauge",
-            "Sessions open now.",
-            &one(live.len() as u64),
+            "Sessions established now (counted against limits.max_sessions).",
+            &one((live.len() - pending) as u64),
+        );
+        metric(
+            "sessions_pending_setup",
+            "gauge",
+            "Raw-QUIC connections waiting for their SETUP now (limits.max_pending_setup).",
+            &one(pending as u64),
         );
         metric(
             "sessions_opened_total",

@@ -53,6 +53,7 @@ pub struct Relay {
     fingerprint: Fingerprint,
     session: SessionConfig,
     max_sessions: usize,
+    max_pending_setup: usize,
     drain: Duration,
 }
 
@@ -94,7 +95,13 @@ impl Relay {
         let mut server_config = ServerConfig::new(config.server.bind, certificate, session.clone());
         // A connection over the session limit must still reach us to be refused cleanly.
         server_config.admission = Admission {
-            max_connections: config.limits.max_sessions.saturating_add(64),
+            // Established sessions, connections waiting for their SETUP, and a margin
+            // for the ones being refused cleanly.
+            max_connections: config
+                .limits
+                .max_sessions
+                .saturating_add(config.limits.max_pending_setup)
+                .saturating_add(64),
             max_half_open: config.limits.max_half_open,
             retry_above: config.limits.retry_above_half_open,
             max_per_address: config.limits.max_sessions_per_address,
@@ -126,6 +133,7 @@ impl Relay {
             fingerprint,
             session,
             max_sessions: config.limits.max_sessions,
+            max_pending_setup: config.limits.max_pending_setup,
             drain: config.drain(),
         })
     }
@@ -184,9 +192,15 @@ impl Relay {
     }
 
     /// Accepts or refuses one client.
+    ///
+    /// A session counts against `limits.max_sessions` once established: at its CONNECT
+    /// over WebTransport, at its SETUP over raw QUIC. A raw-QUIC connection waiting for
+    /// its SETUP counts against `limits.max_pending_setup` instead, so that connections
+    /// that never say who they are cannot take established sessions' places.
     fn admit(&self, id: u64, request: Request) {
         let remote = request.remote_addr();
-        if self.metrics.session_count() >= self.max_sessions {
+        let binding = request.binding();
+        if binding == Binding::WebTransport && self.metrics.session_count() >= self.max_sessions {
             tracing::warn!(?remote, "refused: limits.max_sessions reached");
             self.metrics.refused(Refusal::TooManySessions);
             request.reject(
@@ -195,7 +209,16 @@ impl Relay {
             );
             return;
         }
-        let session = match request.binding() {
+        if binding == Binding::Quic && self.metrics.pending_count() >= self.max_pending_setup {
+            tracing::warn!(?remote, "refused: limits.max_pending_setup reached");
+            self.metrics.refused(Refusal::TooManyPending);
+            request.reject(
+                StatusCode::SERVICE_UNAVAILABLE,
+                moq_net::Error::BoundsExceeded,
+            );
+            return;
+        }
+        let session = match binding {
             // The path (and token) came with the CONNECT: decide now.
             Binding::WebTransport => {
                 let path = request.path().unwrap_or_default();
@@ -217,16 +240,23 @@ impl Relay {
             }
             // The path arrives in SETUP: the session decides when it does.
             Binding::Quic => {
-                let (authorizer, origin, metrics) = (
+                let (authorizer, origin, metrics, max_sessions) = (
                     self.authorizer.clone(),
                     self.origin.clone(),
                     self.metrics.clone(),
+                    self.max_sessions,
                 );
                 let hook = Authorize::new(move |setup| {
+                    if metrics.session_count() >= max_sessions {
+                        tracing::warn!(?remote, "refused at SETUP: limits.max_sessions reached");
+                        metrics.refused(Refusal::TooManySessions);
+                        return Err(moq_net::Error::BoundsExceeded);
+                    }
                     let path = setup.path.as_deref().unwrap_or("/");
                     match authorizer.authorize(&origin, path, SystemTime::now()) {
                         Ok(grant) => {
                             tracing::info!(?remote, root = %grant.root, "quic session");
+                            metrics.established(id);
                             Ok(grant.origins)
                         }
                         Err(error) => {
@@ -239,7 +269,7 @@ impl Relay {
                 request.accept_with(self.session_config(Origins::default(), Some(hook)))
             }
         };
-        self.watch(id, session);
+        self.watch(id, session, binding == Binding::WebTransport);
     }
 
     fn session_config(&self, origins: Origins, authorize: Option<Authorize>) -> SessionConfig {
@@ -253,9 +283,10 @@ impl Relay {
         }
     }
 
-    /// Counts the session while it lives, and how it ended.
-    fn watch(&self, id: u64, session: Session) {
-        self.metrics.opened(id, session.clone());
+    /// Counts the session while it lives (established already, or once its SETUP is
+    /// authorized), and how it ended.
+    fn watch(&self, id: u64, session: Session, established: bool) {
+        self.metrics.opened(id, session.clone(), established);
         let metrics = self.metrics.clone();
         tokio::spawn(async move {
             let error = session.closed().await;

@@ -600,3 +600,70 @@ fn samples<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, u
             Some((labels, value.trim().parse().ok()?))
         })
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_waiting_for_setup_do_not_take_established_sessions_places() {
+    let mut bed = Bed::start(|config| {
+        config.limits.max_sessions = 3;
+        config.limits.max_pending_setup = 5;
+        config.limits.setup_timeout_secs = 3600;
+    })
+    .await;
+    let relay = bed.relay;
+    let (silent, refused) = hostile(move || {
+        let silent: Vec<HostileClient> = (0..5)
+            .map(|_| HostileClient::connect(relay, &HostileConfig::default()))
+            .collect();
+        let mut sixth = HostileClient::connect(relay, &HostileConfig::default());
+        (silent, sixth.closed_with(PATIENCE))
+    })
+    .await;
+    assert_eq!(
+        refused,
+        Some(Error::BoundsExceeded.to_code()),
+        "past max_pending_setup"
+    );
+    assert_eq!(bed.metric("sessions_pending_setup"), 5);
+    assert_eq!(
+        bed.metric("sessions"),
+        2,
+        "waiting connections are not sessions"
+    );
+    // One silent connection leaves: four wait for their SETUP and two sessions are
+    // established; a third client that says who it is gets the third place.
+    let mut silent = silent;
+    let mut leaving = silent.pop().unwrap();
+    hostile(move || {
+        let _ = leaving.connection().close(true, 0, b"");
+        leaving.drive(Duration::from_millis(50), |conn| conn.is_closed());
+    })
+    .await;
+    tokio::time::timeout(PATIENCE, async {
+        while bed.metric("sessions_pending_setup") != 4 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the relay counts the leaving connection out");
+    let seen = Origin::new();
+    let third = connect(
+        &format!("moqt://localhost:{}/", relay.port()),
+        ClientConfig {
+            session: SessionConfig {
+                subscribe: Some(seen.clone()),
+                ..SessionConfig::default()
+            },
+            fingerprint: Some(bed.fingerprint),
+            ..ClientConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    tokio::time::timeout(PATIENCE, third.established())
+        .await
+        .expect("within the patience")
+        .expect("the third client is let in");
+    assert_eq!(bed.metric("sessions"), 3);
+    bed.delivers("with connections waiting").await;
+    drop(silent);
+}
