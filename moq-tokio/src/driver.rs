@@ -154,8 +154,7 @@ async fn run(
                 // At most RECV_BUDGET datagrams before the loop's other work (timers,
                 // sends, accepts) runs again: a flood must not starve the connections it
                 // is not for. Readiness stays set, so the next turn comes straight back.
-                let mut budget = RECV_BUDGET;
-                while budget > 0 {
+                receive_within(RECV_BUDGET, || {
                     let received = guard.try_io(|socket| {
                         // On the stack: no allocation per receive call.
                         let mut chunks = storage.chunks_mut(RECV_BUFFER);
@@ -164,27 +163,19 @@ async fn run(
                         });
                         socket.get_ref().recv(&mut buffers[..recv_batch], &mut meta)
                     });
-                    match received {
-                        Ok(Ok(count)) => {
-                            budget = budget.saturating_sub(count.max(1));
-                            let now = Instant::now();
-                            for (meta, buffer) in
-                                meta[..count].iter().zip(storage.chunks_mut(RECV_BUFFER))
-                            {
-                                let len = meta.len.min(buffer.len());
-                                for datagram in buffer[..len].chunks_mut(meta.stride.max(1)) {
-                                    let _ = endpoint.handle_datagram(datagram, meta.addr, now);
-                                }
+                    if let Ok(Ok(count)) = received {
+                        let now = Instant::now();
+                        for (meta, buffer) in
+                            meta[..count].iter().zip(storage.chunks_mut(RECV_BUFFER))
+                        {
+                            let len = meta.len.min(buffer.len());
+                            for datagram in buffer[..len].chunks_mut(meta.stride.max(1)) {
+                                let _ = endpoint.handle_datagram(datagram, meta.addr, now);
                             }
                         }
-                        // A read error other than "nothing there" is a datagram lost.
-                        Ok(Err(error)) => {
-                            budget -= 1;
-                            tracing::debug!(%error, "a receive failed");
-                        }
-                        Err(_would_block) => break,
                     }
-                }
+                    received.ok()
+                });
             }
             command = commands.recv(), if handles_open => match command {
                 Some(Command::Connect { server_name, peer, reply }) => {
@@ -201,6 +192,30 @@ async fn run(
             () = &mut timer, if armed.is_some() => {}
         }
     }
+}
+
+/// Calls `receive_once` (one receive call, its datagrams handled: `Some` with how many it
+/// took or the call's error, `None` when the socket would block) until the socket is empty
+/// or `budget` datagrams were taken; returns whether the budget ran out (the socket may
+/// hold more, for the next turn). A failed call counts as one datagram, so that a socket
+/// that keeps failing cannot hold the loop either.
+fn receive_within(
+    budget: usize,
+    mut receive_once: impl FnMut() -> Option<std::io::Result<usize>>,
+) -> bool {
+    let mut left = budget;
+    while left > 0 {
+        match receive_once() {
+            Some(Ok(count)) => left = left.saturating_sub(count.max(1)),
+            // A read error other than "nothing there" is a datagram lost.
+            Some(Err(error)) => {
+                left -= 1;
+                tracing::debug!(%error, "a receive failed");
+            }
+            None => return false,
+        }
+    }
+    true
 }
 
 /// Datagrams one receive call takes at most (`recvmmsg`).
@@ -264,5 +279,42 @@ async fn send(socket: &AsyncFd<UdpSocket>, transmit: &Transmit) {
             }
             Ok(()) => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A flood (a socket that never runs dry) holds the loop for one budget, no more: the
+    /// loop's timers and sends run between budgets.
+    #[test]
+    fn a_socket_that_never_runs_dry_is_read_for_one_budget() {
+        let mut calls = 0;
+        let exhausted = receive_within(RECV_BUDGET, || {
+            calls += 1;
+            Some(Ok(RECV_BATCH))
+        });
+        assert!(exhausted, "the budget ran out: the socket may hold more");
+        assert_eq!(calls, RECV_BUDGET.div_ceil(RECV_BATCH));
+
+        // Failing calls count too.
+        let mut calls = 0;
+        receive_within(RECV_BUDGET, || {
+            calls += 1;
+            Some(Err(std::io::Error::other("failing")))
+        });
+        assert_eq!(calls, RECV_BUDGET);
+    }
+
+    #[test]
+    fn an_empty_socket_ends_the_receiving_at_once() {
+        let mut calls = 0;
+        let exhausted = receive_within(RECV_BUDGET, || {
+            calls += 1;
+            (calls < 3).then_some(Ok(1))
+        });
+        assert!(!exhausted);
+        assert_eq!(calls, 3);
     }
 }
