@@ -667,3 +667,62 @@ async fn connections_waiting_for_setup_do_not_take_established_sessions_places()
     bed.delivers("with connections waiting").await;
     drop(silent);
 }
+
+/// Regression: a token was checked only at connect, so a short-lived token held its session
+/// forever. A session whose token runs out while it is connected is closed with
+/// Unauthorized, on both bindings; the good pair (on a public prefix) goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_closed_when_its_token_expires() {
+    use moq_relay::auth::{Claims, Key, KeyAlgorithm};
+    let scratch = tempfile::tempdir().unwrap();
+    let key = Key::generate(KeyAlgorithm::Hs256).unwrap();
+    let key_file = scratch.path().join("root.jwk");
+    std::fs::write(&key_file, key.to_json()).unwrap();
+    let mut bed = Bed::start(|config| {
+        config.auth.key = Some(key_file.clone());
+        config.auth.public = Some(vec![String::new()]);
+    })
+    .await;
+    for scheme in ["moqt", "https"] {
+        // Expired 54 s ago: within the relay's 60 s of leeway for six more seconds.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let token = key
+            .sign(&Claims {
+                root: "private".into(),
+                publish: vec![String::new()],
+                subscribe: vec![String::new()],
+                expires: Some(now - 54),
+                issued: Some(now - 120),
+                not_before: None,
+            })
+            .unwrap();
+        let session = connect(
+            &format!(
+                "{scheme}://localhost:{}/private?jwt={token}",
+                bed.relay.port()
+            ),
+            ClientConfig {
+                session: SessionConfig {
+                    subscribe: Some(Origin::new()),
+                    ..SessionConfig::default()
+                },
+                fingerprint: Some(bed.fingerprint),
+                ..ClientConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+        tokio::time::timeout(PATIENCE, session.established())
+            .await
+            .expect("within the patience")
+            .unwrap_or_else(|error| panic!("{scheme}: let in while its token is valid: {error}"));
+        let ended = tokio::time::timeout(PATIENCE, session.closed())
+            .await
+            .unwrap_or_else(|_| panic!("{scheme}: still open after its token expired"));
+        assert_eq!(ended, Error::Unauthorized, "{scheme}");
+    }
+    bed.delivers("after the expiries").await;
+}
