@@ -347,8 +347,15 @@ async fn a_peer_flooding_quic_datagrams_that_nobody_reads_is_not_closed_and_not_
 /// A hostile publisher: announces `evil` (one track `chat`) and answers the relay's TRACK
 /// and SUBSCRIBE; returns the subscription's id once the relay subscribed.
 fn evil_publisher(client: &mut HostileClient) -> u64 {
-    let setup = client.open_uni();
-    client.write(setup, SETUP, true);
+    announce_one(client, SETUP, "evil");
+    answer_subscription(client)
+}
+
+/// Sends `setup` (a whole SETUP stream) and announces `suffix` on the relay's announce
+/// request.
+fn announce_one(client: &mut HostileClient, setup: &[u8], suffix: &str) {
+    let stream = client.open_uni();
+    client.write(stream, setup, true);
     let announce = client
         .next_server_stream(1, &[])
         .expect("an ANNOUNCE_REQUEST");
@@ -361,12 +368,18 @@ fn evil_publisher(client: &mut HostileClient) -> u64 {
     answer.extend(
         Announce {
             active: true,
-            suffix: "evil".into(),
+            suffix: suffix.into(),
             hops: Vec::new(),
         }
         .encode(),
     );
     client.write(announce, &answer, false);
+}
+
+/// Answers the relay's TRACK and SUBSCRIBE for the one track; returns the subscription id.
+fn answer_subscription(client: &mut HostileClient) -> u64 {
+    // The relay's first bidi stream (id 1) is its announce request.
+    let announce = 1;
     // TRACK: answered with TRACK_INFO (priority 0, unordered, 5 s, timescale 1000), FIN.
     let track = client
         .next_server_stream(1, &[announce])
@@ -725,4 +738,49 @@ async fn a_session_is_closed_when_its_token_expires() {
         assert_eq!(ended, Error::Unauthorized, "{scheme}");
     }
     bed.delivers("after the expiries").await;
+}
+
+/// Regression: raw QUIC took the SETUP path as it came, WebTransport through URL rules, so
+/// one path named different broadcasts on each. A raw-QUIC publisher whose SETUP path is
+/// `/lobby/./x/..` publishes under `lobby`, where a WebTransport subscriber of `/lobby`
+/// finds its broadcast by its plain name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_path_names_the_same_broadcasts_on_both_bindings() {
+    let bed = Bed::start(|_| {}).await;
+    let relay = bed.relay;
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let publisher = tokio::task::spawn_blocking(move || {
+        let mut client = HostileClient::connect(relay, &HostileConfig::default());
+        // SETUP: one parameter, Path (2), "/lobby/./x/..".
+        let path = b"/lobby/./x/..";
+        let mut body = vec![0x01, 0x02, path.len() as u8];
+        body.extend_from_slice(path);
+        let mut setup = vec![0x01];
+        setup.extend(moq_conformance::strict::wire::message(&body));
+        announce_one(&mut client, &setup, "camera");
+        client.drive(PATIENCE, |_| finished.try_recv().is_ok());
+    });
+    let seen = Origin::new();
+    let _subscriber = connect(
+        &format!("https://localhost:{}/lobby", relay.port()),
+        ClientConfig {
+            session: SessionConfig {
+                subscribe: Some(seen.clone()),
+                ..SessionConfig::default()
+            },
+            fingerprint: Some(bed.fingerprint),
+            ..ClientConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    tokio::time::timeout(PATIENCE, async {
+        while seen.consume_broadcast("camera").is_none() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("announced as: {:?}", seen.paths("")));
+    let _ = done.send(());
+    publisher.await.unwrap();
 }
