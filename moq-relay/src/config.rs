@@ -169,7 +169,8 @@ pub struct LimitsSection {
     /// The most frames of one group from a publisher, the same way.
     pub max_group_frames: u64,
     /// The most raw-QUIC connections waiting for their SETUP at once (they count against
-    /// `max_sessions` only once their SETUP is authorized); one more is refused.
+    /// `max_sessions` only once their SETUP is authorized), and apart from them the most
+    /// WebTransport connections waiting for their CONNECT; one more is refused.
     pub max_pending_setup: usize,
     /// The most QUIC handshakes in progress at once; a new one past it is dropped. Kept
     /// apart from `max_sessions`, so that a flood of handshakes cannot take the places of

@@ -82,6 +82,14 @@ impl Totals {
     }
 }
 
+impl State {
+    /// Established sessions: live ones past their SETUP, and those whose SETUP was
+    /// authorized before the relay's bookkeeping saw them open.
+    fn established(&self) -> usize {
+        self.live.len() - self.pending + self.established_early.len()
+    }
+}
+
 /// A live session, and whether it is established (its client authorized; a session
 /// waiting for its SETUP is not yet).
 #[derive(Debug)]
@@ -109,10 +117,15 @@ impl Metrics {
         );
     }
 
-    /// Marks session `id` established (its SETUP was authorized): from now on it counts
-    /// against `limits.max_sessions`.
-    pub fn established(&self, id: u64) {
+    /// Marks session `id` established (its SETUP was authorized) if fewer than `max`
+    /// sessions are, and says whether it did: from then on it counts against
+    /// `limits.max_sessions`. The check and the mark are one step, so sessions whose
+    /// SETUPs arrive together cannot all pass the check.
+    pub fn try_establish(&self, id: u64, max: usize) -> bool {
         let mut state = self.lock();
+        if state.established() >= max {
+            return false;
+        }
         match state.live.get_mut(&id) {
             Some(live) if !live.established => {
                 live.established = true;
@@ -123,6 +136,7 @@ impl Metrics {
                 state.established_early.insert(id);
             }
         }
+        true
     }
 
     /// Counts a session that closed with `error`, keeping what it counted.
@@ -155,8 +169,7 @@ impl Metrics {
 
     /// How many established sessions are open now (what `limits.max_sessions` bounds).
     pub fn session_count(&self) -> usize {
-        let state = self.lock();
-        state.live.len() - state.pending
+        self.lock().established()
     }
 
     /// How many sessions are waiting for their SETUP now.
@@ -171,7 +184,7 @@ impl Metrics {
         let broadcasts = origin.broadcast_count() as u64;
         // What the text needs, copied out, so that sessions opening and closing do not
         // wait for the rendering.
-        let (opened, live, pending, closed, ended, refused) = {
+        let (opened, live, established, pending, closed, ended, refused) = {
             let state = self.lock();
             let live: Vec<Session> = state
                 .live
@@ -181,6 +194,7 @@ impl Metrics {
             (
                 state.opened,
                 live,
+                state.established(),
                 state.pending,
                 state.closed,
                 state.ended.clone(),
@@ -208,7 +222,7 @@ impl Metrics {
             "sessions",
             "gauge",
             "Sessions established now (counted against limits.max_sessions).",
-            &one((live.len() - pending) as u64),
+            &one(established as u64),
         );
         metric(
             "sessions_pending_setup",
@@ -359,6 +373,20 @@ fn error_label(error: Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (review): the SETUP hook checked the count, then marked the session, in
+    /// two steps, so SETUPs arriving together could all pass. A session whose SETUP was
+    /// authorized before the bookkeeping saw it open counts too.
+    #[test]
+    fn establishing_checks_and_counts_in_one_step() {
+        let metrics = Metrics::default();
+        assert!(metrics.try_establish(1, 1), "the first place");
+        assert_eq!(metrics.session_count(), 1, "counted before it is seen open");
+        assert!(!metrics.try_establish(2, 1), "no second place");
+        metrics.closed(1, Error::Cancel);
+        assert_eq!(metrics.session_count(), 0);
+        assert!(metrics.try_establish(2, 1), "the place is free again");
+    }
 
     #[test]
     fn the_exposition_has_help_type_and_labelled_samples() {

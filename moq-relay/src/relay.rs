@@ -106,6 +106,9 @@ impl Relay {
             retry_above: config.limits.retry_above_half_open,
             max_per_address: config.limits.max_sessions_per_address,
         };
+        // A WebTransport client waiting for its CONNECT is a connection that has not said
+        // who it is, like a raw-QUIC one waiting for its SETUP: the same bound.
+        server_config.max_pending_handshakes = config.limits.max_pending_setup;
         server_config.idle_timeout_ms = config.limits.idle_timeout_secs.saturating_mul(1000);
         let server = Server::bind(server_config)
             .await
@@ -247,16 +250,18 @@ impl Relay {
                     self.max_sessions,
                 );
                 let hook = Authorize::new(move |setup| {
-                    if metrics.session_count() >= max_sessions {
-                        tracing::warn!(?remote, "refused at SETUP: limits.max_sessions reached");
-                        metrics.refused(Refusal::TooManySessions);
-                        return Err(moq_net::Error::BoundsExceeded);
-                    }
                     let path = setup.path.as_deref().unwrap_or("/");
                     match authorizer.authorize(&origin, path, SystemTime::now()) {
+                        Ok(_) if !metrics.try_establish(id, max_sessions) => {
+                            tracing::warn!(
+                                ?remote,
+                                "refused at SETUP: limits.max_sessions reached"
+                            );
+                            metrics.refused(Refusal::TooManySessions);
+                            Err(moq_net::Error::BoundsExceeded)
+                        }
                         Ok(grant) => {
                             tracing::info!(?remote, root = %grant.root, "quic session");
-                            metrics.established(id);
                             Ok(grant.origins)
                         }
                         Err(error) => {

@@ -10,8 +10,10 @@
 //! and each address may hold at most [`Admission::max_per_address`] connections.
 //!
 //! Retry tokens are minted and checked here, statelessly: an HMAC-SHA256 (ring) over the
-//! client's address, the time the token was issued and the connection ID the client first
-//! chose, under a key drawn at random when the endpoint starts.
+//! client's address, the time the token was issued, the connection ID the client first
+//! chose and the one our Retry gave it, under a key drawn at random when the endpoint
+//! starts. A token is good only for the connection ID its Retry gave: replayed with other
+//! IDs it opens nothing, and with that one it reaches the connection that already exists.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -21,8 +23,8 @@ use ring::hmac;
 /// An endpoint's admission policy. The defaults suit a public server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admission {
-    /// The most established connections at once; a handshake that completes past it is
-    /// refused (its connection closed).
+    /// The most established connections at once; while they are all taken, a new
+    /// Initial is refused (dropped).
     pub max_connections: usize,
     /// The most handshakes in progress at once; an Initial past it is dropped.
     pub max_half_open: usize,
@@ -71,23 +73,32 @@ impl RetryTokens {
         })
     }
 
-    /// A token for a client at `address` whose first Initial went to `original_dcid`.
-    pub(crate) fn mint(&self, address: SocketAddr, original_dcid: &[u8], now: Instant) -> Vec<u8> {
+    /// A token for a client at `address` whose first Initial went to `original_dcid`, and
+    /// to whom our Retry gives `retry_scid`.
+    pub(crate) fn mint(
+        &self,
+        address: SocketAddr,
+        original_dcid: &[u8],
+        retry_scid: &[u8],
+        now: Instant,
+    ) -> Vec<u8> {
         let issued = now.saturating_duration_since(self.epoch).as_millis() as u64;
         let mut token = Vec::with_capacity(TIME_LEN + 1 + original_dcid.len() + 32);
         token.extend_from_slice(&issued.to_be_bytes());
         token.push(original_dcid.len() as u8);
         token.extend_from_slice(original_dcid);
-        let tag = hmac::sign(&self.key, &signed(&token, address));
+        let tag = hmac::sign(&self.key, &signed(&token, address, retry_scid));
         token.extend_from_slice(tag.as_ref());
         token
     }
 
-    /// The original connection ID a valid token from `address` carries; `None` for a
-    /// token that is malformed, forged, for another address, or too old.
+    /// The original connection ID a valid token carries, on an Initial from `address` to
+    /// `dcid`; `None` for a token that is malformed, forged, for another address or for
+    /// another connection ID than its Retry gave, or too old.
     pub(crate) fn validate(
         &self,
         address: SocketAddr,
+        dcid: &[u8],
         token: &[u8],
         now: Instant,
     ) -> Option<Vec<u8>> {
@@ -95,7 +106,7 @@ impl RetryTokens {
         let cid_len = usize::from(*token.get(TIME_LEN)?);
         let body_len = TIME_LEN + 1 + cid_len;
         let (body, tag) = (token.get(..body_len)?, token.get(body_len..)?);
-        hmac::verify(&self.key, &signed(body, address), tag).ok()?;
+        hmac::verify(&self.key, &signed(body, address, dcid), tag).ok()?;
         let age = now
             .saturating_duration_since(self.epoch)
             .saturating_sub(Duration::from_millis(issued));
@@ -103,14 +114,17 @@ impl RetryTokens {
     }
 }
 
-/// What a token's tag covers: its body and the client's address.
-fn signed(body: &[u8], address: SocketAddr) -> Vec<u8> {
+/// What a token's tag covers: its body, the client's address, and the connection ID the
+/// Retry gave.
+fn signed(body: &[u8], address: SocketAddr, retry_scid: &[u8]) -> Vec<u8> {
     let mut bytes = body.to_vec();
     match address.ip() {
         std::net::IpAddr::V4(ip) => bytes.extend_from_slice(&ip.octets()),
         std::net::IpAddr::V6(ip) => bytes.extend_from_slice(&ip.octets()),
     }
     bytes.extend_from_slice(&address.port().to_be_bytes());
+    bytes.push(retry_scid.len() as u8);
+    bytes.extend_from_slice(retry_scid);
     bytes
 }
 
@@ -119,34 +133,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_token_is_valid_only_from_its_address_unaltered_and_in_time() {
+    fn a_token_is_valid_only_from_its_address_for_its_connection_id_unaltered_and_in_time() {
         let epoch = Instant::now();
         let tokens = RetryTokens::new(epoch).unwrap();
         let client: SocketAddr = "192.0.2.1:4433".parse().unwrap();
-        let token = tokens.mint(client, &[7; 16], epoch);
-        assert_eq!(tokens.validate(client, &token, epoch), Some(vec![7; 16]));
-
-        let elsewhere: SocketAddr = "192.0.2.2:4433".parse().unwrap();
+        let ours = [9u8; 16];
+        let token = tokens.mint(client, &[7; 16], &ours, epoch);
         assert_eq!(
-            tokens.validate(elsewhere, &token, epoch),
-            None,
-            "another address"
+            tokens.validate(client, &ours, &token, epoch),
+            Some(vec![7; 16])
+        );
+
+        let invalid = |address, dcid: &[u8], token: &[u8], now| {
+            tokens.validate(address, dcid, token, now).is_none()
+        };
+        let elsewhere: SocketAddr = "192.0.2.2:4433".parse().unwrap();
+        assert!(invalid(elsewhere, &ours, &token, epoch), "another address");
+        // Regression: one token, replayed with fresh connection IDs, opened a half-open
+        // connection each.
+        assert!(
+            invalid(client, &[8; 16], &token, epoch),
+            "another connection ID"
         );
         let mut forged = token.clone();
         forged[TIME_LEN + 1] ^= 1;
-        assert_eq!(tokens.validate(client, &forged, epoch), None, "altered");
+        assert!(invalid(client, &ours, &forged, epoch), "altered");
         let late = epoch + TOKEN_LIFETIME + Duration::from_secs(1);
-        assert_eq!(tokens.validate(client, &token, late), None, "too old");
+        assert!(invalid(client, &ours, &token, late), "too old");
         for cut in 0..token.len() {
-            assert_eq!(
-                tokens.validate(client, &token[..cut], epoch),
-                None,
-                "cut at {cut}"
-            );
+            assert!(invalid(client, &ours, &token[..cut], epoch), "cut at {cut}");
         }
         let other = RetryTokens::new(epoch).unwrap();
         assert_eq!(
-            other.validate(client, &token, epoch),
+            other.validate(client, &ours, &token, epoch),
             None,
             "another endpoint's key"
         );

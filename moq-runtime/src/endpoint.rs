@@ -364,7 +364,7 @@ impl Endpoint {
         // A client echoing a Retry token proved its address; the connection ID it first
         // chose is in the token, and the one it uses now is the one our Retry gave it.
         let validated = match (token, &self.retry_tokens) {
-            (Some(token), Some(tokens)) => match tokens.validate(from, token, now) {
+            (Some(token), Some(tokens)) => match tokens.validate(from, &header.dcid, token, now) {
                 Some(original) => Some(original),
                 None => {
                     tracing::debug!(%from, "dropping an Initial with an invalid token");
@@ -376,7 +376,7 @@ impl Endpoint {
         if validated.is_none() && self.half_open >= self.admission.retry_above {
             if let Some(tokens) = &self.retry_tokens {
                 let scid = self.cids.generate()?;
-                let token = tokens.mint(from, &header.dcid, now);
+                let token = tokens.mint(from, &header.dcid, scid.as_bytes(), now);
                 let mut contents = self.spare_contents.pop().unwrap_or_default();
                 contents.resize(MAX_DATAGRAM, 0);
                 let len = quiche::retry(

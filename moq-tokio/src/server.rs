@@ -42,6 +42,10 @@ pub struct ServerConfig {
     pub connection_window: u64,
     /// How long a WebTransport client has to send its CONNECT after the QUIC handshake.
     pub handshake_timeout: Duration,
+    /// The most WebTransport clients waiting to send their CONNECT at once; one more is
+    /// closed (H3_REQUEST_REJECTED), so that connections that never say what they want
+    /// cannot fill the connection table.
+    pub max_pending_handshakes: usize,
     /// The UDP socket's setup (GSO, GRO, buffers).
     pub udp: UdpConfig,
 }
@@ -63,10 +67,14 @@ impl ServerConfig {
             stream_window: limits.stream_window,
             connection_window: limits.connection_window,
             handshake_timeout: Duration::from_secs(10),
+            max_pending_handshakes: 1024,
             udp: UdpConfig::default(),
         }
     }
 }
+
+/// HTTP/3 H3_REQUEST_REJECTED: a request refused before any processing (RFC 9114 §8.1).
+const H3_REQUEST_REJECTED: u64 = 0x10b;
 
 /// A listening server.
 #[derive(Debug)]
@@ -132,7 +140,12 @@ impl Server {
         tokio::spawn(sort_connections(
             accepted,
             requests_sender,
-            config.handshake_timeout,
+            Handshakes {
+                timeout: config.handshake_timeout,
+                slots: std::sync::Arc::new(tokio::sync::Semaphore::new(
+                    config.max_pending_handshakes,
+                )),
+            },
             config.session.version.alpn(),
         ));
         Ok(Self {
@@ -168,21 +181,34 @@ type RequestSender = mpsc::UnboundedSender<(QuicConnection, Option<WebTransportR
 
 /// Sorts established connections by ALPN: raw QUIC ones are requests already; `h3` ones
 /// get a WebTransport handshake task first.
+/// How WebTransport handshakes are bounded: in time each, and in number at once.
+struct Handshakes {
+    timeout: Duration,
+    slots: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
 async fn sort_connections(
     mut accepted: mpsc::UnboundedReceiver<QuicConnection>,
     requests: RequestSender,
-    timeout: Duration,
+    handshakes: Handshakes,
     version: &'static str,
 ) {
     while let Some(connection) = accepted.recv().await {
         match connection.application_protocol().as_deref() {
             Some(WEBTRANSPORT) => {
-                tokio::spawn(webtransport_handshake(
-                    connection,
-                    requests.clone(),
-                    timeout,
-                    version,
-                ));
+                let Ok(slot) = handshakes.slots.clone().try_acquire_owned() else {
+                    tracing::debug!(
+                        peer = ?connection.peer_address(),
+                        "refusing a WebTransport client: too many waiting for their CONNECT"
+                    );
+                    connection.close(H3_REQUEST_REJECTED, "too many pending handshakes");
+                    continue;
+                };
+                let (requests, timeout) = (requests.clone(), handshakes.timeout);
+                tokio::spawn(async move {
+                    webtransport_handshake(connection, requests, timeout, version).await;
+                    drop(slot);
+                });
             }
             _ => {
                 let _ = requests.send((connection, None));

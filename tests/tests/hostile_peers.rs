@@ -784,3 +784,25 @@ async fn one_path_names_the_same_broadcasts_on_both_bindings() {
     let _ = done.send(());
     publisher.await.unwrap();
 }
+
+/// WebTransport connections that never send their CONNECT are bounded like raw-QUIC ones
+/// that never send SETUP: past `limits.max_pending_setup` the next is refused with
+/// H3_REQUEST_REJECTED (review finding: they were counted nowhere but the endpoint's table).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webtransport_connections_waiting_for_connect_are_bounded() {
+    let mut bed = Bed::start(|config| config.limits.max_pending_setup = 3).await;
+    let relay = bed.relay;
+    let (held, refused) = hostile(move || {
+        let h3 = HostileConfig {
+            alpn: b"h3".to_vec(),
+            ..HostileConfig::default()
+        };
+        let held: Vec<HostileClient> = (0..3).map(|_| HostileClient::connect(relay, &h3)).collect();
+        let mut fourth = HostileClient::connect(relay, &h3);
+        (held, fourth.closed_with(PATIENCE))
+    })
+    .await;
+    assert_eq!(refused, Some(0x10b), "H3_REQUEST_REJECTED");
+    bed.delivers("with handshakes waiting").await;
+    drop(held);
+}
