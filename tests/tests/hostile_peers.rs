@@ -806,3 +806,57 @@ async fn webtransport_connections_waiting_for_connect_are_bounded() {
     bed.delivers("with handshakes waiting").await;
     drop(held);
 }
+
+/// Review finding: a subscriber that lets group streams open but gives them no data credit
+/// kept every group alive in its unfinished stream. Past `max_queued_groups_per_session`
+/// open groups, the oldest is reset (Lagged), counted as dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_withholding_data_credit_loses_groups_and_others_do_not() {
+    let mut bed = Bed::start(|config| config.limits.max_queued_groups_per_session = 16).await;
+    let relay = bed.relay;
+    let (subscribed_tx, subscribed_rx) = tokio::sync::oneshot::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let stingy = tokio::task::spawn_blocking(move || {
+        // Streams aplenty, and not a byte of data credit.
+        let config = HostileConfig {
+            max_streams_uni: 1000,
+            window: 0,
+            ..HostileConfig::default()
+        };
+        let mut client = HostileClient::connect(relay, &config);
+        client.write(2, SETUP, true);
+        let mut subscribe = vec![0x02];
+        subscribe.extend(
+            Subscribe {
+                id: 0,
+                broadcast: "good".into(),
+                track: "chat".into(),
+                priority: 0,
+                ordered: 0,
+                max_latency: 0,
+                start: 0,
+                end: 0,
+            }
+            .encode(),
+        );
+        client.write(0, &subscribe, false);
+        client.drive(Duration::from_millis(500), |_| false);
+        let _ = subscribed_tx.send(());
+        client.drive(PATIENCE * 2, |_| done_rx.try_recv().is_ok());
+        client
+    });
+    tokio::time::timeout(PATIENCE, subscribed_rx)
+        .await
+        .expect("the stingy subscriber subscribed")
+        .unwrap();
+    for i in 0..200 {
+        bed.delivers(&format!("message {i}")).await;
+    }
+    let dropped = bed.metric("groups_dropped_total");
+    done_tx.send(()).unwrap();
+    drop(stingy.await.unwrap());
+    assert!(
+        dropped >= 200 - 16 - 1,
+        "the oldest open groups were reset: {dropped}"
+    );
+}

@@ -72,6 +72,11 @@ pub struct SessionMachine<R: Runtime> {
     spare_opens: VecDeque<Open>,
     /// A server's: when it gives up on a client that has not sent SETUP.
     setup_deadline: Option<Instant>,
+    /// Group streams opened and not finished, oldest first, as (task index, subscribe id,
+    /// sequence); entries of groups that finished since are skipped when met.
+    open_groups: VecDeque<(usize, u64, u64)>,
+    /// How many group streams are open and not finished.
+    open_group_count: usize,
 }
 
 /// Wakes the machine's task for its own waiter, noting that the wake came from the
@@ -358,6 +363,8 @@ impl<R: Runtime> SessionMachine<R> {
             span,
             spare_opens: VecDeque::new(),
             setup_deadline,
+            open_groups: VecDeque::new(),
+            open_group_count: 0,
         }
     }
 
@@ -409,6 +416,8 @@ impl<R: Runtime> SessionMachine<R> {
         for task in self.tasks.drain() {
             drop(task);
         }
+        self.open_groups.clear();
+        self.open_group_count = 0;
         self.context.routes.clear();
         self.context.remote.clear();
         self.context.opens.clear();
@@ -523,7 +532,16 @@ impl<R: Runtime> SessionMachine<R> {
             }
             match self.open(open, waiter) {
                 Ok(Some(task)) => {
-                    self.tasks.push(task);
+                    let group = match &task {
+                        Task::GroupWrite(group) => Some(group.names()),
+                        _ => None,
+                    };
+                    let index = self.tasks.push(task);
+                    if let Some((id, sequence)) = group {
+                        self.open_groups.push_back((index, id, sequence));
+                        self.open_group_count += 1;
+                        self.bound_open_groups();
+                    }
                     progress = true;
                 }
                 Ok(None) => {}
@@ -544,7 +562,9 @@ impl<R: Runtime> SessionMachine<R> {
 
         for spawn in self.context.spawned.drain(..) {
             match spawn {
-                Spawn::BroadcastRequests(task) => self.tasks.push(Task::BroadcastRequests(task)),
+                Spawn::BroadcastRequests(task) => {
+                    self.tasks.push(Task::BroadcastRequests(task));
+                }
             }
             progress = true;
         }
@@ -575,6 +595,46 @@ impl<R: Runtime> SessionMachine<R> {
             waiting = max,
             "the peer gives no stream credit: dropping its oldest groups"
         );
+    }
+
+    /// Keeps at most [`max_queued_groups`](SessionConfig::max_queued_groups) group streams
+    /// open and unfinished, resetting the oldest (Lagged, counted as dropped): a subscriber
+    /// that lets streams open but gives them no data credit would otherwise make the
+    /// session hold every group it is sent, each kept alive by its unfinished stream.
+    fn bound_open_groups(&mut self) {
+        // Forget the front entries of groups that finished.
+        while let Some(&(index, id, sequence)) = self.open_groups.front() {
+            if self.is_open_group(index, id, sequence) {
+                break;
+            }
+            self.open_groups.pop_front();
+        }
+        while self.open_group_count > self.context.config.max_queued_groups {
+            let Some((index, id, sequence)) = self.open_groups.pop_front() else {
+                break;
+            };
+            if !self.is_open_group(index, id, sequence) {
+                continue;
+            }
+            if let Some(Task::GroupWrite(mut group)) = self.tasks.remove(index) {
+                group.evict(Error::Lagged);
+            }
+            self.open_group_count -= 1;
+            self.context.counters.groups_dropped += 1;
+            tracing::debug!(
+                id,
+                sequence,
+                "the peer does not read its group streams: resetting the oldest"
+            );
+        }
+    }
+
+    /// Whether task `index` is the group stream of subscription `id`, group `sequence`.
+    fn is_open_group(&mut self, index: usize, id: u64, sequence: u64) -> bool {
+        matches!(
+            self.tasks.get_mut(index),
+            Some((Task::GroupWrite(group), _)) if group.names() == (id, sequence)
+        )
     }
 
     /// Opens the stream `open` needs; gives it back if the transport cannot open one now.
@@ -621,7 +681,9 @@ impl<R: Runtime> SessionMachine<R> {
                 match task.poll(waiter, &mut self.context) {
                     Poll::Pending => break,
                     Poll::Ready(Ok(Step::Done)) => {
-                        self.tasks.remove(index);
+                        if let Some(Task::GroupWrite(_)) = self.tasks.remove(index) {
+                            self.open_group_count -= 1;
+                        }
                         break;
                     }
                     Poll::Ready(Ok(Step::Become(next))) => {

@@ -86,9 +86,12 @@ pub struct SessionConfig {
     /// The most bytes of path those broadcasts may hold together; past it the session
     /// closes with [`Error::BoundsExceeded`].
     pub max_announce_path_bytes: usize,
-    /// The most groups kept waiting for the peer's stream credit; past it the oldest are
-    /// dropped ([`SessionCounters::groups_dropped`]). A subscriber that withholds credit
-    /// loses groups, as a slow one would, instead of making the session hold them all.
+    /// The most groups kept waiting for the peer's stream credit, and apart from them the
+    /// most group streams open and unfinished; past either the oldest are dropped (a
+    /// waiting one unsent, an open one reset with [`Error::Lagged`];
+    /// [`SessionCounters::groups_dropped`]). A subscriber that withholds stream or data
+    /// credit loses groups, as a slow one would, instead of making the session hold them
+    /// all.
     pub max_queued_groups: usize,
     /// The most payload bytes of one group received from the peer; past it the group is
     /// aborted and its stream stopped with [`Error::BoundsExceeded`]
@@ -223,8 +226,8 @@ pub struct SessionCounters {
     pub subscriptions_refused: u64,
     /// The peer's announce streams refused for [`SessionConfig::max_announce_requests`].
     pub announce_requests_refused: u64,
-    /// Groups dropped unsent because the peer gave no stream credit for them
-    /// ([`SessionConfig::max_queued_groups`]).
+    /// Groups dropped because the peer gave no credit for them: unsent for lack of stream
+    /// credit, or reset for lack of data credit ([`SessionConfig::max_queued_groups`]).
     pub groups_dropped: u64,
     /// Groups from the peer stopped for [`SessionConfig::max_group_bytes`] or
     /// [`SessionConfig::max_group_frames`].

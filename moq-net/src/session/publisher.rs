@@ -713,7 +713,21 @@ impl GroupWrite<()> {
     }
 }
 
+impl<S> GroupWrite<S> {
+    /// The subscription and the group it writes.
+    pub(crate) fn names(&self) -> (u64, u64) {
+        (self.header.subscribe_id, self.header.sequence)
+    }
+}
+
 impl<S: SendStream> GroupWrite<S> {
+    /// Gives the group up: its stream is reset with `error`.
+    pub(crate) fn evict(&mut self, error: Error) {
+        if let Some(writer) = self.writer.as_mut() {
+            writer.stream_mut().reset(error.to_code());
+        }
+    }
+
     pub(crate) fn poll(
         &mut self,
         waiter: &Waiter,

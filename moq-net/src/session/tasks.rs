@@ -64,11 +64,12 @@ impl<T> TaskSet<T> {
         self.len
     }
 
-    /// Adds a sub-machine; it is polled on the next [`drain_ready`](Self::drain_ready).
+    /// Adds a sub-machine, returning its index; it is polled on the next
+    /// [`drain_ready`](Self::drain_ready).
     ///
     /// A reused slot keeps its waiter. Registrations the previous sub-machine left behind
     /// may wake the new one once for nothing, which costs a poll and nothing else.
-    pub(crate) fn push(&mut self, task: T) {
+    pub(crate) fn push(&mut self, task: T) -> usize {
         let index = match self.free.pop() {
             Some(index) => {
                 self.slots[index].task = Some(task);
@@ -89,6 +90,7 @@ impl<T> TaskSet<T> {
         };
         self.len += 1;
         self.ready.lock().indices.push(index);
+        index
     }
 
     /// Records the session's waker, then takes the indices of the ready sub-machines. Give
