@@ -337,3 +337,45 @@ fn a_client_cannot_hold_a_path_by_claiming_a_shorter_route() {
         assert_eq!(served_by(runtime, false), "owner", "untrusted: the newest");
     });
 }
+
+/// Review finding: the group bounds were per stream, so a publisher keeping many group
+/// streams open at once could make the session hold their product. The session's bound on
+/// unfinished groups together refuses the group that would pass it; once groups finish,
+/// their bytes are given back.
+#[test]
+fn unfinished_groups_together_are_bounded_and_finishing_gives_bytes_back() {
+    seeded(28, |runtime| {
+        let mut relay = Relay::with_config(SessionConfig {
+            max_receiving_group_bytes: 100,
+            ..SessionConfig::default()
+        });
+        let (_p, mut track, _s, received) = live(runtime, &mut relay);
+        let toward_publisher = relay.sessions[0].clone();
+
+        let mut first = track.append_group();
+        first.write(0, vec![b'a'; 60]);
+        runtime.advance(SECOND);
+        let mut second = track.append_group();
+        second.write(0, vec![b'b'; 60]);
+        runtime.advance(SECOND);
+        assert_eq!(
+            toward_publisher.counters().groups_refused,
+            1,
+            "60 + 60 bytes unfinished pass 100"
+        );
+        first.finish();
+        drop(second);
+        runtime.advance(SECOND);
+        let mut third = track.append_group();
+        third.write(0, vec![b'c'; 60]);
+        third.finish();
+        assert!(runtime.run_until(SECOND, || {
+            received
+                .frames
+                .borrow()
+                .iter()
+                .any(|frame| frame[0] == b'c')
+        }));
+        assert_eq!(toward_publisher.counters().groups_refused, 1);
+    });
+}

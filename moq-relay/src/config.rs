@@ -168,6 +168,10 @@ pub struct LimitsSection {
     pub max_group_bytes: u64,
     /// The most frames of one group from a publisher, the same way.
     pub max_group_frames: u64,
+    /// The most payload bytes in one session's unfinished groups together (a publisher
+    /// may keep many group streams open at once); a frame past it refuses its group the
+    /// same way.
+    pub max_unfinished_group_bytes_per_session: u64,
     /// The most raw-QUIC connections waiting for their SETUP at once (they count against
     /// `max_sessions` only once their SETUP is authorized), and apart from them the most
     /// WebTransport connections waiting for their CONNECT; one more is refused.
@@ -202,6 +206,7 @@ impl Default for LimitsSection {
             max_queued_groups_per_session: 1024,
             max_group_bytes: 64 << 20,
             max_group_frames: 65_536,
+            max_unfinished_group_bytes_per_session: 256 << 20,
             max_pending_setup: 1024,
             max_half_open: 1024,
             retry_above_half_open: 256,
@@ -355,6 +360,12 @@ impl Config {
             return invalid(
                 "limits.max_announce_path_bytes_per_session",
                 "must be at least 1024 bytes",
+            );
+        }
+        if self.limits.max_unfinished_group_bytes_per_session < self.limits.max_group_bytes {
+            return invalid(
+                "limits.max_unfinished_group_bytes_per_session",
+                "must be at least limits.max_group_bytes",
             );
         }
         if self.limits.max_group_bytes < self.limits.max_frame_size {

@@ -86,6 +86,7 @@ impl Relay {
             max_queued_groups: config.limits.max_queued_groups_per_session,
             max_group_bytes: config.limits.max_group_bytes,
             max_group_frames: config.limits.max_group_frames,
+            max_receiving_group_bytes: config.limits.max_unfinished_group_bytes_per_session,
             // Clients' routes are whatever they claim: every client counts as direct, and
             // the newest publisher of a path is served (README, "Taking over a path").
             trust_peer_routes: false,

@@ -145,6 +145,9 @@ pub(crate) struct Context {
     pub(crate) subscriptions: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// When the session's authorization ends (it closes with Unauthorized).
     pub(crate) expires_at: Option<Instant>,
+    /// Payload bytes in received groups not yet finished (against
+    /// `max_receiving_group_bytes`).
+    pub(crate) receiving_group_bytes: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// The peer's announce streams being served now (against `max_announce_requests`).
     pub(crate) announce_requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
@@ -318,6 +321,7 @@ impl<R: Runtime> SessionMachine<R> {
             counters: super::SessionCounters::default(),
             subscriptions: Default::default(),
             announce_requests: Default::default(),
+            receiving_group_bytes: Default::default(),
             expires_at: config
                 .valid_for
                 .and_then(|valid_for| runtime.now().checked_add(valid_for)),

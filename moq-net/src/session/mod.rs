@@ -100,6 +100,10 @@ pub struct SessionConfig {
     pub max_group_bytes: u64,
     /// The most frames of one group received from the peer, the same way.
     pub max_group_frames: u64,
+    /// The most payload bytes in all the peer's unfinished groups together (a peer may
+    /// keep as many group streams open as its stream limit allows); a frame past it
+    /// refuses its group the same way.
+    pub max_receiving_group_bytes: u64,
     /// Groups kept for late joiners in each track this session receives from the peer
     /// (a relay's cache per upstream track).
     pub cache_groups: usize,
@@ -175,7 +179,7 @@ impl Default for SessionConfig {
     /// groups, 1 s of linger for unused subscriptions, no authorization hook, 1,000
     /// requests and 16 announce streams served at once, 10,000 announced broadcasts with
     /// 1 MiB of path, 1,024 groups waiting for credit, groups of at most 64 MiB and
-    /// 65,536 frames, 32 groups cached per received track and no byte bound, 64 KiB
+    /// 65,536 frames and 256 MiB in unfinished groups together, 32 groups cached per received track and no byte bound, 64 KiB
     /// control messages, a 16 KiB SETUP, 10 s for a client's SETUP, no end of validity,
     /// and the peer's routes trusted.
     fn default() -> Self {
@@ -197,6 +201,7 @@ impl Default for SessionConfig {
             max_queued_groups: 1024,
             max_group_bytes: 64 << 20,
             max_group_frames: 65_536,
+            max_receiving_group_bytes: 256 << 20,
             cache_groups: 32,
             cache_bytes: None,
             max_message_bytes: 64 << 10,
@@ -229,8 +234,9 @@ pub struct SessionCounters {
     /// Groups dropped because the peer gave no credit for them: unsent for lack of stream
     /// credit, or reset for lack of data credit ([`SessionConfig::max_queued_groups`]).
     pub groups_dropped: u64,
-    /// Groups from the peer stopped for [`SessionConfig::max_group_bytes`] or
-    /// [`SessionConfig::max_group_frames`].
+    /// Groups from the peer stopped for [`SessionConfig::max_group_bytes`],
+    /// [`SessionConfig::max_group_frames`] or
+    /// [`SessionConfig::max_receiving_group_bytes`].
     pub groups_refused: u64,
     /// The peer's subscriptions being served now.
     pub subscriptions_active: u64,

@@ -67,6 +67,38 @@ pub(crate) struct GroupRead<R> {
     /// group bounds).
     frames: u64,
     bytes: u64,
+    /// This group's bytes in the session's count of bytes in unfinished received groups,
+    /// given back when it ends.
+    receiving: ReceivingBytes,
+}
+
+/// A group stream's share of the session's bytes in unfinished received groups
+/// ([`max_receiving_group_bytes`](super::SessionConfig::max_receiving_group_bytes)).
+pub(crate) struct ReceivingBytes {
+    total: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    mine: u64,
+}
+
+impl ReceivingBytes {
+    /// Adds `bytes` to this group's share, unless the session's total would pass `max`.
+    fn try_add(&mut self, bytes: u64, max: u64) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        // Only the session machine adds (one thread at a time): load and add need not be
+        // one step.
+        if self.total.load(Relaxed).saturating_add(bytes) > max {
+            return false;
+        }
+        self.total.fetch_add(bytes, Relaxed);
+        self.mine += bytes;
+        true
+    }
+}
+
+impl Drop for ReceivingBytes {
+    fn drop(&mut self) {
+        self.total
+            .fetch_sub(self.mine, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl AnnounceDiscover<(), ()> {
@@ -467,6 +499,10 @@ impl<R: RecvStream> GroupRead<R> {
             finished: false,
             frames: 0,
             bytes: 0,
+            receiving: ReceivingBytes {
+                total: cx.receiving_group_bytes.clone(),
+                mine: 0,
+            },
         }
     }
 
@@ -504,10 +540,13 @@ impl<R: RecvStream> GroupRead<R> {
                     self.bytes += payload.len() as u64;
                     if self.frames > cx.config.max_group_frames
                         || self.bytes > cx.config.max_group_bytes
+                        || !self
+                            .receiving
+                            .try_add(payload.len() as u64, cx.config.max_receiving_group_bytes)
                     {
-                        // A group is cached whole: one that never ends must not grow
-                        // without bound. This group alone is refused; the session and
-                        // the track go on.
+                        // A group is cached whole: one that never ends, or many unfinished
+                        // at once, must not grow without bound. This group alone is
+                        // refused; the session and the track go on.
                         tracing::debug!(
                             frames = self.frames,
                             bytes = self.bytes,
