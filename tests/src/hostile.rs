@@ -191,6 +191,27 @@ impl HostileClient {
         found
     }
 
+    /// The code the server reset stream `id` with, once it did (within 10 s); `None` if
+    /// it did not.
+    pub fn reset_code(&mut self, id: u64) -> Option<u64> {
+        let mut code = None;
+        self.drive(Duration::from_secs(10), |conn| {
+            let mut buf = [0u8; 4096];
+            loop {
+                match conn.stream_recv(id, &mut buf) {
+                    Ok((_, true)) => return true,
+                    Ok(_) => {}
+                    Err(quiche::Error::StreamReset(reset)) => {
+                        code = Some(reset);
+                        return true;
+                    }
+                    Err(_) => return false,
+                }
+            }
+        });
+        code
+    }
+
     /// Opens the next client uni stream: its id.
     pub fn open_uni(&mut self) -> u64 {
         let id = self.next_uni;

@@ -860,3 +860,36 @@ async fn a_subscriber_withholding_data_credit_loses_groups_and_others_do_not() {
         "the oldest open groups were reset: {dropped}"
     );
 }
+
+/// Announce streams past `limits.max_announce_requests_per_session` are refused on their
+/// own stream (BoundsExceeded), counted, and the session goes on: each one would be an
+/// origin listener holding a queue of changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn announce_streams_past_the_bound_are_reset_and_counted() {
+    let mut bed = Bed::start(|config| config.limits.max_announce_requests_per_session = 4).await;
+    let relay = bed.relay;
+    let (codes, closed) = hostile(move || {
+        let mut client = HostileClient::connect(relay, &HostileConfig::default());
+        client.write(2, SETUP, true);
+        // Ten ANNOUNCE_REQUESTs (type 1; length 2, empty prefix, no excluded hop).
+        let streams: Vec<u64> = (0..10).map(|i| i * 4).collect();
+        for &id in &streams {
+            client.write(id, &[0x01, 0x02, 0x00, 0x00], false);
+        }
+        // The first four are served (and never reset); the rest are refused.
+        let codes: Vec<Option<u64>> = streams[4..]
+            .iter()
+            .map(|&id| client.reset_code(id))
+            .collect();
+        (codes, client.closed_with(Duration::from_millis(200)))
+    })
+    .await;
+    let refused = codes
+        .iter()
+        .filter(|code| **code == Some(Error::BoundsExceeded.to_code()))
+        .count();
+    assert_eq!(refused, 6, "{codes:?}");
+    assert_eq!(closed, None, "the session goes on");
+    assert_eq!(bed.metric("announce_requests_refused_total"), 6);
+    bed.delivers("after the announce streams").await;
+}
