@@ -89,6 +89,9 @@ pub struct Endpoint {
     per_address: HashMap<IpAddr, usize>,
     /// Packets that belong to no connection (Retry), for the next pass.
     stateless: Vec<Transmit>,
+    /// How long an established connection may go without our sending before we send a
+    /// PING; `None` for never.
+    keep_alive: Option<std::time::Duration>,
     connections: Vec<Option<Entry>>,
     free: Vec<usize>,
     by_cid: HashMap<Vec<u8>, usize>,
@@ -121,6 +124,8 @@ struct Entry {
     drained: u64,
     /// A server connection's client address (counted in `per_address`).
     client: Option<IpAddr>,
+    /// When to send a keep-alive PING if nothing happens before.
+    keep_alive_at: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -160,6 +165,7 @@ impl Endpoint {
             half_open: 0,
             per_address: HashMap::new(),
             stateless: Vec::new(),
+            keep_alive: None,
             connections: Vec::new(),
             free: Vec::new(),
             by_cid: HashMap::new(),
@@ -180,6 +186,13 @@ impl Endpoint {
     /// Replaces the admission policy (its `max_connections` included).
     pub fn set_admission(&mut self, admission: Admission) {
         self.admission = admission;
+    }
+
+    /// Sends a PING on an established connection that has been quiet for `interval`, or
+    /// for a third of the peer's idle timeout if that is sooner (`None`: never): a chat
+    /// member in a quiet room is otherwise closed by its peer's idle timer.
+    pub fn set_keep_alive(&mut self, interval: Option<std::time::Duration>) {
+        self.keep_alive = interval;
     }
 
     /// How many server connections are still in their handshake.
@@ -322,6 +335,9 @@ impl Endpoint {
         for &index in &expired {
             if let Some(entry) = self.connections.get(index).and_then(Option::as_ref) {
                 entry.connection.on_timeout();
+                if entry.keep_alive_at.is_some_and(|at| at <= now) {
+                    entry.connection.ping();
+                }
                 self.touched.push(index);
             }
         }
@@ -448,6 +464,7 @@ impl Endpoint {
             reported: client,
             drained: 0,
             client: None,
+            keep_alive_at: None,
         });
         self.len += 1;
         if let Some(after) = self.connections[index]
@@ -503,8 +520,22 @@ impl Endpoint {
                 self.accepted.push_back(connection.clone());
             }
         }
-        match status.timeout {
-            Some(after) => self.timers.insert(index, now + after),
+        // Quiet from here on: a PING at `now + keep_alive` unless something happens first,
+        // and sooner if the peer's idle timeout is short (a third of it).
+        let keep_alive_at = self
+            .keep_alive
+            .filter(|_| status.established)
+            .map(|interval| match status.peer_idle_timeout {
+                Some(idle) => interval.min(idle / 3),
+                None => interval,
+            })
+            .map(|interval| now + interval);
+        if let Some(entry) = self.connections[index].as_mut() {
+            entry.keep_alive_at = keep_alive_at;
+        }
+        let quiche_at = status.timeout.map(|after| now + after);
+        match [quiche_at, keep_alive_at].into_iter().flatten().min() {
+            Some(at) => self.timers.insert(index, at),
             None => {
                 self.timers.remove(index);
             }

@@ -93,6 +93,9 @@ pub struct ConnectionStatus {
     pub established: bool,
     /// How long until [`on_timeout`](QuicConnection::on_timeout) is due, if a timer is set.
     pub timeout: Option<Duration>,
+    /// The idle timeout the peer announced (0 or absent: none), which closes the
+    /// connection if the peer hears nothing from us that long.
+    pub peer_idle_timeout: Option<Duration>,
 }
 
 /// What a [`QuicConnection`] keeps per stream: see [`QuicConnection::bookkeeping`].
@@ -312,6 +315,13 @@ impl QuicConnection {
         wakes.deliver(&self.shared);
     }
 
+    /// Sends a PING (an ack-eliciting packet) with the next packets: a keep-alive, so that
+    /// the peer's idle timer does not close a connection that is quiet but wanted.
+    pub fn ping(&self) {
+        let mut state = self.shared.state.lock();
+        let _ = state.conn.send_ack_eliciting();
+    }
+
     /// Whether it is closed, established, and when its timer is due, in one lock.
     pub fn status(&self) -> ConnectionStatus {
         let state = self.shared.state.lock();
@@ -319,6 +329,12 @@ impl QuicConnection {
             closed: state.conn.is_closed(),
             established: state.conn.is_established(),
             timeout: state.conn.timeout(),
+            peer_idle_timeout: state
+                .conn
+                .peer_transport_params()
+                .map(|params| params.max_idle_timeout)
+                .filter(|millis| *millis > 0)
+                .map(Duration::from_millis),
         }
     }
 

@@ -198,3 +198,43 @@ fn packets_of_many_connections_to_one_host_leave_in_gso_batches() {
         "the handshakes of eight connections to one address share GSO batches"
     );
 }
+
+/// A quiet established connection sends a PING once its keep-alive interval passes, so
+/// that the peer's idle timer does not close it; without a keep-alive it sends nothing.
+/// (Found by the hostile-peer suite: a good pair quiet for 40 s was closed by the relay's
+/// 30 s idle timeout.) Time is given to the endpoint, so the test waits for nothing.
+#[test]
+fn a_quiet_connection_sends_a_keep_alive_once_its_interval_passes() {
+    for keep_alive in [Some(Duration::from_secs(5)), None] {
+        let runtime = BusyRuntime::default();
+        let (mut client, mut server) = endpoints(&format!("keep-alive-{}", keep_alive.is_some()));
+        client.set_keep_alive(keep_alive);
+        let connection = client.connect("localhost", SERVER, Instant::now()).unwrap();
+        assert!(run_until(
+            &runtime,
+            &mut client,
+            &mut server,
+            |_, server| {
+                let _ = server.accept();
+                connection.is_established()
+            }
+        ));
+        // Let everything in flight settle: nothing more to send now.
+        for _ in 0..10 {
+            exchange(&mut client, &mut server);
+        }
+        let mut quiet = Vec::new();
+        client.poll_transmits(Instant::now(), &mut quiet);
+        assert!(quiet.is_empty(), "nothing to send while nothing happens");
+
+        let later = Instant::now() + Duration::from_secs(6);
+        client.handle_timeouts(later);
+        let mut sent = Vec::new();
+        client.poll_transmits(later, &mut sent);
+        assert_eq!(
+            !sent.is_empty(),
+            keep_alive.is_some(),
+            "a PING once the interval passed, and only with a keep-alive ({keep_alive:?})"
+        );
+    }
+}

@@ -97,13 +97,19 @@ async fn connect_in_span(url: &str, config: ClientConfig) -> Result<Session, Err
     tracing::debug!(%peer, alpn = %String::from_utf8_lossy(alpn), "connecting");
     // A pinned fingerprint replaces root verification; it is checked after the handshake.
     let verify = !config.insecure_skip_verify && config.fingerprint.is_none();
-    let quiche = quiche_config(None, verify, &Limits::default(), &[alpn])?;
+    let limits = Limits::default();
+    let quiche = quiche_config(None, verify, &limits, &[alpn])?;
     let socket =
         UdpSocket::bind(local, &config.udp).map_err(Error::io("binding a client socket"))?;
     let local = socket
         .local_addr()
         .map_err(Error::io("reading the bound address"))?;
-    let endpoint = Endpoint::new(quiche, local, 0, 1, std::time::Instant::now());
+    let mut endpoint = Endpoint::new(quiche, local, 0, 1, std::time::Instant::now());
+    // A client keeps a quiet session alive (a chat member in a quiet room): a PING after a
+    // third of the idle timeout without sending, well before the server's idle timer.
+    endpoint.set_keep_alive(Some(std::time::Duration::from_millis(
+        limits.idle_timeout_ms / 3,
+    )));
     // One connection: one datagram (or GRO train) per receive call is enough.
     let endpoint = driver::start(socket, endpoint, None, 1)?;
     let timed_out = || {

@@ -893,3 +893,13 @@ async fn announce_streams_past_the_bound_are_reset_and_counted() {
     assert_eq!(bed.metric("announce_requests_refused_total"), 6);
     bed.delivers("after the announce streams").await;
 }
+
+/// Found by this suite: a good pair quiet for longer than the relay's idle timeout was
+/// closed by it (nothing kept a quiet session alive). Clients now send a keep-alive PING
+/// after a third of the negotiated idle timeout without sending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_pair_outlives_the_relays_idle_timeout() {
+    let mut bed = Bed::start(|config| config.limits.idle_timeout_secs = 6).await;
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    bed.delivers("after a quiet spell").await;
+}
