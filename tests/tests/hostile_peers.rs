@@ -873,3 +873,47 @@ async fn a_quiet_pair_outlives_the_relays_idle_timeout() {
     tokio::time::sleep(Duration::from_secs(15)).await;
     bed.delivers("after a quiet spell").await;
 }
+
+/// Regression: a CLOSE_WEBTRANSPORT_SESSION capsule shorter than its 4-byte code read as
+/// "need more bytes" forever, while DATA kept being appended. Over a real HTTP/3 CONNECT,
+/// the relay now closes that connection as malformed (H3_MESSAGE_ERROR).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_webtransport_close_capsule_closes_its_connection() {
+    let mut bed = Bed::start(|_| {}).await;
+    let relay = bed.relay;
+    let code = hostile(move || {
+        let h3 = HostileConfig {
+            alpn: b"h3".to_vec(),
+            ..HostileConfig::default()
+        };
+        let mut client = HostileClient::connect(relay, &h3);
+        // Our control stream with SETTINGS (WebTransport enabled); it stays open.
+        let mut settings = web_transport_proto::Settings::default();
+        settings.enable_webtransport(1);
+        let mut control = Vec::new();
+        settings.encode(&mut control);
+        client.write(2, &control, false);
+        // The extended CONNECT on the first bidi stream.
+        let url = url::Url::parse(&format!("https://localhost:{}/", relay.port())).unwrap();
+        let mut connect = Vec::new();
+        web_transport_proto::ConnectRequest::new(url)
+            .with_protocols(["moq-lite-05".to_owned()])
+            .encode(&mut connect)
+            .unwrap();
+        client.write(0, &connect, false);
+        let response = client.read(0, 8);
+        let response = web_transport_proto::ConnectResponse::decode(&mut &response[..])
+            .expect("a CONNECT response");
+        assert_eq!(response.status, web_transport_proto::http::StatusCode::OK);
+        // DATA carrying a CLOSE_WEBTRANSPORT_SESSION capsule (0x2843) of 2 bytes: too
+        // short for its 4-byte code.
+        let capsule = [0x68, 0x43, 0x02, 0x00, 0x01];
+        let mut data = vec![0x00, capsule.len() as u8];
+        data.extend_from_slice(&capsule);
+        client.write(0, &data, false);
+        client.closed_with(PATIENCE)
+    })
+    .await;
+    assert_eq!(code, Some(0x10e), "H3_MESSAGE_ERROR");
+    bed.delivers("after the short capsule").await;
+}
