@@ -183,8 +183,9 @@ pub struct LimitsSection {
     /// Past this many handshakes in progress, a new client must first prove its address
     /// with a QUIC Retry (one more round trip); 0 asks every client.
     pub retry_above_half_open: usize,
-    /// The most connections from one IP address; 0 for no cap (clients behind one NAT
-    /// share an address: set it with that in mind).
+    /// The most established connections from one IP address (a new one from it is
+    /// refused while it holds them); 0 for no cap (clients behind one NAT share an
+    /// address: set it with that in mind).
     pub max_sessions_per_address: usize,
 }
 

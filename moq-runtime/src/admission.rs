@@ -7,7 +7,8 @@
 //! cap of their own, apart from established ones (a flood of handshakes cannot take the
 //! places of established sessions); past [`Admission::retry_above`] half-open connections,
 //! a new client must first prove its address by echoing a Retry token (RFC 9000 §8.1.2);
-//! and each address may hold at most [`Admission::max_per_address`] connections.
+//! and each address may hold at most [`Admission::max_per_address`] established
+//! connections.
 //!
 //! Retry tokens are minted and checked here, statelessly: an HMAC-SHA256 (ring) over the
 //! client's address, the time the token was issued, the connection ID the client first
@@ -31,7 +32,9 @@ pub struct Admission {
     /// Past this many handshakes in progress, a new client must first echo a Retry
     /// token; 0 validates every client's address (one more round trip for all).
     pub retry_above: usize,
-    /// The most connections (established or not) from one IP address; 0 for no cap.
+    /// The most established connections from one IP address (a new Initial from it is
+    /// refused while it holds them); 0 for no cap. Counted once a handshake completes, so
+    /// spoofed Initials, which never complete, cannot use up another address's quota.
     pub max_per_address: usize,
 }
 

@@ -432,7 +432,6 @@ impl Endpoint {
             &mut self.config,
         )?;
         self.half_open += 1;
-        *self.per_address.entry(from.ip()).or_default() += 1;
         let index = self.insert(QuicConnection::new(conn), cids, false, now);
         if let Some(entry) = self.connections[index].as_mut() {
             entry.client = Some(from.ip());
@@ -494,7 +493,8 @@ impl Endpoint {
                 if !entry.reported {
                     self.half_open -= 1;
                 }
-                if let Some(address) = entry.client {
+                // Counted per address once established (see `settle` below).
+                if let Some(address) = entry.client.filter(|_| entry.reported) {
                     if let Some(count) = self.per_address.get_mut(&address) {
                         *count -= 1;
                         if *count == 0 {
@@ -517,6 +517,12 @@ impl Endpoint {
                 );
                 entry.reported = true;
                 self.half_open -= 1;
+                // A client address counts once its handshake completed: a spoofed
+                // Initial never gets that far, so it cannot use up another address's
+                // quota.
+                if let Some(address) = entry.client {
+                    *self.per_address.entry(address).or_default() += 1;
+                }
                 self.accepted.push_back(connection.clone());
             }
         }
