@@ -75,29 +75,7 @@ impl Bed {
         )
         .await
         .unwrap();
-        let remote = tokio::time::timeout(PATIENCE, async {
-            loop {
-                if let Some(broadcast) = seen.consume_broadcast("good") {
-                    return broadcast;
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-        .await
-        .expect("the good broadcast is announced");
-        let received = Arc::new(Mutex::new(Vec::new()));
-        let sink = received.clone();
-        tokio::spawn(async move {
-            let Ok(mut track) = remote.subscribe_track("chat").await else {
-                return;
-            };
-            while let Ok(Some(mut group)) = track.next_group().await {
-                while let Ok(Some(frame)) = group.read_frame().await {
-                    let text = String::from_utf8_lossy(&frame.payload).into_owned();
-                    sink.lock().unwrap().push(text);
-                }
-            }
-        });
+        let received = read_chat(&seen, "good").await;
         let mut bed = Self {
             relay: address,
             fingerprint,
@@ -456,16 +434,23 @@ async fn evil_reader(bed: &Bed) -> (Session, Arc<Mutex<Vec<String>>>) {
     )
     .await
     .unwrap();
+    let received = read_chat(&seen, "evil").await;
+    (subscriber, received)
+}
+
+/// Waits until `path` is announced in `seen`, then reads its `chat` track in a task:
+/// every frame, as text, in what it returns.
+async fn read_chat(seen: &Origin, path: &str) -> Arc<Mutex<Vec<String>>> {
     let broadcast = tokio::time::timeout(PATIENCE, async {
         loop {
-            if let Some(broadcast) = seen.consume_broadcast("evil") {
+            if let Some(broadcast) = seen.consume_broadcast(path) {
                 return broadcast;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
     .await
-    .expect("the hostile broadcast is announced");
+    .unwrap_or_else(|_| panic!("{path} is announced"));
     let received = Arc::new(Mutex::new(Vec::new()));
     let sink = received.clone();
     tokio::spawn(async move {
@@ -479,7 +464,7 @@ async fn evil_reader(bed: &Bed) -> (Session, Arc<Mutex<Vec<String>>>) {
             }
         }
     });
-    (subscriber, received)
+    received
 }
 
 async fn until_received(received: &Arc<Mutex<Vec<String>>>, text: &str) {
