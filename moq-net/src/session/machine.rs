@@ -378,10 +378,14 @@ impl<R: Runtime> SessionMachine<R> {
             return;
         }
         tracing::debug!(code = error.to_code(), %error, "closing the session");
-        // What the session published is withdrawn before the close goes out: a peer that
-        // sees the close finds the session's broadcasts gone.
-        self.end_tasks();
+        // What the peer published through this session is withdrawn before the close goes
+        // out: a peer that sees the close finds those broadcasts gone. The sub-machines
+        // (and their streams) go only after the close: dropped before it, their streams'
+        // resets would reach the peer first, and a deployed relay treats a reset of its
+        // announce stream as fatal.
+        self.context.remote.clear();
         self.transport.close(error.to_code(), &error.to_string());
+        self.end_tasks();
         let until = self.context.now + CLOSE_CONFIRM_TIMEOUT;
         self.closing = Some((error, until));
         self.armed = Some(until);
