@@ -23,12 +23,14 @@ usage: cargo xtask <command>
 
 commands:
   demo       the main job: a relay on loopback with a room of chat users through it, a summary
-  test       everything CI runs: setup, fmt, deps, clippy, tests, loom, docs, and every
-             fuzz target briefly
-  check      the fast static checks: fmt, deps, clippy, docs
+  test       everything CI runs: setup, fmt, deps, wasm, clippy, tests, loom, docs, and
+             every fuzz target briefly
+  check      the fast static checks: fmt, deps, wasm, clippy, docs
   setup      install missing system packages (cmake, libclang-dev) with apt-get as root
   fmt        cargo fmt --check
   deps       the dependency-direction check (the sans-IO core must not depend on I/O crates)
+  wasm       cargo check of kio and moq-net for wasm32-unknown-unknown (the browser driver's
+             target; the rustup target is added if missing)
   clippy     clippy on every target with warnings denied, in the std and loom builds
   unit       cargo test for the whole workspace (unit, integration and doc tests)
   loom       the loom models of kio and moq-net (RUSTFLAGS=\"--cfg loom\")
@@ -50,11 +52,11 @@ fn main() -> ExitCode {
     let rest = &args[1..];
     let steps: &[&str] = match command.as_str() {
         "test" => &[
-            "setup", "fmt", "deps", "clippy", "unit", "loom", "doc", "fuzz",
+            "setup", "fmt", "deps", "wasm", "clippy", "unit", "loom", "doc", "fuzz",
         ],
-        "check" => &["fmt", "deps", "clippy", "doc"],
-        "setup" | "fmt" | "deps" | "clippy" | "unit" | "loom" | "doc" | "bench" | "demo"
-        | "suite" | "fuzz" => std::slice::from_ref(command)
+        "check" => &["fmt", "deps", "wasm", "clippy", "doc"],
+        "setup" | "fmt" | "deps" | "wasm" | "clippy" | "unit" | "loom" | "doc" | "bench"
+        | "demo" | "suite" | "fuzz" => std::slice::from_ref(command)
             .iter()
             .map(String::as_str)
             .collect::<Vec<_>>()
@@ -103,6 +105,24 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
         "deps" => deps::check_workspace(&root.join("Cargo.toml")).map(|report| {
             println!("{report}");
         }),
+        "wasm" => {
+            // The sans-IO core must build for the browser: no clock, socket or thread of
+            // its own. The target comes from rustup, like the toolchain.
+            cmd::Command::new("rustup", &["target", "add", WASM_TARGET]).run()?;
+            cargo(
+                &root,
+                &[
+                    "check",
+                    "-p",
+                    "kio",
+                    "-p",
+                    "moq-net",
+                    "--target",
+                    WASM_TARGET,
+                ],
+            )
+            .run()
+        }
         "clippy" => {
             cargo(
                 &root,
@@ -151,6 +171,9 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
         other => unreachable!("step {other} is listed in main"),
     }
 }
+
+/// The browser's target: what `moq-wasm` builds for.
+const WASM_TARGET: &str = "wasm32-unknown-unknown";
 
 /// A cargo command in the loom build: its own target directory, so that switching between
 /// the std and loom builds does not rebuild everything each time.

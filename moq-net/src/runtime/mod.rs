@@ -15,7 +15,6 @@
 //! in-memory transport, in which whole sessions run in milliseconds.
 
 use std::task::Poll;
-use std::time::Instant;
 
 use kio::Waiter;
 
@@ -24,6 +23,11 @@ use crate::transport;
 
 #[cfg(any(test, feature = "test-runtime"))]
 pub mod test;
+
+/// The time type at the runtime boundary: `std::time::Instant` itself on native targets,
+/// and on wasm32 (where `std`'s `Instant::now` panics) one read from the browser's
+/// monotonic clock (`performance.now()`), so that one `Runtime` trait serves every driver.
+pub use web_time::Instant;
 
 /// What a driver provides to the sessions it runs.
 pub trait Runtime: Clone + 'static {

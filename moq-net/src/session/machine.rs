@@ -19,7 +19,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
-use std::time::Instant;
 
 use kio::Waiter;
 
@@ -35,7 +34,7 @@ use crate::Error;
 use crate::coding::{Setup, Version};
 use crate::id_map::IdMap;
 use crate::model::TrackProducer;
-use crate::runtime::{Deadline, Runtime};
+use crate::runtime::{Deadline, Instant, Runtime};
 use crate::transport::{self, Session as _};
 
 /// How long a session that closed its transport waits for the transport to confirm before

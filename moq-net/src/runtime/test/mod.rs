@@ -37,13 +37,13 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::rc::Rc;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kio::{Waiter, WaiterList};
 
 pub use link::{LinkConfig, TestRecvStream, TestSendStream, TestTransport};
 
-use super::{Deadline, Runtime};
+use super::{Deadline, Instant, Runtime};
 use crate::session::SessionMachine;
 use executor::Executor;
 
