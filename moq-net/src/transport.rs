@@ -18,6 +18,22 @@ use std::task::Poll;
 use bytes::Bytes;
 use kio::Waiter;
 
+/// How urgently a stream's data should go, relative to the other streams of its session:
+/// a group stream's place in moq-lite's order (spec: moq-lite-05 §Priority). A higher
+/// subscriber priority goes first; among equal subscriber priorities, a newer group goes
+/// first. The derived order is exactly that: the greater value is the more urgent.
+///
+/// A transport maps it to what its QUIC stack can express (quiche's urgency levels, the
+/// browser's `sendOrder`); a stream that never gets one (a control stream) keeps the
+/// stack's default, which an adapter places ahead of every group stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct StreamPriority {
+    /// The subscriber's priority for the track (SUBSCRIBE's `Priority`; higher first).
+    pub subscriber: u8,
+    /// The group's sequence number (a newer group first).
+    pub group: u64,
+}
+
 /// Why a connection is gone.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -151,8 +167,9 @@ pub trait SendStream {
     /// Abandons the stream with an error code (RESET_STREAM).
     fn reset(&mut self, code: u64);
 
-    /// Sets the stream's priority: a higher value is sent first.
-    fn set_priority(&mut self, priority: i32);
+    /// Sets the stream's place in the session's sending order: a greater
+    /// [`StreamPriority`] is sent first.
+    fn set_priority(&mut self, priority: StreamPriority);
 
     /// Ready with the code once the peer asks this side to stop sending (STOP_SENDING).
     fn poll_stopped(&mut self, waiter: &Waiter) -> Poll<Result<u64, StreamError>>;

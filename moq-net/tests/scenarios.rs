@@ -760,13 +760,13 @@ fn subscribe_update_reprioritizes_groups_in_flight() {
         let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
         assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
 
-        // The subscriber priority of the group streams in flight to the client (the top
-        // bits of the stream priority; uni stream ids have bit 1 set).
+        // The subscriber priority of the group streams in flight to the client (uni stream
+        // ids have bit 1 set).
         let group_priority = |raw: &moq_net::runtime::test::TestTransport| {
             raw.peer_priorities()
                 .into_iter()
                 .find(|(id, _)| id & 2 != 0)
-                .map(|(_, priority)| priority >> 23)
+                .map(|(_, priority)| priority.subscriber)
         };
         // A group stays open, so its stream to the client stays in flight.
         let mut group = track.append_group();

@@ -6,7 +6,7 @@ use std::task::Poll;
 use bytes::Bytes;
 use kio::Waiter;
 use moq_net::transport::{
-    RecvStream, SendStream, Session, StreamError, TransportError, TransportStats,
+    RecvStream, SendStream, Session, StreamError, StreamPriority, TransportError, TransportStats,
 };
 
 use crate::quic::{QuicRecvStream, QuicSendStream, QuicSession};
@@ -190,7 +190,7 @@ impl SendStream for BindingSendStream {
         either!(self, stream => stream.reset(code))
     }
 
-    fn set_priority(&mut self, priority: i32) {
+    fn set_priority(&mut self, priority: StreamPriority) {
         either!(self, stream => stream.set_priority(priority))
     }
 

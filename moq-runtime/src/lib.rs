@@ -23,6 +23,7 @@ pub mod quic;
 pub mod timer;
 pub mod tls;
 pub mod udp;
+mod urgency;
 pub mod webtransport;
 
 /// Entry points for the fuzz targets (`fuzz/`): the parsers of a peer's WebTransport bytes

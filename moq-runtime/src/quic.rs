@@ -47,8 +47,10 @@ use bytes::{Buf, Bytes, BytesMut};
 use kio::sync::Mutex;
 use kio::{Waiter, WaiterList, WaiterSlot};
 use moq_net::transport::{
-    RecvStream, SendStream, Session, StreamError, TransportError, TransportStats,
+    RecvStream, SendStream, Session, StreamError, StreamPriority, TransportError, TransportStats,
 };
+
+use crate::urgency::Urgencies;
 
 /// One quiche connection, shared by its endpoint and its session.
 #[derive(Clone)]
@@ -158,6 +160,10 @@ struct State {
     outbox: VecDeque<(Vec<u8>, quiche::SendInfo)>,
     /// Every waiter was told the connection closed.
     close_announced: bool,
+    /// The quiche urgency of each prioritized send stream (moq-lite's order).
+    urgencies: Urgencies,
+    /// Reused: the urgencies quiche must be told of after a change.
+    urgency_changes: Vec<(u64, u8)>,
 }
 
 /// One stream's bookkeeping.
@@ -241,6 +247,8 @@ impl QuicConnection {
                     lone_fin: false,
                     outbox: VecDeque::new(),
                     close_announced: false,
+                    urgencies: Urgencies::default(),
+                    urgency_changes: Vec::new(),
                 }),
                 flush_pending: AtomicBool::new(false),
                 flush_waker: std::sync::Mutex::new(None),
@@ -1130,15 +1138,18 @@ impl SendStream for QuicSendStream {
         });
     }
 
-    fn set_priority(&mut self, priority: i32) {
-        // quiche has eight urgency levels (0 most urgent): the subscriber priority's top
-        // three bits pick one. Streams of one level share bandwidth (incremental).
-        let subscriber = (priority >> 23).clamp(0, 255) as u8;
-        let urgency = 7 - (subscriber >> 5);
+    fn set_priority(&mut self, priority: StreamPriority) {
         let id = self.id;
         // Nothing to send: no flush.
         let mut state = self.connection.shared.state.lock();
-        let _ = state.conn.stream_priority(id, urgency, true);
+        let state = &mut *state;
+        state
+            .urgencies
+            .set(id, priority, &mut state.urgency_changes);
+        for (stream, urgency) in state.urgency_changes.drain(..) {
+            // Not incremental: a group's stream goes whole before the next at its level.
+            let _ = state.conn.stream_priority(stream, urgency, false);
+        }
     }
 
     fn poll_stopped(&mut self, waiter: &Waiter) -> Poll<Result<u64, StreamError>> {
@@ -1173,6 +1184,7 @@ impl Drop for QuicSendStream {
             if !ended {
                 let _ = state.conn.stream_shutdown(id, quiche::Shutdown::Write, 0);
             }
+            state.urgencies.remove(id);
         });
     }
 }

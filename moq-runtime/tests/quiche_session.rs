@@ -122,10 +122,12 @@ fn a_broadcast_flows_over_real_quic_between_two_sessions() {
         run_until(&runtime, &client, &server, || received.borrow().len() == 3),
         "every frame arrives"
     );
+    // Groups in flight together go newest first (moq-lite's priority), so the big one may
+    // overtake the two before it: every frame arrives, in whatever order.
     let received = received.borrow();
-    assert_eq!(received[0], "12:00:00");
-    assert_eq!(received[1], "12:00:01");
-    assert_eq!(received[2], big);
+    assert!(received.iter().any(|frame| frame == "12:00:00"));
+    assert!(received.iter().any(|frame| frame == "12:00:01"));
+    assert!(received.contains(&big));
 }
 
 #[test]

@@ -93,8 +93,10 @@ fn a_broadcast_flows_between_moq_sessions_over_webtransport() {
         run_until(&runtime, &client, &server, || received.borrow().len() == 2),
         "both frames arrive, the 1 MB one across many packets"
     );
-    assert_eq!(received.borrow()[0], "hello");
-    assert_eq!(received.borrow()[1], big);
+    // Newest group first (moq-lite's priority): the big one may overtake "hello".
+    let received = received.borrow();
+    assert!(received.iter().any(|frame| frame == "hello"));
+    assert!(received.contains(&big));
 }
 
 #[test]

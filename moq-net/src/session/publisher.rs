@@ -15,7 +15,7 @@ use crate::coding::{
     Subscribe, SubscribeResponse, SubscribeUpdate, Track as TrackMessage, TrackInfo, UniStream,
 };
 use crate::model::{Announced, Announcement, GroupConsumer, PendingTrack, TrackConsumer};
-use crate::transport::{RecvStream, SendStream};
+use crate::transport::{RecvStream, SendStream, StreamPriority};
 
 /// The most announcements an announce stream encodes ahead of what its stream accepted.
 const ANNOUNCE_BATCH: usize = 64;
@@ -591,12 +591,6 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
     }
 }
 
-/// A group stream's priority: a higher subscriber priority first, then newer groups first
-/// (spec: moq-lite-05, "Priority"). The sequence's low 23 bits break ties.
-fn priority(subscriber: u8, sequence: u64) -> i32 {
-    (i32::from(subscriber) << 23) | (sequence & 0x7f_ffff) as i32
-}
-
 impl<S: SendStream, R: RecvStream> FetchServe<S, R> {
     pub(crate) fn new(writer: Writer<S>, reader: Reader<R>, slot: RequestSlot) -> Self {
         Self {
@@ -699,7 +693,10 @@ impl GroupWrite<()> {
 
     /// The sub-machine, with its stream.
     pub(crate) fn with_stream<S: SendStream>(self, mut stream: S) -> GroupWrite<S> {
-        stream.set_priority(priority(self.subscriber_priority, self.header.sequence));
+        stream.set_priority(StreamPriority {
+            subscriber: self.subscriber_priority,
+            group: self.header.sequence,
+        });
         GroupWrite {
             writer: Some(Writer::new(stream)),
             group: self.group,
@@ -753,9 +750,10 @@ impl<S: SendStream> GroupWrite<S> {
                 }
                 Poll::Ready(Ok(Control { priority: new, .. })) => {
                     self.subscriber_priority = new;
-                    writer
-                        .stream_mut()
-                        .set_priority(priority(new, self.header.sequence));
+                    writer.stream_mut().set_priority(StreamPriority {
+                        subscriber: new,
+                        group: self.header.sequence,
+                    });
                 }
                 Poll::Ready(Err(_)) => self.control = None, // ended without a cancel
                 Poll::Pending => break,

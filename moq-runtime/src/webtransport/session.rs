@@ -5,7 +5,7 @@ use std::task::Poll;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kio::Waiter;
 use moq_net::transport::{
-    RecvStream, SendStream, Session, StreamError, TransportError, TransportStats,
+    RecvStream, SendStream, Session, StreamError, StreamPriority, TransportError, TransportStats,
 };
 use web_transport_proto::{Capsule, Frame, VarInt};
 
@@ -373,7 +373,7 @@ impl SendStream for WebTransportSendStream {
         self.inner.reset(to_http3(clamp(code)));
     }
 
-    fn set_priority(&mut self, priority: i32) {
+    fn set_priority(&mut self, priority: StreamPriority) {
         self.inner.set_priority(priority);
     }
 

@@ -18,7 +18,7 @@ use kio::{Waiter, WaiterList};
 use super::TestRuntime;
 use crate::id_map::IdMap;
 use crate::transport::{
-    RecvStream, SendStream, Session, StreamError, TransportError, TransportStats,
+    RecvStream, SendStream, Session, StreamError, StreamPriority, TransportError, TransportStats,
 };
 
 /// How the link between two test transports behaves. Every figure is per direction.
@@ -136,7 +136,7 @@ struct RecvState {
 struct SendState {
     stopped: Option<u64>,
     /// The last priority the sender set.
-    priority: i32,
+    priority: StreamPriority,
     /// Finished or reset: no more writes.
     done: bool,
     waiters: Rc<WaiterList>,
@@ -190,9 +190,9 @@ impl TestRuntime {
 impl TestTransport {
     /// The priorities the peer last set on the streams it sends and has not finished, by
     /// stream id: what a scheduler would order them by.
-    pub fn peer_priorities(&self) -> Vec<(u64, i32)> {
+    pub fn peer_priorities(&self) -> Vec<(u64, StreamPriority)> {
         let link = self.link.borrow();
-        let mut priorities: Vec<(u64, i32)> = link.ends[1 - self.side]
+        let mut priorities: Vec<(u64, StreamPriority)> = link.ends[1 - self.side]
             .send
             .iter()
             .filter(|(_, state)| !state.done)
@@ -450,7 +450,7 @@ impl SendStream for TestSendStream {
         );
     }
 
-    fn set_priority(&mut self, priority: i32) {
+    fn set_priority(&mut self, priority: StreamPriority) {
         // The in-memory link delivers in send order; the priority is recorded for tests
         // (`TestTransport::peer_priorities`), not acted on.
         if let Some(state) = self.link.borrow_mut().ends[self.side]
