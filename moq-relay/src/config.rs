@@ -36,24 +36,43 @@ pub struct ServerSection {
     pub bind: SocketAddr,
     /// The driver that owns the sockets.
     pub driver: Driver,
+    /// Worker threads of a thread-per-core driver, each pinned to a core with a socket of
+    /// its own on the port; 0 for one per core the process may use. Ignored by `tokio`.
+    pub workers: usize,
 }
 
 impl Default for ServerSection {
-    /// `[::]:4443` on the tokio driver.
+    /// `[::]:4443` on the tokio driver; one worker per core for a thread-per-core driver.
     fn default() -> Self {
         Self {
             bind: SocketAddr::from(([0u16; 8], 4443)),
             driver: Driver::Tokio,
+            workers: 0,
+        }
+    }
+}
+
+impl ServerSection {
+    /// How many workers a thread-per-core driver runs: `workers`, or one per core the
+    /// process may use.
+    pub fn worker_count(&self) -> usize {
+        match self.workers {
+            0 => moq_runtime::cores::available().len(),
+            workers => workers,
         }
     }
 }
 
 /// Which driver runs the relay's sockets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Driver {
-    /// tokio's work-stealing pool: portable.
+    /// tokio's work-stealing pool, one socket: portable.
     Tokio,
+    /// tokio thread per core: a pinned current-thread runtime per worker, each with its
+    /// own `SO_REUSEPORT` socket, packets steered to their connection's worker by the
+    /// kernel. Linux.
+    TokioPerCore,
 }
 
 /// `[tls]`: PEM files, or nothing for a self-signed certificate.
@@ -307,6 +326,9 @@ impl Config {
         if self.http.connection_lifetime_secs == 0 {
             return invalid("http.connection_lifetime_secs", "must be at least 1 second");
         }
+        if self.server.workers > moq_tokio::MAX_WORKERS {
+            return invalid("server.workers", "must be at most 256 (0: one per core)");
+        }
         if self.limits.max_sessions == 0 {
             return invalid("limits.max_sessions", "must be at least 1");
         }
@@ -421,7 +443,8 @@ mod tests {
             r#"
             [server]
             bind = "127.0.0.1:5000"
-            driver = "tokio"
+            driver = "tokio-per-core"
+            workers = 2
             [tls]
             names = ["relay.example"]
             [http]
@@ -445,6 +468,8 @@ mod tests {
         .unwrap();
         config.validate().unwrap();
         assert_eq!(config.server.bind, "127.0.0.1:5000".parse().unwrap());
+        assert_eq!(config.server.driver, Driver::TokioPerCore);
+        assert_eq!(config.server.worker_count(), 2);
         assert_eq!(config.limits.max_sessions, 10);
         assert_eq!(config.limits.max_message_bytes, 8192);
         assert_eq!(config.public_prefixes(), ["anon"]);

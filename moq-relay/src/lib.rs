@@ -7,8 +7,9 @@
 //! [`auth`] scoping what each session may publish and subscribe to, Prometheus
 //! [`metrics`] over HTTP, and a graceful stop (GOAWAY, drain, exit).
 //!
-//! It **is not** the protocol (that is `moq_net`) nor a socket driver (that is
-//! `moq_tokio`): it is the policy around them. The `moq-relay` binary is a thin command
+//! It **is not** the protocol (that is `moq_net`) nor a socket driver: it is the policy
+//! around them, over any driver that implements [`driver::Listener`] (today `moq_tokio`,
+//! work-stealing or thread per core, chosen by `[server] driver`). The `moq-relay` binary is a thin command
 //! line over [`Relay`]; an application can run one in-process the same way:
 //!
 //! ```no_run
@@ -22,6 +23,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod driver;
 mod http;
 pub mod metrics;
 mod relay;

@@ -55,6 +55,9 @@ struct ServeArgs {
     /// The socket driver [default: tokio].
     #[arg(long, value_enum)]
     driver: Option<Driver>,
+    /// Worker threads of a thread-per-core driver, 0 for one per core [default: 0].
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
     /// Certificate chain (PEM); with --tls-key, instead of a self-signed certificate.
     #[arg(long, value_name = "FILE")]
     tls_cert: Option<PathBuf>,
@@ -160,10 +163,17 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = configure(&args)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("starting tokio: {e}"))?;
+    // Thread per core: the sessions run on the pinned workers, so the accept loop and
+    // HTTP need one thread, not a pool competing with them for the cores.
+    let runtime = match config.server.driver {
+        Driver::Tokio => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+        Driver::TokioPerCore => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+    }
+    .map_err(|e| format!("starting tokio: {e}"))?;
     runtime.block_on(async {
         let relay = Relay::bind(&config).await.map_err(|e| e.to_string())?;
         let fingerprint = relay.fingerprint();
@@ -194,6 +204,9 @@ fn configure(args: &ServeArgs) -> Result<Config, String> {
     }
     if let Some(driver) = args.driver {
         config.server.driver = driver;
+    }
+    if let Some(workers) = args.workers {
+        config.server.workers = workers;
     }
     if args.tls_cert.is_some() {
         config.tls.cert = args.tls_cert.clone();

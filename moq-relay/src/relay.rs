@@ -8,12 +8,15 @@ use std::time::{Duration, SystemTime};
 
 use moq_net::model::{Origin, Path};
 use moq_net::session::{Authorize, Origins, Session, SessionConfig};
+use moq_runtime::admission::Admission;
+use moq_runtime::binding::Binding;
+use moq_runtime::server::{Request, ServerConfig};
 use moq_runtime::tls::{Certificate, Fingerprint};
 use moq_runtime::webtransport::StatusCode;
-use moq_tokio::{Admission, Binding, Request, Server, ServerConfig};
 
 use crate::auth::{AuthError, Authorizer, Key};
 use crate::config::Config;
+use crate::driver::{self, Listener};
 use crate::http::{HttpLimits, HttpServer};
 use crate::metrics::{Metrics, Refusal};
 
@@ -42,10 +45,11 @@ pub enum RelayError {
     },
 }
 
-/// A bound relay, ready to [`run`](Relay::run).
+/// A bound relay, ready to [`run`](Relay::run), on the driver `L` (tokio by default:
+/// work-stealing or thread per core, as configured).
 #[derive(Debug)]
-pub struct Relay {
-    server: Server,
+pub struct Relay<L: Listener = moq_tokio::Server> {
+    server: L,
     http: Option<HttpServer>,
     origin: Origin,
     authorizer: Arc<Authorizer>,
@@ -57,9 +61,13 @@ pub struct Relay {
     drain: Duration,
 }
 
+/// How long a stopping relay waits for its driver to close the connections the drain
+/// closed (their close frames going out) before it returns anyway.
+const DRIVER_SHUTDOWN: Duration = Duration::from_secs(2);
+
 impl Relay {
     /// Loads the certificate and key, binds the UDP port (and the HTTP one), on the
-    /// current tokio runtime.
+    /// configured tokio mode; the caller's tokio runtime serves HTTP and the accept loop.
     pub async fn bind(config: &Config) -> Result<Self, RelayError> {
         config.validate()?;
         let certificate = match (&config.tls.cert, &config.tls.key) {
@@ -110,8 +118,8 @@ impl Relay {
         // A WebTransport client waiting for its CONNECT is a connection that has not said
         // who it is, like a raw-QUIC one waiting for its SETUP: the same bound.
         server_config.max_pending_handshakes = config.limits.max_pending_setup;
-        server_config.idle_timeout_ms = config.limits.idle_timeout_secs.saturating_mul(1000);
-        let server = Server::bind(server_config)
+        server_config.limits.idle_timeout = Duration::from_secs(config.limits.idle_timeout_secs);
+        let server = driver::bind(&config.server, server_config)
             .await
             .map_err(RelayError::Bind)?;
         let http = if config.http.enabled {
@@ -141,7 +149,9 @@ impl Relay {
             drain: config.drain(),
         })
     }
+}
 
+impl<L: Listener> Relay<L> {
     /// The UDP address both bindings listen on.
     pub fn local_addr(&self) -> SocketAddr {
         self.server.local_addr()
@@ -193,6 +203,12 @@ impl Relay {
         if let Some(http) = http {
             http.abort();
         }
+        if tokio::time::timeout(DRIVER_SHUTDOWN, self.server.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::debug!("the driver still had connections closing; stopping anyway");
+        }
     }
 
     /// Accepts or refuses one client.
@@ -201,7 +217,7 @@ impl Relay {
     /// over WebTransport, at its SETUP over raw QUIC. A raw-QUIC connection waiting for
     /// its SETUP counts against `limits.max_pending_setup` instead, so that connections
     /// that never say who they are cannot take established sessions' places.
-    fn admit(&self, id: u64, request: Request) {
+    fn admit(&self, id: u64, request: Request<L::Runtime>) {
         let remote = request.remote_addr();
         let binding = request.binding();
         if binding == Binding::WebTransport && self.metrics.session_count() >= self.max_sessions {

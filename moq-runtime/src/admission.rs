@@ -10,16 +10,25 @@
 //! and each address may hold at most [`Admission::max_per_address`] established
 //! connections.
 //!
+//! The counts a policy is judged against live in a [`Gate`], which every worker of a
+//! server shares: a server of four workers admits 10,000 connections in all, not 10,000
+//! each, and a Retry token minted by one worker is good on another.
+//!
 //! Retry tokens are minted and checked here, statelessly: an HMAC-SHA256 (ring) over the
 //! client's address, the time the token was issued, the connection ID the client first
 //! chose and the one our Retry gave it, under a key drawn at random when the endpoint
 //! starts. A token is good only for the connection ID its Retry gave: replayed with other
 //! IDs it opens nothing, and with that one it reaches the connection that already exists.
 
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ring::hmac;
+
+use crate::endpoint::EndpointError;
 
 /// An endpoint's admission policy. The defaults suit a public server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +58,145 @@ impl Default for Admission {
             max_per_address: 0,
         }
     }
+}
+
+/// An admission policy with the counts it is judged against, shared by every endpoint
+/// (worker) of one server. Cloning shares it.
+///
+/// It is touched only when a connection starts, completes its handshake or ends, never
+/// per packet: atomics for the counts, a mutex for the per-address table.
+#[derive(Clone)]
+pub struct Gate {
+    shared: Arc<GateState>,
+}
+
+struct GateState {
+    policy: Admission,
+    /// Established server connections.
+    established: AtomicUsize,
+    /// Server connections in their handshake.
+    half_open: AtomicUsize,
+    /// Established server connections per client address.
+    per_address: Mutex<HashMap<IpAddr, usize>>,
+    /// `None` if the random source failed at start: no Retry then.
+    retry_tokens: Option<RetryTokens>,
+}
+
+impl Gate {
+    /// A gate applying `policy`, with a fresh Retry key (token times counted from `now`).
+    pub fn new(policy: Admission, now: Instant) -> Self {
+        Self {
+            shared: Arc::new(GateState {
+                policy,
+                established: AtomicUsize::new(0),
+                half_open: AtomicUsize::new(0),
+                per_address: Mutex::new(HashMap::new()),
+                retry_tokens: RetryTokens::new(now)
+                    .inspect_err(|error| tracing::warn!(%error, "no QUIC Retry: no random source"))
+                    .ok(),
+            }),
+        }
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &Admission {
+        &self.shared.policy
+    }
+
+    /// Established server connections, over every endpoint sharing the gate.
+    pub fn established(&self) -> usize {
+        self.shared.established.load(Ordering::Acquire)
+    }
+
+    /// Server connections in their handshake, over every endpoint sharing the gate.
+    pub fn half_open(&self) -> usize {
+        self.shared.half_open.load(Ordering::Acquire)
+    }
+
+    /// Whether a new Initial from `from` may start a handshake as far as room goes (the
+    /// connection cap and the address's cap).
+    pub(crate) fn check_room(&self, from: IpAddr) -> Result<(), EndpointError> {
+        let policy = &self.shared.policy;
+        if self.established() >= policy.max_connections {
+            return Err(EndpointError::Full(policy.max_connections));
+        }
+        let limit = policy.max_per_address;
+        if limit > 0
+            && lock(&self.shared.per_address)
+                .get(&from)
+                .copied()
+                .unwrap_or(0)
+                >= limit
+        {
+            return Err(EndpointError::AddressFull {
+                address: from,
+                limit,
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether a client that has not proved its address must do so first.
+    pub(crate) fn wants_retry(&self) -> bool {
+        self.half_open() >= self.shared.policy.retry_above
+    }
+
+    /// The Retry token minter, if there is a key.
+    pub(crate) fn retry_tokens(&self) -> Option<&RetryTokens> {
+        self.shared.retry_tokens.as_ref()
+    }
+
+    /// Counts a handshake starting, unless the cap on them is reached (checked and
+    /// counted in one step, so that endpoints on other threads cannot both take the last
+    /// place).
+    pub(crate) fn begin_handshake(&self) -> Result<(), EndpointError> {
+        let max = self.shared.policy.max_half_open;
+        self.shared
+            .half_open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
+                (open < max).then_some(open + 1)
+            })
+            .map(|_| ())
+            .map_err(|_| EndpointError::HalfOpenFull(max))
+    }
+
+    /// A handshake from `client` completed.
+    pub(crate) fn established_from(&self, client: IpAddr) {
+        self.shared.half_open.fetch_sub(1, Ordering::AcqRel);
+        self.shared.established.fetch_add(1, Ordering::AcqRel);
+        *lock(&self.shared.per_address).entry(client).or_default() += 1;
+    }
+
+    /// A server connection from `client` ended, established or not.
+    pub(crate) fn ended(&self, client: IpAddr, established: bool) {
+        if !established {
+            self.shared.half_open.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        self.shared.established.fetch_sub(1, Ordering::AcqRel);
+        let mut per_address = lock(&self.shared.per_address);
+        if let Some(count) = per_address.get_mut(&client) {
+            *count -= 1;
+            if *count == 0 {
+                per_address.remove(&client);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("policy", &self.shared.policy)
+            .field("established", &self.established())
+            .field("half_open", &self.half_open())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Locks `mutex`; a poisoned lock (a panic elsewhere while counting) still holds counts.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// How long a Retry token is accepted after it was issued: the client echoes it at once.

@@ -5,12 +5,57 @@ use std::task::Poll;
 
 use bytes::Bytes;
 use kio::Waiter;
+use moq_net::coding::Version;
 use moq_net::transport::{
     RecvStream, SendStream, Session, StreamError, StreamPriority, TransportError, TransportStats,
 };
 
 use crate::quic::{QuicRecvStream, QuicSendStream, QuicSession};
 use crate::webtransport::{WebTransportRecvStream, WebTransportSendStream, WebTransportSession};
+
+/// Which moq-lite binding a connection speaks, told apart by its ALPN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Binding {
+    /// Raw QUIC: the ALPN is the moq-lite version (`moq-lite-05`); the path arrives in
+    /// the client's SETUP.
+    Quic,
+    /// WebTransport over HTTP/3: ALPN `h3`; the version is chosen in the CONNECT
+    /// (`wt-available-protocols`), the path is the CONNECT's.
+    WebTransport,
+}
+
+impl Binding {
+    /// The ALPN a connection of this binding at `version` offers.
+    pub fn alpn(self, version: Version) -> &'static str {
+        match self {
+            Self::Quic => version.alpn(),
+            Self::WebTransport => crate::webtransport::ALPN,
+        }
+    }
+
+    /// The binding a negotiated ALPN names, if it is one of ours.
+    pub fn from_alpn(alpn: &[u8]) -> Option<Self> {
+        if alpn == crate::webtransport::ALPN.as_bytes() {
+            return Some(Self::WebTransport);
+        }
+        let alpn = std::str::from_utf8(alpn).ok()?;
+        Version::from_alpn(alpn).map(|_| Self::Quic)
+    }
+
+    /// `"quic"` or `"webtransport"`, for logs and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Quic => "quic",
+            Self::WebTransport => "webtransport",
+        }
+    }
+}
+
+impl std::fmt::Display for Binding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// A session over either binding: raw QUIC (ALPN `moq-lite-05`) or WebTransport (ALPN `h3`).
 #[derive(Debug)]
@@ -41,11 +86,11 @@ pub enum BindingRecvStream {
 }
 
 impl BindingSession {
-    /// Which binding: `"quic"` or `"webtransport"`.
-    pub fn binding(&self) -> &'static str {
+    /// Which binding it runs over.
+    pub fn binding(&self) -> Binding {
         match self {
-            Self::Quic(_) => "quic",
-            Self::WebTransport(_) => "webtransport",
+            Self::Quic(_) => Binding::Quic,
+            Self::WebTransport(_) => Binding::WebTransport,
         }
     }
 }

@@ -22,17 +22,23 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Wake, Waker};
 use std::time::Instant;
 
-use crate::admission::{Admission, RetryTokens};
-use crate::cid::{CID_LEN, CidGenerator};
+use crate::admission::{Admission, Gate};
+use crate::cid::{CID_LEN, CidGenerator, ConnectionId};
 use crate::quic::QuicConnection;
 use crate::timer::TimerWheel;
 
 /// The largest UDP payload a QUIC packet from us may have.
 pub const MAX_DATAGRAM: usize = 1350;
+
+/// The most spare connection IDs a peer gets from us at once (besides the one in use):
+/// enough to move between networks a few times, without a routing entry per ID the peer
+/// would take (its `active_connection_id_limit`).
+pub const MAX_SPARE_CIDS: usize = 4;
 
 /// The most datagrams one [`Transmit`] carries (the kernel's GSO limit is 64 segments).
 pub const MAX_SEGMENTS: usize = 64;
@@ -75,18 +81,30 @@ pub enum EndpointError {
     },
 }
 
+/// What an endpoint counts, readable from any thread while it runs.
+#[derive(Debug, Default)]
+pub struct EndpointCounters {
+    /// Datagrams handled.
+    pub datagrams: AtomicU64,
+    /// Short-header packets for a connection ID that names another worker: steered to
+    /// the wrong worker (the worker count changed across a restart, or a client
+    /// migrated). Dropped.
+    pub misrouted: AtomicU64,
+}
+
 /// The connections on one UDP port.
 pub struct Endpoint {
     config: quiche::Config,
     local: SocketAddr,
     cids: CidGenerator,
-    admission: Admission,
-    /// `None` if the random source failed at start: no Retry then.
-    retry_tokens: Option<RetryTokens>,
-    /// Server connections whose handshake is in progress.
+    /// The admission policy and the counts it is judged by (shared with the server's
+    /// other endpoints, if it has several).
+    gate: Gate,
+    /// This endpoint's server connections whose handshake is in progress.
     half_open: usize,
-    /// Server connections per client address.
-    per_address: HashMap<IpAddr, usize>,
+    /// The worker index in every connection ID it issues.
+    worker: u8,
+    counters: Arc<EndpointCounters>,
     /// Packets that belong to no connection (Retry), for the next pass.
     stateless: Vec<Transmit>,
     /// How long an established connection may go without our sending before we send a
@@ -122,7 +140,7 @@ struct Entry {
     reported: bool,
     /// The pass that last drained it.
     drained: u64,
-    /// A server connection's client address (counted in `per_address`).
+    /// A server connection's client address (counted by the gate).
     client: Option<IpAddr>,
     /// When to send a keep-alive PING if nothing happens before.
     keep_alive_at: Option<Instant>,
@@ -155,15 +173,16 @@ impl Endpoint {
             config,
             local,
             cids: CidGenerator::new(worker),
-            admission: Admission {
-                max_connections,
-                ..Admission::default()
-            },
-            retry_tokens: RetryTokens::new(now)
-                .inspect_err(|error| tracing::warn!(%error, "no QUIC Retry: no random source"))
-                .ok(),
+            gate: Gate::new(
+                Admission {
+                    max_connections,
+                    ..Admission::default()
+                },
+                now,
+            ),
             half_open: 0,
-            per_address: HashMap::new(),
+            worker,
+            counters: Arc::default(),
             stateless: Vec::new(),
             keep_alive: None,
             connections: Vec::new(),
@@ -183,9 +202,10 @@ impl Endpoint {
         }
     }
 
-    /// Replaces the admission policy (its `max_connections` included).
-    pub fn set_admission(&mut self, admission: Admission) {
-        self.admission = admission;
+    /// Admits server connections through `gate`: its policy (`max_connections`
+    /// included) and its counts, which the server's other endpoints may share.
+    pub fn set_gate(&mut self, gate: Gate) {
+        self.gate = gate;
     }
 
     /// Sends a PING on an established connection that has been quiet for `interval`, or
@@ -193,6 +213,11 @@ impl Endpoint {
     /// member in a quiet room is otherwise closed by its peer's idle timer.
     pub fn set_keep_alive(&mut self, interval: Option<std::time::Duration>) {
         self.keep_alive = interval;
+    }
+
+    /// Its counters, to read from elsewhere while it runs.
+    pub fn counters(&self) -> Arc<EndpointCounters> {
+        self.counters.clone()
     }
 
     /// How many server connections are still in their handshake.
@@ -250,6 +275,7 @@ impl Endpoint {
         from: SocketAddr,
         now: Instant,
     ) -> Result<(), EndpointError> {
+        self.counters.datagrams.fetch_add(1, Ordering::Relaxed);
         let header = quiche::Header::from_slice(datagram, CID_LEN)?;
         let index = match self.by_cid.get(header.dcid.as_ref()) {
             Some(&index) => index,
@@ -263,7 +289,16 @@ impl Endpoint {
                     }
                 }
             }
-            None => return Ok(()), // a stray packet: nothing to answer
+            None => {
+                // A stray packet: nothing to answer. One naming another worker was
+                // steered wrong.
+                let owner = ConnectionId::from_bytes(&header.dcid).map(|cid| cid.worker());
+                if header.ty == quiche::Type::Short && owner.is_some_and(|w| w != self.worker) {
+                    self.counters.misrouted.fetch_add(1, Ordering::Relaxed);
+                    tracing::trace!(%from, ?owner, worker = self.worker, "a packet for another worker");
+                }
+                return Ok(());
+            }
         };
         let Some(entry) = self.connections.get(index).and_then(Option::as_ref) else {
             return Ok(());
@@ -334,7 +369,7 @@ impl Endpoint {
         self.timers.expire(now, &mut expired);
         for &index in &expired {
             if let Some(entry) = self.connections.get(index).and_then(Option::as_ref) {
-                entry.connection.on_timeout();
+                entry.connection.on_timeout(now);
                 if entry.keep_alive_at.is_some_and(|at| at <= now) {
                     entry.connection.ping();
                 }
@@ -350,9 +385,11 @@ impl Endpoint {
         self.accepted.pop_front()
     }
 
+    /// Room for one more client connection of this endpoint's own.
     fn check_room(&self) -> Result<(), EndpointError> {
-        if self.len - self.half_open >= self.admission.max_connections {
-            return Err(EndpointError::Full(self.admission.max_connections));
+        let max = self.gate.policy().max_connections;
+        if self.len >= max {
+            return Err(EndpointError::Full(max));
         }
         Ok(())
     }
@@ -365,21 +402,11 @@ impl Endpoint {
         from: SocketAddr,
         now: Instant,
     ) -> Result<Option<usize>, EndpointError> {
-        self.check_room()?;
-        if self.half_open >= self.admission.max_half_open {
-            return Err(EndpointError::HalfOpenFull(self.admission.max_half_open));
-        }
-        let limit = self.admission.max_per_address;
-        if limit > 0 && self.per_address.get(&from.ip()).copied().unwrap_or(0) >= limit {
-            return Err(EndpointError::AddressFull {
-                address: from.ip(),
-                limit,
-            });
-        }
+        self.gate.check_room(from.ip())?;
         let token = header.token.as_deref().filter(|token| !token.is_empty());
         // A client echoing a Retry token proved its address; the connection ID it first
         // chose is in the token, and the one it uses now is the one our Retry gave it.
-        let validated = match (token, &self.retry_tokens) {
+        let validated = match (token, self.gate.retry_tokens()) {
             (Some(token), Some(tokens)) => match tokens.validate(from, &header.dcid, token, now) {
                 Some(original) => Some(original),
                 None => {
@@ -389,8 +416,8 @@ impl Endpoint {
             },
             _ => None,
         };
-        if validated.is_none() && self.half_open >= self.admission.retry_above {
-            if let Some(tokens) = &self.retry_tokens {
+        if validated.is_none() && self.gate.wants_retry() {
+            if let Some(tokens) = self.gate.retry_tokens() {
                 let scid = self.cids.generate()?;
                 let token = tokens.mint(from, &header.dcid, scid.as_bytes(), now);
                 let mut contents = self.spare_contents.pop().unwrap_or_default();
@@ -404,7 +431,7 @@ impl Endpoint {
                     &mut contents,
                 )?;
                 contents.truncate(len);
-                tracing::debug!(%from, half_open = self.half_open, "asking for address validation (Retry)");
+                tracing::debug!(%from, half_open = self.gate.half_open(), "asking for address validation (Retry)");
                 self.stateless.push(Transmit {
                     destination: from,
                     contents,
@@ -424,13 +451,20 @@ impl Endpoint {
             }
         };
         let original = validated.as_deref().map(quiche::ConnectionId::from_ref);
-        let conn = quiche::accept(
+        self.gate.begin_handshake()?;
+        let conn = match quiche::accept(
             &quiche::ConnectionId::from_ref(&scid),
             original.as_ref(),
             self.local,
             from,
             &mut self.config,
-        )?;
+        ) {
+            Ok(conn) => conn,
+            Err(error) => {
+                self.gate.ended(from.ip(), false);
+                return Err(error.into());
+            }
+        };
         self.half_open += 1;
         let index = self.insert(QuicConnection::new(conn), cids, false, now);
         if let Some(entry) = self.connections[index].as_mut() {
@@ -493,20 +527,17 @@ impl Endpoint {
                 if !entry.reported {
                     self.half_open -= 1;
                 }
-                // Counted per address once established (see `settle` below).
-                if let Some(address) = entry.client.filter(|_| entry.reported) {
-                    if let Some(count) = self.per_address.get_mut(&address) {
-                        *count -= 1;
-                        if *count == 0 {
-                            self.per_address.remove(&address);
-                        }
-                    }
+                if let Some(address) = entry.client {
+                    self.gate.ended(address, entry.reported);
                 }
             }
             self.timers.remove(index);
             self.free.push(index);
             self.len -= 1;
             return;
+        }
+        if status.cids_wanted > 0 || status.cids_retired > 0 {
+            self.rotate_cids(index, connection, status.cids_wanted);
         }
         if let Some(entry) = self.connections[index].as_mut() {
             if !entry.reported && status.established {
@@ -521,7 +552,7 @@ impl Endpoint {
                 // Initial never gets that far, so it cannot use up another address's
                 // quota.
                 if let Some(address) = entry.client {
-                    *self.per_address.entry(address).or_default() += 1;
+                    self.gate.established_from(address);
                 }
                 self.accepted.push_back(connection.clone());
             }
@@ -540,13 +571,56 @@ impl Endpoint {
             entry.keep_alive_at = keep_alive_at;
         }
         let quiche_at = status.timeout.map(|after| now + after);
-        match [quiche_at, keep_alive_at].into_iter().flatten().min() {
+        match [quiche_at, keep_alive_at, status.close_at]
+            .into_iter()
+            .flatten()
+            .min()
+        {
             Some(at) => self.timers.insert(index, at),
             None => {
                 self.timers.remove(index);
             }
         }
     }
+}
+
+impl Endpoint {
+    /// Takes back the connection IDs the peer retired, and tops its spare ones up to what
+    /// it takes (at most [`MAX_SPARE_CIDS`]), each naming this worker: a client switching
+    /// IDs or moving to a new address, as RFC 9000 lets it at any time, still steers to
+    /// the worker that owns its connection.
+    fn rotate_cids(&mut self, index: usize, connection: &QuicConnection, wanted: usize) {
+        let Some(entry) = self.connections[index].as_mut() else {
+            return;
+        };
+        while let Some(retired) = connection.retired_cid() {
+            self.by_cid.remove(&retired);
+            entry.cids.retain(|cid| *cid != retired);
+        }
+        for _ in 0..wanted {
+            // The IDs routed to it: the client's first choice, ours, and the spares.
+            if entry.cids.len() >= MAX_SPARE_CIDS + 2 {
+                break;
+            }
+            let (Ok(cid), Ok(reset_token)) = (self.cids.generate(), random_u128()) else {
+                tracing::warn!("no random source: no more connection IDs for the peer");
+                return;
+            };
+            if connection.issue_cid(cid.as_bytes(), reset_token).is_err() {
+                return;
+            }
+            self.by_cid.insert(cid.as_bytes().to_vec(), index);
+            entry.cids.push(cid.as_bytes().to_vec());
+        }
+    }
+}
+
+/// A random stateless reset token. We never send stateless resets, but the peer must be
+/// unable to guess one.
+fn random_u128() -> Result<u128, getrandom::Error> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)?;
+    Ok(u128::from_le_bytes(bytes))
 }
 
 impl std::fmt::Debug for Endpoint {

@@ -1,16 +1,23 @@
 //! # moq-runtime: what every socket-owning MoQ driver shares
 //!
 //! This crate **is** the driver-independent machinery between `moq-net`'s sans-IO sessions
-//! and a real network: today the [`cid`] codec that lets a multi-worker endpoint steer
-//! every packet to the worker that owns its connection, the [`timer`] wheel that keeps
-//! thousands of connection timeouts behind one park deadline, [`udp`] sockets with GSO
-//! sends and GRO receives (each switchable, to measure them), [`tls`] certificates
-//! (PEM files, or self-signed at start with a fingerprint to pin), the [`quic`] adapter
-//! that runs `moq_net` sessions over a quiche connection (raw QUIC), [`webtransport`] over
-//! HTTP/3 on the same connections (the browser binding), one [`binding`] type over both,
-//! and the socketless [`endpoint`]: the connection table of one UDP port, accepting with
-//! connection IDs of our own under an [`admission`] policy (caps on connections, handshakes
-//! and per address; QUIC Retry) and batching sends across connections.
+//! and a real network, as code a driver calls:
+//!
+//! - **the binding layer**: [`quiche_config`] (the QUIC parameters, TLS from memory),
+//!   [`server`] (ALPN dispatch, the WebTransport handshake with its deadline, the version
+//!   choice, requests to accept or refuse, the refusal linger), [`client`] (URL → what to
+//!   connect to, the certificate pin, the CONNECT), one [`binding`] type over raw QUIC and
+//!   [`webtransport`], and the named HTTP/3 close codes;
+//! - **the connection table**: the socketless [`endpoint`] of one UDP port, accepting with
+//!   connection IDs of our own ([`cid`]) under an [`admission`] policy shared by a server's
+//!   workers (caps on connections, handshakes and per address; QUIC Retry), batching sends
+//!   across connections, with the [`timer`] wheel behind one park deadline; the [`quic`]
+//!   adapter that runs `moq_net` sessions over a quiche connection (moq-lite's stream
+//!   order mapped to quiche's urgencies);
+//! - **the platform**: [`udp`] sockets with GSO sends and GRO receives (each switchable, to
+//!   measure them), the [`steering`] program that keeps every packet on the worker owning
+//!   its connection, pinning workers to [`cores`], and [`tls`] certificates (PEM files, or
+//!   self-signed at start with a fingerprint to pin).
 //!
 //! It **is not** a driver: it spawns nothing, owns no event loop and depends on no async
 //! runtime. `moq-tokio` and `moq-uring` build their loops out of these parts.
@@ -18,8 +25,13 @@
 pub mod admission;
 pub mod binding;
 pub mod cid;
+pub mod client;
+pub mod cores;
 pub mod endpoint;
 pub mod quic;
+pub mod quiche_config;
+pub mod server;
+pub mod steering;
 pub mod timer;
 pub mod tls;
 pub mod udp;

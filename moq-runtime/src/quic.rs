@@ -41,7 +41,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use kio::sync::Mutex;
@@ -98,6 +98,14 @@ pub struct ConnectionStatus {
     /// The idle timeout the peer announced (0 or absent: none), which closes the
     /// connection if the peer hears nothing from us that long.
     pub peer_idle_timeout: Option<Duration>,
+    /// When a scheduled close is due ([`QuicConnection::close_at`]).
+    pub close_at: Option<Instant>,
+    /// How many more connection IDs the peer would take from us (its
+    /// `active_connection_id_limit` less those it holds): [`QuicConnection::issue_cid`].
+    pub cids_wanted: usize,
+    /// Connection IDs of ours the peer retired, to take back with
+    /// [`QuicConnection::retired_cid`].
+    pub cids_retired: usize,
 }
 
 /// What a [`QuicConnection`] keeps per stream: see [`QuicConnection::bookkeeping`].
@@ -164,6 +172,8 @@ struct State {
     urgencies: Urgencies,
     /// Reused: the urgencies quiche must be told of after a change.
     urgency_changes: Vec<(u64, u8)>,
+    /// A close scheduled for later ([`QuicConnection::close_at`]): when, the code, why.
+    close_at: Option<(Instant, u64, String)>,
 }
 
 /// One stream's bookkeeping.
@@ -249,6 +259,7 @@ impl QuicConnection {
                     close_announced: false,
                     urgencies: Urgencies::default(),
                     urgency_changes: Vec::new(),
+                    close_at: None,
                 }),
                 flush_pending: AtomicBool::new(false),
                 flush_waker: std::sync::Mutex::new(None),
@@ -314,10 +325,17 @@ impl QuicConnection {
         self.shared.state.lock().conn.timeout()
     }
 
-    /// Runs the connection's timers (loss recovery, idle timeout).
-    pub fn on_timeout(&self) {
+    /// Runs the connection's timers (loss recovery, idle timeout), and a scheduled close
+    /// ([`close_at`](Self::close_at)) once `now` reaches it.
+    pub fn on_timeout(&self, now: Instant) {
         let mut state = self.shared.state.lock();
         state.conn.on_timeout();
+        if state.close_at.as_ref().is_some_and(|(at, ..)| *at <= now) {
+            if let Some((_, code, reason)) = state.close_at.take() {
+                tracing::debug!(code, %reason, "closing after lingering");
+                let _ = state.conn.close(true, code, reason.as_bytes());
+            }
+        }
         let wakes = state.process(false);
         drop(state);
         wakes.deliver(&self.shared);
@@ -343,6 +361,14 @@ impl QuicConnection {
                 .map(|params| params.max_idle_timeout)
                 .filter(|millis| *millis > 0)
                 .map(Duration::from_millis),
+            close_at: state.close_at.as_ref().map(|(at, ..)| *at),
+            // Only once established: the handshake gives the peer our first one.
+            cids_wanted: if state.conn.is_established() {
+                state.conn.scids_left()
+            } else {
+                0
+            },
+            cids_retired: state.conn.retired_scids(),
         }
     }
 
@@ -383,6 +409,34 @@ impl QuicConnection {
     pub fn close(&self, code: u64, reason: &str) {
         self.with(|state| {
             let _ = state.conn.close(true, code, reason.as_bytes());
+        });
+    }
+
+    /// Gives the peer another connection ID for us, `cid`, with its stateless reset
+    /// token (NEW_CONNECTION_ID): the peer may switch to it at any time (RFC 9000 §5.1.1).
+    pub fn issue_cid(&self, cid: &[u8], reset_token: u128) -> Result<(), quiche::Error> {
+        self.with(|state| {
+            state
+                .conn
+                .new_scid(&quiche::ConnectionId::from_ref(cid), reset_token, false)
+                .map(|_| ())
+        })
+    }
+
+    /// A connection ID of ours the peer retired (it routes nothing any more), if any.
+    pub fn retired_cid(&self) -> Option<Vec<u8>> {
+        let mut state = self.shared.state.lock();
+        state.conn.retired_scid_next().map(|cid| cid.to_vec())
+    }
+
+    /// Closes the connection with `code` and `reason` at `at`, unless it closed before
+    /// (the peer closing it, having read what it was sent): a refused client gets a
+    /// moment to read its refusal. The endpoint's timer runs it.
+    pub fn close_at(&self, at: Instant, code: u64, reason: &str) {
+        self.with(|state| {
+            if !state.conn.is_closed() {
+                state.close_at = Some((at, code, reason.to_owned()));
+            }
         });
     }
 

@@ -158,6 +158,12 @@ impl UdpSocket {
     }
 }
 
+impl std::os::fd::AsFd for UdpSocket {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.io.as_fd()
+    }
+}
+
 impl std::os::fd::AsRawFd for UdpSocket {
     /// For registering with an event loop (tokio's `AsyncFd`, an io_uring ring).
     fn as_raw_fd(&self) -> std::os::fd::RawFd {

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use common::{certificate_files, config};
-use moq_runtime::admission::Admission;
+use moq_runtime::admission::{Admission, Gate};
 use moq_runtime::endpoint::{Endpoint, EndpointError};
 
 const SERVER: SocketAddr =
@@ -24,7 +24,7 @@ fn client_at(address: &str) -> (Endpoint, SocketAddr) {
 fn server(name: &str, admission: Admission) -> Endpoint {
     let (chain, key) = certificate_files(name);
     let mut server = Endpoint::new(config(Some((&chain, &key))), SERVER, 1, 100, Instant::now());
-    server.set_admission(admission);
+    server.set_gate(Gate::new(admission, Instant::now()));
     server
 }
 

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::task::{Wake, Waker};
 use std::time::Instant;
 
+use moq_runtime::client::ConnectError;
 use moq_runtime::endpoint::{Endpoint, Transmit};
 use moq_runtime::quic::QuicConnection;
 use moq_runtime::udp::{RecvMeta, UdpSocket};
@@ -33,14 +34,9 @@ pub(crate) enum Command {
 #[derive(Debug, Clone)]
 pub(crate) struct EndpointHandle {
     commands: mpsc::UnboundedSender<Command>,
-    local_addr: SocketAddr,
 }
 
 impl EndpointHandle {
-    pub(crate) fn local_addr(&self) -> SocketAddr {
-        self.local_addr
-    }
-
     /// Opens a client connection and waits for its handshake.
     pub(crate) async fn connect(
         &self,
@@ -59,7 +55,8 @@ impl EndpointHandle {
     }
 }
 
-/// Starts the endpoint task on the current tokio runtime. Established server connections
+/// Starts the endpoint task on the current tokio runtime; it ends once every handle is
+/// gone and its last connection closed. Established server connections
 /// go to `accepted`. Each receive call takes up to `recv_batch` datagrams (at most
 /// [`RECV_BATCH`]); each buffer holds a whole GRO train, so a client's endpoint (one
 /// connection) takes one at a time and a server's many.
@@ -68,7 +65,7 @@ pub(crate) fn start(
     endpoint: Endpoint,
     accepted: Option<mpsc::UnboundedSender<QuicConnection>>,
     recv_batch: usize,
-) -> Result<EndpointHandle, Error> {
+) -> Result<(EndpointHandle, tokio::task::JoinHandle<()>), Error> {
     let local_addr = socket
         .local_addr()
         .map_err(Error::io("reading the bound address"))?;
@@ -80,11 +77,8 @@ pub(crate) fn start(
     let (commands, receiver) = mpsc::unbounded_channel();
     let recv_batch = recv_batch.clamp(1, RECV_BATCH);
     tracing::debug!(%local_addr, server = accepted.is_some(), "endpoint started");
-    tokio::spawn(run(socket, endpoint, receiver, accepted, recv_batch));
-    Ok(EndpointHandle {
-        commands,
-        local_addr,
-    })
+    let task = tokio::spawn(run(socket, endpoint, receiver, accepted, recv_batch));
+    Ok((EndpointHandle { commands }, task))
 }
 
 struct NotifyWaker(Notify);
@@ -182,7 +176,7 @@ async fn run(
                     match endpoint.connect(&server_name, peer, Instant::now()) {
                         Ok(connection) => pending.push((connection, reply)),
                         Err(error) => {
-                            let _ = reply.send(Err(Error::Quic(error.to_string())));
+                            let _ = reply.send(Err(ConnectError::Quic(error.to_string()).into()));
                         }
                     }
                 }
@@ -249,7 +243,9 @@ fn settle(
                 let _ = reply.send(Ok(connection));
                 None
             } else if connection.is_closed() {
-                let _ = reply.send(Err(Error::Handshake(connection.close_reason())));
+                let _ = reply.send(Err(
+                    ConnectError::Handshake(connection.close_reason()).into()
+                ));
                 None
             } else {
                 Some((connection, reply))

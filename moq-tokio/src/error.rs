@@ -1,5 +1,8 @@
 //! What can go wrong setting up a connection, said so that a user can act on it.
 
+use moq_runtime::client::ConnectError;
+use moq_runtime::quiche_config::ConfigError;
+
 /// Why a client or server could not start or connect.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -12,35 +15,16 @@ pub enum Error {
         /// What the system said.
         source: std::io::Error,
     },
-    /// The URL is not one this driver connects to.
-    #[error("bad URL {url:?}: {problem}")]
-    Url {
-        /// The URL.
-        url: String,
-        /// What is wrong with it.
-        problem: String,
-    },
-    /// QUIC or TLS refused: a handshake failure, a certificate rejected, no common ALPN.
-    #[error("QUIC: {0}")]
-    Quic(String),
-    /// A certificate or key could not be loaded or made.
+    /// Connecting failed: a bad URL, a refused handshake, a certificate not the pinned
+    /// one, a WebTransport refusal.
     #[error(transparent)]
-    Tls(#[from] moq_runtime::tls::TlsError),
-    /// The connection closed before the handshake completed.
-    #[error("the connection closed during the handshake: {0}")]
-    Handshake(String),
-    /// The WebTransport handshake failed: the server refused the CONNECT (its HTTP
-    /// status), does not support WebTransport, or selected no version we offered.
-    #[error("WebTransport: {0}")]
-    WebTransport(#[from] moq_runtime::webtransport::WebTransportError),
-    /// The server's certificate is not the pinned one.
-    #[error("the server's certificate has fingerprint {}, not the pinned {expected}", .presented.map_or_else(|| "(none)".to_owned(), |f| f.to_string()))]
-    CertificateRejected {
-        /// The pinned fingerprint.
-        expected: moq_runtime::tls::Fingerprint,
-        /// The presented certificate's, if it presented one.
-        presented: Option<moq_runtime::tls::Fingerprint>,
-    },
+    Connect(#[from] ConnectError),
+    /// The QUIC configuration could not be built (the certificate or key refused).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A thread-per-core server was asked for a worker count it cannot have.
+    #[error("workers: {0} is not between 1 and 256 (a connection ID names its worker in one byte)")]
+    Workers(usize),
     /// The endpoint task is gone (its runtime shut down).
     #[error("the endpoint stopped")]
     EndpointGone,

@@ -2,115 +2,15 @@
 //! over a real UDP socket, sends the byte sequences of `shared/spec/moq-lite-05.md` to a
 //! `moq-tokio` server and checks the replies byte for byte.
 
-use std::net::{SocketAddr, UdpSocket};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::time::Duration;
+
+use common::RawPeer;
 use moq_net::model::{BroadcastProducer, Origin, Track};
 use moq_net::session::SessionConfig;
 use moq_runtime::tls::Certificate;
 use moq_tokio::{Server, ServerConfig};
-
-/// A raw quiche client on a blocking socket.
-struct RawPeer {
-    socket: UdpSocket,
-    conn: quiche::Connection,
-}
-
-impl RawPeer {
-    fn connect(server: SocketAddr) -> Self {
-        let mut peer = Self::start(server, b"moq-lite-05");
-        assert!(peer.drive(|conn| conn.is_established()), "handshake");
-        peer
-    }
-
-    /// Starts a handshake offering `alpn`, without waiting for it.
-    fn start(server: SocketAddr, alpn: &[u8]) -> Self {
-        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-        socket
-            .set_read_timeout(Some(Duration::from_millis(5)))
-            .unwrap();
-        let mut config = quiche::Config::new(quiche::PROTOCOL_VERSION).unwrap();
-        config.set_application_protos(&[alpn]).unwrap();
-        config.verify_peer(false);
-        config.set_max_idle_timeout(10_000);
-        config.set_initial_max_data(1 << 20);
-        config.set_initial_max_stream_data_bidi_local(1 << 20);
-        config.set_initial_max_stream_data_bidi_remote(1 << 20);
-        config.set_initial_max_stream_data_uni(1 << 20);
-        config.set_initial_max_streams_bidi(100);
-        config.set_initial_max_streams_uni(100);
-        let scid = [0x5a; 16];
-        let conn = quiche::connect(
-            Some("localhost"),
-            &quiche::ConnectionId::from_ref(&scid),
-            socket.local_addr().unwrap(),
-            server,
-            &mut config,
-        )
-        .unwrap();
-        Self { socket, conn }
-    }
-
-    /// Moves packets until `done`, for at most 10 s.
-    fn drive(&mut self, mut done: impl FnMut(&mut quiche::Connection) -> bool) -> bool {
-        let start = Instant::now();
-        let mut buf = [0u8; 65_536];
-        while start.elapsed() < Duration::from_secs(10) {
-            while let Ok((len, info)) = self.conn.send(&mut buf) {
-                self.socket.send_to(&buf[..len], info.to).unwrap();
-            }
-            if let Ok((len, from)) = self.socket.recv_from(&mut buf) {
-                let to = self.socket.local_addr().unwrap();
-                let _ = self
-                    .conn
-                    .recv(&mut buf[..len], quiche::RecvInfo { from, to });
-            }
-            if self.conn.timeout() == Some(Duration::ZERO) {
-                self.conn.on_timeout();
-            }
-            if done(&mut self.conn) {
-                return true;
-            }
-        }
-        false
-    }
-
-    /// Writes `bytes` on stream `id`, with FIN if `fin`.
-    fn write(&mut self, id: u64, bytes: &[u8], fin: bool) {
-        let written = self.conn.stream_send(id, bytes, fin).unwrap();
-        assert_eq!(written, bytes.len());
-    }
-
-    /// Reads stream `id` until it holds `len` bytes (or FIN); returns them and the FIN.
-    fn read(&mut self, id: u64, len: usize) -> (Vec<u8>, bool) {
-        let mut data = Vec::new();
-        let mut fin = false;
-        self.drive(|conn| {
-            let mut buf = [0u8; 4096];
-            while let Ok((n, end)) = conn.stream_recv(id, &mut buf) {
-                data.extend_from_slice(&buf[..n]);
-                fin |= end;
-                if end {
-                    break;
-                }
-            }
-            data.len() >= len || fin
-        });
-        (data, fin)
-    }
-
-    /// The first server-opened uni stream other than `except` that has data.
-    fn next_uni(&mut self, except: &[u64]) -> u64 {
-        let mut found = None;
-        self.drive(|conn| {
-            found = conn
-                .readable()
-                .find(|id| id & 3 == 3 && !except.contains(id));
-            found.is_some()
-        });
-        found.expect("a server uni stream")
-    }
-}
 
 fn hex(text: &str) -> Vec<u8> {
     let text: String = text.split_whitespace().collect();

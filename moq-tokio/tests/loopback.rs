@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use moq_net::model::{BroadcastProducer, Origin, Track};
 use moq_net::session::SessionConfig;
+use moq_runtime::client::ConnectError;
 use moq_runtime::tls::Certificate;
 use moq_tokio::{Binding, ClientConfig, Server, ServerConfig, connect};
 
@@ -192,7 +193,7 @@ async fn a_pinned_fingerprint_accepts_that_certificate_and_refuses_any_other() {
         .expect("no hang")
         .unwrap_err();
         assert!(
-            matches!(error, moq_tokio::Error::CertificateRejected { expected, presented }
+            matches!(error, moq_tokio::Error::Connect(ConnectError::CertificateRejected { expected, presented })
                 if expected == other && presented == Some(pinned)),
             "{error}"
         );

@@ -1,16 +1,14 @@
 //! Many concurrent sessions through one relay on loopback, each publishing and subscribing,
 //! with large frames, under every GSO / GRO setting: the same bytes arrive every time.
 
-use std::time::Duration;
+mod common;
 
 use bytes::Bytes;
-use moq_net::model::{BroadcastProducer, Origin, Track};
+use moq_net::model::Origin;
 use moq_net::session::SessionConfig;
 use moq_runtime::tls::Certificate;
 use moq_runtime::udp::UdpConfig;
-use moq_tokio::{ClientConfig, Server, ServerConfig, connect};
-
-const PATIENCE: Duration = Duration::from_secs(60);
+use moq_tokio::{Server, ServerConfig};
 
 /// `peers` clients through one relay: client `i` publishes `peer-i` with one frame of
 /// `size` bytes (every byte `i`), and reads `peer-(i+1)`'s. Returns what each one read.
@@ -34,77 +32,7 @@ async fn ring(peers: usize, size: usize, udp: UdpConfig) -> Vec<Bytes> {
             sessions.push(request.accept());
         }
     });
-
-    let mut clients = Vec::new();
-    let mut tracks = Vec::new();
-    let mut seen_origins = Vec::new();
-    for i in 0..peers {
-        let published = Origin::new();
-        let broadcast = BroadcastProducer::new();
-        tracks.push((broadcast.create_track(Track::new("data")), broadcast));
-        published
-            .publish(format!("peer-{i}"), &tracks[i].1)
-            .unwrap();
-        let seen = Origin::new();
-        clients.push(
-            connect(
-                &url,
-                ClientConfig {
-                    session: SessionConfig {
-                        publish: Some(published),
-                        subscribe: Some(seen.clone()),
-                        ..SessionConfig::default()
-                    },
-                    insecure_skip_verify: true,
-                    udp: udp.clone(),
-                    ..ClientConfig::default()
-                },
-            )
-            .await
-            .unwrap(),
-        );
-        seen_origins.push(seen);
-    }
-    let readers: Vec<_> = (0..peers)
-        .map(|i| {
-            let seen = seen_origins[i].clone();
-            let path = format!("peer-{}", (i + 1) % peers);
-            tokio::spawn(async move {
-                let broadcast = loop {
-                    if let Some(broadcast) = seen.consume_broadcast(path.as_str()) {
-                        break broadcast;
-                    }
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                };
-                let mut track = broadcast.subscribe_track("data").await.unwrap();
-                let mut group = track.next_group().await.unwrap().unwrap();
-                group.read_frame().await.unwrap().unwrap().payload
-            })
-        })
-        .collect();
-    // Every peer's track is subscribed (through the relay) before anything is written.
-    tokio::time::timeout(PATIENCE, async {
-        while tracks.iter().any(|(track, _)| track.consumer_count() == 0) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("every subscription reaches its publisher");
-    for (i, (track, _)) in tracks.iter_mut().enumerate() {
-        let mut group = track.append_group();
-        group.write(0, Bytes::from(vec![i as u8; size]));
-        group.finish();
-    }
-    let mut received = Vec::new();
-    for reader in readers {
-        received.push(
-            tokio::time::timeout(PATIENCE, reader)
-                .await
-                .expect("the frame arrives")
-                .unwrap(),
-        );
-    }
-    drop(clients);
+    let received = common::ring(&url, peers, |i| Bytes::from(vec![i as u8; size]), udp).await;
     relay.abort();
     received
 }

@@ -40,14 +40,24 @@ use moq_net::transport::TransportError;
 /// The ALPN of HTTP/3, which carries WebTransport.
 pub const ALPN: &str = "h3";
 
-// HTTP/3 error codes (RFC 9114 §8.1).
-pub(crate) const H3_NO_ERROR: u64 = 0x100;
-pub(crate) const H3_STREAM_CREATION_ERROR: u64 = 0x103;
-pub(crate) const H3_CLOSED_CRITICAL_STREAM: u64 = 0x104;
-pub(crate) const H3_ID_ERROR: u64 = 0x108;
-pub(crate) const H3_SETTINGS_ERROR: u64 = 0x109;
-pub(crate) const H3_REQUEST_REJECTED: u64 = 0x10b;
-pub(crate) const H3_MESSAGE_ERROR: u64 = 0x10e;
+// HTTP/3 error codes (RFC 9114 §8.1): what a connection carrying WebTransport closes with.
+/// No error: the connection closes cleanly.
+pub const H3_NO_ERROR: u64 = 0x100;
+/// A stream of a type the peer may not open.
+pub const H3_STREAM_CREATION_ERROR: u64 = 0x103;
+/// A critical stream (control) closed.
+pub const H3_CLOSED_CRITICAL_STREAM: u64 = 0x104;
+/// A stream or push id used wrongly.
+pub const H3_ID_ERROR: u64 = 0x108;
+/// Bad SETTINGS.
+pub const H3_SETTINGS_ERROR: u64 = 0x109;
+/// A request refused before any processing: the server is at a limit, or refused the
+/// request (after its response).
+pub const H3_REQUEST_REJECTED: u64 = 0x10b;
+/// A request abandoned: it did not come in time.
+pub const H3_REQUEST_CANCELLED: u64 = 0x10c;
+/// A malformed request.
+pub const H3_MESSAGE_ERROR: u64 = 0x10e;
 
 /// The most bytes buffered for one HTTP/3 header block, SETTINGS frame or capsule frame
 /// (web-transport-proto's own frame limit): a peer cannot make us buffer more.

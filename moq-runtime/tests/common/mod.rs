@@ -132,7 +132,7 @@ pub(crate) fn pump(from: &QuicConnection, to: &QuicConnection) {
         let _ = to.recv(&mut buf[..len], info.from, info.to);
     }
     if from.timeout() == Some(Duration::ZERO) {
-        from.on_timeout();
+        from.on_timeout(std::time::Instant::now());
     }
 }
 

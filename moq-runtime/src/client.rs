@@ -1,0 +1,290 @@
+//! The client side every driver shares: a URL read into what to connect to, and an
+//! established QUIC connection turned into a running session.
+//!
+//! A driver parses the URL ([`Target::parse`]), resolves its host (the one step that
+//! needs its I/O), opens a QUIC connection with [`Target::quiche_config`], and once
+//! the QUIC handshake completed drives a [`ClientSetup`]: the pinned certificate checked,
+//! for WebTransport the CONNECT within its deadline, then the moq-lite session started.
+//!
+//! - `moqt://host:port/path` (or `moql://`) is raw QUIC (ALPN `moq-lite-05`); the path
+//!   and query go in SETUP.
+//! - `https://host:port/path` is WebTransport over HTTP/3 (ALPN `h3`; port 443 unless
+//!   given): the path and query go in the extended CONNECT, offering the session's
+//!   version in `wt-available-protocols`.
+
+use std::task::Poll;
+use std::time::Duration;
+
+use kio::Waiter;
+use moq_net::runtime::{Deadline, Runtime};
+use moq_net::session::{self, Session, SessionConfig};
+
+use crate::binding::{Binding, BindingSession};
+use crate::quic::QuicConnection;
+use crate::quiche_config::{ConfigError, QuicLimits, client_config};
+use crate::tls::Fingerprint;
+use crate::udp::UdpConfig;
+use crate::webtransport::{ClientHandshake, H3_REQUEST_CANCELLED, WebTransportError};
+
+/// Why a client could not connect, said so that a user can act on it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The URL is not one a client connects to.
+    #[error("bad URL {url:?}: {problem}")]
+    Url {
+        /// The URL.
+        url: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The QUIC configuration could not be built.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// QUIC or TLS refused: a handshake failure, a certificate rejected, no common ALPN.
+    #[error("QUIC: {0}")]
+    Quic(String),
+    /// The connection closed, or did not complete, before the handshakes did.
+    #[error("the handshake did not complete: {0}")]
+    Handshake(String),
+    /// The WebTransport handshake failed: the server refused the CONNECT (its HTTP
+    /// status), does not support WebTransport, or selected no version we offered.
+    #[error("WebTransport: {0}")]
+    WebTransport(#[from] WebTransportError),
+    /// The server's certificate is not the pinned one.
+    #[error("the server's certificate has fingerprint {}, not the pinned {expected}", .presented.map_or_else(|| "(none)".to_owned(), |f| f.to_string()))]
+    CertificateRejected {
+        /// The pinned fingerprint.
+        expected: Fingerprint,
+        /// The presented certificate's, if it presented one.
+        presented: Option<Fingerprint>,
+    },
+}
+
+/// What a URL says to connect to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The binding its scheme names.
+    pub binding: Binding,
+    /// The host to resolve, and the TLS server name.
+    pub host: String,
+    /// The UDP port.
+    pub port: u16,
+    /// The whole URL (a WebTransport CONNECT sends it).
+    pub url: url::Url,
+}
+
+impl Target {
+    /// Reads `url`: its scheme picks the binding, and it must name a host and (raw QUIC)
+    /// a port.
+    pub fn parse(url: &str) -> Result<Self, ConnectError> {
+        let bad = |problem: &str| ConnectError::Url {
+            url: url.to_owned(),
+            problem: problem.to_owned(),
+        };
+        let parsed = url::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
+        let binding = match parsed.scheme() {
+            "moqt" | "moql" => Binding::Quic,
+            "https" => Binding::WebTransport,
+            _ => {
+                return Err(bad(
+                    "the scheme must be moqt:// (raw QUIC) or https:// (WebTransport)",
+                ));
+            }
+        };
+        let host = parsed.host_str().ok_or_else(|| bad("no host"))?;
+        // A bracketed IPv6 literal resolves (and names the server) without its brackets.
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let port = parsed
+            .port()
+            .or((binding == Binding::WebTransport).then_some(443))
+            .ok_or_else(|| bad("no port"))?;
+        Ok(Self {
+            binding,
+            host,
+            port,
+            url: parsed,
+        })
+    }
+
+    /// The path and query, as SETUP carries them on raw QUIC (`/room?jwt=…`).
+    pub fn path(&self) -> String {
+        match self.url.query() {
+            Some(query) => format!("{}?{query}", self.url.path()),
+            None => self.url.path().to_owned(),
+        }
+    }
+
+    /// The quiche configuration to connect to this target with `config`.
+    pub fn quiche_config(&self, config: &ClientConfig) -> Result<quiche::Config, ConnectError> {
+        // A pinned fingerprint replaces root verification; it is checked after the
+        // handshake.
+        let verify = !config.insecure_skip_verify && config.fingerprint.is_none();
+        Ok(client_config(
+            self.binding,
+            config.session.version,
+            verify,
+            &config.limits,
+        )?)
+    }
+}
+
+/// How a client connects, on any driver.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// What the session serves and fills.
+    pub session: SessionConfig,
+    /// Skip verifying the server's certificate. For loopback tests only: anyone can then
+    /// impersonate the server.
+    pub insecure_skip_verify: bool,
+    /// Accept exactly the server certificate with this SHA-256 fingerprint (of its DER),
+    /// instead of verifying it against trusted roots: how a client trusts a relay's
+    /// self-signed certificate.
+    pub fingerprint: Option<Fingerprint>,
+    /// How long the QUIC handshake and, for WebTransport, the HTTP/3 CONNECT may take.
+    pub handshake_timeout: Duration,
+    /// The client socket's setup (GSO, GRO, buffers).
+    pub udp: UdpConfig,
+    /// Its QUIC limits.
+    pub limits: QuicLimits,
+}
+
+impl ClientConfig {
+    /// How often a client connection that sent nothing sends a PING: a third of its idle
+    /// timeout, so that a quiet session (a chat member in a quiet room) stays alive well
+    /// before the server's idle timer.
+    pub fn keep_alive(&self) -> Duration {
+        self.limits.idle_timeout / 3
+    }
+}
+
+impl Default for ClientConfig {
+    /// Verifying the server, 10 s to connect, GSO and GRO on, the default QUIC limits.
+    fn default() -> Self {
+        Self {
+            session: SessionConfig::default(),
+            insecure_skip_verify: false,
+            fingerprint: None,
+            handshake_timeout: Duration::from_secs(10),
+            udp: UdpConfig::default(),
+            limits: QuicLimits::default(),
+        }
+    }
+}
+
+/// From an established QUIC connection to a running session: the certificate pin, the
+/// WebTransport CONNECT (within the handshake deadline), then the moq-lite session.
+pub struct ClientSetup<R: Runtime> {
+    runtime: R,
+    /// `None` once done.
+    connection: Option<QuicConnection>,
+    session: SessionConfig,
+    path: String,
+    webtransport: Option<(Box<ClientHandshake>, R::Deadline)>,
+}
+
+impl<R> ClientSetup<R>
+where
+    R: Runtime<Transport = BindingSession>,
+{
+    /// Starts on `connection` (its QUIC handshake completed) to `target`, on `runtime`.
+    /// A pinned certificate that does not match closes the connection here.
+    pub fn new(
+        runtime: R,
+        connection: QuicConnection,
+        target: &Target,
+        config: &ClientConfig,
+    ) -> Result<Self, ConnectError> {
+        if let Some(expected) = config.fingerprint {
+            let presented = connection
+                .peer_certificate()
+                .map(|der| Fingerprint::of(&der));
+            if presented != Some(expected) {
+                tracing::debug!(%expected, ?presented, "the server's certificate is not the pinned one");
+                connection.close(0, "certificate fingerprint mismatch");
+                return Err(ConnectError::CertificateRejected {
+                    expected,
+                    presented,
+                });
+            }
+        }
+        let webtransport = (target.binding == Binding::WebTransport).then(|| {
+            let handshake = ClientHandshake::new(
+                connection.session(),
+                target.url.clone(),
+                vec![config.session.version.alpn().to_owned()],
+            );
+            let mut deadline = runtime.deadline();
+            deadline.set(Some(runtime.now() + config.handshake_timeout));
+            (Box::new(handshake), deadline)
+        });
+        Ok(Self {
+            runtime,
+            connection: Some(connection),
+            session: config.session.clone(),
+            path: target.path(),
+            webtransport,
+        })
+    }
+
+    /// Ready with the running session, or with why there is none (the connection is
+    /// closed then). After `Ready`, `Pending` forever.
+    pub fn poll(&mut self, waiter: &Waiter) -> Poll<Result<Session, ConnectError>> {
+        let Some(connection) = &self.connection else {
+            return Poll::Pending;
+        };
+        let (transport, config) = match &mut self.webtransport {
+            None => (
+                BindingSession::from(connection.session()),
+                // The path travels in SETUP.
+                SessionConfig {
+                    path: Some(self.path.clone()),
+                    ..self.session.clone()
+                },
+            ),
+            Some((handshake, deadline)) => match handshake.poll(waiter) {
+                Poll::Ready(Ok(session)) => (
+                    BindingSession::from(session),
+                    // The path travelled in the CONNECT; SETUP carries none.
+                    SessionConfig {
+                        path: None,
+                        ..self.session.clone()
+                    },
+                ),
+                Poll::Ready(Err(error)) => {
+                    self.connection = None;
+                    return Poll::Ready(Err(error.into()));
+                }
+                Poll::Pending => {
+                    if deadline.poll(waiter).is_pending() {
+                        return Poll::Pending;
+                    }
+                    connection.close(H3_REQUEST_CANCELLED, "WebTransport handshake timed out");
+                    self.connection = None;
+                    return Poll::Ready(Err(ConnectError::Handshake(
+                        "no WebTransport response in time".to_owned(),
+                    )));
+                }
+            },
+        };
+        self.connection = None;
+        Poll::Ready(Ok(session::connect(
+            self.runtime.clone(),
+            transport,
+            config,
+        )))
+    }
+}
+
+impl<R: Runtime> std::fmt::Debug for ClientSetup<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientSetup")
+            .field("connection", &self.connection)
+            .field("path", &self.path)
+            .field("webtransport", &self.webtransport.is_some())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,127 @@
+//! quiche configurations for moq-lite servers and clients, built from our TLS
+//! configuration in memory: the one place the QUIC parameters of every driver are chosen.
+
+use std::time::Duration;
+
+use moq_net::coding::Version;
+
+use crate::binding::Binding;
+use crate::endpoint::{MAX_DATAGRAM, MAX_SPARE_CIDS};
+use crate::tls::Certificate;
+
+/// The QUIC limits a connection is configured with (its transport parameters).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuicLimits {
+    /// Closes a connection silent this long.
+    pub idle_timeout: Duration,
+    /// Streams each direction a peer may open at once.
+    pub max_streams: u64,
+    /// Flow-control window per stream, in bytes (the most a peer may send unread).
+    pub stream_window: u64,
+    /// Flow-control window per connection, in bytes.
+    pub connection_window: u64,
+}
+
+impl Default for QuicLimits {
+    /// 30 s idle timeout, 1,000 streams each way, 1 MiB per stream and 16 MiB per
+    /// connection of flow control.
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(30),
+            max_streams: 1_000,
+            stream_window: 1 << 20,
+            connection_window: 16 << 20,
+        }
+    }
+}
+
+/// Why a quiche configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// quiche refused a parameter.
+    #[error("QUIC configuration: {0}")]
+    Quic(#[from] quiche::Error),
+    /// BoringSSL refused the certificate or its key.
+    #[error("loading the certificate: {0}")]
+    Certificate(#[from] boring::error::ErrorStack),
+}
+
+/// A server's configuration: presents `certificate`, and offers both bindings, raw QUIC
+/// for each of `versions` (in the server's order of preference) and WebTransport (`h3`).
+pub fn server_config(
+    certificate: &Certificate,
+    limits: &QuicLimits,
+    versions: &[Version],
+) -> Result<quiche::Config, ConfigError> {
+    // The certificate and its key go to BoringSSL from memory: never a key file on disk.
+    let mut config = quiche::Config::with_boring_ssl_ctx_builder(
+        quiche::PROTOCOL_VERSION,
+        tls_context(certificate)?,
+    )?;
+    let alpns: Vec<&[u8]> = versions
+        .iter()
+        .map(|version| Binding::Quic.alpn(*version).as_bytes())
+        .chain([Binding::WebTransport.alpn(Version::Lite05).as_bytes()])
+        .collect();
+    config.set_application_protos(&alpns)?;
+    config.verify_peer(false);
+    apply(&mut config, limits);
+    Ok(config)
+}
+
+/// A client's configuration for `binding` at `version`: it verifies the server's
+/// certificate against the system's roots unless `verify` is false (a pinned fingerprint
+/// is checked after the handshake instead, see [`crate::client`]).
+pub fn client_config(
+    binding: Binding,
+    version: Version,
+    verify: bool,
+    limits: &QuicLimits,
+) -> Result<quiche::Config, ConfigError> {
+    let mut config = quiche::Config::new(quiche::PROTOCOL_VERSION)?;
+    config.set_application_protos(&[binding.alpn(version).as_bytes()])?;
+    config.verify_peer(verify);
+    apply(&mut config, limits);
+    Ok(config)
+}
+
+/// The parameters both sides share.
+fn apply(config: &mut quiche::Config, limits: &QuicLimits) {
+    config.set_max_idle_timeout(u64::try_from(limits.idle_timeout.as_millis()).unwrap_or(u64::MAX));
+    config.set_max_recv_udp_payload_size(MAX_DATAGRAM);
+    config.set_max_send_udp_payload_size(MAX_DATAGRAM);
+    config.set_initial_max_data(limits.connection_window);
+    config.set_initial_max_stream_data_bidi_local(limits.stream_window);
+    config.set_initial_max_stream_data_bidi_remote(limits.stream_window);
+    config.set_initial_max_stream_data_uni(limits.stream_window);
+    config.set_initial_max_streams_bidi(limits.max_streams);
+    config.set_initial_max_streams_uni(limits.max_streams);
+    config.enable_dgram(true, 1024, 1024);
+    // quiche gives the peer spare connection IDs only up to the lower of both sides'
+    // limits: ours must allow the spares the endpoint hands out.
+    config.set_active_connection_id_limit(MAX_SPARE_CIDS as u64 + 1);
+}
+
+/// A TLS context presenting `certificate`: its chain (leaf first) and private key, parsed
+/// from the PEM held in memory.
+fn tls_context(
+    certificate: &Certificate,
+) -> Result<boring::ssl::SslContextBuilder, boring::error::ErrorStack> {
+    use boring::pkey::PKey;
+    use boring::ssl::{SslContextBuilder, SslMethod};
+    use boring::x509::X509;
+
+    let mut builder = SslContextBuilder::new(SslMethod::tls())?;
+    let mut chain = X509::stack_from_pem(certificate.chain_pem().as_bytes())?.into_iter();
+    if let Some(leaf) = chain.next() {
+        builder.set_certificate(&leaf)?;
+    }
+    for intermediate in chain {
+        builder.add_extra_chain_cert(intermediate)?;
+    }
+    let key = PKey::private_key_from_pem(certificate.key_pem().as_bytes())?;
+    builder.set_private_key(&key)?;
+    builder.check_private_key()?;
+    Ok(builder)
+}

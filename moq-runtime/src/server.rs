@@ -1,0 +1,426 @@
+//! The server side every driver shares: from an established QUIC connection to a
+//! [`Request`] the application accepts or refuses.
+//!
+//! A driver hands each connection its endpoint established to [`Acceptor::incoming`] and
+//! drives the [`Incoming`] it gets back (`poll` with a waiter, on whatever task it likes)
+//! until it yields a request. Everything in between is here, once: the dispatch by ALPN
+//! (raw QUIC is a request at once; `h3` runs the WebTransport handshake), the cap on
+//! WebTransport clients that have not sent their CONNECT, the deadline for it, the choice
+//! of version, and the refusals, each closed with its named HTTP/3 or moq-lite code.
+//!
+//! ```text
+//! endpoint.accept() ─▶ Acceptor::incoming ─▶ Incoming::poll … ─▶ Request ─▶ accept / reject
+//! ```
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use kio::Waiter;
+use moq_net::runtime::{Deadline, Runtime};
+use moq_net::session::{self, Session, SessionConfig};
+
+use crate::admission::{Admission, Gate};
+use crate::binding::{Binding, BindingSession};
+use crate::endpoint::Endpoint;
+use crate::quic::QuicConnection;
+use crate::quiche_config::{ConfigError, QuicLimits, server_config};
+use crate::tls::Certificate;
+use crate::udp::UdpConfig;
+use crate::webtransport::{
+    H3_REQUEST_CANCELLED, H3_REQUEST_REJECTED, ServerHandshake, StatusCode, WebTransportRequest,
+};
+
+/// How long a refused WebTransport client has to read its refusal before its connection
+/// is closed anyway (it normally closes it itself on reading the status).
+pub const REFUSAL_LINGER: Duration = Duration::from_secs(2);
+
+/// How a server listens, on any driver.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// The address to bind.
+    pub bind: SocketAddr,
+    /// The certificate it presents.
+    pub certificate: Certificate,
+    /// What every session serves and fills (a relay: both halves on one origin), unless
+    /// the application accepts a request with a configuration of its own.
+    pub session: SessionConfig,
+    /// Who may start a handshake: caps on connections, on handshakes in progress and per
+    /// address, and when to ask for address validation (QUIC Retry).
+    pub admission: Admission,
+    /// Each connection's QUIC limits: idle timeout, streams, flow-control windows.
+    pub limits: QuicLimits,
+    /// How long a WebTransport client has to send its CONNECT after the QUIC handshake.
+    pub handshake_timeout: Duration,
+    /// The most WebTransport clients waiting to send their CONNECT at once; one more is
+    /// closed (H3_REQUEST_REJECTED), so that connections that never say what they want
+    /// cannot fill the connection table.
+    pub max_pending_handshakes: usize,
+    /// The UDP socket's setup (GSO, GRO, buffers).
+    pub udp: UdpConfig,
+}
+
+impl ServerConfig {
+    /// A server on `bind` presenting `certificate`, with the defaults: 10,000 connections,
+    /// 1,024 handshakes in progress with Retry past 256, no cap per address, the default
+    /// [`QuicLimits`], 10 s and 1,024 pending for the WebTransport handshake, GSO and GRO
+    /// on.
+    pub fn new(bind: SocketAddr, certificate: Certificate, session: SessionConfig) -> Self {
+        Self {
+            bind,
+            certificate,
+            session,
+            admission: Admission::default(),
+            limits: QuicLimits::default(),
+            handshake_timeout: Duration::from_secs(10),
+            max_pending_handshakes: 1024,
+            udp: UdpConfig::default(),
+        }
+    }
+
+    /// The admission gate of this server: make one and give it to every worker's
+    /// endpoint, so that the caps are server-wide and a Retry token from one worker is
+    /// good on another.
+    pub fn gate(&self, now: Instant) -> Gate {
+        Gate::new(self.admission.clone(), now)
+    }
+
+    /// The endpoint of worker `worker` (its index in every connection ID it issues),
+    /// serving this configuration on a socket bound to `local`, admitting through `gate`.
+    pub fn endpoint(
+        &self,
+        local: SocketAddr,
+        worker: u8,
+        gate: &Gate,
+        now: Instant,
+    ) -> Result<Endpoint, ConfigError> {
+        let quiche = server_config(&self.certificate, &self.limits, &[self.session.version])?;
+        let mut endpoint =
+            Endpoint::new(quiche, local, worker, self.admission.max_connections, now);
+        endpoint.set_gate(gate.clone());
+        Ok(endpoint)
+    }
+
+    /// What turns this server's established connections into requests. Make one per
+    /// server and share it between its workers: the cap on pending handshakes is
+    /// server-wide.
+    pub fn acceptor(&self) -> Acceptor {
+        Acceptor::new(
+            self.session.clone(),
+            self.handshake_timeout,
+            self.max_pending_handshakes,
+        )
+    }
+}
+
+/// How a server turns established connections into requests.
+#[derive(Debug, Clone)]
+pub struct Acceptor {
+    session: SessionConfig,
+    handshake_timeout: Duration,
+    handshakes: HandshakeSlots,
+}
+
+impl Acceptor {
+    /// Requests start with `session` (what every session serves and fills, unless the
+    /// application accepts one with its own); a WebTransport client has
+    /// `handshake_timeout` after the QUIC handshake to send its CONNECT, and at most
+    /// `max_pending_handshakes` wait for theirs at once.
+    pub fn new(
+        session: SessionConfig,
+        handshake_timeout: Duration,
+        max_pending_handshakes: usize,
+    ) -> Self {
+        Self {
+            session,
+            handshake_timeout,
+            handshakes: HandshakeSlots::new(max_pending_handshakes),
+        }
+    }
+
+    /// Starts turning `connection` into a request for sessions on `runtime`; `None` if it
+    /// was refused at once (closed: too many WebTransport clients waiting for their
+    /// CONNECT, H3_REQUEST_REJECTED).
+    pub fn incoming<R>(&self, runtime: &R, connection: QuicConnection) -> Option<Incoming<R>>
+    where
+        R: Runtime<Transport = BindingSession>,
+    {
+        let binding = connection
+            .application_protocol()
+            .and_then(|alpn| Binding::from_alpn(&alpn))
+            .unwrap_or(Binding::Quic);
+        let stage = match binding {
+            Binding::Quic => Stage::Ready,
+            Binding::WebTransport => {
+                let Some(slot) = self.handshakes.take() else {
+                    tracing::debug!(
+                        peer = ?connection.peer_address(),
+                        "refusing a WebTransport client: too many waiting for their CONNECT"
+                    );
+                    connection.close(H3_REQUEST_REJECTED, "too many pending handshakes");
+                    return None;
+                };
+                let mut deadline = runtime.deadline();
+                deadline.set(Some(runtime.now() + self.handshake_timeout));
+                Stage::Handshake {
+                    handshake: Box::new(ServerHandshake::new(connection.session())),
+                    deadline,
+                    _slot: slot,
+                }
+            }
+        };
+        Some(Incoming {
+            connection: Some(connection),
+            runtime: runtime.clone(),
+            session: self.session.clone(),
+            stage,
+        })
+    }
+}
+
+/// A connection on its way to becoming a [`Request`]: a raw QUIC one is one already; a
+/// WebTransport one once its CONNECT arrived in time and offered our version.
+pub struct Incoming<R: Runtime> {
+    /// `None` once yielded or failed.
+    connection: Option<QuicConnection>,
+    runtime: R,
+    session: SessionConfig,
+    stage: Stage<R::Deadline>,
+}
+
+enum Stage<D> {
+    /// Nothing to wait for.
+    Ready,
+    /// Reading the CONNECT, within the deadline; the slot counts it as pending.
+    Handshake {
+        handshake: Box<ServerHandshake>,
+        deadline: D,
+        _slot: HandshakeSlot,
+    },
+}
+
+impl<R> Incoming<R>
+where
+    R: Runtime<Transport = BindingSession>,
+{
+    /// Ready with the request, or with `None` if the client failed (a malformed CONNECT,
+    /// no CONNECT in time, no version in common): its connection was closed with the
+    /// code that says why, and logged. After `Ready`, `Pending` forever.
+    pub fn poll(&mut self, waiter: &Waiter) -> Poll<Option<Request<R>>> {
+        let Some(connection) = &self.connection else {
+            return Poll::Pending;
+        };
+        let webtransport = match &mut self.stage {
+            Stage::Ready => None,
+            Stage::Handshake {
+                handshake,
+                deadline,
+                ..
+            } => match handshake.poll(waiter) {
+                Poll::Ready(Ok(request)) => Some(request),
+                // The handshake closed the connection itself, with the HTTP/3 code.
+                Poll::Ready(Err(error)) => {
+                    tracing::debug!(peer = ?connection.peer_address(), %error, "WebTransport handshake failed");
+                    self.connection = None;
+                    return Poll::Ready(None);
+                }
+                Poll::Pending => {
+                    if deadline.poll(waiter).is_pending() {
+                        return Poll::Pending;
+                    }
+                    tracing::debug!(peer = ?connection.peer_address(), "no WebTransport CONNECT in time");
+                    connection.close(H3_REQUEST_CANCELLED, "no WebTransport CONNECT in time");
+                    self.connection = None;
+                    return Poll::Ready(None);
+                }
+            },
+        };
+        let Some(connection) = self.connection.take() else {
+            return Poll::Pending;
+        };
+        // Done with the handshake: its slot is free for the next client.
+        self.stage = Stage::Ready;
+        if let Some(request) = &webtransport {
+            // A client offering versions, none of them ours, is refused here.
+            let version = self.session.version.alpn();
+            let offered = request.protocols();
+            if !offered.is_empty() && !offered.iter().any(|p| p == version) {
+                tracing::debug!(
+                    peer = ?connection.peer_address(),
+                    ?offered,
+                    "refusing a WebTransport client: no moq-lite version in common"
+                );
+                refuse_webtransport(
+                    &self.runtime,
+                    &connection,
+                    webtransport,
+                    StatusCode::BAD_REQUEST,
+                    "no common moq-lite version",
+                );
+                return Poll::Ready(None);
+            }
+        }
+        Poll::Ready(Some(Request {
+            connection,
+            webtransport,
+            session: self.session.clone(),
+            runtime: self.runtime.clone(),
+        }))
+    }
+}
+
+/// A client whose handshakes completed: accept it (with the server's session
+/// configuration or one chosen for this client, e.g. after checking its path) or refuse
+/// it.
+#[derive(Debug)]
+pub struct Request<R: Runtime> {
+    connection: QuicConnection,
+    webtransport: Option<WebTransportRequest>,
+    session: SessionConfig,
+    runtime: R,
+}
+
+impl<R> Request<R>
+where
+    R: Runtime<Transport = BindingSession>,
+{
+    /// The binding the client chose.
+    pub fn binding(&self) -> Binding {
+        match self.webtransport {
+            Some(_) => Binding::WebTransport,
+            None => Binding::Quic,
+        }
+    }
+
+    /// The request path and query (`/room?jwt=…`) of a WebTransport client. A raw QUIC
+    /// client sends its path in SETUP, after the session starts:
+    /// [`Session::peer_setup`] has it.
+    pub fn path(&self) -> Option<String> {
+        self.webtransport.as_ref().map(WebTransportRequest::path)
+    }
+
+    /// The subprotocols a WebTransport client offered.
+    pub fn protocols(&self) -> &[String] {
+        self.webtransport
+            .as_ref()
+            .map_or(&[], WebTransportRequest::protocols)
+    }
+
+    /// Where the client connects from.
+    pub fn remote_addr(&self) -> Option<SocketAddr> {
+        self.connection.peer_address()
+    }
+
+    /// Starts the session with the server's configuration.
+    pub fn accept(self) -> Session {
+        let config = self.session.clone();
+        self.accept_with(config)
+    }
+
+    /// Starts the session with `config` (e.g. origins scoped to what this client may
+    /// publish and subscribe to). A WebTransport client gets its session's version
+    /// selected in `wt-protocol`.
+    pub fn accept_with(self, config: SessionConfig) -> Session {
+        // The session logs inside this span: which peer, over which binding.
+        let span = tracing::debug_span!(
+            "moq_connection",
+            peer = ?self.connection.peer_address(),
+            binding = %self.binding()
+        );
+        let _entered = span.enter();
+        let transport = match self.webtransport {
+            None => BindingSession::from(self.connection.session()),
+            Some(request) => BindingSession::from(request.accept(Some(config.version.alpn()))),
+        };
+        session::accept(self.runtime, transport, config)
+    }
+
+    /// Refuses the client: a WebTransport client gets `status` (403 for "not allowed")
+    /// and a moment to read it; a raw QUIC connection is closed with moq-lite's `error`
+    /// code.
+    pub fn reject(self, status: StatusCode, error: moq_net::Error) {
+        tracing::debug!(
+            peer = ?self.connection.peer_address(),
+            status = status.as_u16(),
+            %error,
+            "refusing a client"
+        );
+        match self.webtransport {
+            Some(_) => refuse_webtransport(
+                &self.runtime,
+                &self.connection,
+                self.webtransport,
+                status,
+                status.as_str(),
+            ),
+            None => self.connection.close(error.to_code(), &error.to_string()),
+        }
+    }
+}
+
+impl<R: Runtime> std::fmt::Debug for Incoming<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let stage = match self.stage {
+            Stage::Ready => "ready",
+            Stage::Handshake { .. } => "webtransport handshake",
+        };
+        f.debug_struct("Incoming")
+            .field("connection", &self.connection)
+            .field("stage", &stage)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Answers a WebTransport client's CONNECT with `status`, then closes its connection
+/// after [`REFUSAL_LINGER`] unless the client closes it first.
+fn refuse_webtransport<R: Runtime>(
+    runtime: &R,
+    connection: &QuicConnection,
+    request: Option<WebTransportRequest>,
+    status: StatusCode,
+    reason: &str,
+) {
+    if let Some(request) = request {
+        request.reject(status);
+    }
+    connection.close_at(runtime.now() + REFUSAL_LINGER, H3_REQUEST_REJECTED, reason);
+}
+
+/// Counts WebTransport clients waiting for their CONNECT, against a cap. Shared by every
+/// worker of a server.
+#[derive(Debug, Clone)]
+struct HandshakeSlots {
+    taken: Arc<AtomicUsize>,
+    max: usize,
+}
+
+/// One pending handshake, counted until dropped.
+#[derive(Debug)]
+struct HandshakeSlot(Arc<AtomicUsize>);
+
+impl HandshakeSlots {
+    fn new(max: usize) -> Self {
+        Self {
+            taken: Arc::new(AtomicUsize::new(0)),
+            max,
+        }
+    }
+
+    /// A slot, unless all are taken.
+    fn take(&self) -> Option<HandshakeSlot> {
+        self.taken
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |taken| {
+                (taken < self.max).then_some(taken + 1)
+            })
+            .ok()
+            .map(|_| HandshakeSlot(self.taken.clone()))
+    }
+}
+
+impl Drop for HandshakeSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}

@@ -1,0 +1,202 @@
+//! What the loopback tests share: a hand-built quiche client, and a ring of clients that
+//! publish to and read from each other through a server.
+#![allow(dead_code, unreachable_pub)] // each test file uses its own part
+
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use moq_net::model::{BroadcastProducer, Origin, Track};
+use moq_net::session::SessionConfig;
+use moq_runtime::udp::UdpConfig;
+use moq_tokio::{ClientConfig, connect};
+
+/// How long a loopback step may take before the test calls it stuck.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A raw quiche client on a blocking socket.
+pub struct RawPeer {
+    pub socket: UdpSocket,
+    pub conn: quiche::Connection,
+}
+
+impl RawPeer {
+    pub fn connect(server: SocketAddr) -> Self {
+        let mut peer = Self::start(server, b"moq-lite-05");
+        assert!(peer.drive(|conn| conn.is_established()), "handshake");
+        peer
+    }
+
+    /// Starts a handshake offering `alpn`, without waiting for it.
+    pub fn start(server: SocketAddr, alpn: &[u8]) -> Self {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(5)))
+            .unwrap();
+        let mut config = quiche::Config::new(quiche::PROTOCOL_VERSION).unwrap();
+        config.set_application_protos(&[alpn]).unwrap();
+        config.verify_peer(false);
+        config.set_max_idle_timeout(10_000);
+        config.set_initial_max_data(1 << 20);
+        config.set_initial_max_stream_data_bidi_local(1 << 20);
+        config.set_initial_max_stream_data_bidi_remote(1 << 20);
+        config.set_initial_max_stream_data_uni(1 << 20);
+        config.set_initial_max_streams_bidi(100);
+        config.set_initial_max_streams_uni(100);
+        // Room for the server's spare connection IDs (a client moving between addresses
+        // uses one per move).
+        config.set_active_connection_id_limit(8);
+        let scid = [0x5a; 16];
+        let conn = quiche::connect(
+            Some("localhost"),
+            &quiche::ConnectionId::from_ref(&scid),
+            socket.local_addr().unwrap(),
+            server,
+            &mut config,
+        )
+        .unwrap();
+        Self { socket, conn }
+    }
+
+    /// Moves packets until `done`, for at most 10 s.
+    pub fn drive(&mut self, mut done: impl FnMut(&mut quiche::Connection) -> bool) -> bool {
+        let start = Instant::now();
+        let mut buf = [0u8; 65_536];
+        while start.elapsed() < Duration::from_secs(10) {
+            while let Ok((len, info)) = self.conn.send(&mut buf) {
+                self.socket.send_to(&buf[..len], info.to).unwrap();
+            }
+            if let Ok((len, from)) = self.socket.recv_from(&mut buf) {
+                let to = self.socket.local_addr().unwrap();
+                let _ = self
+                    .conn
+                    .recv(&mut buf[..len], quiche::RecvInfo { from, to });
+            }
+            if self.conn.timeout() == Some(Duration::ZERO) {
+                self.conn.on_timeout();
+            }
+            if done(&mut self.conn) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Writes `bytes` on stream `id`, with FIN if `fin`.
+    pub fn write(&mut self, id: u64, bytes: &[u8], fin: bool) {
+        let written = self.conn.stream_send(id, bytes, fin).unwrap();
+        assert_eq!(written, bytes.len());
+    }
+
+    /// Reads stream `id` until it holds `len` bytes (or FIN); returns them and the FIN.
+    pub fn read(&mut self, id: u64, len: usize) -> (Vec<u8>, bool) {
+        let mut data = Vec::new();
+        let mut fin = false;
+        self.drive(|conn| {
+            let mut buf = [0u8; 4096];
+            while let Ok((n, end)) = conn.stream_recv(id, &mut buf) {
+                data.extend_from_slice(&buf[..n]);
+                fin |= end;
+                if end {
+                    break;
+                }
+            }
+            data.len() >= len || fin
+        });
+        (data, fin)
+    }
+
+    /// The first server-opened uni stream other than `except` that has data.
+    pub fn next_uni(&mut self, except: &[u64]) -> u64 {
+        let mut found = None;
+        self.drive(|conn| {
+            found = conn
+                .readable()
+                .find(|id| id & 3 == 3 && !except.contains(id));
+            found.is_some()
+        });
+        found.expect("a server uni stream")
+    }
+}
+
+/// `peers` clients of the server at `url`: client `i` publishes `peer-i` with one frame,
+/// `payload(i)`, and reads `peer-(i+1)`'s. Returns what each one read, once every
+/// subscription reached its publisher and every frame arrived.
+pub async fn ring(
+    url: &str,
+    peers: usize,
+    payload: impl Fn(usize) -> Bytes,
+    udp: UdpConfig,
+) -> Vec<Bytes> {
+    let mut clients = Vec::new();
+    let mut tracks = Vec::new();
+    let mut seen_origins = Vec::new();
+    for i in 0..peers {
+        let published = Origin::new();
+        let broadcast = BroadcastProducer::new();
+        tracks.push((broadcast.create_track(Track::new("data")), broadcast));
+        published
+            .publish(format!("peer-{i}"), &tracks[i].1)
+            .unwrap();
+        let seen = Origin::new();
+        clients.push(
+            connect(
+                url,
+                ClientConfig {
+                    session: SessionConfig {
+                        publish: Some(published),
+                        subscribe: Some(seen.clone()),
+                        ..SessionConfig::default()
+                    },
+                    insecure_skip_verify: true,
+                    udp: udp.clone(),
+                    ..ClientConfig::default()
+                },
+            )
+            .await
+            .unwrap(),
+        );
+        seen_origins.push(seen);
+    }
+    let readers: Vec<_> = (0..peers)
+        .map(|i| {
+            let seen = seen_origins[i].clone();
+            let path = format!("peer-{}", (i + 1) % peers);
+            tokio::spawn(async move {
+                let broadcast = loop {
+                    if let Some(broadcast) = seen.consume_broadcast(path.as_str()) {
+                        break broadcast;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                };
+                let mut track = broadcast.subscribe_track("data").await.unwrap();
+                let mut group = track.next_group().await.unwrap().unwrap();
+                group.read_frame().await.unwrap().unwrap().payload
+            })
+        })
+        .collect();
+    // Every peer's track is subscribed (through the server) before anything is written.
+    tokio::time::timeout(PATIENCE, async {
+        while tracks.iter().any(|(track, _)| track.consumer_count() == 0) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("every subscription reaches its publisher");
+    for (i, (track, _)) in tracks.iter_mut().enumerate() {
+        let mut group = track.append_group();
+        group.write(0, payload(i));
+        group.finish();
+    }
+    let mut received = Vec::new();
+    for reader in readers {
+        received.push(
+            tokio::time::timeout(PATIENCE, reader)
+                .await
+                .expect("the frame arrives")
+                .unwrap(),
+        );
+    }
+    drop(clients);
+    received
+}
