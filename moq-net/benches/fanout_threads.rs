@@ -23,6 +23,11 @@
 //! The per-round *paired ratio* (every core over one worker, measured back to back) cancels
 //! drift of the whole machine; its spread is the bimodality figure to read on a shared VM.
 //!
+//! A fifth configuration runs the model **thread per core**, as a thread-per-core relay
+//! does: one pinned thread per core, each a current-thread runtime holding its share of the
+//! subscribers (dealt round robin, as connections land on workers), the publisher on the
+//! first. No task ever moves between cores; only the model's cache lines cross them.
+//!
 //! ```text
 //! cargo bench -p moq-net --bench fanout_threads [-- --rounds 7 --groups 20000 --subscribers 64]
 //! ```
@@ -38,8 +43,10 @@ use std::task::{Poll, Waker};
 use bytes::Bytes;
 use kio::Waiter;
 use moq_net::model::{Track, TrackProducer};
+use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::sys::resource::{UsageWho, getrusage};
 use nix::sys::time::TimeValLike;
+use nix::unistd::Pid;
 
 /// What one round measured.
 #[derive(Debug, Clone, Copy)]
@@ -75,6 +82,9 @@ enum Design {
     /// subscriber. The same wakeups and task migrations with no cache line shared between
     /// subscribers: the scheduler's and the machine's own variation.
     Queues,
+    /// The model, thread per core: pinned current-thread runtimes, subscribers dealt
+    /// round robin.
+    ModelPerCore,
 }
 
 fn main() {
@@ -94,6 +104,7 @@ fn main() {
         (Design::Locked, 1),
         (Design::Queues, options.workers),
         (Design::Queues, 1),
+        (Design::ModelPerCore, options.workers),
     ];
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); configurations.len()];
     for round_number in 1..=options.rounds {
@@ -143,6 +154,10 @@ fn main() {
         "locked vs model on every core (medians): {:.2}x",
         medians[2] / medians[0]
     );
+    println!(
+        "model thread per core vs work-stealing on every core (medians): {:.2}x",
+        medians[6] / medians[0]
+    );
 }
 
 impl Design {
@@ -151,72 +166,148 @@ impl Design {
             Design::Model => "model",
             Design::Locked => "locked",
             Design::Queues => "queues",
+            Design::ModelPerCore => "model-pc",
         }
     }
 }
 
 /// One round on a fresh runtime with `workers` threads.
 fn round(design: Design, workers: usize, subscribers: usize, groups: u64) -> Sample {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .build()
-        .expect("a tokio runtime");
+    let work_stealing = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .build()
+            .expect("a tokio runtime")
+    };
     match design {
-        Design::Model => model_round(&runtime, subscribers, groups),
-        Design::Locked => locked_round(&runtime, subscribers, groups),
-        Design::Queues => queues_round(&runtime, subscribers, groups),
+        Design::Model => model_round(&work_stealing(), subscribers, groups),
+        Design::Locked => locked_round(&work_stealing(), subscribers, groups),
+        Design::Queues => queues_round(&work_stealing(), subscribers, groups),
+        Design::ModelPerCore => per_core_round(workers, subscribers, groups),
     }
 }
 
 fn model_round(runtime: &tokio::runtime::Runtime, subscribers: usize, groups: u64) -> Sample {
-    let mut track = TrackProducer::new(Track::new("chat"));
+    let track = TrackProducer::new(Track::new("chat"));
     let readers: Vec<_> = (0..subscribers)
-        .map(|_| {
-            let mut consumer = track.consume();
-            runtime.spawn(async move {
-                // One waiter per task, as a session machine owns one: no allocation per wait.
-                let mut waiter: Option<Waiter> = None;
-                let mut delivered = 0u64;
-                loop {
-                    let group = poll_fn(|cx| {
-                        consumer.poll_next_group(task_waiter(&mut waiter, cx.waker()))
-                    })
-                    .await;
-                    let Some(mut group) = group.expect("a clean track") else {
-                        break;
-                    };
-                    loop {
-                        let frame = poll_fn(|cx| {
-                            group.poll_read_frame(task_waiter(&mut waiter, cx.waker()))
-                        })
-                        .await;
-                        match frame.expect("a clean group") {
-                            Some(frame) => {
-                                black_box(frame);
-                                delivered += 1;
-                            }
-                            None => break,
-                        }
+        .map(|_| runtime.spawn(read_all(track.consume())))
+        .collect();
+    let before = resource_usage();
+    let publisher = runtime.spawn(publish(track, groups));
+    finish(runtime, before, publisher, readers)
+}
+
+/// The model thread per core: `workers` pinned threads, each a current-thread runtime
+/// with every `workers`-th subscriber; the publisher on the first.
+fn per_core_round(workers: usize, subscribers: usize, groups: u64) -> Sample {
+    let track = TrackProducer::new(Track::new("chat"));
+    let mut shares: Vec<Vec<_>> = (0..workers).map(|_| Vec::new()).collect();
+    for index in 0..subscribers {
+        shares[index % workers].push(track.consume());
+    }
+    let cpus = allowed_cpus();
+    let start = Arc::new(std::sync::Barrier::new(workers + 1));
+    let mut publisher = Some(track);
+    let threads: Vec<_> = shares
+        .into_iter()
+        .enumerate()
+        .map(|(index, consumers)| {
+            let cpu = cpus[index % cpus.len()];
+            let start = start.clone();
+            let publisher = if index == 0 { publisher.take() } else { None };
+            std::thread::spawn(move || {
+                let mut set = CpuSet::new();
+                let _ = set.set(cpu);
+                let _ = sched_setaffinity(Pid::from_raw(0), &set);
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .expect("a tokio runtime");
+                start.wait();
+                runtime.block_on(async move {
+                    let readers: Vec<_> = consumers
+                        .into_iter()
+                        .map(|consumer| tokio::spawn(read_all(consumer)))
+                        .collect();
+                    if let Some(track) = publisher {
+                        publish(track, groups).await;
                     }
-                }
-                (delivered, consumer.lagged())
+                    let mut totals = (0, 0);
+                    for reader in readers {
+                        let (delivered, lagged) = reader.await.expect("a subscriber");
+                        totals.0 += delivered;
+                        totals.1 += lagged;
+                    }
+                    totals
+                })
             })
         })
         .collect();
-
     let before = resource_usage();
+    start.wait();
+    let (mut delivered, mut lagged) = (0, 0);
+    for thread in threads {
+        let (d, l) = thread.join().expect("a worker");
+        delivered += d;
+        lagged += l;
+    }
+    let after = resource_usage();
+    Sample {
+        cpu: after.cpu.saturating_sub(before.cpu),
+        delivered,
+        lagged,
+        voluntary_switches: after.voluntary_switches - before.voluntary_switches,
+        involuntary_switches: after.involuntary_switches - before.involuntary_switches,
+    }
+}
+
+/// The CPUs this process may run on.
+fn allowed_cpus() -> Vec<usize> {
+    let cpus: Vec<usize> = sched_getaffinity(Pid::from_raw(0))
+        .map(|set| {
+            (0..CpuSet::count())
+                .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
+                .collect()
+        })
+        .unwrap_or_default();
+    if cpus.is_empty() { vec![0] } else { cpus }
+}
+
+/// Publishes `groups` groups of one 100-byte frame, yielding between them.
+async fn publish(mut track: TrackProducer, groups: u64) {
     let payload = Bytes::from(vec![b'x'; 100]);
-    let publisher = runtime.spawn(async move {
-        for timestamp in 0..groups {
-            let mut group = track.append_group();
-            group.write(timestamp, payload.clone());
-            group.finish();
-            // Let the woken subscribers run, as a session task between received messages.
-            tokio::task::yield_now().await;
+    for timestamp in 0..groups {
+        let mut group = track.append_group();
+        group.write(timestamp, payload.clone());
+        group.finish();
+        tokio::task::yield_now().await;
+    }
+    track.finish();
+}
+
+/// Reads every frame of `consumer`'s track; returns how many, and how many groups it
+/// lagged past.
+async fn read_all(mut consumer: moq_net::model::TrackConsumer) -> (u64, u64) {
+    let mut waiter: Option<Waiter> = None;
+    let mut delivered = 0u64;
+    loop {
+        let group =
+            poll_fn(|cx| consumer.poll_next_group(task_waiter(&mut waiter, cx.waker()))).await;
+        let Some(mut group) = group.expect("a clean track") else {
+            break;
+        };
+        loop {
+            let frame =
+                poll_fn(|cx| group.poll_read_frame(task_waiter(&mut waiter, cx.waker()))).await;
+            match frame.expect("a clean group") {
+                Some(frame) => {
+                    black_box(frame);
+                    delivered += 1;
+                }
+                None => break,
+            }
         }
-        track.finish();
-    });
-    finish(runtime, before, publisher, readers)
+    }
+    (delivered, consumer.lagged())
 }
 
 /// The task's waiter, pointed at the current waker.

@@ -191,3 +191,65 @@ fn an_address_past_its_cap_is_refused_and_others_are_not() {
         .collect();
     assert_eq!(refused, ["127.0.0.1:6002".parse().unwrap()].into());
 }
+
+/// Two workers of one server share a gate: the connection cap is server-wide (a worker
+/// with no connection of its own refuses once the other holds them all), and a Retry
+/// token one worker minted is good on the other.
+#[test]
+fn workers_sharing_a_gate_share_its_caps_and_its_retry_key() {
+    let gate = Gate::new(
+        Admission {
+            max_connections: 1,
+            retry_above: 0,
+            ..Admission::default()
+        },
+        Instant::now(),
+    );
+    let (chain, key) = certificate_files("shared-gate");
+    let mut workers: Vec<Endpoint> = (0..2u8)
+        .map(|worker| {
+            let mut endpoint = Endpoint::new(
+                config(Some((&chain, &key))),
+                SERVER,
+                worker,
+                100,
+                Instant::now(),
+            );
+            endpoint.set_gate(gate.clone());
+            endpoint
+        })
+        .collect();
+
+    // A client's first Initial reaches worker 0 (a Retry), its second worker 1.
+    let mut clients = vec![client_at("127.0.0.1:6000")];
+    let connection = clients[0]
+        .0
+        .connect("localhost", SERVER, Instant::now())
+        .unwrap();
+    flight(&mut clients, &mut workers[0]);
+    assert_eq!(workers[0].len(), 0, "a Retry keeps no state");
+    for _ in 0..10 {
+        flight(&mut clients, &mut workers[1]);
+    }
+    assert!(
+        connection.is_established(),
+        "worker 1 took worker 0's token"
+    );
+    assert_eq!(established(&mut workers[1], 1), 1);
+    assert_eq!(gate.established(), 1);
+
+    // The server holds its one connection, on worker 1: worker 0 refuses the next.
+    let mut late = vec![client_at("127.0.0.2:6000")];
+    late[0]
+        .0
+        .connect("localhost", SERVER, Instant::now())
+        .unwrap();
+    let results = flight(&mut late, &mut workers[0]);
+    assert!(
+        results
+            .iter()
+            .any(|(_, result)| matches!(result, Err(EndpointError::Full(1)))),
+        "{results:?}"
+    );
+    assert_eq!(workers[0].len(), 0);
+}

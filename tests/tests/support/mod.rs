@@ -1,5 +1,6 @@
 //! The tokio driver as a conformance harness: every connection a real server on its own
-//! loopback port and a real client, over the binding a URL scheme picks.
+//! loopback port and a real client, over the binding a URL scheme picks, with the server
+//! work-stealing or thread per core.
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -21,6 +22,8 @@ pub(crate) struct TokioHarness {
     runtime: tokio::runtime::Runtime,
     /// `moqt` (raw QUIC) or `https` (WebTransport).
     scheme: &'static str,
+    /// Thread per core with this many workers, or work-stealing (`None`).
+    workers: Option<usize>,
     certificate: Certificate,
     /// Kept alive for the scenario: dropping a server stops its endpoint.
     servers: Vec<Server>,
@@ -28,7 +31,19 @@ pub(crate) struct TokioHarness {
 }
 
 impl TokioHarness {
+    /// Servers on the work-stealing pool.
+    #[allow(dead_code)] // not every test file runs work-stealing
     pub(crate) fn new(scheme: &'static str) -> Self {
+        Self::with_workers(scheme, None)
+    }
+
+    /// Servers thread per core, with `workers` workers.
+    #[allow(dead_code)] // not every test file runs thread per core
+    pub(crate) fn per_core(scheme: &'static str, workers: usize) -> Self {
+        Self::with_workers(scheme, Some(workers))
+    }
+
+    fn with_workers(scheme: &'static str, workers: Option<usize>) -> Self {
         // A scenario that panicked poisoned the lock; the next one runs anyway.
         let turn = ONE_AT_A_TIME
             .lock()
@@ -40,6 +55,7 @@ impl TokioHarness {
                 .build()
                 .expect("a tokio runtime"),
             scheme,
+            workers,
             certificate: Certificate::self_signed(&["localhost".into()]).expect("a certificate"),
             servers: Vec::new(),
             _turn: turn,
@@ -54,9 +70,13 @@ impl Harness for TokioHarness {
             self.certificate.clone(),
             server,
         );
-        let url_scheme = self.scheme;
+        let (url_scheme, workers) = (self.scheme, self.workers);
         let (client, server_session, server) = self.runtime.block_on(async move {
-            let mut server = Server::bind(config).await.expect("the server binds");
+            let mut server = match workers {
+                None => Server::bind(config).await,
+                Some(workers) => Server::bind_per_core(config, workers).await,
+            }
+            .expect("the server binds");
             let url = format!("{url_scheme}://localhost:{}/", server.local_addr().port());
             // Concurrently: a WebTransport client's CONNECT is answered only once the
             // server's application accepts its request.
