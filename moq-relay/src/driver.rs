@@ -7,9 +7,11 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use moq_net::runtime::Runtime;
 use moq_runtime::binding::BindingSession;
+use moq_runtime::endpoint::EndpointCounters;
 use moq_runtime::server::{Request, ServerConfig};
 
 use crate::config::{Driver, ServerSection};
@@ -21,6 +23,9 @@ pub trait Listener: Send + 'static {
 
     /// The UDP address both bindings listen on.
     fn local_addr(&self) -> SocketAddr;
+
+    /// Each worker's endpoint counters, in worker order, for `/metrics`.
+    fn counters(&self) -> Vec<Arc<EndpointCounters>>;
 
     /// The next client whose handshakes completed; `None` once the driver stopped.
     fn accept(&mut self) -> impl Future<Output = Option<Request<Self::Runtime>>> + Send;
@@ -35,6 +40,10 @@ impl Listener for moq_tokio::Server {
 
     fn local_addr(&self) -> SocketAddr {
         moq_tokio::Server::local_addr(self)
+    }
+
+    fn counters(&self) -> Vec<Arc<EndpointCounters>> {
+        moq_tokio::Server::counters(self).to_vec()
     }
 
     fn accept(&mut self) -> impl Future<Output = Option<moq_tokio::Request>> + Send {

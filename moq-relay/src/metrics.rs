@@ -6,12 +6,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use moq_net::Error;
 use moq_net::model::Origin;
 use moq_net::session::{Session, SessionCounters};
 use moq_net::transport::TransportStats;
+use moq_runtime::endpoint::EndpointCounters;
 
 /// Why a connection was refused before it had a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -38,6 +40,8 @@ impl Refusal {
 #[derive(Debug, Default)]
 pub struct Metrics {
     state: Mutex<State>,
+    /// Each driver worker's endpoint counters, in worker order (one in work-stealing mode).
+    workers: Vec<Arc<EndpointCounters>>,
 }
 
 #[derive(Debug, Default)]
@@ -175,6 +179,14 @@ impl Metrics {
     /// How many sessions are waiting for their SETUP now.
     pub fn pending_count(&self) -> usize {
         self.lock().pending
+    }
+
+    /// Metrics that also show each of the driver's workers (`counters`, in worker order).
+    pub fn with_workers(counters: Vec<Arc<EndpointCounters>>) -> Self {
+        Self {
+            state: Mutex::default(),
+            workers: counters,
+        }
     }
 
     /// The Prometheus text exposition of every counter, with `origin`'s broadcasts.
@@ -340,6 +352,25 @@ impl Metrics {
             "counter",
             "QUIC packets declared lost.",
             &one(totals.packets_lost),
+        );
+        let per_worker = |read: fn(&EndpointCounters) -> u64| -> Vec<(String, u64)> {
+            self.workers
+                .iter()
+                .enumerate()
+                .map(|(worker, counters)| (format!("{{worker=\"{worker}\"}}"), read(counters)))
+                .collect()
+        };
+        metric(
+            "worker_datagrams_total",
+            "counter",
+            "UDP datagrams each driver worker handled.",
+            &per_worker(|c| c.datagrams.load(Ordering::Relaxed)),
+        );
+        metric(
+            "worker_misrouted_packets_total",
+            "counter",
+            "Packets that reached a worker other than their connection's (dropped): the steering missed, e.g. after a restart with another worker count.",
+            &per_worker(|c| c.misrouted.load(Ordering::Relaxed)),
         );
         out
     }

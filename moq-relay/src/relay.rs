@@ -136,12 +136,13 @@ impl Relay {
         } else {
             None
         };
+        let workers = server.counters().to_vec();
         Ok(Self {
             server,
             http,
             origin: Origin::new(),
             authorizer,
-            metrics: Arc::new(Metrics::default()),
+            metrics: Arc::new(Metrics::with_workers(workers)),
             fingerprint,
             session,
             max_sessions: config.limits.max_sessions,

@@ -243,6 +243,37 @@ fn moq_publish_reaches_moq_subscribe_through_the_relay_over_every_binding_pair()
     }
 }
 
+/// The thread-per-core relay, as an operator starts it: the same CLI round trips over
+/// every binding pair, sessions on both workers, and each worker in `/metrics` with no
+/// misrouted packet.
+#[test]
+fn the_thread_per_core_relay_serves_every_binding_pair_and_shows_its_workers() {
+    let relay = Relay::start(&["--driver", "tokio-per-core", "--workers", "2"]);
+    for (publisher, subscriber) in [("moqt", "moqt"), ("https", "https"), ("moqt", "https")] {
+        let path = format!("{publisher}-to-{subscriber}");
+        let reader = subscribe(&relay, &relay.url(subscriber, "demo"), &path, 2);
+        let writer = publish(&relay, &relay.url(publisher, "demo"), &path, "one\ntwo\n");
+        let (ok, out, err) = collect(reader);
+        assert!(ok, "{publisher} -> {subscriber}: subscriber failed: {err}");
+        assert_eq!(out, "one\ntwo\n", "{publisher} -> {subscriber}");
+        let (ok, _, err) = collect(writer);
+        assert!(ok, "{publisher} -> {subscriber}: publisher failed: {err}");
+    }
+    let metrics = relay.http_get("/metrics");
+    for worker in ["0", "1"] {
+        assert!(
+            metrics.contains(&format!(
+                "moq_relay_worker_misrouted_packets_total{{worker=\"{worker}\"}} 0\n"
+            )),
+            "{metrics}"
+        );
+    }
+    assert!(
+        metrics.contains("moq_relay_worker_datagrams_total{worker=\"1\"}"),
+        "{metrics}"
+    );
+}
+
 /// A relay requiring tokens signed by `key`, with `anon` public.
 fn authenticated_relay(key: &Key) -> (Relay, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
