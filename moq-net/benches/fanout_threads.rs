@@ -231,13 +231,7 @@ fn per_core_round(workers: usize, subscribers: usize, groups: u64) -> Sample {
                     if let Some(track) = publisher {
                         publish(track, groups).await;
                     }
-                    let mut totals = (0, 0);
-                    for reader in readers {
-                        let (delivered, lagged) = reader.await.expect("a subscriber");
-                        totals.0 += delivered;
-                        totals.1 += lagged;
-                    }
-                    totals
+                    join_readers(readers).await
                 })
             })
         })
@@ -250,17 +244,11 @@ fn per_core_round(workers: usize, subscribers: usize, groups: u64) -> Sample {
         delivered += d;
         lagged += l;
     }
-    let after = resource_usage();
-    Sample {
-        cpu: after.cpu.saturating_sub(before.cpu),
-        delivered,
-        lagged,
-        voluntary_switches: after.voluntary_switches - before.voluntary_switches,
-        involuntary_switches: after.involuntary_switches - before.involuntary_switches,
-    }
+    since(before, delivered, lagged)
 }
 
-/// The CPUs this process may run on.
+/// The CPUs this process may run on (moq-runtime's `cores::available`, which this crate
+/// cannot depend on).
 fn allowed_cpus() -> Vec<usize> {
     let cpus: Vec<usize> = sched_getaffinity(Pid::from_raw(0))
         .map(|set| {
@@ -330,14 +318,24 @@ fn finish(
 ) -> Sample {
     let (delivered, lagged) = runtime.block_on(async {
         publisher.await.expect("the publisher");
-        let mut totals = (0, 0);
-        for reader in readers {
-            let (delivered, lagged) = reader.await.expect("a subscriber");
-            totals.0 += delivered;
-            totals.1 += lagged;
-        }
-        totals
+        join_readers(readers).await
     });
+    since(before, delivered, lagged)
+}
+
+/// What each subscriber task delivered and lagged, summed.
+async fn join_readers(readers: Vec<tokio::task::JoinHandle<(u64, u64)>>) -> (u64, u64) {
+    let mut totals = (0, 0);
+    for reader in readers {
+        let (delivered, lagged) = reader.await.expect("a subscriber");
+        totals.0 += delivered;
+        totals.1 += lagged;
+    }
+    totals
+}
+
+/// The round's sample: the resources used since `before`, for what was delivered.
+fn since(before: Sample, delivered: u64, lagged: u64) -> Sample {
     let after = resource_usage();
     Sample {
         cpu: after.cpu.saturating_sub(before.cpu),
