@@ -9,16 +9,13 @@ use moq_runtime::udp::{UdpConfig, UdpSocket as GroupSocket};
 
 /// A group of `workers` sockets on one loopback port, the program attached.
 fn group(workers: usize) -> (Vec<GroupSocket>, SocketAddr) {
-    let config = UdpConfig {
-        reuse_port: true,
-        ..UdpConfig::default()
-    };
-    let first = GroupSocket::bind("127.0.0.1:0".parse().unwrap(), &config).unwrap();
-    let address = first.local_addr().unwrap();
-    let mut sockets = vec![first];
-    for _ in 1..workers {
-        sockets.push(GroupSocket::bind(address, &config).unwrap());
-    }
+    let sockets = GroupSocket::bind_group(
+        "127.0.0.1:0".parse().unwrap(),
+        workers,
+        &UdpConfig::default(),
+    )
+    .unwrap();
+    let address = sockets[0].local_addr().unwrap();
     moq_runtime::steering::attach(&sockets[0]).unwrap();
     (sockets, address)
 }

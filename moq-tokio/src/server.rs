@@ -94,22 +94,13 @@ impl Server {
         if !(1..=MAX_WORKERS).contains(&workers) {
             return Err(Error::Workers(workers));
         }
-        // Every worker's socket on one port; they join the reuseport group in worker
-        // order, which is the order the steering program indexes them in.
-        let mut udp = config.udp.clone();
-        udp.reuse_port = true;
-        let first = UdpSocket::bind(config.bind, &udp)
+        // Every worker's socket on one port, a group nobody else is in; they join it in
+        // worker order, which is the order the steering program indexes them in.
+        let sockets = UdpSocket::bind_group(config.bind, workers, &config.udp)
             .map_err(Error::io(format!("binding {}", config.bind)))?;
-        let local_addr = first
+        let local_addr = sockets[0]
             .local_addr()
             .map_err(Error::io("reading the bound address"))?;
-        let mut sockets = vec![first];
-        for worker in 1..workers {
-            sockets.push(
-                UdpSocket::bind(local_addr, &udp)
-                    .map_err(Error::io(format!("binding worker {worker}'s socket")))?,
-            );
-        }
         if workers > 1 {
             moq_runtime::steering::attach(&sockets[0])
                 .map_err(Error::io("attaching the steering program"))?;
