@@ -1,0 +1,181 @@
+//! Connecting as a client from a worker, over either binding: the URL, the certificate pin
+//! and the WebTransport handshake are `moq_runtime::client`'s; this file binds a socket on
+//! the worker's ring and waits.
+
+use std::future::Future;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::task::Poll;
+use std::time::Instant;
+
+use kio::Waiter;
+use moq_net::runtime::{Deadline, Runtime};
+use moq_net::session::Session;
+use moq_runtime::client::{ClientConfig, ClientSetup, ConnectError, Target};
+use moq_runtime::endpoint::Endpoint;
+use moq_runtime::udp::UdpSocket;
+
+use crate::pool::{JoinHandle, Pool};
+use crate::port::Role;
+use crate::{Error, UringConfig, Worker};
+
+impl Worker {
+    /// Connects to `url` and starts a session on this worker.
+    ///
+    /// - `moqt://host:port/path` is raw QUIC (ALPN `moq-lite-05`); the path goes in SETUP.
+    /// - `https://host:port/path` is WebTransport over HTTP/3: the path goes in the
+    ///   extended CONNECT.
+    ///
+    /// A host name is resolved with the system resolver, on this thread: give an address
+    /// to keep the worker from waiting on DNS.
+    pub async fn connect(&self, url: &str, config: ClientConfig) -> Result<Session, Error> {
+        let result = self.connect_inner(url, config).await;
+        if let Err(error) = &result {
+            tracing::debug!(%url, %error, "connecting failed");
+        }
+        result
+    }
+
+    async fn connect_inner(&self, url: &str, config: ClientConfig) -> Result<Session, Error> {
+        let target = Target::parse(url)?;
+        let peer: SocketAddr = (target.host.as_str(), target.port)
+            .to_socket_addrs()
+            .map_err(Error::io(format!("resolving {}", target.host)))?
+            .next()
+            .ok_or_else(|| ConnectError::Url {
+                url: url.to_owned(),
+                problem: "the host has no address".to_owned(),
+            })?;
+        let local: SocketAddr = if peer.is_ipv4() {
+            SocketAddr::from(([0, 0, 0, 0], 0))
+        } else {
+            SocketAddr::from(([0u16; 8], 0))
+        };
+        tracing::debug!(%peer, binding = %target.binding, "connecting");
+        let quiche = target.quiche_config(&config)?;
+        let mut udp = config.udp.clone();
+        udp.gso &= self.core.gso;
+        let socket = UdpSocket::bind(local, &udp).map_err(Error::io("binding a client socket"))?;
+        socket
+            .as_std()
+            .set_nonblocking(false)
+            .map_err(Error::io("setting up a client socket"))?;
+        let local = socket
+            .local_addr()
+            .map_err(Error::io("reading the bound address"))?;
+        let mut endpoint = Endpoint::new(quiche, local, 0, 1, Instant::now());
+        endpoint.set_keep_alive(Some(config.keep_alive()));
+        let index = self.add_port_for_client(socket, endpoint);
+        let connection = {
+            let mut ports = self.core.ports.borrow_mut();
+            let port = ports.get_mut(index).ok_or(Error::WorkerGone)?;
+            if let Role::Client { started, .. } = &mut port.role {
+                *started = true;
+            }
+            port.endpoint
+                .connect(&target.host, peer, Instant::now())
+                .map_err(|error| ConnectError::Quic(error.to_string()))?
+        };
+        // The QUIC handshake, within the configured time.
+        let mut deadline = self.core.runtime.deadline();
+        deadline.set(Some(self.core.runtime.now() + config.handshake_timeout));
+        let mut waiter: Option<Waiter> = None;
+        std::future::poll_fn(|cx| {
+            let waiter = waiter.get_or_insert_with(|| Waiter::new(cx.waker()));
+            waiter.set_waker(cx.waker());
+            if connection.is_established() {
+                return Poll::Ready(Ok(()));
+            }
+            if connection.is_closed() {
+                return Poll::Ready(Err(ConnectError::Handshake(connection.close_reason())));
+            }
+            if deadline.poll(waiter).is_ready() {
+                connection.close(0, "handshake timed out");
+                return Poll::Ready(Err(ConnectError::Handshake(format!(
+                    "no answer from {peer} within {:?}",
+                    config.handshake_timeout
+                ))));
+            }
+            if let Some(port) = self.core.ports.borrow_mut().get_mut(index) {
+                if let Role::Client { waiting, .. } = &mut port.role {
+                    waiting.push(cx.waker().clone());
+                }
+            }
+            Poll::Pending
+        })
+        .await?;
+        let mut setup = ClientSetup::new(self.core.runtime.clone(), connection, &target, &config)?;
+        let mut waiter: Option<Waiter> = None;
+        Ok(std::future::poll_fn(|cx| {
+            let waiter = waiter.get_or_insert_with(|| Waiter::new(cx.waker()));
+            waiter.set_waker(cx.waker());
+            setup.poll(waiter)
+        })
+        .await?)
+    }
+
+    fn add_port_for_client(&self, socket: UdpSocket, endpoint: Endpoint) -> u32 {
+        endpoint.set_waker(&self.core.flush_waker);
+        let port = crate::port::Port::new(
+            socket,
+            endpoint,
+            Role::Client {
+                waiting: Vec::new(),
+                started: false,
+            },
+            self.core.gso,
+        );
+        self.core.ports.borrow_mut().insert(port)
+    }
+}
+
+/// Client workers: threads with a ring each and no server socket, for client sessions
+/// (tests, load generators, a CLI).
+#[derive(Debug)]
+pub struct Client {
+    pool: Pool,
+}
+
+impl Client {
+    /// Probes the kernel and starts `workers` client workers.
+    pub fn start(workers: usize, options: UringConfig) -> Result<Self, Error> {
+        options.validate()?;
+        let capabilities = crate::probe()?;
+        let pool = Pool::start(
+            workers.max(1),
+            &options,
+            &capabilities,
+            std::sync::Arc::new(|_: &Worker| Ok(())),
+        )?;
+        Ok(Self { pool })
+    }
+
+    /// Connects to `url` from worker `worker` (modulo the worker count); the session runs
+    /// there.
+    pub fn connect(
+        &self,
+        worker: usize,
+        url: &str,
+        config: ClientConfig,
+    ) -> JoinHandle<Result<Session, Error>> {
+        let url = url.to_owned();
+        self.pool.run_on(worker, move |worker| async move {
+            worker.connect(&url, config).await
+        })
+    }
+
+    /// Runs `task` on worker `index` (modulo the worker count).
+    pub fn run_on<F, Fut, T>(&self, index: usize, task: F) -> JoinHandle<T>
+    where
+        F: FnOnce(Worker) -> Fut + Send + 'static,
+        Fut: Future<Output = T> + 'static,
+        T: Send + 'static,
+    {
+        self.pool.run_on(index, task)
+    }
+
+    /// Stops the workers once their connections are gone, and waits for them.
+    pub fn join(self) {
+        self.pool.stop();
+        self.pool.join();
+    }
+}

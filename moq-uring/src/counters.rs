@@ -1,0 +1,61 @@
+//! What a worker counts, readable from any thread while it runs: the figures the
+//! driver's benchmarks divide by deliveries.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One worker's counts since it started.
+#[derive(Debug, Default)]
+pub struct WorkerCounters {
+    /// `io_uring_enter` calls: the worker's system calls for I/O (submitting, waiting).
+    pub enters: AtomicU64,
+    /// Turns that ended parked in the ring (waiting for a completion or a deadline).
+    pub parks: AtomicU64,
+    /// Receive completions: one per datagram, or per GRO train.
+    pub receives: AtomicU64,
+    /// Datagrams received.
+    pub datagrams_received: AtomicU64,
+    /// `sendmsg` operations submitted: one per batch with GSO, per datagram without.
+    pub sendmsgs: AtomicU64,
+    /// Datagrams sent.
+    pub datagrams_sent: AtomicU64,
+    /// Times the receive buffers ran out (`ENOBUFS`): the receive was armed again once
+    /// buffers came back.
+    pub buffer_exhaustions: AtomicU64,
+    /// Receives cut short (`MSG_TRUNC`): never with incremental buffers.
+    pub truncated: AtomicU64,
+}
+
+impl WorkerCounters {
+    pub(crate) fn add(&self, counter: &AtomicU64, by: u64) {
+        counter.fetch_add(by, Ordering::Relaxed);
+    }
+
+    /// A copy of every count.
+    pub fn snapshot(&self) -> WorkerSnapshot {
+        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        WorkerSnapshot {
+            enters: read(&self.enters),
+            parks: read(&self.parks),
+            receives: read(&self.receives),
+            datagrams_received: read(&self.datagrams_received),
+            sendmsgs: read(&self.sendmsgs),
+            datagrams_sent: read(&self.datagrams_sent),
+            buffer_exhaustions: read(&self.buffer_exhaustions),
+            truncated: read(&self.truncated),
+        }
+    }
+}
+
+/// [`WorkerCounters`] read at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[allow(missing_docs)] // the fields are WorkerCounters'
+pub struct WorkerSnapshot {
+    pub enters: u64,
+    pub parks: u64,
+    pub receives: u64,
+    pub datagrams_received: u64,
+    pub sendmsgs: u64,
+    pub datagrams_sent: u64,
+    pub buffer_exhaustions: u64,
+    pub truncated: u64,
+}

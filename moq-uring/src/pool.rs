@@ -1,0 +1,245 @@
+//! Worker threads: each pinned to a core, with its ring, its receive buffers and its loop;
+//! and what other threads hold of them.
+
+use std::future::Future;
+use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use crate::buffers::BufferRing;
+use crate::counters::WorkerCounters;
+use crate::probe::Capabilities;
+use crate::recv::MAX_RECEIVE;
+use crate::worker::{Core, Loop, Remote};
+use crate::{Error, UringConfig, Worker};
+
+/// What each worker runs before its first turn (a server's: take its socket, start the
+/// application's loop).
+pub(crate) type Setup = dyn Fn(&Worker) -> Result<(), Error> + Send + Sync;
+
+/// The worker threads of a server or a client, and their handles.
+#[derive(Debug)]
+pub(crate) struct Pool {
+    pub(crate) remotes: Vec<Arc<Remote>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Pool {
+    /// Starts `workers` threads; each runs `setup` on its worker before its first turn.
+    /// Returns once every worker has its ring (or with the first that failed).
+    pub(crate) fn start(
+        workers: usize,
+        config: &UringConfig,
+        capabilities: &Capabilities,
+        setup: Arc<Setup>,
+    ) -> Result<Self, Error> {
+        let cpus = moq_runtime::cores::available();
+        let mut pool = Self {
+            remotes: Vec::with_capacity(workers),
+            threads: Vec::with_capacity(workers),
+        };
+        let (ready_sender, ready) = std::sync::mpsc::channel();
+        for index in 0..workers {
+            let remote = Arc::new(Remote {
+                jobs: Mutex::new(Vec::new()),
+                executor: Arc::new(crate::executor::Shared::default()),
+                counters: Arc::new(WorkerCounters::default()),
+                stop: AtomicBool::new(false),
+            });
+            pool.remotes.push(remote.clone());
+            let (config, consumption, setup, ready) = (
+                config.clone(),
+                capabilities.consumption(),
+                setup.clone(),
+                ready_sender.clone(),
+            );
+            let cpu = cpus[index % cpus.len()];
+            let thread = std::thread::Builder::new()
+                .name(format!("moq-uring-{index}"))
+                .spawn(move || {
+                    let span = tracing::info_span!("worker", index, cpu);
+                    let _entered = span.enter();
+                    if config.pin {
+                        if let Err(error) = moq_runtime::cores::pin_current_thread(cpu) {
+                            tracing::warn!(%error, "running unpinned");
+                        }
+                    }
+                    let started = (|| {
+                        let ring = crate::ring::build(crate::ring::SUBMISSION_ENTRIES)
+                            .map_err(Error::io("building the worker's ring"))?;
+                        let buffer_size = match consumption {
+                            crate::buffers::Consumption::Incremental { .. } => {
+                                config.recv_buffer_bytes.max(2 * MAX_RECEIVE as u32)
+                            }
+                            crate::buffers::Consumption::Whole => MAX_RECEIVE as u32,
+                        };
+                        let buffers =
+                            BufferRing::new(0, config.recv_buffers, buffer_size, consumption)
+                                .map_err(Error::io("allocating receive buffers"))?;
+                        let core = Rc::new(Core::new(index, remote, config.gso, Instant::now()));
+                        let worker_loop = Loop::new(core.clone(), ring, buffers)
+                            .map_err(Error::io("registering receive buffers"))?;
+                        setup(&Worker::from_core(core))?;
+                        Ok(worker_loop)
+                    })();
+                    match started {
+                        Ok(worker_loop) => {
+                            let _ = ready.send(Ok(()));
+                            if let Err(error) = worker_loop.run() {
+                                tracing::error!(%error, "worker failed");
+                            }
+                        }
+                        Err(error) => {
+                            let _ = ready.send(Err(error));
+                        }
+                    }
+                })
+                .map_err(Error::io(format!("starting worker {index}")))?;
+            pool.threads.push(thread);
+        }
+        drop(ready_sender);
+        for _ in 0..workers {
+            match ready.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    pool.stop();
+                    return Err(error);
+                }
+                Err(_) => {
+                    pool.stop();
+                    return Err(Error::WorkerGone);
+                }
+            }
+        }
+        Ok(pool)
+    }
+
+    /// Asks every worker to stop (they end once their connections are gone).
+    pub(crate) fn stop(&self) {
+        for remote in &self.remotes {
+            remote.stop();
+        }
+    }
+
+    /// Waits for every worker thread to end.
+    pub(crate) fn join(self) {
+        for thread in self.threads {
+            let _ = thread.join();
+        }
+    }
+
+    /// Runs `task` on worker `index`; the handle yields what it returns.
+    pub(crate) fn run_on<F, Fut, T>(&self, index: usize, task: F) -> JoinHandle<T>
+    where
+        F: FnOnce(Worker) -> Fut + Send + 'static,
+        Fut: Future<Output = T> + 'static,
+        T: Send + 'static,
+    {
+        let (handle, slot) = JoinHandle::new();
+        let remote = &self.remotes[index % self.remotes.len()];
+        remote.send(Box::new(move |worker: &Worker| {
+            let future = task(worker.clone());
+            worker.spawn(async move { slot.set(future.await) });
+        }));
+        handle
+    }
+}
+
+/// The result of a task run on a worker, awaited on any executor or waited for by a
+/// blocking thread. `None` if the worker stopped before the task finished.
+#[derive(Debug)]
+pub struct JoinHandle<T> {
+    shared: Arc<JoinShared<T>>,
+}
+
+#[derive(Debug)]
+struct JoinShared<T> {
+    state: Mutex<JoinState<T>>,
+    done: Condvar,
+}
+
+#[derive(Debug)]
+struct JoinState<T> {
+    value: Option<T>,
+    finished: bool,
+    waker: Option<Waker>,
+}
+
+/// The task's side: sets the value, or (dropped unset) says the task will never finish.
+struct JoinSlot<T> {
+    shared: Arc<JoinShared<T>>,
+}
+
+impl<T> JoinHandle<T> {
+    fn new() -> (Self, JoinSlot<T>) {
+        let shared = Arc::new(JoinShared {
+            state: Mutex::new(JoinState {
+                value: None,
+                finished: false,
+                waker: None,
+            }),
+            done: Condvar::new(),
+        });
+        (
+            Self {
+                shared: shared.clone(),
+            },
+            JoinSlot { shared },
+        )
+    }
+
+    /// Blocks the calling thread until the task finished (never call it on a worker).
+    pub fn wait(self) -> Option<T> {
+        let mut state = lock(&self.shared.state);
+        while !state.finished {
+            state = self
+                .shared
+                .done
+                .wait(state)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+        state.value.take()
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = Option<T>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        let mut state = lock(&self.shared.state);
+        if state.finished {
+            return Poll::Ready(state.value.take());
+        }
+        state.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl<T> JoinSlot<T> {
+    fn set(self, value: T) {
+        lock(&self.shared.state).value = Some(value);
+        // The drop marks it finished.
+    }
+}
+
+impl<T> Drop for JoinSlot<T> {
+    fn drop(&mut self) {
+        let waker = {
+            let mut state = lock(&self.shared.state);
+            state.finished = true;
+            state.waker.take()
+        };
+        self.shared.done.notify_all();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -1,0 +1,215 @@
+//! One UDP socket on a worker's ring and the endpoint that owns its connections: the
+//! server's port, or one client connection's.
+
+use std::os::fd::AsRawFd;
+use std::task::Waker;
+use std::time::Instant;
+
+use io_uring::{opcode, types};
+use moq_runtime::endpoint::{Endpoint, Transmit};
+use moq_runtime::server::Acceptor;
+use moq_runtime::udp::UdpSocket;
+
+use crate::buffers::BufferRing;
+use crate::counters::WorkerCounters;
+use crate::recv::Receiver;
+use crate::ring::Queue;
+use crate::send::{Prepared, Sends};
+use crate::user_data::UserData;
+
+/// A socket, its endpoint, its receive and its sends in flight.
+pub(crate) struct Port {
+    pub(crate) socket: UdpSocket,
+    pub(crate) endpoint: Endpoint,
+    receiver: Receiver,
+    /// The multishot receive is in flight.
+    armed: bool,
+    /// Closing: its receive was cancelled; the port goes once the receive has ended and
+    /// its sends completed.
+    closing: bool,
+    sends: Sends,
+    pub(crate) role: Role,
+    /// Reused each turn.
+    transmits: Vec<Transmit>,
+    prepared: Vec<Prepared>,
+}
+
+/// What a port is for.
+pub(crate) enum Role {
+    /// The server's port: established connections become requests.
+    Server { acceptor: Box<Acceptor> },
+    /// One client connection's port: the tasks waiting for its handshake, woken whenever
+    /// the port received or its timers ran. It closes once its connection is gone.
+    Client { waiting: Vec<Waker>, started: bool },
+}
+
+impl Port {
+    pub(crate) fn new(socket: UdpSocket, endpoint: Endpoint, role: Role, gso: bool) -> Self {
+        Self {
+            socket,
+            endpoint,
+            receiver: Receiver::new(),
+            armed: false,
+            closing: false,
+            sends: Sends::new(gso),
+            role,
+            transmits: Vec::new(),
+            prepared: Vec::new(),
+        }
+    }
+
+    /// Arms the multishot receive if it is not in flight.
+    pub(crate) fn arm(
+        &mut self,
+        queue: &mut Queue<'_>,
+        index: u32,
+        group: u16,
+    ) -> std::io::Result<()> {
+        if self.armed || self.closing {
+            return Ok(());
+        }
+        let entry = self.receiver.arm(
+            self.socket.as_raw_fd(),
+            group,
+            UserData::Recv { port: index }.into(),
+        );
+        queue.push(&entry)?;
+        self.armed = true;
+        Ok(())
+    }
+
+    /// A completion of the port's receive: hands its datagrams to the endpoint, gives its
+    /// buffer back when the kernel is done with it.
+    pub(crate) fn received(
+        &mut self,
+        result: i32,
+        flags: u32,
+        buffers: &mut BufferRing,
+        counters: &WorkerCounters,
+        now: Instant,
+    ) {
+        if !io_uring::cqueue::more(flags) {
+            self.armed = false;
+        }
+        if result < 0 {
+            if result == -libc::ENOBUFS {
+                counters.add(&counters.buffer_exhaustions, 1);
+            } else if result != -libc::ECANCELED {
+                tracing::debug!(
+                    error = %std::io::Error::from_raw_os_error(-result),
+                    "a receive failed; re-arming"
+                );
+            }
+            return;
+        }
+        let Some(buffer) = io_uring::cqueue::buffer_select(flags) else {
+            return;
+        };
+        let Some(received) = buffers.received(buffer, result as u32, flags) else {
+            return;
+        };
+        counters.add(&counters.receives, 1);
+        if let Some(datagrams) = self.receiver.parse(buffers.bytes(&received)) {
+            if datagrams.truncated {
+                counters.add(&counters.truncated, 1);
+            }
+            let stride = datagrams
+                .control
+                .segment_size
+                .unwrap_or(datagrams.payload.len());
+            let mut count = 0;
+            for datagram in datagrams.payload.chunks_mut(stride.max(1)) {
+                count += 1;
+                let _ = self
+                    .endpoint
+                    .handle_datagram(datagram, datagrams.source, now);
+            }
+            counters.add(&counters.datagrams_received, count);
+        }
+        if !received.more {
+            buffers.give_back(buffer);
+        }
+        self.wake_waiting();
+    }
+
+    /// A completion of one of the port's sends.
+    pub(crate) fn sent(&mut self, slot: u32, result: i32) {
+        if let Some(transmit) = self.sends.complete(slot, result) {
+            self.endpoint.reclaim([transmit]);
+        }
+    }
+
+    /// Runs the endpoint's due timers.
+    pub(crate) fn handle_timeouts(&mut self, now: Instant) {
+        if self.endpoint.next_timeout().is_some_and(|at| at <= now) {
+            self.endpoint.handle_timeouts(now);
+            self.wake_waiting();
+        }
+    }
+
+    /// Queues a `sendmsg` for everything the endpoint's connections have to send.
+    pub(crate) fn flush(
+        &mut self,
+        queue: &mut Queue<'_>,
+        index: u32,
+        now: Instant,
+    ) -> std::io::Result<()> {
+        let counters = queue.counters;
+        self.endpoint.poll_transmits(now, &mut self.transmits);
+        let fd = types::Fd(self.socket.as_raw_fd());
+        for transmit in self.transmits.drain(..) {
+            let datagrams = transmit
+                .contents
+                .len()
+                .div_ceil(transmit.segment_size.max(1))
+                .max(1);
+            counters.add(&counters.datagrams_sent, datagrams as u64);
+            self.sends.prepare(transmit, &mut self.prepared);
+        }
+        for prepared in self.prepared.drain(..) {
+            let entry = opcode::SendMsg::new(fd, prepared.header).build().user_data(
+                UserData::Send {
+                    port: index,
+                    slot: prepared.slot,
+                }
+                .into(),
+            );
+            queue.push(&entry)?;
+            counters.add(&counters.sendmsgs, 1);
+        }
+        Ok(())
+    }
+
+    /// Starts closing: cancels the receive (the port goes once it has ended).
+    pub(crate) fn close(&mut self, queue: &mut Queue<'_>, index: u32) -> std::io::Result<()> {
+        if self.closing {
+            return Ok(());
+        }
+        self.closing = true;
+        if self.armed {
+            let cancel = opcode::AsyncCancel::new(UserData::Recv { port: index }.into())
+                .build()
+                .user_data(UserData::Cancel.into());
+            queue.push(&cancel)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the port may go: closing, its receive ended, its sends completed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closing && !self.armed && self.sends.in_flight() == 0
+    }
+
+    /// A client port whose connection has come and gone.
+    pub(crate) fn is_spent(&self) -> bool {
+        matches!(self.role, Role::Client { started: true, .. }) && self.endpoint.is_empty()
+    }
+
+    fn wake_waiting(&mut self) {
+        if let Role::Client { waiting, .. } = &mut self.role {
+            for waker in waiting.drain(..) {
+                waker.wake();
+            }
+        }
+    }
+}
