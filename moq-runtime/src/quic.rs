@@ -174,7 +174,17 @@ struct State {
     urgency_changes: Vec<(u64, u8)>,
     /// A close scheduled for later ([`QuicConnection::close_at`]): when, the code, why.
     close_at: Option<(Instant, u64, String)>,
+    /// Long-header packets quiche produced since the connection started closing; see
+    /// [`State::next_packet`].
+    closing_long_headers: u32,
+    /// Given up on: quiche kept producing packets after a close without ever finishing.
+    /// Sends nothing more, and counts as closed.
+    abandoned: bool,
 }
+
+/// Long-header packets a closing connection may send before it is abandoned: a
+/// CONNECTION_CLOSE in the Initial and the Handshake space, and a couple to spare.
+const MAX_CLOSING_LONG_HEADERS: u32 = 4;
 
 /// One stream's bookkeeping.
 #[derive(Default)]
@@ -260,6 +270,8 @@ impl QuicConnection {
                     urgencies: Urgencies::default(),
                     urgency_changes: Vec::new(),
                     close_at: None,
+                    closing_long_headers: 0,
+                    abandoned: false,
                 }),
                 flush_pending: AtomicBool::new(false),
                 flush_waker: std::sync::Mutex::new(None),
@@ -304,15 +316,7 @@ impl QuicConnection {
             slot.copy_from_slice(&packet);
             return Ok(Some((packet.len(), info)));
         }
-        let result = match state.conn.send(out) {
-            Ok(sent) => Ok(Some(sent)),
-            Err(quiche::Error::Done) => {
-                // Everything that could go out went out, a lone FIN included.
-                state.lone_fin = false;
-                Ok(None)
-            }
-            Err(error) => Err(error),
-        };
+        let result = state.next_packet(out);
         // Sending may close the connection (an idle timeout noticed, a close flushed).
         let wakes = state.process(false);
         drop(state);
@@ -352,7 +356,7 @@ impl QuicConnection {
     pub fn status(&self) -> ConnectionStatus {
         let state = self.shared.state.lock();
         ConnectionStatus {
-            closed: state.conn.is_closed(),
+            closed: state.is_closed(),
             established: state.conn.is_established(),
             timeout: state.conn.timeout(),
             peer_idle_timeout: state
@@ -379,7 +383,7 @@ impl QuicConnection {
 
     /// Whether the connection is closed for good.
     pub fn is_closed(&self) -> bool {
-        self.shared.state.lock().conn.is_closed()
+        self.shared.state.lock().is_closed()
     }
 
     /// The ALPN the handshake selected (empty before it completes).
@@ -620,7 +624,7 @@ impl State {
                 Err(_) => break,
             }
         }
-        if !self.close_announced && (self.conn.is_closed() || self.conn.is_draining()) {
+        if !self.close_announced && (self.is_closed() || self.conn.is_draining()) {
             self.close_announced = true;
             wakes.closed = true;
             wakes.accept_uni = true;
@@ -807,7 +811,7 @@ impl State {
 
     /// Why the connection is gone, if it is.
     fn closed(&self) -> Option<TransportError> {
-        if !(self.conn.is_closed() || self.conn.is_draining()) {
+        if !(self.is_closed() || self.conn.is_draining()) {
             return None;
         }
         if let Some(error) = self.conn.peer_error() {
@@ -848,14 +852,60 @@ impl State {
         let size = self.conn.max_send_udp_payload_size();
         loop {
             let mut packet = vec![0; size];
-            match self.conn.send(&mut packet) {
-                Ok((len, info)) => {
+            match self.next_packet(&mut packet) {
+                Ok(Some((len, info))) => {
                     packet.truncate(len);
                     self.outbox.push_back((packet, info));
                 }
-                Err(_) => break,
+                Ok(None) | Err(_) => break,
             }
         }
+    }
+
+    /// quiche's next packet, or `None` once it has nothing to send.
+    ///
+    /// A client that closes with an application error after its handshake completed but
+    /// before it was confirmed, with a Handshake-space probe due (its Finished not yet
+    /// acknowledged: a lossy or slow path), makes quiche 0.30 produce Handshake-space
+    /// probes forever: every `send` returns another packet, none carries the close, and
+    /// the draining timer is never set. A connection that produced more long-header
+    /// packets while closing than a close can take is abandoned here: it sends nothing
+    /// more and counts as closed (its peer, which never learns the close code, times
+    /// out). `tests/quiche_close_loop.rs` reproduces the state.
+    fn next_packet(
+        &mut self,
+        out: &mut [u8],
+    ) -> Result<Option<(usize, quiche::SendInfo)>, quiche::Error> {
+        if self.abandoned {
+            return Ok(None);
+        }
+        match self.conn.send(out) {
+            Ok((len, info)) => {
+                let long_header = out.first().is_some_and(|byte| byte & 0x80 != 0);
+                if long_header && self.conn.local_error().is_some() {
+                    self.closing_long_headers += 1;
+                    if self.closing_long_headers > MAX_CLOSING_LONG_HEADERS {
+                        tracing::debug!(
+                            "quiche keeps sending handshake probes after the close; abandoning the connection"
+                        );
+                        self.abandoned = true;
+                        return Ok(None);
+                    }
+                }
+                Ok(Some((len, info)))
+            }
+            Err(quiche::Error::Done) => {
+                // Everything that could go out went out, a lone FIN included.
+                self.lone_fin = false;
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Closed for good: by quiche, or abandoned ([`State::next_packet`]).
+    fn is_closed(&self) -> bool {
+        self.conn.is_closed() || self.abandoned
     }
 
     /// Opens the next local stream. quiche counts a stream against the peer's limit only

@@ -52,8 +52,11 @@ impl Worker {
         };
         tracing::debug!(%peer, binding = %target.binding, "connecting");
         let quiche = target.quiche_config(&config)?;
+        // The worker's switches win over the client configuration's (the driver's
+        // ablations switch them per worker).
         let mut udp = config.udp.clone();
         udp.gso &= self.core.gso;
+        udp.gro &= self.core.gro;
         let socket = UdpSocket::bind(local, &udp).map_err(Error::io("binding a client socket"))?;
         socket
             .as_std()
@@ -115,6 +118,7 @@ impl Worker {
 
     fn add_port_for_client(&self, socket: UdpSocket, endpoint: Endpoint) -> u32 {
         endpoint.set_waker(&self.core.flush_waker);
+        let local = socket.local_addr().ok();
         let port = crate::port::Port::new(
             socket,
             endpoint,
@@ -124,7 +128,9 @@ impl Worker {
             },
             self.core.gso,
         );
-        self.core.ports.borrow_mut().insert(port)
+        let index = self.core.ports.borrow_mut().insert(port);
+        tracing::debug!(port = index, ?local, "a client port");
+        index
     }
 }
 
@@ -141,6 +147,7 @@ impl Client {
         options.validate()?;
         let capabilities = crate::probe()?;
         let pool = Pool::start(
+            "client",
             workers.max(1),
             &options,
             &capabilities,
@@ -171,6 +178,15 @@ impl Client {
         T: Send + 'static,
     {
         self.pool.run_on(index, task)
+    }
+
+    /// Each worker's ring counters (system calls, receives, sends), in worker order.
+    pub fn worker_counters(&self) -> Vec<std::sync::Arc<crate::WorkerCounters>> {
+        self.pool
+            .remotes
+            .iter()
+            .map(|r| r.counters.clone())
+            .collect()
     }
 
     /// Stops the workers once their connections are gone, and waits for them.

@@ -143,6 +143,25 @@ impl Worker {
         self.core.local.executor.spawn(future);
     }
 
+    /// Waits until `at` (a deadline in the worker's timer wheel: no system call).
+    pub async fn sleep_until(&self, at: std::time::Instant) {
+        use moq_net::runtime::{Deadline, Runtime};
+        let mut deadline = self.core.runtime.deadline();
+        deadline.set(Some(at));
+        let mut waiter: Option<kio::Waiter> = None;
+        std::future::poll_fn(|cx| {
+            let waiter = waiter.get_or_insert_with(|| kio::Waiter::new(cx.waker()));
+            waiter.set_waker(cx.waker());
+            deadline.poll(waiter)
+        })
+        .await;
+    }
+
+    /// Waits for `duration`.
+    pub async fn sleep(&self, duration: std::time::Duration) {
+        self.sleep_until(std::time::Instant::now() + duration).await;
+    }
+
     /// This worker's ring counters.
     pub fn counters(&self) -> Arc<WorkerCounters> {
         self.core.remote.counters.clone()

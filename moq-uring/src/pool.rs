@@ -30,6 +30,7 @@ impl Pool {
     /// Starts `workers` threads; each runs `setup` on its worker before its first turn.
     /// Returns once every worker has its ring (or with the first that failed).
     pub(crate) fn start(
+        role: &'static str,
         workers: usize,
         config: &UringConfig,
         capabilities: &Capabilities,
@@ -57,9 +58,9 @@ impl Pool {
             );
             let cpu = cpus[index % cpus.len()];
             let thread = std::thread::Builder::new()
-                .name(format!("moq-uring-{index}"))
+                .name(format!("moq-uring-{role}-{index}"))
                 .spawn(move || {
-                    let span = tracing::info_span!("worker", index, cpu);
+                    let span = tracing::info_span!("worker", role, index, cpu);
                     let _entered = span.enter();
                     if config.pin {
                         if let Err(error) = moq_runtime::cores::pin_current_thread(cpu) {
@@ -78,7 +79,7 @@ impl Pool {
                         let buffers =
                             BufferRing::new(0, config.recv_buffers, buffer_size, consumption)
                                 .map_err(Error::io("allocating receive buffers"))?;
-                        let core = Rc::new(Core::new(index, remote, config.gso, Instant::now()));
+                        let core = Rc::new(Core::new(index, remote, &config, Instant::now()));
                         let worker_loop = Loop::new(core.clone(), ring, buffers)
                             .map_err(Error::io("registering receive buffers"))?;
                         setup(&Worker::from_core(core))?;

@@ -90,6 +90,7 @@ impl Port {
     ) {
         if !io_uring::cqueue::more(flags) {
             self.armed = false;
+            tracing::trace!(result, "the receive ended; arming it again");
         }
         if result < 0 {
             if result == -libc::ENOBUFS {
@@ -109,6 +110,13 @@ impl Port {
             return;
         };
         counters.add(&counters.receives, 1);
+        let parsed = self.receiver.parse(buffers.bytes(&received));
+        if parsed
+            .as_ref()
+            .is_none_or(|datagrams| datagrams.payload.is_empty())
+        {
+            tracing::debug!(result, flags, buffer, offset = received.offset, head = ?&buffers.bytes(&received).get(..16), "a receive held no datagram");
+        }
         if let Some(datagrams) = self.receiver.parse(buffers.bytes(&received)) {
             if datagrams.truncated {
                 counters.add(&counters.truncated, 1);
@@ -166,6 +174,9 @@ impl Port {
             counters.add(&counters.datagrams_sent, datagrams as u64);
             self.sends.prepare(transmit, &mut self.prepared);
         }
+        if !self.prepared.is_empty() {
+            tracing::trace!(port = index, sendmsgs = self.prepared.len(), "sending");
+        }
         for prepared in self.prepared.drain(..) {
             let entry = opcode::SendMsg::new(fd, prepared.header).build().user_data(
                 UserData::Send {
@@ -186,6 +197,7 @@ impl Port {
             return Ok(());
         }
         self.closing = true;
+        tracing::debug!(port = index, local = ?self.socket.local_addr().ok(), "closing a port");
         if self.armed {
             let cancel = opcode::AsyncCancel::new(UserData::Recv { port: index }.into())
                 .build()

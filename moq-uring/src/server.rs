@@ -107,7 +107,7 @@ impl Server {
             worker.spawn(serve(worker.clone()));
             Ok(())
         });
-        let pool = Pool::start(workers, &options, &capabilities, setup)?;
+        let pool = Pool::start("server", workers, &options, &capabilities, setup)?;
         tracing::info!(%local_addr, workers, release = %capabilities.release, incremental_buffers = capabilities.incremental_buffers, "serving (io_uring)");
         Ok(Self {
             local_addr,
@@ -171,7 +171,10 @@ impl Worker {
         role: Role,
     ) -> u32 {
         endpoint.set_waker(&self.core.flush_waker);
+        let local = socket.local_addr().ok();
         let port = Port::new(socket, endpoint, role, self.core.gso);
-        self.core.ports.borrow_mut().insert(port)
+        let index = self.core.ports.borrow_mut().insert(port);
+        tracing::debug!(port = index, ?local, "serving a port");
+        index
     }
 }

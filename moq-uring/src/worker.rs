@@ -88,7 +88,9 @@ pub(crate) struct Core {
     pub(crate) ports: RefCell<Ports>,
     pub(crate) requests: RefCell<Requests>,
     pub(crate) remote: Arc<Remote>,
+    /// The worker's GSO and GRO switches.
     pub(crate) gso: bool,
+    pub(crate) gro: bool,
 }
 
 /// The worker's sockets.
@@ -216,7 +218,15 @@ impl Loop {
         let mut ports = self.core.ports.borrow_mut();
         let mut completions = self.ring.completion();
         completions.sync();
+        let mut reaped = 0usize;
         for entry in &mut completions {
+            reaped += 1;
+            tracing::trace!(
+                user_data = entry.user_data(),
+                result = entry.result(),
+                flags = entry.flags(),
+                "completion"
+            );
             match UserData::parse(entry.user_data()) {
                 Some(UserData::Recv { port }) => {
                     if let Some(port) = ports.get_mut(port) {
@@ -245,6 +255,9 @@ impl Loop {
         }
         drop(completions);
         self.buffers.publish();
+        if reaped > 0 {
+            tracing::trace!(reaped, "reaped");
+        }
     }
 
     /// Step 3: closures from other threads.
@@ -356,6 +369,7 @@ impl Loop {
         }
         for index in gone {
             ports.remove(index);
+            tracing::debug!(port = index, "port closed");
         }
         Ok(())
     }
@@ -392,6 +406,7 @@ impl Loop {
             self.futex_armed = true;
         }
         let deadline = self.next_deadline();
+        tracing::trace!(in_ms = ?deadline.map(|at| at.saturating_duration_since(Instant::now()).as_millis()), "parking");
         self.counters.add(&self.counters.enters, 1);
         self.counters.add(&self.counters.parks, 1);
         ring::submit_and_wait(&self.ring, deadline, &self.clock)?;
@@ -401,7 +416,8 @@ impl Loop {
 
     /// Whether the next turn has work without waiting.
     fn busy(&mut self) -> bool {
-        self.core.local.executor.has_ready()
+        (self.core.remote.stop.load(Ordering::SeqCst) && !self.stopping)
+            || self.core.local.executor.has_ready()
             || self.core.flush.pending.load(Ordering::Acquire)
             || !self
                 .core
@@ -448,7 +464,12 @@ impl Loop {
 }
 
 impl Core {
-    pub(crate) fn new(index: usize, remote: Arc<Remote>, gso: bool, now: Instant) -> Self {
+    pub(crate) fn new(
+        index: usize,
+        remote: Arc<Remote>,
+        options: &crate::UringConfig,
+        now: Instant,
+    ) -> Self {
         let local = Rc::new(Local::new(now, remote.executor.clone()));
         let flush = Arc::new(FlushSignal {
             pending: AtomicBool::new(false),
@@ -463,7 +484,8 @@ impl Core {
             ports: RefCell::new(Ports::default()),
             requests: RefCell::new(Requests::default()),
             remote,
-            gso,
+            gso: options.gso,
+            gro: options.gro,
         }
     }
 
