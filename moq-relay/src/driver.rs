@@ -1,69 +1,130 @@
 //! What the relay needs of a socket driver, and the drivers it can run on.
 //!
-//! The relay's policy (who may connect, with which rights, how many) is the same on every
-//! driver; a driver only has to bind the port, yield each client whose handshakes
-//! completed as a [`Request`] to accept or refuse, and shut down. [`Listener`] is that
-//! contract; `[server] driver` (`--driver`) picks the implementation.
+//! The relay's policy (who may connect, with which rights, how many: the [`Gatekeeper`])
+//! is the same on every driver; a driver only has to bind the port, hand each client
+//! whose handshakes completed to the gatekeeper (on whichever thread holds the
+//! connection), and shut down. [`Listener`] is that contract; `[server] driver`
+//! (`--driver`) picks the implementation.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use moq_net::runtime::Runtime;
-use moq_runtime::binding::BindingSession;
 use moq_runtime::endpoint::EndpointCounters;
-use moq_runtime::server::{Request, ServerConfig};
+use moq_runtime::server::ServerConfig;
 
 use crate::config::{Driver, ServerSection};
+use crate::gatekeeper::Gatekeeper;
 
 /// A bound server of some driver.
 pub trait Listener: Send + 'static {
-    /// The runtime its sessions run on.
-    type Runtime: Runtime<Transport = BindingSession>;
-
     /// The UDP address both bindings listen on.
     fn local_addr(&self) -> SocketAddr;
 
     /// Each worker's endpoint counters, in worker order, for `/metrics`.
     fn counters(&self) -> Vec<Arc<EndpointCounters>>;
 
-    /// The next client whose handshakes completed; `None` once the driver stopped.
-    fn accept(&mut self) -> impl Future<Output = Option<Request<Self::Runtime>>> + Send;
+    /// Admits clients through `gatekeeper`, running the task it returns for each accepted
+    /// session, until the driver stops accepting.
+    fn serve(&mut self, gatekeeper: Arc<Gatekeeper>) -> impl Future<Output = ()> + Send;
 
     /// Stops accepting and waits for the driver's workers to end (each once its last
     /// connection closed).
     fn shutdown(self) -> impl Future<Output = ()> + Send;
 }
 
-impl Listener for moq_tokio::Server {
-    type Runtime = moq_tokio::TokioRuntime;
+/// The driver `[server] driver` chose, bound.
+#[derive(Debug)]
+pub enum Server {
+    /// tokio, work-stealing or thread per core.
+    Tokio(moq_tokio::Server),
+    /// io_uring, thread per core.
+    Uring(moq_uring::Server),
+}
 
-    fn local_addr(&self) -> SocketAddr {
-        moq_tokio::Server::local_addr(self)
-    }
-
-    fn counters(&self) -> Vec<Arc<EndpointCounters>> {
-        moq_tokio::Server::counters(self).to_vec()
-    }
-
-    fn accept(&mut self) -> impl Future<Output = Option<moq_tokio::Request>> + Send {
-        moq_tokio::Server::accept(self)
-    }
-
-    fn shutdown(self) -> impl Future<Output = ()> + Send {
-        moq_tokio::Server::shutdown(self)
-    }
+/// Why a driver could not bind or start.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// The tokio driver's error.
+    #[error(transparent)]
+    Tokio(#[from] moq_tokio::Error),
+    /// The io_uring driver's error (among them: io_uring refused, or the kernel too old,
+    /// with what is missing).
+    #[error(transparent)]
+    Uring(#[from] moq_uring::Error),
 }
 
 /// Binds `config` on the driver `server` names.
-pub async fn bind(
-    server: &ServerSection,
-    config: ServerConfig,
-) -> Result<moq_tokio::Server, moq_tokio::Error> {
-    match server.driver {
-        Driver::Tokio => moq_tokio::Server::bind(config).await,
+pub async fn bind(server: &ServerSection, config: ServerConfig) -> Result<Server, BindError> {
+    Ok(match server.driver {
+        Driver::Tokio => Server::Tokio(moq_tokio::Server::bind(config).await?),
         Driver::TokioPerCore => {
-            moq_tokio::Server::bind_per_core(config, server.worker_count()).await
+            Server::Tokio(moq_tokio::Server::bind_per_core(config, server.worker_count()).await?)
+        }
+        // The workers' application loops start when the relay serves (`serve`); until
+        // then their requests wait.
+        Driver::Uring => Server::Uring(moq_uring::Server::bind(
+            config,
+            server.worker_count(),
+            moq_uring::UringConfig::default(),
+            |_| async {},
+        )?),
+    })
+}
+
+impl Listener for Server {
+    fn local_addr(&self) -> SocketAddr {
+        match self {
+            Self::Tokio(server) => server.local_addr(),
+            Self::Uring(server) => server.local_addr(),
+        }
+    }
+
+    fn counters(&self) -> Vec<Arc<EndpointCounters>> {
+        match self {
+            Self::Tokio(server) => server.counters().to_vec(),
+            Self::Uring(server) => server.counters().to_vec(),
+        }
+    }
+
+    async fn serve(&mut self, gatekeeper: Arc<Gatekeeper>) {
+        match self {
+            Self::Tokio(server) => {
+                while let Some(request) = server.accept().await {
+                    if let Some(watch) = gatekeeper.admit(request) {
+                        tokio::spawn(watch);
+                    }
+                }
+            }
+            Self::Uring(server) => {
+                // Each worker admits its own clients: the request (and the session it
+                // becomes) never leaves the worker's thread.
+                let loops: Vec<_> = (0..server.workers())
+                    .map(|index| {
+                        let gatekeeper = gatekeeper.clone();
+                        server.run_on(index, move |worker| async move {
+                            while let Some(request) = worker.accept().await {
+                                if let Some(watch) = gatekeeper.admit(request) {
+                                    worker.spawn(watch);
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                for worker in loops {
+                    worker.await;
+                }
+            }
+        }
+    }
+
+    async fn shutdown(self) {
+        match self {
+            Self::Tokio(server) => server.shutdown().await,
+            Self::Uring(server) => {
+                // Joining blocks until every worker's connections are gone.
+                let _ = tokio::task::spawn_blocking(move || server.join()).await;
+            }
         }
     }
 }

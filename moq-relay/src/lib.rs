@@ -8,8 +8,8 @@
 //! [`metrics`] over HTTP, and a graceful stop (GOAWAY, drain, exit).
 //!
 //! It **is not** the protocol (that is `moq_net`) nor a socket driver: it is the policy
-//! around them, over any driver that implements [`driver::Listener`] (today `moq_tokio`,
-//! work-stealing or thread per core, chosen by `[server] driver`). The `moq-relay` binary is a thin command
+//! around them, over any driver that implements [`driver::Listener`] (`moq_tokio`,
+//! work-stealing or thread per core, and `moq_uring`, chosen by `[server] driver`). The `moq-relay` binary is a thin command
 //! line over [`Relay`]; an application can run one in-process the same way:
 //!
 //! ```no_run
@@ -24,6 +24,7 @@
 pub mod auth;
 pub mod config;
 pub mod driver;
+pub mod gatekeeper;
 mod http;
 pub mod metrics;
 mod relay;

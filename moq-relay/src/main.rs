@@ -169,7 +169,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         Driver::Tokio => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build(),
-        Driver::TokioPerCore => tokio::runtime::Builder::new_current_thread()
+        Driver::TokioPerCore | Driver::Uring => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build(),
     }

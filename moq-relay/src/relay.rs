@@ -4,21 +4,21 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
-use moq_net::model::{Origin, Path};
-use moq_net::session::{Authorize, Origins, Session, SessionConfig};
+use moq_net::model::Origin;
+use moq_net::session::SessionConfig;
 use moq_runtime::admission::Admission;
-use moq_runtime::binding::Binding;
-use moq_runtime::server::{Request, ServerConfig};
+use moq_runtime::server::ServerConfig;
 use moq_runtime::tls::{Certificate, Fingerprint};
-use moq_runtime::webtransport::StatusCode;
 
 use crate::auth::{AuthError, Authorizer, Key};
 use crate::config::Config;
 use crate::driver::{self, Listener};
+use crate::gatekeeper::Gatekeeper;
 use crate::http::{HttpLimits, HttpServer};
-use crate::metrics::{Metrics, Refusal};
+use crate::metrics::Metrics;
 
 /// Why the relay could not start.
 #[derive(Debug, thiserror::Error)]
@@ -32,9 +32,9 @@ pub enum RelayError {
     /// The auth key could not be loaded.
     #[error("auth.key: {0}")]
     Auth(#[from] AuthError),
-    /// The UDP port could not be bound.
+    /// The UDP port could not be bound, or the driver could not start.
     #[error("server.bind: {0}")]
-    Bind(moq_tokio::Error),
+    Bind(driver::BindError),
     /// The HTTP port could not be bound.
     #[error("http.bind {address}: {source}")]
     HttpBind {
@@ -45,19 +45,14 @@ pub enum RelayError {
     },
 }
 
-/// A bound relay, ready to [`run`](Relay::run), on the driver `L` (tokio by default:
-/// work-stealing or thread per core, as configured).
+/// A bound relay, ready to [`run`](Relay::run), on the driver `L` (as configured: tokio
+/// work-stealing or thread per core, or io_uring).
 #[derive(Debug)]
-pub struct Relay<L: Listener = moq_tokio::Server> {
+pub struct Relay<L: Listener = driver::Server> {
     server: L,
     http: Option<HttpServer>,
-    origin: Origin,
-    authorizer: Arc<Authorizer>,
-    metrics: Arc<Metrics>,
+    gatekeeper: Arc<Gatekeeper>,
     fingerprint: Fingerprint,
-    session: SessionConfig,
-    max_sessions: usize,
-    max_pending_setup: usize,
     drain: Duration,
 }
 
@@ -136,17 +131,21 @@ impl Relay {
         } else {
             None
         };
-        let workers = server.counters().to_vec();
-        Ok(Self {
-            server,
-            http,
+        let workers = server.counters();
+        let gatekeeper = Arc::new(Gatekeeper {
             origin: Origin::new(),
             authorizer,
             metrics: Arc::new(Metrics::with_workers(workers)),
-            fingerprint,
             session,
             max_sessions: config.limits.max_sessions,
             max_pending_setup: config.limits.max_pending_setup,
+            next_id: AtomicU64::new(0),
+        });
+        Ok(Self {
+            server,
+            http,
+            gatekeeper,
+            fingerprint,
             drain: config.drain(),
         })
     }
@@ -170,7 +169,7 @@ impl<L: Listener> Relay<L> {
 
     /// The origin every session shares.
     pub fn origin(&self) -> &Origin {
-        &self.origin
+        &self.gatekeeper.origin
     }
 
     /// Serves until `shutdown` completes, then drains: GOAWAY to every session, up to the
@@ -182,23 +181,18 @@ impl<L: Listener> Relay<L> {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        let http = self
-            .http
-            .take()
-            .map(|http| http.spawn(self.metrics.clone(), self.origin.clone(), hex));
-        tokio::pin!(shutdown);
-        let mut next_id = 0u64;
-        loop {
-            tokio::select! {
-                request = self.server.accept() => match request {
-                    Some(request) => {
-                        next_id += 1;
-                        self.admit(next_id, request);
-                    }
-                    None => break,
-                },
-                () = &mut shutdown => break,
-            }
+        let http = self.http.take().map(|http| {
+            http.spawn(
+                self.gatekeeper.metrics.clone(),
+                self.gatekeeper.origin.clone(),
+                hex,
+            )
+        });
+        // The driver admits clients through the gatekeeper until it stops, or until the
+        // shutdown signal.
+        tokio::select! {
+            () = self.server.serve(self.gatekeeper.clone()) => {}
+            () = shutdown => {}
         }
         self.drain().await;
         if let Some(http) = http {
@@ -212,116 +206,10 @@ impl<L: Listener> Relay<L> {
         }
     }
 
-    /// Accepts or refuses one client.
-    ///
-    /// A session counts against `limits.max_sessions` once established: at its CONNECT
-    /// over WebTransport, at its SETUP over raw QUIC. A raw-QUIC connection waiting for
-    /// its SETUP counts against `limits.max_pending_setup` instead, so that connections
-    /// that never say who they are cannot take established sessions' places.
-    fn admit(&self, id: u64, request: Request<L::Runtime>) {
-        let remote = request.remote_addr();
-        let binding = request.binding();
-        if binding == Binding::WebTransport && self.metrics.session_count() >= self.max_sessions {
-            tracing::warn!(?remote, "refused: limits.max_sessions reached");
-            self.metrics.refused(Refusal::TooManySessions);
-            request.reject(
-                StatusCode::SERVICE_UNAVAILABLE,
-                moq_net::Error::BoundsExceeded,
-            );
-            return;
-        }
-        if binding == Binding::Quic && self.metrics.pending_count() >= self.max_pending_setup {
-            tracing::warn!(?remote, "refused: limits.max_pending_setup reached");
-            self.metrics.refused(Refusal::TooManyPending);
-            request.reject(
-                StatusCode::SERVICE_UNAVAILABLE,
-                moq_net::Error::BoundsExceeded,
-            );
-            return;
-        }
-        let session = match binding {
-            // The path (and token) came with the CONNECT: decide now.
-            Binding::WebTransport => {
-                let path = request.path().unwrap_or_default();
-                match self
-                    .authorizer
-                    .authorize(&self.origin, &path, SystemTime::now())
-                {
-                    Ok(grant) => {
-                        tracing::info!(?remote, root = %grant.root, "webtransport session");
-                        request.accept_with(self.session_config(grant.origins, None))
-                    }
-                    Err(error) => {
-                        tracing::warn!(?remote, %error, "refused");
-                        self.metrics.refused(Refusal::Unauthorized);
-                        request.reject(StatusCode::FORBIDDEN, moq_net::Error::Unauthorized);
-                        return;
-                    }
-                }
-            }
-            // The path arrives in SETUP: the session decides when it does.
-            Binding::Quic => {
-                let (authorizer, origin, metrics, max_sessions) = (
-                    self.authorizer.clone(),
-                    self.origin.clone(),
-                    self.metrics.clone(),
-                    self.max_sessions,
-                );
-                let hook = Authorize::new(move |setup| {
-                    let path = setup.path.as_deref().unwrap_or("/");
-                    match authorizer.authorize(&origin, path, SystemTime::now()) {
-                        Ok(_) if !metrics.try_establish(id, max_sessions) => {
-                            tracing::warn!(
-                                ?remote,
-                                "refused at SETUP: limits.max_sessions reached"
-                            );
-                            metrics.refused(Refusal::TooManySessions);
-                            Err(moq_net::Error::BoundsExceeded)
-                        }
-                        Ok(grant) => {
-                            tracing::info!(?remote, root = %grant.root, "quic session");
-                            Ok(grant.origins)
-                        }
-                        Err(error) => {
-                            tracing::warn!(?remote, %error, "refused");
-                            metrics.refused(Refusal::Unauthorized);
-                            Err(moq_net::Error::Unauthorized)
-                        }
-                    }
-                });
-                request.accept_with(self.session_config(Origins::default(), Some(hook)))
-            }
-        };
-        self.watch(id, session, binding == Binding::WebTransport);
-    }
-
-    fn session_config(&self, origins: Origins, authorize: Option<Authorize>) -> SessionConfig {
-        SessionConfig {
-            publish: origins.publish,
-            subscribe: origins.subscribe,
-            valid_for: origins.valid_for,
-            subscribe_prefix: Path::root(),
-            authorize,
-            ..self.session.clone()
-        }
-    }
-
-    /// Counts the session while it lives (established already, or once its SETUP is
-    /// authorized), and how it ended.
-    fn watch(&self, id: u64, session: Session, established: bool) {
-        self.metrics.opened(id, session.clone(), established);
-        let metrics = self.metrics.clone();
-        tokio::spawn(async move {
-            let error = session.closed().await;
-            tracing::debug!(id, %error, "session ended");
-            metrics.closed(id, error);
-        });
-    }
-
     /// GOAWAY to every session, then up to the drain deadline for them to leave; the rest
     /// are closed (a clean close: their subscribers see their tracks end).
     async fn drain(&self) {
-        let sessions = self.metrics.live_sessions();
+        let sessions = self.gatekeeper.metrics.live_sessions();
         tracing::info!(sessions = sessions.len(), drain = ?self.drain, "shutting down");
         for session in &sessions {
             session.goaway("");
@@ -335,7 +223,7 @@ impl<L: Listener> Relay<L> {
                 break;
             }
         }
-        let remaining = self.metrics.live_sessions();
+        let remaining = self.gatekeeper.metrics.live_sessions();
         tracing::info!(
             left = sessions.len().saturating_sub(remaining.len()),
             closed_at_deadline = remaining.len(),

@@ -274,6 +274,104 @@ fn the_thread_per_core_relay_serves_every_binding_pair_and_shows_its_workers() {
     );
 }
 
+/// The io_uring relay, as an operator starts it: the CLI round trips over every binding
+/// pair, both workers in `/metrics` with no misrouted packet, and SIGTERM drains and
+/// exits 0.
+#[test]
+fn the_io_uring_relay_serves_every_binding_pair_shows_its_workers_and_stops_on_sigterm() {
+    let mut relay = Relay::start(&["--driver", "uring", "--workers", "2"]);
+    for (publisher, subscriber) in [("moqt", "moqt"), ("https", "https"), ("moqt", "https")] {
+        let path = format!("{publisher}-to-{subscriber}");
+        let reader = subscribe(&relay, &relay.url(subscriber, "demo"), &path, 2);
+        let writer = publish(&relay, &relay.url(publisher, "demo"), &path, "one\ntwo\n");
+        let (ok, out, err) = collect(reader);
+        assert!(ok, "{publisher} -> {subscriber}: subscriber failed: {err}");
+        assert_eq!(out, "one\ntwo\n", "{publisher} -> {subscriber}");
+        let (ok, _, err) = collect(writer);
+        assert!(ok, "{publisher} -> {subscriber}: publisher failed: {err}");
+    }
+    let metrics = relay.http_get("/metrics");
+    for worker in ["0", "1"] {
+        assert!(
+            metrics.contains(&format!(
+                "moq_relay_worker_misrouted_packets_total{{worker=\"{worker}\"}} 0\n"
+            )),
+            "{metrics}"
+        );
+    }
+    let status = relay.terminate();
+    assert!(status.success(), "the relay's exit: {status}");
+}
+
+/// Where io_uring is refused (here by a seccomp filter like a container runtime's, on the
+/// relay process), `--driver uring` does not start, and says why and what to do.
+#[test]
+fn the_io_uring_relay_refuses_to_start_where_io_uring_is_refused() {
+    use std::os::unix::process::CommandExt;
+    // A classic BPF program: io_uring_setup fails with EPERM, everything else is allowed.
+    #[cfg(target_arch = "x86_64")]
+    const AUDIT_ARCH: u32 = 0xC000_003E;
+    #[cfg(target_arch = "aarch64")]
+    const AUDIT_ARCH: u32 = 0xC000_00B7;
+    let op = |code: u32, k: u32, jt: u8, jf: u8| nix::libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    };
+    let load = nix::libc::BPF_LD | nix::libc::BPF_W | nix::libc::BPF_ABS;
+    let equal = nix::libc::BPF_JMP | nix::libc::BPF_JEQ | nix::libc::BPF_K;
+    let ret = nix::libc::BPF_RET | nix::libc::BPF_K;
+    let filter = [
+        op(load, 4, 0, 0),
+        op(equal, AUDIT_ARCH, 1, 0),
+        op(ret, nix::libc::SECCOMP_RET_ALLOW, 0, 0),
+        op(load, 0, 0, 0),
+        op(equal, nix::libc::SYS_io_uring_setup as u32, 0, 1),
+        op(
+            ret,
+            nix::libc::SECCOMP_RET_ERRNO | nix::libc::EPERM as u32,
+            0,
+            0,
+        ),
+        op(ret, nix::libc::SECCOMP_RET_ALLOW, 0, 0),
+    ];
+    let program = nix::libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr().cast_mut(),
+    };
+    let program_address = &program as *const nix::libc::sock_fprog as usize;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_moq-relay"));
+    command
+        .args(["--bind", "127.0.0.1:0", "--no-http", "--driver", "uring"])
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: between fork and exec the closure makes two system calls and allocates
+    // nothing; `program` and `filter` outlive the spawn (the child has a copy of them).
+    unsafe {
+        command.pre_exec(move || {
+            let program = program_address as *const nix::libc::sock_fprog;
+            if nix::libc::prctl(nix::libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || nix::libc::syscall(
+                    nix::libc::SYS_seccomp,
+                    nix::libc::SECCOMP_SET_MODE_FILTER,
+                    0,
+                    program,
+                ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let output = finish(command);
+    assert!(!output.status.success(), "the relay must not start");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("io_uring is refused here"), "{stderr}");
+    assert!(stderr.contains("tokio driver"), "{stderr}");
+}
+
 /// A relay requiring tokens signed by `key`, with `anon` public.
 fn authenticated_relay(key: &Key) -> (Relay, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();

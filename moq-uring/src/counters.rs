@@ -14,10 +14,14 @@ pub struct WorkerCounters {
     pub receives: AtomicU64,
     /// Datagrams received.
     pub datagrams_received: AtomicU64,
+    /// Receives that held more than one datagram (GRO trains).
+    pub coalesced_receives: AtomicU64,
     /// `sendmsg` operations submitted: one per batch with GSO, per datagram without.
     pub sendmsgs: AtomicU64,
     /// Datagrams sent.
     pub datagrams_sent: AtomicU64,
+    /// `sendmsg`s that carried more than one datagram (GSO batches).
+    pub batched_sendmsgs: AtomicU64,
     /// Times the receive buffers ran out (`ENOBUFS`): the receive was armed again once
     /// buffers came back.
     pub buffer_exhaustions: AtomicU64,
@@ -38,8 +42,10 @@ impl WorkerCounters {
             parks: read(&self.parks),
             receives: read(&self.receives),
             datagrams_received: read(&self.datagrams_received),
+            coalesced_receives: read(&self.coalesced_receives),
             sendmsgs: read(&self.sendmsgs),
             datagrams_sent: read(&self.datagrams_sent),
+            batched_sendmsgs: read(&self.batched_sendmsgs),
             buffer_exhaustions: read(&self.buffer_exhaustions),
             truncated: read(&self.truncated),
         }
@@ -54,8 +60,10 @@ pub struct WorkerSnapshot {
     pub parks: u64,
     pub receives: u64,
     pub datagrams_received: u64,
+    pub coalesced_receives: u64,
     pub sendmsgs: u64,
     pub datagrams_sent: u64,
+    pub batched_sendmsgs: u64,
     pub buffer_exhaustions: u64,
     pub truncated: u64,
 }

@@ -133,6 +133,9 @@ impl Port {
                     .handle_datagram(datagram, datagrams.source, now);
             }
             counters.add(&counters.datagrams_received, count);
+            if count > 1 {
+                counters.add(&counters.coalesced_receives, 1);
+            }
         }
         if !received.more {
             buffers.give_back(buffer);
@@ -172,7 +175,11 @@ impl Port {
                 .div_ceil(transmit.segment_size.max(1))
                 .max(1);
             counters.add(&counters.datagrams_sent, datagrams as u64);
+            let before = self.prepared.len();
             self.sends.prepare(transmit, &mut self.prepared);
+            if self.prepared.len() - before == 1 && datagrams > 1 {
+                counters.add(&counters.batched_sendmsgs, 1);
+            }
         }
         if !self.prepared.is_empty() {
             tracing::trace!(port = index, sendmsgs = self.prepared.len(), "sending");

@@ -1,0 +1,152 @@
+//! Who may connect, with which rights, how many: the relay's admission policy, the same
+//! on every driver, callable from any of its threads.
+//!
+//! A driver hands each client whose handshakes completed to [`Gatekeeper::admit`] (the
+//! tokio drivers on the relay's accept loop, the io_uring one on the worker that holds
+//! the connection) and runs the task it returns.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use moq_net::model::{Origin, Path};
+use moq_net::runtime::Runtime;
+use moq_net::session::{Authorize, Origins, Session, SessionConfig};
+use moq_runtime::binding::{Binding, BindingSession};
+use moq_runtime::server::Request;
+use moq_runtime::webtransport::StatusCode;
+
+use crate::auth::Authorizer;
+use crate::metrics::{Metrics, Refusal};
+
+/// The relay's admission policy and what it counts with.
+#[derive(Debug)]
+pub struct Gatekeeper {
+    pub(crate) origin: Origin,
+    pub(crate) authorizer: Arc<Authorizer>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) session: SessionConfig,
+    pub(crate) max_sessions: usize,
+    pub(crate) max_pending_setup: usize,
+    /// The last session id given.
+    pub(crate) next_id: AtomicU64,
+}
+
+impl Gatekeeper {
+    /// Accepts or refuses one client; if accepted, returns the task that counts its
+    /// session until it ends (the caller runs it, on the driver's runtime).
+    ///
+    /// A session counts against `limits.max_sessions` once established: at its CONNECT
+    /// over WebTransport, at its SETUP over raw QUIC. A raw-QUIC connection waiting for
+    /// its SETUP counts against `limits.max_pending_setup` instead, so that connections
+    /// that never say who they are cannot take established sessions' places.
+    pub fn admit<R>(&self, request: Request<R>) -> Option<impl Future<Output = ()> + Send + 'static>
+    where
+        R: Runtime<Transport = BindingSession>,
+    {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let remote = request.remote_addr();
+        let binding = request.binding();
+        if binding == Binding::WebTransport && self.metrics.session_count() >= self.max_sessions {
+            tracing::warn!(?remote, "refused: limits.max_sessions reached");
+            self.metrics.refused(Refusal::TooManySessions);
+            request.reject(
+                StatusCode::SERVICE_UNAVAILABLE,
+                moq_net::Error::BoundsExceeded,
+            );
+            return None;
+        }
+        if binding == Binding::Quic && self.metrics.pending_count() >= self.max_pending_setup {
+            tracing::warn!(?remote, "refused: limits.max_pending_setup reached");
+            self.metrics.refused(Refusal::TooManyPending);
+            request.reject(
+                StatusCode::SERVICE_UNAVAILABLE,
+                moq_net::Error::BoundsExceeded,
+            );
+            return None;
+        }
+        let session = match binding {
+            // The path (and token) came with the CONNECT: decide now.
+            Binding::WebTransport => {
+                let path = request.path().unwrap_or_default();
+                match self
+                    .authorizer
+                    .authorize(&self.origin, &path, SystemTime::now())
+                {
+                    Ok(grant) => {
+                        tracing::info!(?remote, root = %grant.root, "webtransport session");
+                        request.accept_with(self.session_config(grant.origins, None))
+                    }
+                    Err(error) => {
+                        tracing::warn!(?remote, %error, "refused");
+                        self.metrics.refused(Refusal::Unauthorized);
+                        request.reject(StatusCode::FORBIDDEN, moq_net::Error::Unauthorized);
+                        return None;
+                    }
+                }
+            }
+            // The path arrives in SETUP: the session decides when it does.
+            Binding::Quic => {
+                let (authorizer, origin, metrics, max_sessions) = (
+                    self.authorizer.clone(),
+                    self.origin.clone(),
+                    self.metrics.clone(),
+                    self.max_sessions,
+                );
+                let hook = Authorize::new(move |setup| {
+                    let path = setup.path.as_deref().unwrap_or("/");
+                    match authorizer.authorize(&origin, path, SystemTime::now()) {
+                        Ok(_) if !metrics.try_establish(id, max_sessions) => {
+                            tracing::warn!(
+                                ?remote,
+                                "refused at SETUP: limits.max_sessions reached"
+                            );
+                            metrics.refused(Refusal::TooManySessions);
+                            Err(moq_net::Error::BoundsExceeded)
+                        }
+                        Ok(grant) => {
+                            tracing::info!(?remote, root = %grant.root, "quic session");
+                            Ok(grant.origins)
+                        }
+                        Err(error) => {
+                            tracing::warn!(?remote, %error, "refused");
+                            metrics.refused(Refusal::Unauthorized);
+                            Err(moq_net::Error::Unauthorized)
+                        }
+                    }
+                });
+                request.accept_with(self.session_config(Origins::default(), Some(hook)))
+            }
+        };
+        Some(self.watch(id, session, binding == Binding::WebTransport))
+    }
+
+    fn session_config(&self, origins: Origins, authorize: Option<Authorize>) -> SessionConfig {
+        SessionConfig {
+            publish: origins.publish,
+            subscribe: origins.subscribe,
+            valid_for: origins.valid_for,
+            subscribe_prefix: Path::root(),
+            authorize,
+            ..self.session.clone()
+        }
+    }
+
+    /// Counts the session while it lives (established already, or once its SETUP is
+    /// authorized), and how it ended.
+    fn watch(
+        &self,
+        id: u64,
+        session: Session,
+        established: bool,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        self.metrics.opened(id, session.clone(), established);
+        let metrics = self.metrics.clone();
+        async move {
+            let error = session.closed().await;
+            tracing::debug!(id, %error, "session ended");
+            metrics.closed(id, error);
+        }
+    }
+}
