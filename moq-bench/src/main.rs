@@ -48,6 +48,11 @@ enum Command {
     Suite(SuiteArgs),
     /// Draws relay CPU per message against connections from JSON lines, as SVG.
     Chart(ChartArgs),
+    /// The driver ablation matrix at one offered load: every --drivers driver × GSO on/off
+    /// × GRO on/off × receive batching on/off (where the driver has the choice), each a
+    /// fresh relay: relay CPU, system calls and sends per delivery, datagrams per send
+    /// and per receive.
+    Ablation(AblationArgs),
     /// Chat load with churn (members join, publish, subscribe, leave and come back) for
     /// --minutes against one relay process: relay RSS and CPU and the sessions every
     /// sample, then the verdict (nothing lost, no session ended by the relay, RSS drift
@@ -309,6 +314,27 @@ struct SuiteArgs {
 }
 
 #[derive(Debug, Args)]
+struct AblationArgs {
+    #[command(flatten)]
+    load: LoadArgs,
+    #[command(flatten)]
+    output: Output,
+    /// The moq-relay binary [default: the one beside moq-bench].
+    #[arg(long, value_name = "FILE")]
+    relay_binary: Option<String>,
+    /// The drivers to measure.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "tokio,tokio-per-core,uring"
+    )]
+    drivers: Vec<String>,
+    /// Workers of the thread-per-core drivers.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+}
+
+#[derive(Debug, Args)]
 struct ChartArgs {
     /// JSON lines written by `run`, `compare`, `sweep` or `suite`.
     #[arg(long, value_name = "FILE")]
@@ -337,6 +363,7 @@ fn main() -> std::process::ExitCode {
             Command::Sweep(args) => sweep(args).await,
             Command::Suite(args) => suite(args).await,
             Command::Chart(args) => chart_from(&args.json, &args.out),
+            Command::Ablation(args) => ablation(args).await,
             Command::Soak(args) => soak(args).await,
             Command::Round(args) => {
                 let record = measure_round(
@@ -505,6 +532,54 @@ async fn compare(args: CompareArgs) -> Result<(), String> {
             paired,
         };
         append_json(&args.output, &record.to_json())?;
+    }
+    Ok(())
+}
+
+async fn ablation(args: AblationArgs) -> Result<(), String> {
+    let binary = args.relay_binary.clone().unwrap_or_else(|| {
+        std::env::current_exe()
+            .ok()
+            .map(|exe| exe.with_file_name("moq-relay"))
+            .filter(|path| path.exists())
+            .map_or_else(|| "moq-relay".to_owned(), |p| p.display().to_string())
+    });
+    let workload = args.load.workload();
+    let mut rows = Vec::new();
+    println!("{}", RunRecord::table_header());
+    for configuration in moq_bench::ablation::Configuration::matrix(&args.drivers) {
+        let template = configuration.template(&binary, args.workers);
+        let label = configuration.label();
+        let record = round_of(&workload, &args.load, &template, &label, 1, &args.output).await?;
+        emit_run(&record, &args.output)?;
+        rows.push((label, record));
+    }
+    println!();
+    println!(
+        "{:<34} {:>11} {:>9} {:>10} {:>10} {:>9} {:>9} {:>8}",
+        "configuration",
+        "relay µs/d",
+        "loss",
+        "syscall/d",
+        "sends/d",
+        "dgram/snd",
+        "dgram/rcv",
+        "p50 ms"
+    );
+    for (label, record) in &rows {
+        let io = record.relay_io.clone().unwrap_or_default();
+        println!(
+            "{:<34} {:>11.2} {:>8.2}% {:>10} {:>10.3} {:>9.2} {:>9.2} {:>8.2}",
+            label,
+            record.relay.cpu_us_per_delivery,
+            record.loss * 100.0,
+            io.syscalls_per_delivery
+                .map_or_else(|| "n/a".to_owned(), |calls| format!("{calls:.3}")),
+            io.send_calls_per_delivery,
+            io.datagrams_per_send,
+            io.datagrams_per_receive,
+            record.latency_us.p50 as f64 / 1000.0,
+        );
     }
     Ok(())
 }
@@ -720,12 +795,21 @@ async fn measure(
         return Err(error);
     }
 
+    // The relay's system calls, counted from just before the window (perf takes a moment
+    // to attach) to the end of the drain, as its CPU is.
+    let syscalls = relay
+        .http_port
+        .and_then(|_| moq_bench::io::SyscallCount::start(relay.pid));
     // One window for every publisher, starting a moment from now so that all see it first.
     let started = Instant::now() + Duration::from_millis(50);
     let window_end = started + Duration::from_secs_f64(workload.seconds);
     let _ = tally.window.set((started, window_end));
     tally.measuring.store(true, Ordering::Relaxed);
     tokio::time::sleep_until(tokio::time::Instant::from_std(started)).await;
+    let io_before = relay
+        .http_port
+        .map(moq_bench::io::driver_counters)
+        .transpose()?;
     let relay_before = relay.usage()?;
     let client_before = client_usage();
     let progress = progress_bar(workload.seconds);
@@ -759,6 +843,11 @@ async fn measure(
     }
     let elapsed = started.elapsed().as_secs_f64();
     let relay_cost = relay_before.until(&relay.usage()?);
+    let io_after = relay
+        .http_port
+        .map(moq_bench::io::driver_counters)
+        .transpose()?;
+    let syscalls = syscalls.and_then(moq_bench::io::SyscallCount::stop);
     let client_cost = client_before.until(&client_usage());
     if let Some(bar) = progress {
         bar.finish_and_clear();
@@ -803,6 +892,9 @@ async fn measure(
             ..cost(client_cost, &client_before, 0)
         },
         relay_rss: rss,
+        relay_io: io_before
+            .zip(io_after)
+            .map(|(before, after)| moq_bench::io::RelayIo::of(before, after, syscalls, delivered)),
     })
 }
 

@@ -56,6 +56,9 @@ pub struct RunRecord {
     /// leak shows as a line that keeps rising.
     #[serde(default)]
     pub relay_rss: Vec<RssSample>,
+    /// The relay's I/O over the measured phase, where it serves `/metrics`.
+    #[serde(default)]
+    pub relay_io: Option<crate::io::RelayIo>,
 }
 
 /// A process's resident memory at one moment of a run.
@@ -215,6 +218,7 @@ mod tests {
                 seconds: 1.0,
                 bytes: 49 << 20,
             }],
+            relay_io: None,
         }
     }
 

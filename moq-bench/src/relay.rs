@@ -2,11 +2,13 @@
 //! round, measured from `/proc` (CPU in nanoseconds and context switches of every thread,
 //! resident memory), watched for an early exit, and stopped.
 //!
-//! The template is a shell-free argument list with two placeholders: `{port}` (a free
-//! loopback port for the relay's UDP listener) and `{fingerprint_file}` (where a relay
-//! like ours writes its certificate fingerprint once it listens; the bench waits for it
-//! and pins it). A relay that writes no such file is given `--startup` to come up, and the
-//! clients then skip certificate verification.
+//! The template is a shell-free argument list with placeholders: `{port}` (a free
+//! loopback port for the relay's UDP listener), `{fingerprint_file}` (where a relay like
+//! ours writes its certificate fingerprint once it listens; the bench waits for it and
+//! pins it), and optionally `{http_port}` (a free TCP port for the relay's `/metrics`,
+//! which the bench then reads for the driver's I/O counters). A relay that writes no
+//! fingerprint file is given `--startup` to come up, and the clients then skip
+//! certificate verification.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -17,10 +19,13 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 pub struct RelayProcess {
     child: Mutex<Child>,
-    pid: u32,
+    /// Its process id.
+    pub pid: u32,
     stderr: PathBuf,
     /// The UDP port it listens on.
     pub port: u16,
+    /// The TCP port of its `/metrics`, if the template placed one.
+    pub http_port: Option<u16>,
     /// Its certificate's fingerprint, if it wrote one.
     pub fingerprint: Option<String>,
     _scratch: PathBuf,
@@ -67,9 +72,16 @@ impl RelayProcess {
         let waits_for_file = template
             .iter()
             .any(|arg| arg.contains("{fingerprint_file}"));
+        let http_port = if template.iter().any(|arg| arg.contains("{http_port}")) {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+            Some(listener.local_addr().map_err(|e| e.to_string())?.port())
+        } else {
+            None
+        };
         let fill = |arg: &String| {
             arg.replace("{port}", &port.to_string())
                 .replace("{fingerprint_file}", &fingerprint_file.to_string_lossy())
+                .replace("{http_port}", &http_port.unwrap_or(0).to_string())
         };
         let stderr = scratch.join("stderr.log");
         let stderr_file =
@@ -87,6 +99,7 @@ impl RelayProcess {
             child: Mutex::new(child),
             stderr,
             port,
+            http_port,
             fingerprint: None,
             _scratch: scratch,
         };

@@ -39,6 +39,15 @@ pub struct ServerSection {
     /// Worker threads of a thread-per-core driver, each pinned to a core with a socket of
     /// its own on the port; 0 for one per core the process may use. Ignored by `tokio`.
     pub workers: usize,
+    /// Send batches of datagrams to one destination as one `sendmsg` (UDP GSO). Off only
+    /// to measure it, or for a path that mangles it.
+    pub gso: bool,
+    /// Receive coalesced datagrams (UDP GRO). Off only to measure it.
+    pub gro: bool,
+    /// Datagrams one receive call takes at most (`recvmmsg`), 1 to 32; 1 turns receive
+    /// batching off. The tokio drivers only: io_uring's multishot receive has no batch
+    /// size.
+    pub recv_batch: usize,
 }
 
 impl Default for ServerSection {
@@ -48,6 +57,9 @@ impl Default for ServerSection {
             bind: SocketAddr::from(([0u16; 8], 4443)),
             driver: Driver::Tokio,
             workers: 0,
+            gso: true,
+            gro: true,
+            recv_batch: moq_runtime::udp::RECV_BATCH,
         }
     }
 }
@@ -333,6 +345,12 @@ impl Config {
         }
         if self.server.workers > moq_tokio::MAX_WORKERS {
             return invalid("server.workers", "must be at most 256 (0: one per core)");
+        }
+        if !(1..=moq_runtime::udp::RECV_BATCH).contains(&self.server.recv_batch) {
+            return invalid(
+                "server.recv_batch",
+                &format!("must be between 1 and {}", moq_runtime::udp::RECV_BATCH),
+            );
         }
         if self.limits.max_sessions == 0 {
             return invalid("limits.max_sessions", "must be at least 1");

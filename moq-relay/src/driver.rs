@@ -66,7 +66,11 @@ pub async fn bind(server: &ServerSection, config: ServerConfig) -> Result<Server
         Driver::Uring => Server::Uring(moq_uring::Server::bind(
             config,
             server.worker_count(),
-            moq_uring::UringConfig::default(),
+            moq_uring::UringConfig {
+                gso: server.gso,
+                gro: server.gro,
+                ..moq_uring::UringConfig::default()
+            },
             |_| async {},
         )?),
     })

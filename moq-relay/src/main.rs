@@ -58,6 +58,15 @@ struct ServeArgs {
     /// Worker threads of a thread-per-core driver, 0 for one per core [default: 0].
     #[arg(long, value_name = "N")]
     workers: Option<usize>,
+    /// Send one datagram per sendmsg (no UDP GSO): to measure GSO.
+    #[arg(long)]
+    no_gso: bool,
+    /// Receive datagrams uncoalesced (no UDP GRO): to measure GRO.
+    #[arg(long)]
+    no_gro: bool,
+    /// Datagrams one receive call takes at most, 1 to 32 (tokio drivers) [default: 32].
+    #[arg(long, value_name = "N")]
+    recv_batch: Option<usize>,
     /// Certificate chain (PEM); with --tls-key, instead of a self-signed certificate.
     #[arg(long, value_name = "FILE")]
     tls_cert: Option<PathBuf>,
@@ -207,6 +216,15 @@ fn configure(args: &ServeArgs) -> Result<Config, String> {
     }
     if let Some(workers) = args.workers {
         config.server.workers = workers;
+    }
+    if args.no_gso {
+        config.server.gso = false;
+    }
+    if args.no_gro {
+        config.server.gro = false;
+    }
+    if let Some(batch) = args.recv_batch {
+        config.server.recv_batch = batch;
     }
     if args.tls_cert.is_some() {
         config.tls.cert = args.tls_cert.clone();

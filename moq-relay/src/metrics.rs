@@ -367,6 +367,24 @@ impl Metrics {
             &per_worker(|c| c.datagrams.load(Ordering::Relaxed)),
         );
         metric(
+            "worker_receive_calls_total",
+            "counter",
+            "Receive operations of each driver worker that returned datagrams (recvmmsg calls, io_uring receive completions).",
+            &per_worker(|c| c.receive_calls.load(Ordering::Relaxed)),
+        );
+        metric(
+            "worker_datagrams_sent_total",
+            "counter",
+            "UDP datagrams each driver worker sent.",
+            &per_worker(|c| c.datagrams_sent.load(Ordering::Relaxed)),
+        );
+        metric(
+            "worker_send_calls_total",
+            "counter",
+            "Send operations of each driver worker (sendmsg calls, io_uring sendmsgs): with GSO, one per batch.",
+            &per_worker(|c| c.send_calls.load(Ordering::Relaxed)),
+        );
+        metric(
             "worker_misrouted_packets_total",
             "counter",
             "Packets that reached a worker other than their connection's (dropped): the steering missed, e.g. after a restart with another worker count.",

@@ -97,6 +97,9 @@ impl Relay {
             ..SessionConfig::default()
         };
         let mut server_config = ServerConfig::new(config.server.bind, certificate, session.clone());
+        server_config.udp.gso = config.server.gso;
+        server_config.udp.gro = config.server.gro;
+        server_config.udp.recv_batch = config.server.recv_batch;
         // A connection over the session limit must still reach us to be refused cleanly.
         server_config.admission = Admission {
             // Established sessions, connections waiting for their SETUP, and a margin

@@ -81,11 +81,21 @@ pub enum EndpointError {
     },
 }
 
-/// What an endpoint counts, readable from any thread while it runs.
+/// What an endpoint counts, readable from any thread while it runs. The endpoint counts
+/// datagrams and misrouted packets; its driver counts its I/O (the system calls, or ring
+/// operations, that moved the datagrams), so that drivers can be compared per delivery.
 #[derive(Debug, Default)]
 pub struct EndpointCounters {
     /// Datagrams handled.
     pub datagrams: AtomicU64,
+    /// Receive operations that returned datagrams (`recvmmsg` calls, ring receive
+    /// completions): with GRO and receive batching, fewer than `datagrams`.
+    pub receive_calls: AtomicU64,
+    /// Datagrams sent.
+    pub datagrams_sent: AtomicU64,
+    /// Send operations (`sendmsg` calls, or ring `sendmsg`s): with GSO, fewer than
+    /// `datagrams_sent`.
+    pub send_calls: AtomicU64,
     /// Short-header packets for a connection ID that names another worker: steered to
     /// the wrong worker (the worker count changed across a restart, or a client
     /// migrated). Dropped.

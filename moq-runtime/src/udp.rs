@@ -38,10 +38,14 @@ pub struct UdpConfig {
     pub send_buffer: Option<usize>,
     /// `SO_RCVBUF` in bytes; `None` keeps the system default.
     pub recv_buffer: Option<usize>,
+    /// Datagrams (or GRO trains) one receive call takes at most, up to [`RECV_BATCH`]
+    /// (`recvmmsg`); 1 turns receive batching off. A driver that receives otherwise
+    /// (io_uring's multishot receive) ignores it.
+    pub recv_batch: usize,
 }
 
 impl Default for UdpConfig {
-    /// GSO and GRO on, no reuseport, 4 MiB buffers each way.
+    /// GSO and GRO on, no reuseport, 4 MiB buffers each way, receives batched.
     fn default() -> Self {
         Self {
             gso: true,
@@ -49,6 +53,7 @@ impl Default for UdpConfig {
             reuse_port: false,
             send_buffer: Some(4 << 20),
             recv_buffer: Some(4 << 20),
+            recv_batch: RECV_BATCH,
         }
     }
 }
@@ -138,13 +143,14 @@ impl UdpSocket {
 
     /// Sends `contents` to `to` as datagrams of `segment_size` bytes (the last may be
     /// shorter): one `sendmsg` with `UDP_SEGMENT` when GSO is on and the batch fits
-    /// [`max_segments`](Self::max_segments), one per datagram otherwise. `WouldBlock`
-    /// means the socket buffer is full: retry when it is writable.
-    pub fn send(&self, to: SocketAddr, contents: &[u8], segment_size: usize) -> io::Result<()> {
+    /// [`max_segments`](Self::max_segments), one per datagram otherwise. Returns how many
+    /// `sendmsg` calls it made. `WouldBlock` means the socket buffer is full: retry when
+    /// it is writable.
+    pub fn send(&self, to: SocketAddr, contents: &[u8], segment_size: usize) -> io::Result<usize> {
         let segment_size = segment_size.max(1);
         let segments = contents.len().div_ceil(segment_size);
         if segments <= 1 || (self.gso && segments <= self.max_segments()) {
-            return self.state.try_send(
+            self.state.try_send(
                 UdpSockRef::from(&self.io),
                 &Transmit {
                     destination: to,
@@ -153,12 +159,14 @@ impl UdpSocket {
                     segment_size: (segments > 1).then_some(segment_size),
                     src_ip: None,
                 },
-            );
+            )?;
+            return Ok(1);
         }
+        let mut calls = 0;
         for chunk in contents.chunks(segment_size) {
-            self.send(to, chunk, segment_size)?;
+            calls += self.send(to, chunk, segment_size)?;
         }
-        Ok(())
+        Ok(calls)
     }
 
     /// Receives into `buffers`, filling `meta` for each one used; returns how many. With

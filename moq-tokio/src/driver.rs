@@ -9,11 +9,12 @@
 use std::io::IoSliceMut;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::{Wake, Waker};
 use std::time::Instant;
 
 use moq_runtime::client::ConnectError;
-use moq_runtime::endpoint::{Endpoint, Transmit};
+use moq_runtime::endpoint::{Endpoint, EndpointCounters, Transmit};
 use moq_runtime::quic::QuicConnection;
 use moq_runtime::udp::{RecvMeta, UdpSocket};
 use tokio::io::unix::AsyncFd;
@@ -102,6 +103,7 @@ async fn run(
 ) {
     let flush = Arc::new(NotifyWaker(Notify::new()));
     endpoint.set_waker(&Waker::from(flush.clone()));
+    let counters = endpoint.counters();
     // One receive call takes up to `recv_batch` datagrams (recvmmsg), each buffer large
     // enough for a GRO train of them.
     let mut storage = vec![0u8; recv_batch * RECV_BUFFER];
@@ -121,7 +123,7 @@ async fn run(
         endpoint.handle_timeouts(now);
         endpoint.poll_transmits(now, &mut transmits);
         for transmit in &transmits {
-            send(&socket, transmit).await;
+            send(&socket, transmit, &counters).await;
         }
         endpoint.reclaim(transmits.drain(..));
         while let Some(connection) = endpoint.accept() {
@@ -158,6 +160,7 @@ async fn run(
                         socket.get_ref().recv(&mut buffers[..recv_batch], &mut meta)
                     });
                     if let Ok(Ok(count)) = received {
+                        counters.receive_calls.fetch_add(1, Ordering::Relaxed);
                         let now = Instant::now();
                         for (meta, buffer) in
                             meta[..count].iter().zip(storage.chunks_mut(RECV_BUFFER))
@@ -254,8 +257,9 @@ fn settle(
         .collect()
 }
 
-/// Sends one batch, waiting for the socket when its buffer is full.
-async fn send(socket: &AsyncFd<UdpSocket>, transmit: &Transmit) {
+/// Sends one batch, waiting for the socket when its buffer is full; counts the system
+/// calls and datagrams that left.
+async fn send(socket: &AsyncFd<UdpSocket>, transmit: &Transmit, counters: &EndpointCounters) {
     loop {
         match socket.get_ref().send(
             transmit.destination,
@@ -273,7 +277,19 @@ async fn send(socket: &AsyncFd<UdpSocket>, transmit: &Transmit) {
                 tracing::debug!(%error, destination = %transmit.destination, "a send failed");
                 return;
             }
-            Ok(()) => return,
+            Ok(calls) => {
+                let datagrams = transmit
+                    .contents
+                    .len()
+                    .div_ceil(transmit.segment_size.max(1));
+                counters
+                    .send_calls
+                    .fetch_add(calls as u64, Ordering::Relaxed);
+                counters
+                    .datagrams_sent
+                    .fetch_add(datagrams as u64, Ordering::Relaxed);
+                return;
+            }
         }
     }
 }

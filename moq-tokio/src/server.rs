@@ -70,6 +70,7 @@ impl Server {
             config.acceptor(),
             requests_sender,
             TokioRuntime::current(),
+            config.udp.recv_batch,
         )?;
         let (done, finished) = oneshot::channel();
         tokio::spawn(async move {
@@ -130,6 +131,7 @@ impl Server {
                 endpoint,
                 acceptor: acceptor.clone(),
                 requests: requests_sender.clone(),
+                recv_batch: config.udp.recv_batch,
             };
             std::thread::Builder::new()
                 .name(format!("moq-worker-{index}"))
@@ -194,6 +196,7 @@ struct Worker {
     endpoint: Endpoint,
     acceptor: Acceptor,
     requests: mpsc::UnboundedSender<Request>,
+    recv_batch: usize,
 }
 
 impl Worker {
@@ -225,6 +228,7 @@ impl Worker {
                     self.acceptor,
                     self.requests,
                     TokioRuntime::current(),
+                    self.recv_batch,
                 ) {
                     Ok((handle, task)) => {
                         let _ = ready.send(Ok(handle));
@@ -249,9 +253,10 @@ fn start_worker(
     acceptor: Acceptor,
     requests: mpsc::UnboundedSender<Request>,
     runtime: TokioRuntime,
+    recv_batch: usize,
 ) -> Result<(EndpointHandle, tokio::task::JoinHandle<()>), Error> {
     let (accepted_sender, accepted) = mpsc::unbounded_channel();
-    let started = driver::start(socket, endpoint, Some(accepted_sender), driver::RECV_BATCH)?;
+    let started = driver::start(socket, endpoint, Some(accepted_sender), recv_batch)?;
     tokio::spawn(sort_connections(accepted, requests, acceptor, runtime).in_current_span());
     Ok(started)
 }

@@ -29,6 +29,8 @@ pub(crate) struct Port {
     closing: bool,
     sends: Sends,
     pub(crate) role: Role,
+    /// The endpoint's counters, where the driver's I/O is counted too.
+    io_counters: std::sync::Arc<moq_runtime::endpoint::EndpointCounters>,
     /// Reused each turn.
     transmits: Vec<Transmit>,
     prepared: Vec<Prepared>,
@@ -46,6 +48,7 @@ pub(crate) enum Role {
 impl Port {
     pub(crate) fn new(socket: UdpSocket, endpoint: Endpoint, role: Role, gso: bool) -> Self {
         Self {
+            io_counters: endpoint.counters(),
             socket,
             endpoint,
             receiver: Receiver::new(),
@@ -110,13 +113,9 @@ impl Port {
             return;
         };
         counters.add(&counters.receives, 1);
-        let parsed = self.receiver.parse(buffers.bytes(&received));
-        if parsed
-            .as_ref()
-            .is_none_or(|datagrams| datagrams.payload.is_empty())
-        {
-            tracing::debug!(result, flags, buffer, offset = received.offset, head = ?&buffers.bytes(&received).get(..16), "a receive held no datagram");
-        }
+        self.io_counters
+            .receive_calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(datagrams) = self.receiver.parse(buffers.bytes(&received)) {
             if datagrams.truncated {
                 counters.add(&counters.truncated, 1);
@@ -175,6 +174,9 @@ impl Port {
                 .div_ceil(transmit.segment_size.max(1))
                 .max(1);
             counters.add(&counters.datagrams_sent, datagrams as u64);
+            self.io_counters
+                .datagrams_sent
+                .fetch_add(datagrams as u64, std::sync::atomic::Ordering::Relaxed);
             let before = self.prepared.len();
             self.sends.prepare(transmit, &mut self.prepared);
             if self.prepared.len() - before == 1 && datagrams > 1 {
@@ -194,6 +196,9 @@ impl Port {
             );
             queue.push(&entry)?;
             counters.add(&counters.sendmsgs, 1);
+            self.io_counters
+                .send_calls
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         Ok(())
     }

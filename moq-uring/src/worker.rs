@@ -162,7 +162,7 @@ pub(crate) struct Loop {
     buffers: BufferRing,
     counters: Arc<WorkerCounters>,
     futex_armed: bool,
-    /// The last turn's request count handed over, for the stop condition.
+    /// Stopping: no more requests; the loop ends once every port closed.
     stopping: bool,
 }
 

@@ -204,6 +204,20 @@ fn megabyte_frames_arrive_intact_with_gso_and_gro_on_and_off() {
                 "GRO trains: {case}"
             );
             assert_eq!(server.truncated + client.truncated, 0, "{case}");
+            // The driver's I/O in the endpoint's counters too (what /metrics shows).
+            let endpoint = &harness.servers[0].counters()[0];
+            let read =
+                |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+            assert!(read(&endpoint.receive_calls) > 0, "{case}");
+            assert!(
+                read(&endpoint.receive_calls) <= read(&endpoint.datagrams),
+                "{case}"
+            );
+            assert!(read(&endpoint.send_calls) > 0, "{case}");
+            assert!(
+                read(&endpoint.send_calls) <= read(&endpoint.datagrams_sent),
+                "{case}"
+            );
             drop(harness);
         }
     }
