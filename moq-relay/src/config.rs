@@ -527,6 +527,13 @@ mod tests {
         config.tls.cert = Some("chain.pem".into());
         let error = config.validate().unwrap_err().to_string();
         assert!(error.starts_with("`tls.key`"), "{error}");
+        for batch in [0, 33] {
+            let mut config = Config::default();
+            config.server.recv_batch = batch;
+            let error = config.validate().unwrap_err().to_string();
+            assert!(error.starts_with("`server.recv_batch`"), "{error}");
+            assert!(error.contains("between 1 and 32"), "{error}");
+        }
     }
 
     #[test]
