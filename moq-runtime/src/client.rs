@@ -12,6 +12,7 @@
 //!   given): the path and query go in the extended CONNECT, offering the session's
 //!   version in `wt-available-protocols`.
 
+use std::net::SocketAddr;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -75,6 +76,31 @@ pub struct Target {
 }
 
 impl Target {
+    /// The address to connect to among `resolved` (the host's addresses, in the
+    /// resolver's order: the first), or why there is none.
+    pub fn peer(
+        &self,
+        resolved: impl IntoIterator<Item = SocketAddr>,
+    ) -> Result<SocketAddr, ConnectError> {
+        resolved
+            .into_iter()
+            .next()
+            .ok_or_else(|| ConnectError::Url {
+                url: self.url.to_string(),
+                problem: "the host has no address".to_owned(),
+            })
+    }
+
+    /// Where a client socket for `peer` binds: the unspecified address of its family, any
+    /// port.
+    pub fn local_address(peer: SocketAddr) -> SocketAddr {
+        if peer.is_ipv4() {
+            SocketAddr::from(([0, 0, 0, 0], 0))
+        } else {
+            SocketAddr::from(([0u16; 8], 0))
+        }
+    }
+
     /// Reads `url`: its scheme picks the binding, and it must name a host and (raw QUIC)
     /// a port.
     pub fn parse(url: &str) -> Result<Self, ConnectError> {

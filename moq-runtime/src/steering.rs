@@ -24,9 +24,12 @@
 //! is the worker order: bind worker 0's socket first.
 
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd};
 
 use nix::libc;
+
+use crate::udp::{UdpConfig, UdpSocket};
 
 /// The steering program, in classic BPF:
 ///
@@ -73,6 +76,31 @@ pub fn program() -> [libc::sock_filter; 5] {
             k: u32::MAX,
         },
     ]
+}
+
+/// The sockets of a thread-per-core server: `workers` sockets on `addr`, a reuseport group
+/// nobody else is in ([`UdpSocket::bind_group`]), in worker order (the order the program
+/// indexes them in), the program attached when there is more than one; and the address
+/// they are bound to (with the port the system chose, if `addr`'s was 0).
+pub fn bind_workers(
+    addr: SocketAddr,
+    workers: usize,
+    config: &UdpConfig,
+) -> io::Result<(Vec<UdpSocket>, SocketAddr)> {
+    let sockets = UdpSocket::bind_group(addr, workers, config)?;
+    let Some(first) = sockets.first() else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "no workers"));
+    };
+    let local = first.local_addr()?;
+    if workers > 1 {
+        attach(first).map_err(|error| {
+            io::Error::new(
+                error.kind(),
+                format!("attaching the steering program: {error}"),
+            )
+        })?;
+    }
+    Ok((sockets, local))
 }
 
 /// Attaches the steering program to `socket`'s reuseport group (to one socket of the

@@ -2,7 +2,6 @@
 //! WebTransport handshake are `moq_runtime::client`'s; this file resolves the host, binds
 //! a socket, and waits.
 
-use std::net::SocketAddr;
 use tracing::Instrument;
 
 use moq_net::session::Session;
@@ -32,19 +31,12 @@ pub async fn connect(url: &str, config: ClientConfig) -> Result<Session, Error> 
 
 async fn connect_in_span(url: &str, config: ClientConfig) -> Result<Session, Error> {
     let target = Target::parse(url)?;
-    let peer: SocketAddr = tokio::net::lookup_host((target.host.as_str(), target.port))
-        .await
-        .map_err(Error::io(format!("resolving {}", target.host)))?
-        .next()
-        .ok_or_else(|| ConnectError::Url {
-            url: url.to_owned(),
-            problem: "the host has no address".to_owned(),
-        })?;
-    let local: SocketAddr = if peer.is_ipv4() {
-        SocketAddr::from(([0, 0, 0, 0], 0))
-    } else {
-        SocketAddr::from(([0u16; 8], 0))
-    };
+    let peer = target.peer(
+        tokio::net::lookup_host((target.host.as_str(), target.port))
+            .await
+            .map_err(Error::io(format!("resolving {}", target.host)))?,
+    )?;
+    let local = Target::local_address(peer);
     tracing::debug!(%peer, binding = %target.binding, "connecting");
     let quiche = target.quiche_config(&config)?;
     let socket =

@@ -95,17 +95,9 @@ impl Server {
         if !(1..=MAX_WORKERS).contains(&workers) {
             return Err(Error::Workers(workers));
         }
-        // Every worker's socket on one port, a group nobody else is in; they join it in
-        // worker order, which is the order the steering program indexes them in.
-        let sockets = UdpSocket::bind_group(config.bind, workers, &config.udp)
-            .map_err(Error::io(format!("binding {}", config.bind)))?;
-        let local_addr = sockets[0]
-            .local_addr()
-            .map_err(Error::io("reading the bound address"))?;
-        if workers > 1 {
-            moq_runtime::steering::attach(&sockets[0])
-                .map_err(Error::io("attaching the steering program"))?;
-        }
+        let (sockets, local_addr) =
+            moq_runtime::steering::bind_workers(config.bind, workers, &config.udp)
+                .map_err(Error::io(format!("binding {}", config.bind)))?;
         let now = Instant::now();
         let gate = config.gate(now);
         let acceptor = config.acceptor();

@@ -7,13 +7,12 @@
 
 mod common;
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use bytes::Bytes;
-use common::{PATIENCE, RawPeer};
+use common::PATIENCE;
 use moq_net::model::Origin;
 use moq_net::session::SessionConfig;
 use moq_runtime::endpoint::EndpointCounters;
@@ -101,31 +100,8 @@ async fn two_hundred_connections_over_four_workers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_switching_connection_ids_stays_on_its_worker() {
     let (address, counters, accepting) = server(4).await;
-    let setup = tokio::task::spawn_blocking(move || {
-        let mut client = RawPeer::start(address, b"moq-lite-05");
-        // The server gives a spare connection ID once established (NEW_CONNECTION_ID).
-        assert!(client.drive(|conn| conn.is_established() && conn.available_dcids() > 0));
-        // Retire the one in use: from here every packet carries the new one.
-        client.conn.retire_dcid(0).unwrap();
-        // SETUP with path "/", and the server's SETUP back: data flows on the new ID.
-        let written = client
-            .conn
-            .stream_send(2, &[0x01, 0x04, 0x01, 0x02, 0x01, 0x2f], true)
-            .unwrap();
-        assert_eq!(written, 6);
-        let mut reply = Vec::new();
-        let replied = client.drive(|conn| {
-            let mut buf = [0u8; 64];
-            for id in conn.readable().collect::<Vec<_>>() {
-                while let Ok((n, _)) = conn.stream_recv(id, &mut buf) {
-                    reply.extend_from_slice(&buf[..n]);
-                }
-            }
-            reply.len() >= 3
-        });
-        assert!(replied, "the server's SETUP after the switch");
-        assert_eq!(reply, [0x01, 0x01, 0x00]);
-    });
+    let setup =
+        tokio::task::spawn_blocking(move || common::switch_connection_id_and_set_up(address));
     tokio::time::timeout(PATIENCE, setup)
         .await
         .expect("the exchange completes")
@@ -139,43 +115,7 @@ async fn clients_that_move_to_new_addresses_stay_on_their_workers() {
     let (address, counters, accepting) = server(4).await;
     // Three clients, four moves each: were the kernel's 4-tuple hash deciding, each move
     // would land on the right one of 4 workers one time in four (all 12: 1 in 16 million).
-    let moves = tokio::task::spawn_blocking(move || {
-        for client_index in 0..3u8 {
-            let mut client = RawPeer::start(address, b"moq-lite-05");
-            assert!(client.drive(|conn| conn.is_established()));
-            for step in 0..4u8 {
-                // A spare connection ID of the server's to move with, and one of ours
-                // for the server to answer to.
-                assert!(
-                    client.drive(|conn| conn.available_dcids() > 0),
-                    "client {client_index}, move {step}: a spare connection ID"
-                );
-                client
-                    .conn
-                    .new_scid(
-                        &quiche::ConnectionId::from_ref(&[0x60 + step; 16]),
-                        u128::from(step) + 1,
-                        true,
-                    )
-                    .unwrap();
-                // A new source port: a NAT rebinding, or a phone changing networks.
-                let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-                socket
-                    .set_read_timeout(Some(Duration::from_millis(5)))
-                    .unwrap();
-                let moved_to = socket.local_addr().unwrap();
-                client.socket = socket;
-                // PATH_CHALLENGE from the new address: the PATH_RESPONSE comes back only
-                // if the packets from it reach the worker that holds the connection.
-                client.conn.probe_path(moved_to, address).unwrap();
-                assert!(
-                    client.drive(|conn| conn.is_path_validated(moved_to, address) == Ok(true)),
-                    "client {client_index}, move {step}: the new path validated"
-                );
-                client.conn.migrate_source(moved_to).unwrap();
-            }
-        }
-    });
+    let moves = tokio::task::spawn_blocking(move || common::move_clients(address, 3, 4));
     tokio::time::timeout(PATIENCE, moves)
         .await
         .expect("the moves complete")

@@ -3,7 +3,7 @@
 //! the worker's ring and waits.
 
 use std::future::Future;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::ToSocketAddrs;
 use std::task::Poll;
 use std::time::Instant;
 
@@ -37,19 +37,12 @@ impl Worker {
 
     async fn connect_inner(&self, url: &str, config: ClientConfig) -> Result<Session, Error> {
         let target = Target::parse(url)?;
-        let peer: SocketAddr = (target.host.as_str(), target.port)
-            .to_socket_addrs()
-            .map_err(Error::io(format!("resolving {}", target.host)))?
-            .next()
-            .ok_or_else(|| ConnectError::Url {
-                url: url.to_owned(),
-                problem: "the host has no address".to_owned(),
-            })?;
-        let local: SocketAddr = if peer.is_ipv4() {
-            SocketAddr::from(([0, 0, 0, 0], 0))
-        } else {
-            SocketAddr::from(([0u16; 8], 0))
-        };
+        let peer = target.peer(
+            (target.host.as_str(), target.port)
+                .to_socket_addrs()
+                .map_err(Error::io(format!("resolving {}", target.host)))?,
+        )?;
+        let local = Target::local_address(peer);
         tracing::debug!(%peer, binding = %target.binding, "connecting");
         let quiche = target.quiche_config(&config)?;
         // The worker's switches win over the client configuration's (the driver's
@@ -182,11 +175,7 @@ impl Client {
 
     /// Each worker's ring counters (system calls, receives, sends), in worker order.
     pub fn worker_counters(&self) -> Vec<std::sync::Arc<crate::WorkerCounters>> {
-        self.pool
-            .remotes
-            .iter()
-            .map(|r| r.counters.clone())
-            .collect()
+        self.pool.worker_counters()
     }
 
     /// Stops the workers once their connections are gone, and waits for them.

@@ -117,6 +117,14 @@ impl Pool {
         Ok(pool)
     }
 
+    /// Each worker's ring counters, in worker order.
+    pub(crate) fn worker_counters(&self) -> Vec<Arc<WorkerCounters>> {
+        self.remotes
+            .iter()
+            .map(|remote| remote.counters.clone())
+            .collect()
+    }
+
     /// Asks every worker to stop (they end once their connections are gone).
     pub(crate) fn stop(&self) {
         for remote in &self.remotes {

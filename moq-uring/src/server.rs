@@ -57,15 +57,8 @@ impl Server {
         let mut udp = config.udp.clone();
         udp.gso = options.gso;
         udp.gro = options.gro;
-        let sockets = UdpSocket::bind_group(config.bind, workers, &udp)
+        let (sockets, local_addr) = moq_runtime::steering::bind_workers(config.bind, workers, &udp)
             .map_err(Error::io(format!("binding {}", config.bind)))?;
-        let local_addr = sockets[0]
-            .local_addr()
-            .map_err(Error::io("reading the bound address"))?;
-        if workers > 1 {
-            moq_runtime::steering::attach(&sockets[0])
-                .map_err(Error::io("attaching the steering program"))?;
-        }
         for socket in &sockets {
             // The ring waits for readiness itself; a blocking socket lets it.
             socket
@@ -133,11 +126,7 @@ impl Server {
 
     /// Each worker's ring counters (system calls, receives, sends), in worker order.
     pub fn worker_counters(&self) -> Vec<Arc<WorkerCounters>> {
-        self.pool
-            .remotes
-            .iter()
-            .map(|r| r.counters.clone())
-            .collect()
+        self.pool.worker_counters()
     }
 
     /// Runs `task` on worker `index` (modulo the worker count).

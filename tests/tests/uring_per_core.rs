@@ -8,13 +8,13 @@
 #[path = "../../moq-tokio/tests/common/mod.rs"]
 mod common;
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{PATIENCE, RawPeer};
+use common::PATIENCE;
 use moq_net::model::{BroadcastProducer, Origin, Track};
 use moq_net::session::SessionConfig;
 use moq_runtime::endpoint::EndpointCounters;
@@ -182,29 +182,7 @@ fn a_hundred_sessions_of_the_uring_client() {
 fn a_client_switching_connection_ids_stays_on_its_worker() {
     let server = server(4);
     let address = server.local_addr();
-    let mut client = RawPeer::start(address, b"moq-lite-05");
-    // The server gives a spare connection ID once established (NEW_CONNECTION_ID).
-    assert!(client.drive(|conn| conn.is_established() && conn.available_dcids() > 0));
-    // Retire the one in use: from here every packet carries the new one.
-    client.conn.retire_dcid(0).unwrap();
-    // SETUP with path "/", and the server's SETUP back: data flows on the new ID.
-    let written = client
-        .conn
-        .stream_send(2, &[0x01, 0x04, 0x01, 0x02, 0x01, 0x2f], true)
-        .unwrap();
-    assert_eq!(written, 6);
-    let mut reply = Vec::new();
-    let replied = client.drive(|conn| {
-        let mut buf = [0u8; 64];
-        for id in conn.readable().collect::<Vec<_>>() {
-            while let Ok((n, _)) = conn.stream_recv(id, &mut buf) {
-                reply.extend_from_slice(&buf[..n]);
-            }
-        }
-        reply.len() >= 3
-    });
-    assert!(replied, "the server's SETUP after the switch");
-    assert_eq!(reply, [0x01, 0x01, 0x00]);
+    common::switch_connection_id_and_set_up(address);
     assert_eq!(misrouted(server.counters()), 0);
     server.stop();
 }
@@ -215,36 +193,7 @@ fn clients_that_move_to_new_addresses_stay_on_their_workers() {
     let address: SocketAddr = server.local_addr();
     // Three clients, four moves each: were the kernel's 4-tuple hash deciding, each move
     // would land on the right one of 4 workers one time in four.
-    for client_index in 0..3u8 {
-        let mut client = RawPeer::start(address, b"moq-lite-05");
-        assert!(client.drive(|conn| conn.is_established()));
-        for step in 0..4u8 {
-            assert!(
-                client.drive(|conn| conn.available_dcids() > 0),
-                "client {client_index}, move {step}: a spare connection ID"
-            );
-            client
-                .conn
-                .new_scid(
-                    &quiche::ConnectionId::from_ref(&[0x60 + step; 16]),
-                    u128::from(step) + 1,
-                    true,
-                )
-                .unwrap();
-            let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-            socket
-                .set_read_timeout(Some(Duration::from_millis(5)))
-                .unwrap();
-            let moved_to = socket.local_addr().unwrap();
-            client.socket = socket;
-            client.conn.probe_path(moved_to, address).unwrap();
-            assert!(
-                client.drive(|conn| conn.is_path_validated(moved_to, address) == Ok(true)),
-                "client {client_index}, move {step}: the new path validated"
-            );
-            client.conn.migrate_source(moved_to).unwrap();
-        }
-    }
+    common::move_clients(address, 3, 4);
     assert_eq!(misrouted(server.counters()), 0);
     server.stop();
 }

@@ -119,6 +119,70 @@ impl RawPeer {
     }
 }
 
+/// A client that switches to a spare connection ID of the server's once established,
+/// retiring the one in use, then sends its SETUP and reads the server's on the new one:
+/// every packet after the switch must reach the worker holding the connection.
+pub fn switch_connection_id_and_set_up(server: SocketAddr) {
+    let mut client = RawPeer::start(server, b"moq-lite-05");
+    // The server gives a spare connection ID once established (NEW_CONNECTION_ID).
+    assert!(client.drive(|conn| conn.is_established() && conn.available_dcids() > 0));
+    // Retire the one in use: from here every packet carries the new one.
+    client.conn.retire_dcid(0).unwrap();
+    // SETUP with path "/", and the server's SETUP back: data flows on the new ID.
+    client.write(2, &[0x01, 0x04, 0x01, 0x02, 0x01, 0x2f], true);
+    let mut reply = Vec::new();
+    let replied = client.drive(|conn| {
+        let mut buf = [0u8; 64];
+        for id in conn.readable().collect::<Vec<_>>() {
+            while let Ok((n, _)) = conn.stream_recv(id, &mut buf) {
+                reply.extend_from_slice(&buf[..n]);
+            }
+        }
+        reply.len() >= 3
+    });
+    assert!(replied, "the server's SETUP after the switch");
+    assert_eq!(reply, [0x01, 0x01, 0x00]);
+}
+
+/// `clients` clients of `server`, each moving `moves` times to a new source port (a NAT
+/// rebinding, a phone changing networks) with path validation: the PATH_RESPONSE comes
+/// back only if the packets from the new address reach the worker holding the
+/// connection.
+pub fn move_clients(server: SocketAddr, clients: u8, moves: u8) {
+    for client_index in 0..clients {
+        let mut client = RawPeer::start(server, b"moq-lite-05");
+        assert!(client.drive(|conn| conn.is_established()));
+        for step in 0..moves {
+            // A spare connection ID of the server's to move with, and one of ours for
+            // the server to answer to.
+            assert!(
+                client.drive(|conn| conn.available_dcids() > 0),
+                "client {client_index}, move {step}: a spare connection ID"
+            );
+            client
+                .conn
+                .new_scid(
+                    &quiche::ConnectionId::from_ref(&[0x60 + step; 16]),
+                    u128::from(step) + 1,
+                    true,
+                )
+                .unwrap();
+            let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+            socket
+                .set_read_timeout(Some(Duration::from_millis(5)))
+                .unwrap();
+            let moved_to = socket.local_addr().unwrap();
+            client.socket = socket;
+            client.conn.probe_path(moved_to, server).unwrap();
+            assert!(
+                client.drive(|conn| conn.is_path_validated(moved_to, server) == Ok(true)),
+                "client {client_index}, move {step}: the new path validated"
+            );
+            client.conn.migrate_source(moved_to).unwrap();
+        }
+    }
+}
+
 /// `peers` clients of the server at `url`: client `i` publishes `peer-i` with one frame,
 /// `payload(i)`, and reads `peer-(i+1)`'s. Returns what each one read, once every
 /// subscription reached its publisher and every frame arrived.
