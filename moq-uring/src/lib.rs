@@ -90,12 +90,15 @@ pub struct UringConfig {
     pub recv_buffer_bytes: u32,
     /// Pin each worker to a core.
     pub pin: bool,
+    /// Consume receive buffers incrementally where the kernel can (`min_left`); off, every
+    /// receive takes a whole buffer, as on kernels without it.
+    pub incremental_buffers: bool,
 }
 
 impl Default for UringConfig {
-    /// GSO and GRO on; 16 receive buffers of 512 KiB per worker (with incremental
-    /// consumption, each holds ~450 KiB of datagrams: a few thousand chat packets);
-    /// pinned.
+    /// GSO and GRO on; 16 receive buffers of 512 KiB per worker, consumed incrementally
+    /// where the kernel can (each then holds ~450 KiB of datagrams: a few thousand chat
+    /// packets; else 16 of ~66 KiB, a receive each); pinned.
     fn default() -> Self {
         Self {
             gso: true,
@@ -103,6 +106,7 @@ impl Default for UringConfig {
             recv_buffers: 16,
             recv_buffer_bytes: 512 << 10,
             pin: true,
+            incremental_buffers: true,
         }
     }
 }

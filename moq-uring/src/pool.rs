@@ -52,7 +52,11 @@ impl Pool {
             pool.remotes.push(remote.clone());
             let (config, consumption, setup, ready) = (
                 config.clone(),
-                capabilities.consumption(),
+                if config.incremental_buffers {
+                    capabilities.consumption()
+                } else {
+                    crate::buffers::Consumption::Whole
+                },
                 setup.clone(),
                 ready_sender.clone(),
             );

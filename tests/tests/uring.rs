@@ -223,6 +223,35 @@ fn megabyte_frames_arrive_intact_with_gso_and_gro_on_and_off() {
     }
 }
 
+/// Every receive in a whole buffer of its own, as on kernels without `min_left` (where
+/// the driver does this by itself): the megabyte frame arrives whole with GSO and GRO,
+/// and with one buffer the receive runs out and recovers again and again.
+#[test]
+fn whole_receive_buffers_carry_megabyte_frames_and_recover_from_running_out() {
+    for recv_buffers in [16, 1] {
+        let mut harness = UringHarness::with(
+            "https",
+            1,
+            UringConfig {
+                incremental_buffers: false,
+                recv_buffers,
+                ..UringConfig::default()
+            },
+        );
+        moq_conformance::scenarios::a_burst_of_groups_and_a_megabyte_frame_arrive_intact_and_in_order(&mut harness);
+        let (server, client) = totals(&harness);
+        let case = format!("{recv_buffers} buffers: server {server:?}, client {client:?}");
+        assert!(
+            server.coalesced_receives > 0,
+            "GRO trains in whole buffers: {case}"
+        );
+        assert_eq!(server.truncated + client.truncated, 0, "{case}");
+        if recv_buffers == 1 {
+            assert!(server.buffer_exhaustions > 0, "{case}");
+        }
+    }
+}
+
 /// With one receive buffer, the burst of a megabyte frame runs the buffers out again and
 /// again (`ENOBUFS` ends the multishot receive); each time the receive is armed again once
 /// the buffer is back, and the frame still arrives whole: the datagrams waited in the
