@@ -13,6 +13,7 @@
 
 use std::cell::RefCell;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -166,11 +167,27 @@ impl Executor {
                 (task, waker.clone())
             };
             ran += 1;
-            // No borrow of the slots is held: the task may spawn.
-            let done = task
-                .as_mut()
-                .poll(&mut Context::from_waker(&waker))
-                .is_ready();
+            // No borrow of the slots is held: the task may spawn. A task that panics (a
+            // bug in a session machine) ends alone, as on tokio: the worker's other
+            // sessions go on. Its state may be half-updated, so it is dropped, not polled
+            // again (and a panic in its drop is contained too).
+            let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                task.as_mut()
+                    .poll(&mut Context::from_waker(&waker))
+                    .is_ready()
+            }));
+            let done = match polled {
+                Ok(done) => done,
+                Err(_) => {
+                    tracing::error!(slot, "a task panicked; it is dropped, the worker goes on");
+                    let _ = std::panic::catch_unwind(AssertUnwindSafe(move || drop(task)));
+                    let mut slots = self.slots.borrow_mut();
+                    slots.entries[slot as usize].waker = None;
+                    slots.free.push(slot);
+                    slots.live -= 1;
+                    continue;
+                }
+            };
             let mut slots = self.slots.borrow_mut();
             if done {
                 let entry = &mut slots.entries[slot as usize];
@@ -330,6 +347,23 @@ mod tests {
         stale.wake_by_ref(); // the old task's waker, for the reused slot
         assert_eq!(run_until_idle(&executor), 0, "the stale wake polls nothing");
         assert_eq!(second_polls.get(), 1);
+    }
+
+    #[test]
+    fn a_task_that_panics_ends_alone() {
+        let executor = Executor::new(Arc::default());
+        let seen = Rc::new(Cell::new(0));
+        let inner = seen.clone();
+        executor.spawn(async { panic!("a bug in one session machine") });
+        executor.spawn(async move { inner.set(inner.get() + 1) });
+        assert_eq!(run_until_idle(&executor), 2);
+        assert_eq!(seen.get(), 1, "the other task ran");
+        assert_eq!(executor.len(), 0, "the panicked task is gone");
+        // The worker goes on: a new task runs in the freed slot.
+        let inner = seen.clone();
+        executor.spawn(async move { inner.set(inner.get() + 1) });
+        executor.run();
+        assert_eq!(seen.get(), 2);
     }
 
     #[test]
