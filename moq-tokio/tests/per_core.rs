@@ -9,10 +9,9 @@ mod common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use common::PATIENCE;
+use common::{PATIENCE, assert_steered, misrouted};
 use moq_net::model::Origin;
 use moq_net::session::SessionConfig;
 use moq_runtime::endpoint::EndpointCounters;
@@ -49,28 +48,6 @@ async fn server(
         }
     });
     (address, counters, accepting)
-}
-
-/// Packets that reached a worker other than their connection's, over all workers.
-fn misrouted(counters: &[Arc<EndpointCounters>]) -> u64 {
-    counters
-        .iter()
-        .map(|counters| counters.misrouted.load(Ordering::Relaxed))
-        .sum()
-}
-
-/// Every worker received datagrams, and none was for another worker.
-fn assert_steered(counters: &[Arc<EndpointCounters>]) {
-    let workers = counters.len();
-    for (worker, counters) in counters.iter().enumerate() {
-        let datagrams = counters.datagrams.load(Ordering::Relaxed);
-        let misrouted = counters.misrouted.load(Ordering::Relaxed);
-        assert_eq!(misrouted, 0, "worker {worker} of {workers}");
-        assert!(
-            datagrams > 0,
-            "worker {worker} of {workers} got no datagram"
-        );
-    }
 }
 
 async fn two_hundred_connections(workers: usize) {

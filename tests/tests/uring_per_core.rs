@@ -9,15 +9,12 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::PATIENCE;
+use common::{PATIENCE, assert_steered, misrouted};
 use moq_net::model::{BroadcastProducer, Origin, Track};
 use moq_net::session::SessionConfig;
-use moq_runtime::endpoint::EndpointCounters;
 use moq_runtime::tls::Certificate;
 use moq_runtime::udp::UdpConfig;
 use moq_uring::{Client, ClientConfig, Server, ServerConfig, UringConfig};
@@ -49,28 +46,6 @@ fn server(workers: usize) -> Server {
     .unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(server.workers(), workers);
     server
-}
-
-/// Packets that reached a worker other than their connection's, over all workers.
-fn misrouted(counters: &[Arc<EndpointCounters>]) -> u64 {
-    counters
-        .iter()
-        .map(|counters| counters.misrouted.load(Ordering::Relaxed))
-        .sum()
-}
-
-/// Every worker received datagrams, and none was for another worker.
-fn assert_steered(counters: &[Arc<EndpointCounters>]) {
-    let workers = counters.len();
-    for (worker, counters) in counters.iter().enumerate() {
-        let datagrams = counters.datagrams.load(Ordering::Relaxed);
-        let misrouted = counters.misrouted.load(Ordering::Relaxed);
-        assert_eq!(misrouted, 0, "worker {worker} of {workers}");
-        assert!(
-            datagrams > 0,
-            "worker {worker} of {workers} got no datagram"
-        );
-    }
 }
 
 fn tokio() -> tokio::runtime::Runtime {

@@ -3,11 +3,14 @@
 #![allow(dead_code, unreachable_pub)] // each test file uses its own part
 
 use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use moq_net::model::{BroadcastProducer, Origin, Track};
 use moq_net::session::SessionConfig;
+use moq_runtime::endpoint::EndpointCounters;
 use moq_runtime::udp::UdpConfig;
 use moq_tokio::{ClientConfig, connect};
 
@@ -116,6 +119,28 @@ impl RawPeer {
             found.is_some()
         });
         found.expect("a server uni stream")
+    }
+}
+
+/// Packets that reached a worker other than their connection's, over all workers.
+pub fn misrouted(counters: &[Arc<EndpointCounters>]) -> u64 {
+    counters
+        .iter()
+        .map(|counters| counters.misrouted.load(Ordering::Relaxed))
+        .sum()
+}
+
+/// Every worker received datagrams, and none was for another worker.
+pub fn assert_steered(counters: &[Arc<EndpointCounters>]) {
+    let workers = counters.len();
+    for (worker, counters) in counters.iter().enumerate() {
+        let datagrams = counters.datagrams.load(Ordering::Relaxed);
+        let misrouted = counters.misrouted.load(Ordering::Relaxed);
+        assert_eq!(misrouted, 0, "worker {worker} of {workers}");
+        assert!(
+            datagrams > 0,
+            "worker {worker} of {workers} got no datagram"
+        );
     }
 }
 
