@@ -130,6 +130,9 @@ pub struct HttpSection {
     pub header_read_timeout_secs: u64,
     /// How long one HTTP connection may live, requests and idle time together, in seconds.
     pub connection_lifetime_secs: u64,
+    /// A directory of static files served at `/` (a web page, such as the chat page
+    /// `cargo xtask web` builds); `None` serves none.
+    pub web_root: Option<PathBuf>,
 }
 
 impl Default for HttpSection {
@@ -142,6 +145,7 @@ impl Default for HttpSection {
             max_connections: 256,
             header_read_timeout_secs: 10,
             connection_lifetime_secs: 60,
+            web_root: None,
         }
     }
 }
@@ -343,6 +347,14 @@ impl Config {
         if self.http.connection_lifetime_secs == 0 {
             return invalid("http.connection_lifetime_secs", "must be at least 1 second");
         }
+        if let Some(root) = &self.http.web_root {
+            if !root.is_dir() {
+                return invalid(
+                    "http.web_root",
+                    &format!("{} is not a directory", root.display()),
+                );
+            }
+        }
         if self.server.workers > moq_tokio::MAX_WORKERS {
             return invalid("server.workers", "must be at most 256 (0: one per core)");
         }
@@ -534,6 +546,17 @@ mod tests {
             assert!(error.starts_with("`server.recv_batch`"), "{error}");
             assert!(error.contains("between 1 and 32"), "{error}");
         }
+        let mut config = Config::default();
+        config.http.web_root = Some("/no/such/page".into());
+        let error = config.validate().unwrap_err().to_string();
+        assert!(error.starts_with("`http.web_root`"), "{error}");
+        assert!(
+            error.contains("/no/such/page is not a directory"),
+            "{error}"
+        );
+        let mut config = Config::default();
+        config.http.web_root = Some(std::env::temp_dir());
+        config.validate().unwrap();
     }
 
     #[test]

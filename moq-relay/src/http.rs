@@ -1,8 +1,9 @@
-//! The relay's HTTP side (TCP): `/metrics` for Prometheus, and `/certificate.sha256` so a
+//! The relay's HTTP side (TCP): `/metrics` for Prometheus, `/certificate.sha256` so a
 //! browser can pin the relay's self-signed certificate before it connects over
-//! WebTransport.
+//! WebTransport, and optionally a directory of static files (a web page) at `/`.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,13 +45,24 @@ pub(crate) struct HttpLimits {
 pub(crate) struct HttpServer {
     listener: tokio::net::TcpListener,
     limits: HttpLimits,
+    /// Static files served at `/`, if any.
+    web_root: Option<PathBuf>,
 }
 
 impl HttpServer {
-    /// Binds `address` (TCP).
-    pub(crate) async fn bind(address: SocketAddr, limits: HttpLimits) -> std::io::Result<Self> {
+    /// Binds `address` (TCP); `web_root`'s files are served at `/` beside the relay's own
+    /// routes.
+    pub(crate) async fn bind(
+        address: SocketAddr,
+        limits: HttpLimits,
+        web_root: Option<PathBuf>,
+    ) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(address).await?;
-        Ok(Self { listener, limits })
+        Ok(Self {
+            listener,
+            limits,
+            web_root,
+        })
     }
 
     /// The bound address.
@@ -70,10 +82,16 @@ impl HttpServer {
             origin,
             fingerprint,
         };
-        let app = Router::new()
+        let mut app = Router::new()
             .route("/metrics", get(metrics_text))
             .route("/certificate.sha256", get(certificate))
             .with_state(shared);
+        if let Some(root) = self.web_root {
+            // Files only (no directory listings); `index.html` for a directory; a path
+            // that leaves the root is refused by `ServeDir`. Content types by extension
+            // (`application/wasm` for a wasm module, which browsers require to stream it).
+            app = app.fallback_service(tower_http::services::ServeDir::new(root));
+        }
         tokio::spawn(serve(self.listener, app, self.limits))
     }
 }

@@ -82,6 +82,9 @@ struct ServeArgs {
     /// Serve no HTTP at all.
     #[arg(long)]
     no_http: bool,
+    /// A directory of static files to serve over HTTP at / (a web page).
+    #[arg(long, value_name = "DIR")]
+    web_root: Option<PathBuf>,
     /// The key tokens must be signed with (a JWK file); without one, everything is public.
     #[arg(long, value_name = "FILE")]
     auth_key: Option<PathBuf>,
@@ -240,6 +243,9 @@ fn configure(args: &ServeArgs) -> Result<Config, String> {
     }
     if args.no_http {
         config.http.enabled = false;
+    }
+    if args.web_root.is_some() {
+        config.http.web_root = args.web_root.clone();
     }
     if args.auth_key.is_some() {
         config.auth.key = args.auth_key.clone();

@@ -127,7 +127,7 @@ impl Relay {
                 header_read_timeout: Duration::from_secs(config.http.header_read_timeout_secs),
                 connection_lifetime: Duration::from_secs(config.http.connection_lifetime_secs),
             };
-            let http = HttpServer::bind(address, limits)
+            let http = HttpServer::bind(address, limits, config.http.web_root.clone())
                 .await
                 .map_err(|source| RelayError::HttpBind { address, source })?;
             Some(http)

@@ -16,12 +16,18 @@
 //! peer does to a relay (oversized messages, floods, withheld credit, no SETUP at all), for
 //! the hostile-peer suite (`tests/hostile_peers.rs`).
 //!
+//! And, with feature `browser`, the [`browser`] harness: the chat page of `moq-wasm` in a
+//! real headless Chromium against the relay (`tests/browser.rs`, and the page latency
+//! benchmark `browser-latency`).
+//!
 //! It **is not** a place for driver-specific tests (those live beside each driver) nor
 //! for fault injection, which only the test runtime can script.
 //!
 //! To add a driver: implement [`Harness`] for it and invoke [`conformance_tests!`] in a
 //! test file.
 
+#[cfg(feature = "browser")]
+pub mod browser;
 pub mod hostile;
 pub mod scenarios;
 pub mod strict;

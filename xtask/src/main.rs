@@ -11,6 +11,7 @@ mod demo;
 mod deps;
 mod fuzz;
 mod prerequisites;
+mod web;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,14 +24,19 @@ usage: cargo xtask <command>
 
 commands:
   demo       the main job: a relay on loopback with a room of chat users through it, a summary
-  test       everything CI runs: setup, fmt, deps, wasm, clippy, tests, loom, docs, and
-             every fuzz target briefly
+  test       everything CI runs: setup, fmt, deps, wasm, clippy, tests, the browser tests,
+             loom, docs, and every fuzz target briefly
   check      the fast static checks: fmt, deps, wasm, clippy, docs
   setup      install missing system packages (cmake, libclang-dev) with apt-get as root
   fmt        cargo fmt --check
   deps       the dependency-direction check (the sans-IO core must not depend on I/O crates)
-  wasm       cargo check of kio and moq-net for wasm32-unknown-unknown (the browser driver's
-             target; the rustup target is added if missing)
+  wasm       the browser driver's build: cargo check of kio and moq-net, and clippy of
+             moq-wasm, for wasm32-unknown-unknown (the rustup target is added if missing)
+  web        builds the chat page (moq-wasm through wasm-bindgen; installs the wasm32 target
+             and wasm-bindgen-cli if missing) and serves it from a relay on loopback:
+             http://127.0.0.1:4443/?room=lobby (--port N for another port)
+  browser    the browser tests: the chat page in headless Chromium (installs chromium and
+             chromium-driver with apt-get if missing) against the relay and the moq CLI
   clippy     clippy on every target with warnings denied, in the std and loom builds
   unit       cargo test for the whole workspace (unit, integration and doc tests)
   loom       the loom models of kio and moq-net (RUSTFLAGS=\"--cfg loom\")
@@ -52,11 +58,11 @@ fn main() -> ExitCode {
     let rest = &args[1..];
     let steps: &[&str] = match command.as_str() {
         "test" => &[
-            "setup", "fmt", "deps", "wasm", "clippy", "unit", "loom", "doc", "fuzz",
+            "setup", "fmt", "deps", "wasm", "clippy", "unit", "browser", "loom", "doc", "fuzz",
         ],
         "check" => &["fmt", "deps", "wasm", "clippy", "doc"],
         "setup" | "fmt" | "deps" | "wasm" | "clippy" | "unit" | "loom" | "doc" | "bench"
-        | "demo" | "suite" | "fuzz" => std::slice::from_ref(command)
+        | "demo" | "suite" | "fuzz" | "web" | "browser" => std::slice::from_ref(command)
             .iter()
             .map(String::as_str)
             .collect::<Vec<_>>()
@@ -121,6 +127,21 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
                     WASM_TARGET,
                 ],
             )
+            .run()?;
+            // The driver itself, as the browser runs it.
+            cargo(
+                &root,
+                &[
+                    "clippy",
+                    "-p",
+                    "moq-wasm",
+                    "--target",
+                    WASM_TARGET,
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
+            )
             .run()
         }
         "clippy" => {
@@ -129,6 +150,22 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
                 &[
                     "clippy",
                     "--workspace",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
+            )
+            .run()?;
+            // The browser tests and the latency benchmark, behind their feature.
+            cargo(
+                &root,
+                &[
+                    "clippy",
+                    "-p",
+                    "moq-conformance",
+                    "--features",
+                    "browser",
                     "--all-targets",
                     "--",
                     "-D",
@@ -168,12 +205,14 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
         "demo" => demo::run(&root),
         "suite" => bench::suite(&root, args),
         "fuzz" => fuzz::run(&root, args),
+        "web" => web::serve(&root, args),
+        "browser" => web::test(&root),
         other => unreachable!("step {other} is listed in main"),
     }
 }
 
 /// The browser's target: what `moq-wasm` builds for.
-const WASM_TARGET: &str = "wasm32-unknown-unknown";
+pub(crate) const WASM_TARGET: &str = "wasm32-unknown-unknown";
 
 /// A cargo command in the loom build: its own target directory, so that switching between
 /// the std and loom builds does not rebuild everything each time.

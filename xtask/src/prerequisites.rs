@@ -9,12 +9,13 @@ use std::path::Path;
 use crate::cmd::{Command, Failure};
 
 /// A system package and how to tell whether it is present.
-struct Package {
+pub(crate) struct Package {
     name: &'static str,
     present: fn() -> bool,
 }
 
-const PACKAGES: &[Package] = &[
+/// What every build needs (quiche's BoringSSL and its bindings).
+pub(crate) const BUILD: &[Package] = &[
     Package {
         name: "cmake",
         present: || program_runs("cmake"),
@@ -25,10 +26,28 @@ const PACKAGES: &[Package] = &[
     },
 ];
 
+/// What the browser tests need: Debian's Chromium and its WebDriver.
+pub(crate) const BROWSER: &[Package] = &[
+    Package {
+        name: "chromium",
+        present: || program_runs("chromium"),
+    },
+    Package {
+        name: "chromium-driver",
+        present: || program_runs("chromedriver"),
+    },
+];
+
+/// Installs what the build needs, if it is missing.
 pub(crate) fn ensure() -> Result<(), Failure> {
-    let missing = missing_packages();
+    ensure_packages(BUILD)
+}
+
+/// Installs `packages` that are missing (as root, with apt-get), or says how to.
+pub(crate) fn ensure_packages(packages: &[Package]) -> Result<(), Failure> {
+    let missing = missing_packages(packages);
     if missing.is_empty() {
-        println!("system prerequisites present: {}", names(PACKAGES));
+        println!("system prerequisites present: {}", names(packages));
         return Ok(());
     }
     let list = missing.join(" ");
@@ -47,7 +66,7 @@ pub(crate) fn ensure() -> Result<(), Failure> {
     Command::new("apt-get", &args)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .run()?;
-    let still_missing = missing_packages();
+    let still_missing = missing_packages(packages);
     if still_missing.is_empty() {
         Ok(())
     } else {
@@ -59,8 +78,8 @@ pub(crate) fn ensure() -> Result<(), Failure> {
 }
 
 /// The packages that are not usable right now.
-fn missing_packages() -> Vec<&'static str> {
-    PACKAGES
+fn missing_packages(packages: &[Package]) -> Vec<&'static str> {
+    packages
         .iter()
         .filter(|package| !(package.present)())
         .map(|package| package.name)

@@ -1,0 +1,205 @@
+// The chat page: join a room, see who is there, send and receive messages through a relay.
+//
+// Every user publishes a broadcast named after itself with one track, "chat"; each message
+// is a group of one frame stamped with its send time in microseconds (the clock of
+// `nowMicros`). Users follow the room's announcements and subscribe to everyone else's
+// "chat" track. Query parameters: `name`, `room`, `autojoin=1` (join at once), `relay`
+// (default: the relay serving this page), `fingerprint` (default: the relay's own, from
+// /certificate.sha256), `log` (the library's log on the console, e.g. `debug`).
+//
+// A burst of messages can arrive out of order: moq-lite sends a newer group first (the
+// latest matters most in live media), so the page places each message after the ones from
+// the same sender with a lower sequence number.
+//
+// For tests and scripts, `window.chat` holds the state: `status`, `error`, `people`,
+// `received` (every message, in that order: `{ from, group, text, latencyMs }`), and
+// `send(text)`.
+
+import init, { Connection, setLogLevel } from "./pkg/moq_wasm.js";
+
+const params = new URLSearchParams(location.search);
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+const chat = {
+  status: "loading",
+  error: null,
+  people: [],
+  received: [],
+  sent: 0,
+  send,
+};
+window.chat = chat;
+
+/** Microseconds on a clock every page of this browser shares (Unix time, high resolution). */
+function nowMicros() {
+  return Math.round((performance.timeOrigin + performance.now()) * 1000);
+}
+
+const $ = (id) => document.getElementById(id);
+let connection = null;
+let me = null;
+let myName = null;
+
+function setStatus(state, text) {
+  chat.status = state;
+  $("status").dataset.state = state;
+  $("status").textContent = text;
+}
+
+function showError(text) {
+  chat.error = text;
+  $("error").hidden = false;
+  $("error").textContent = text;
+  setStatus("failed", "Not connected.");
+}
+
+function describe(error) {
+  if (error && error.name === "MoqError") return `${error.reason} (code ${error.code})`;
+  return String(error && error.message ? error.message : error);
+}
+
+/** The relay's WebTransport URL for `room`, and where its certificate's fingerprint is. */
+function relayUrls(room) {
+  const relay = new URL(params.get("relay") ?? `https://${location.host}`);
+  const certificate = `http://${relay.host}/certificate.sha256`;
+  return { session: `https://${relay.host}/${encodeURIComponent(room)}`, certificate };
+}
+
+async function join(name, room) {
+  myName = name;
+  const urls = relayUrls(room);
+  setStatus("connecting", `Connecting to ${urls.session} …`);
+  let fingerprint = params.get("fingerprint");
+  if (fingerprint === null) {
+    const response = await fetch(urls.certificate);
+    if (!response.ok) throw new Error(`${urls.certificate}: HTTP ${response.status}`);
+    fingerprint = (await response.text()).trim();
+  }
+  connection = await Connection.connect(urls.session, fingerprint);
+  await connection.established();
+  me = connection.publish(name, "chat");
+  setStatus("connected", `Connected to ${urls.session} as ${name}.`);
+  $("join").hidden = true;
+  $("room-view").hidden = false;
+  addPerson(name, true);
+  $("text").focus();
+  connection.closed().then((end) => {
+    if (chat.status === "connected") showError(`The session ended: ${end.reason} (code ${end.code})`);
+  });
+  followRoom();
+}
+
+async function followRoom() {
+  const reading = new Map();
+  try {
+    for await (const { path, active } of connection.announced("")) {
+      if (path === myName) continue;
+      if (active && !reading.has(path)) {
+        reading.set(path, true);
+        addPerson(path, false);
+        readMessages(path).finally(() => reading.delete(path));
+      } else if (!active) {
+        removePerson(path);
+      }
+    }
+  } catch (error) {
+    showError(`Following the room: ${describe(error)}`);
+  }
+}
+
+async function readMessages(from) {
+  try {
+    for await (const frame of connection.subscribe(from, "chat")) {
+      const latencyMs = (nowMicros() - frame.timestamp) / 1000;
+      // A publisher on another clock (or none: timestamp 0) gets no latency.
+      const plausible = frame.timestamp > 0 && latencyMs >= 0 && latencyMs < 60_000;
+      addMessage(from, frame.group, decoder.decode(frame.payload), plausible ? latencyMs : null);
+    }
+  } catch (error) {
+    if (chat.status === "connected") console.warn(`reading ${from}:`, describe(error));
+  }
+}
+
+function send(text) {
+  if (!me) throw new Error("not connected");
+  me.write(encoder.encode(text), nowMicros());
+  chat.sent += 1;
+  addMessage(myName, null, text, null);
+}
+
+function addPerson(name, mine) {
+  if (chat.people.includes(name)) return;
+  chat.people.push(name);
+  const item = document.createElement("li");
+  item.textContent = name;
+  item.dataset.name = name;
+  if (mine) item.classList.add("me");
+  $("people").append(item);
+}
+
+function removePerson(name) {
+  chat.people = chat.people.filter((person) => person !== name);
+  for (const item of $("people").querySelectorAll("li")) {
+    if (item.dataset.name === name) item.remove();
+  }
+}
+
+/** Shows a message; `group` is its sequence number, `null` for this page's own. */
+function addMessage(from, group, text, latencyMs) {
+  const mine = group === null;
+  const item = document.createElement("li");
+  if (mine) item.classList.add("mine");
+  item.dataset.from = from;
+  if (!mine) item.dataset.group = group;
+  const who = Object.assign(document.createElement("span"), { className: "from", textContent: from });
+  const what = Object.assign(document.createElement("span"), { className: "text", textContent: text });
+  const when = Object.assign(document.createElement("span"), {
+    className: "latency",
+    textContent: mine ? "sent" : latencyMs === null ? "" : `${latencyMs.toFixed(1)} ms`,
+  });
+  item.append(who, what, when);
+  const list = $("messages");
+  // After everything but a later message from the same sender.
+  const later = mine
+    ? null
+    : [...list.children].find((other) => other.dataset.from === from && Number(other.dataset.group) > group);
+  list.insertBefore(item, later ?? null);
+  if (!mine) {
+    const index = chat.received.findIndex((other) => other.from === from && other.group > group);
+    const message = { from, group, text, latencyMs };
+    if (index < 0) chat.received.push(message);
+    else chat.received.splice(index, 0, message);
+  }
+  if (!later) list.scrollTop = list.scrollHeight;
+}
+
+$("join").addEventListener("submit", (event) => {
+  event.preventDefault();
+  join($("name").value.trim(), $("room").value.trim()).catch((error) =>
+    showError(`Could not join: ${describe(error)}`),
+  );
+});
+
+$("send").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const text = $("text").value;
+  if (!text) return;
+  try {
+    send(text);
+    $("text").value = "";
+  } catch (error) {
+    showError(`Could not send: ${describe(error)}`);
+  }
+});
+
+try {
+  await init();
+  if (params.get("log")) setLogLevel(params.get("log"));
+  $("name").value = params.get("name") ?? `guest${Math.floor(Math.random() * 1000)}`;
+  $("room").value = params.get("room") ?? "lobby";
+  setStatus("idle", "Not connected.");
+  if (params.get("autojoin") === "1") $("join").requestSubmit();
+} catch (error) {
+  showError(`Could not load the MoQ module: ${describe(error)}`);
+}

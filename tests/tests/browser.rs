@@ -1,0 +1,357 @@
+//! The chat page (`moq-wasm` in the browser) in a real headless Chromium, against the
+//! relay over real WebTransport on loopback, with the `moq` CLI as the native peer:
+//!
+//! 1. the page publishes, `moq subscribe` receives every message;
+//! 2. `moq publish` publishes, the page receives every message;
+//! 3. two pages chat through the relay (and the screenshot of one is saved:
+//!    `target/browser/chat.png`);
+//! 4. a page with a wrong certificate fingerprint fails with a clear error, and the relay
+//!    goes on serving.
+//!
+//! Run by `cargo xtask browser` (part of `cargo xtask test`), which installs Chromium,
+//! builds the page and sets `MOQ_WEB_ROOT`. The tests run one at a time: each starts
+//! Chromium processes of its own, and a 2-core machine runs one such test well.
+//!
+//! Every message is awaited, never timed. A subscriber only gets the messages sent after
+//! its subscription is up (each message is a group; a late joiner starts at the latest),
+//! so each test first sends warm-up messages until the receiver has one, then the
+//! numbered messages it checks, all of which must arrive. The page shows each sender's
+//! messages in their order (by group sequence, as moq-lite may deliver a burst newest
+//! first), and the tests check that order.
+#![allow(missing_docs, clippy::print_stderr)]
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tokio::sync::Mutex;
+
+use moq_conformance::browser::{
+    Chromium, Lines, PATIENCE, Relay, messages_from, web_root, workspace_binary,
+};
+
+/// Messages each test checks.
+const MESSAGES: usize = 20;
+
+/// One browser test at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
+
+fn relay() -> Relay {
+    let binary = workspace_binary("moq-relay", "moq-relay", false, false);
+    Relay::start(&binary, &web_root())
+}
+
+fn moq(relay: &Relay, args: &[&str]) -> Command {
+    let mut command = Command::new(workspace_binary("moq-cli", "moq", false, false));
+    command
+        .arg(args[0])
+        .args(["--fingerprint", relay.fingerprint()])
+        .args(&args[1..])
+        .env("RUST_LOG", "warn");
+    command
+}
+
+fn numbered(prefix: &str) -> Vec<String> {
+    (0..MESSAGES).map(|i| format!("{prefix} {i}")).collect()
+}
+
+/// The number at the end of a numbered message.
+fn number(text: &str) -> usize {
+    text.rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(usize::MAX)
+}
+
+/// The numbered messages in `received`, in the order received.
+fn only_numbered(received: &[String], prefix: &str) -> Vec<String> {
+    received
+        .iter()
+        .filter(|text| text.starts_with(prefix))
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_publishes_and_moq_subscribe_receives_every_message() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let relay = relay();
+    let chromium = Chromium::start();
+    let page = chromium
+        .open(&relay.page_url("name=alice&room=native-sub&autojoin=1"))
+        .await;
+    page.wait_connected().await;
+
+    let mut subscriber = moq(
+        &relay,
+        &[
+            "subscribe",
+            &relay.moqt_url("native-sub"),
+            "alice",
+            "--track",
+            "chat",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .expect("moq subscribe runs");
+    let mut lines = Lines::of(subscriber.stdout.take().unwrap());
+
+    // Warm up until the subscriber has a message: its subscription is then up.
+    let deadline = Instant::now() + PATIENCE;
+    let mut warmups = 0;
+    while lines.seen().is_empty() {
+        assert!(Instant::now() < deadline, "moq subscribe received nothing");
+        page.send(&format!("warm-up {warmups}")).await;
+        warmups += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let expected = numbered("from the page");
+    for text in &expected {
+        page.send(text).await;
+    }
+    while only_numbered(lines.seen(), "from the page").len() < MESSAGES {
+        assert!(
+            Instant::now() < deadline,
+            "moq subscribe printed only {:?}",
+            lines.seen()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // `moq subscribe` prints in arrival order, and moq-lite may deliver a burst newest
+    // first; every message must be there, once.
+    let mut received = only_numbered(lines.seen(), "from the page");
+    received.sort_by_key(|text| number(text));
+    assert_eq!(received, expected);
+    let _ = subscriber.kill();
+    let _ = subscriber.wait();
+    page.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moq_publish_publishes_and_the_page_receives_every_message() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let relay = relay();
+    let chromium = Chromium::start();
+    let page = chromium
+        .open(&relay.page_url("name=bob&room=native-pub&autojoin=1"))
+        .await;
+    page.wait_connected().await;
+
+    let mut publisher = moq(
+        &relay,
+        &[
+            "publish",
+            &relay.moqt_url("native-pub"),
+            "carol",
+            "--track",
+            "chat",
+            "--group-size",
+            "1",
+        ],
+    )
+    .stdin(Stdio::piped())
+    .spawn()
+    .expect("moq publish runs");
+    let mut stdin = publisher.stdin.take().unwrap();
+
+    page.wait_until("the page to see carol", |state| {
+        state["people"]
+            .as_array()
+            .is_some_and(|people| people.iter().any(|p| p == "carol"))
+    })
+    .await;
+    let deadline = Instant::now() + PATIENCE;
+    let mut warmups = 0;
+    while page.received_from("carol").await.is_empty() {
+        assert!(Instant::now() < deadline, "the page received nothing");
+        writeln!(stdin, "warm-up {warmups}").unwrap();
+        stdin.flush().unwrap();
+        warmups += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let expected = numbered("from moq publish");
+    for text in &expected {
+        writeln!(stdin, "{text}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let state = page
+        .wait_until("every message from moq publish", |state| {
+            only_numbered(&messages_from(state, "carol"), "from moq publish").len() >= MESSAGES
+        })
+        .await;
+    assert_eq!(
+        only_numbered(&messages_from(&state, "carol"), "from moq publish"),
+        expected
+    );
+    drop(stdin);
+    let _ = publisher.kill();
+    let _ = publisher.wait();
+    page.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_pages_chat_through_the_relay_and_a_screenshot_is_saved() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let relay = relay();
+    let chromium = Chromium::start();
+    let alice = chromium
+        .open(&relay.page_url("name=alice&room=pages&autojoin=1"))
+        .await;
+    let bob = chromium
+        .open(&relay.page_url("name=bob&room=pages&autojoin=1"))
+        .await;
+    alice.wait_connected().await;
+    bob.wait_connected().await;
+    for (page, other) in [(&alice, "bob"), (&bob, "alice")] {
+        page.wait_until(&format!("the page to see {other}"), |state| {
+            state["people"]
+                .as_array()
+                .is_some_and(|people| people.iter().any(|p| p == other))
+        })
+        .await;
+    }
+
+    // Each warms up until the other has heard it.
+    let deadline = Instant::now() + PATIENCE;
+    let mut warmups = 0;
+    while alice.received_from("bob").await.is_empty() || bob.received_from("alice").await.is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the pages did not hear each other"
+        );
+        alice.send(&format!("hi bob ({warmups})")).await;
+        bob.send(&format!("hi alice ({warmups})")).await;
+        warmups += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let from_alice = numbered("alice says");
+    let from_bob = numbered("bob says");
+    for (a, b) in from_alice.iter().zip(&from_bob) {
+        alice.send(a).await;
+        bob.send(b).await;
+    }
+    let state = bob
+        .wait_until("every message from alice", |state| {
+            only_numbered(&messages_from(state, "alice"), "alice says").len() >= MESSAGES
+        })
+        .await;
+    assert_eq!(
+        only_numbered(&messages_from(&state, "alice"), "alice says"),
+        from_alice
+    );
+    let state = alice
+        .wait_until("every message from bob", |state| {
+            only_numbered(&messages_from(state, "bob"), "bob says").len() >= MESSAGES
+        })
+        .await;
+    assert_eq!(
+        only_numbered(&messages_from(&state, "bob"), "bob says"),
+        from_bob
+    );
+    // Each message a page received carries its latency (the pages share a clock).
+    let latencies: Vec<f64> = state["received"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|message| message["latencyMs"].as_f64())
+        .collect();
+    assert_eq!(
+        latencies.len(),
+        state["received"].as_array().unwrap().len(),
+        "every message has a latency: {state:#}"
+    );
+    assert!(latencies.iter().all(|ms| *ms >= 0.0), "{latencies:?}");
+
+    // The screenshot: the page as a person sees it after the chat.
+    let png = alice.screenshot().await;
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
+    let dir = web_root()
+        .parent()
+        .expect("the page is built in the target directory")
+        .join("browser");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("chat.png");
+    std::fs::write(&path, &png).unwrap();
+    eprintln!("the page's screenshot: {}", path.display());
+    let text = alice.eval("document.body.innerText").await;
+    let text = text.as_str().unwrap_or_default();
+    assert!(
+        text.contains("bob says 19"),
+        "the page shows the messages: {text}"
+    );
+    assert!(
+        text.contains("Connected to"),
+        "the page shows its status: {text}"
+    );
+
+    alice.close().await;
+    bob.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_fingerprint_fails_on_the_page_and_the_relay_keeps_serving() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut relay = relay();
+    let chromium = Chromium::start();
+    let wrong = "00".repeat(32);
+    let page = chromium
+        .open(&relay.page_url(&format!(
+            "name=mallory&room=pinned&autojoin=1&fingerprint={wrong}"
+        )))
+        .await;
+    let state = page
+        .wait_until("the page to fail", |state| state["status"] == "failed")
+        .await;
+    let error = state["error"].as_str().unwrap_or_default();
+    assert!(error.contains("Could not join"), "{error}");
+    assert!(
+        error.contains("could not connect to https://127.0.0.1:"),
+        "{error}"
+    );
+    assert!(
+        error.contains("fingerprint"),
+        "the error names the likely cause: {error}"
+    );
+    assert!(
+        error.contains("(code 4)"),
+        "the error carries the wire code: {error}"
+    );
+    let shown = page
+        .eval("document.getElementById('error').textContent")
+        .await;
+    assert_eq!(shown.as_str(), Some(error), "the page shows it");
+    page.close().await;
+
+    // The relay is still up and serving: a page with its real fingerprint joins, and a
+    // native client round trips through it.
+    assert!(relay.is_running(), "the relay is still running");
+    let page = chromium
+        .open(&relay.page_url("name=alice&room=pinned&autojoin=1"))
+        .await;
+    page.wait_connected().await;
+    let mut subscriber = moq(
+        &relay,
+        &[
+            "subscribe",
+            &relay.moqt_url("pinned"),
+            "alice",
+            "--track",
+            "chat",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .expect("moq subscribe runs");
+    let mut lines = Lines::of(subscriber.stdout.take().unwrap());
+    let deadline = Instant::now() + PATIENCE;
+    while lines.seen().is_empty() {
+        assert!(Instant::now() < deadline, "moq subscribe received nothing");
+        page.send("still here").await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(lines.seen()[0], "still here");
+    let _ = subscriber.kill();
+    let _ = subscriber.wait();
+    page.close().await;
+}

@@ -1,0 +1,160 @@
+//! The browser side: building the chat page (`moq-wasm` for wasm32, through wasm-bindgen)
+//! and serving it from a relay (`cargo xtask web`), and the browser tests
+//! (`cargo xtask browser`, part of `cargo xtask test`).
+
+use std::path::{Path, PathBuf};
+
+use crate::WASM_TARGET;
+use crate::cmd::{Command, Failure, cargo};
+
+/// Where the built page goes: the files of `moq-wasm/web/`, and the module in `pkg/`.
+pub(crate) fn web_root(root: &Path) -> PathBuf {
+    root.join("target").join("web")
+}
+
+/// Builds the page into [`web_root`]: the wasm32 target and a wasm-bindgen CLI of the
+/// version the lockfile pins are installed first if missing.
+pub(crate) fn build(root: &Path) -> Result<PathBuf, Failure> {
+    Command::new("rustup", &["target", "add", WASM_TARGET]).run()?;
+    let bindgen = ensure_wasm_bindgen(root)?;
+    cargo(
+        root,
+        &[
+            "build",
+            "--release",
+            "-p",
+            "moq-wasm",
+            "--lib",
+            "--target",
+            WASM_TARGET,
+        ],
+    )
+    .run()?;
+    let module = root
+        .join("target")
+        .join(WASM_TARGET)
+        .join("release")
+        .join("moq_wasm.wasm");
+    let out = web_root(root);
+    let pkg = out.join("pkg");
+    let module = module.to_string_lossy().into_owned();
+    let pkg_arg = pkg.to_string_lossy().into_owned();
+    Command::new(
+        bindgen,
+        &[
+            "--target",
+            "web",
+            "--no-typescript",
+            "--out-dir",
+            &pkg_arg,
+            &module,
+        ],
+    )
+    .run()?;
+    let page = root.join("moq-wasm").join("web");
+    let entries = std::fs::read_dir(&page)
+        .map_err(|e| Failure(format!("reading {}: {e}", page.display())))?;
+    for entry in entries.flatten() {
+        let target = out.join(entry.file_name());
+        std::fs::copy(entry.path(), &target)
+            .map_err(|e| Failure(format!("copying to {}: {e}", target.display())))?;
+    }
+    println!("the chat page is built in {}", out.display());
+    Ok(out)
+}
+
+/// `cargo xtask web`: builds the page and the relay, and serves the page from a relay on
+/// loopback until interrupted.
+pub(crate) fn serve(root: &Path, args: &[String]) -> Result<(), Failure> {
+    crate::prerequisites::ensure()?;
+    let port = match args.iter().position(|a| a == "--port") {
+        Some(i) => args
+            .get(i + 1)
+            .and_then(|p| p.parse::<u16>().ok())
+            .ok_or_else(|| Failure("--port needs a port number".into()))?,
+        None => 4443,
+    };
+    let out = build(root)?;
+    cargo(root, &["build", "--release", "-p", "moq-relay"]).run()?;
+    let relay = root.join("target").join("release").join("moq-relay");
+    let bind = format!("127.0.0.1:{port}");
+    println!(
+        "\nthe chat page: http://127.0.0.1:{port}/?room=lobby  (open it in two windows; \
+         Chromium or another browser with WebTransport)\nCtrl-C stops the relay.\n"
+    );
+    let out = out.to_string_lossy().into_owned();
+    Command::new(relay, &["--bind", &bind, "--web-root", &out]).run()
+}
+
+/// `cargo xtask browser`: the browser tests, in headless Chromium against the relay.
+pub(crate) fn test(root: &Path) -> Result<(), Failure> {
+    crate::prerequisites::ensure_packages(crate::prerequisites::BROWSER)?;
+    let out = build(root)?;
+    let out = out.to_string_lossy().into_owned();
+    cargo(
+        root,
+        &[
+            "test",
+            "-p",
+            "moq-conformance",
+            "--features",
+            "browser",
+            "--test",
+            "browser",
+        ],
+    )
+    .env("MOQ_WEB_ROOT", &out)
+    .run()
+}
+
+/// The `wasm-bindgen` CLI whose version is the `wasm-bindgen` crate's in Cargo.lock (the
+/// two must match exactly), installed with `cargo install` if it is missing or another
+/// version.
+fn ensure_wasm_bindgen(root: &Path) -> Result<PathBuf, Failure> {
+    let version = locked_version(root, "wasm-bindgen")?;
+    let installed = std::process::Command::new("wasm-bindgen")
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned());
+    let wanted = format!("wasm-bindgen {version}");
+    if installed.as_deref() != Some(wanted.as_str()) {
+        println!(
+            "installing wasm-bindgen-cli {version} (found: {}); this takes a few minutes once",
+            installed.as_deref().unwrap_or("none")
+        );
+        cargo(
+            root,
+            &[
+                "install",
+                "wasm-bindgen-cli",
+                "--version",
+                &version,
+                "--force",
+            ],
+        )
+        .run()?;
+    }
+    Ok(PathBuf::from("wasm-bindgen"))
+}
+
+/// The version of `package` in the workspace's Cargo.lock.
+fn locked_version(root: &Path, package: &str) -> Result<String, Failure> {
+    let lock = root.join("Cargo.lock");
+    let text = std::fs::read_to_string(&lock)
+        .map_err(|e| Failure(format!("reading {}: {e}", lock.display())))?;
+    let name = format!("name = \"{package}\"");
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == name {
+            if let Some(version) = lines
+                .next()
+                .and_then(|line| line.trim().strip_prefix("version = \""))
+                .and_then(|rest| rest.strip_suffix('"'))
+            {
+                return Ok(version.to_owned());
+            }
+        }
+    }
+    Err(Failure(format!("{package} is not in {}", lock.display())))
+}
