@@ -82,14 +82,20 @@ impl Relay {
 
     /// The body of `GET path` on the relay's HTTP side.
     fn http_get(&self, path: &str) -> String {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
+        let response = self.http_response(path);
         response
             .split_once("\r\n\r\n")
             .map(|(_, body)| body.to_owned())
             .unwrap_or_default()
+    }
+
+    /// The whole response to `GET path` (status line, headers, body), lossily as text.
+    fn http_response(&self, path: &str) -> String {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).unwrap();
+        String::from_utf8_lossy(&response).into_owned()
     }
 
     /// Sends SIGTERM and waits for the exit.
@@ -452,6 +458,43 @@ fn tokens_scope_sessions_and_every_bad_one_is_refused_while_a_valid_session_carr
     assert!(
         metrics.contains("moq_relay_sessions_closed_total{error=\"unauthorized\"} 4\n"),
         "{metrics}"
+    );
+}
+
+#[test]
+fn a_web_root_is_served_beside_the_relays_own_routes() {
+    let page = tempfile::tempdir().unwrap();
+    std::fs::write(page.path().join("index.html"), "<p>the page</p>").unwrap();
+    std::fs::create_dir(page.path().join("pkg")).unwrap();
+    std::fs::write(page.path().join("pkg").join("module.wasm"), b"\0asm").unwrap();
+    let root = page.path().to_str().unwrap();
+    let relay = Relay::start(&["--web-root", root]);
+
+    let index = relay.http_response("/");
+    assert!(index.starts_with("HTTP/1.0 200"), "{index}");
+    assert!(index.ends_with("<p>the page</p>"), "{index}");
+    // Browsers stream a module only with its own content type.
+    let module = relay.http_response("/pkg/module.wasm").to_ascii_lowercase();
+    assert!(module.contains("content-type: application/wasm"), "{module}");
+    // Nothing outside the root, and the relay's routes still answer.
+    let outside = relay.http_response("/../Cargo.toml");
+    assert!(outside.starts_with("HTTP/1.0 404"), "{outside}");
+    assert!(relay.http_response("/missing.js").starts_with("HTTP/1.0 404"));
+    assert!(relay.http_get("/metrics").contains("moq_relay_sessions 0\n"));
+    assert!(!relay.http_get("/certificate.sha256").is_empty());
+}
+
+#[test]
+fn a_web_root_that_is_not_a_directory_is_named() {
+    let output = Command::new(env!("CARGO_BIN_EXE_moq-relay"))
+        .args(["--bind", "127.0.0.1:0", "--web-root", "/no/such/page"])
+        .output()
+        .expect("the relay binary runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("http.web_root") && stderr.contains("/no/such/page is not a directory"),
+        "{stderr}"
     );
 }
 
