@@ -23,3 +23,11 @@ bench:
     cargo xtask bench
     cargo xtask bench --instructions
     cargo xtask suite
+
+# The chat page: builds moq-wasm and serves the page from a relay on 127.0.0.1:4443.
+web:
+    cargo xtask web
+
+# The browser tests: the chat page in headless Chromium against the relay.
+browser:
+    cargo xtask browser

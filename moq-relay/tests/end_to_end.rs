@@ -475,12 +475,23 @@ fn a_web_root_is_served_beside_the_relays_own_routes() {
     assert!(index.ends_with("<p>the page</p>"), "{index}");
     // Browsers stream a module only with its own content type.
     let module = relay.http_response("/pkg/module.wasm").to_ascii_lowercase();
-    assert!(module.contains("content-type: application/wasm"), "{module}");
+    assert!(
+        module.contains("content-type: application/wasm"),
+        "{module}"
+    );
     // Nothing outside the root, and the relay's routes still answer.
     let outside = relay.http_response("/../Cargo.toml");
     assert!(outside.starts_with("HTTP/1.0 404"), "{outside}");
-    assert!(relay.http_response("/missing.js").starts_with("HTTP/1.0 404"));
-    assert!(relay.http_get("/metrics").contains("moq_relay_sessions 0\n"));
+    assert!(
+        relay
+            .http_response("/missing.js")
+            .starts_with("HTTP/1.0 404")
+    );
+    assert!(
+        relay
+            .http_get("/metrics")
+            .contains("moq_relay_sessions 0\n")
+    );
     assert!(!relay.http_get("/certificate.sha256").is_empty());
 }
 

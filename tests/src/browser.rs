@@ -38,7 +38,9 @@ pub fn web_root() -> PathBuf {
 }
 
 /// A binary of this workspace in the target directory (`example` for an example), built if
-/// it is not there yet. `release` picks the release build.
+/// it is not there yet; `release` picks the release build. `cargo xtask page` (run by
+/// `cargo xtask test` and `cargo xtask browser` before the tests) builds every binary
+/// first, with the tests' features, so that none is stale and none is built twice.
 pub fn workspace_binary(package: &str, name: &str, example: bool, release: bool) -> PathBuf {
     let target = target_dir();
     let mut dir = target.join(if release { "release" } else { "debug" });
@@ -128,7 +130,12 @@ impl Relay {
 
     /// The chat page's URL with `query`.
     pub fn page_url(&self, query: &str) -> String {
-        format!("http://127.0.0.1:{}/?{query}", self.port)
+        self.http_url(&format!("/?{query}"))
+    }
+
+    /// The URL of `path` (and query) on its HTTP side.
+    pub fn http_url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
     }
 
     /// A raw-QUIC URL of `root` on it, for the CLI.

@@ -24,8 +24,8 @@ usage: cargo xtask <command>
 
 commands:
   demo       the main job: a relay on loopback with a room of chat users through it, a summary
-  test       everything CI runs: setup, fmt, deps, wasm, clippy, tests, the browser tests,
-             loom, docs, and every fuzz target briefly
+  test       everything CI runs: setup, fmt, deps, wasm, clippy, page, tests (the browser
+             tests among them), loom, docs, and every fuzz target briefly
   check      the fast static checks: fmt, deps, wasm, clippy, docs
   setup      install missing system packages (cmake, libclang-dev) with apt-get as root
   fmt        cargo fmt --check
@@ -38,7 +38,10 @@ commands:
   browser    the browser tests: the chat page in headless Chromium (installs chromium and
              chromium-driver with apt-get if missing) against the relay and the moq CLI
   clippy     clippy on every target with warnings denied, in the std and loom builds
-  unit       cargo test for the whole workspace (unit, integration and doc tests)
+  page       installs Chromium and chromium-driver (apt-get) and builds the chat page for the
+             browser tests (as `web` does, without serving it)
+  unit       cargo test for the whole workspace (unit, integration and doc tests), with the
+             browser tests (run `page` first)
   loom       the loom models of kio and moq-net (RUSTFLAGS=\"--cfg loom\")
   doc        cargo doc with warnings denied
   bench      the benchmarks; add --instructions for callgrind instruction counts
@@ -58,11 +61,11 @@ fn main() -> ExitCode {
     let rest = &args[1..];
     let steps: &[&str] = match command.as_str() {
         "test" => &[
-            "setup", "fmt", "deps", "wasm", "clippy", "unit", "browser", "loom", "doc", "fuzz",
+            "setup", "fmt", "deps", "wasm", "clippy", "page", "unit", "loom", "doc", "fuzz",
         ],
         "check" => &["fmt", "deps", "wasm", "clippy", "doc"],
-        "setup" | "fmt" | "deps" | "wasm" | "clippy" | "unit" | "loom" | "doc" | "bench"
-        | "demo" | "suite" | "fuzz" | "web" | "browser" => std::slice::from_ref(command)
+        "setup" | "fmt" | "deps" | "wasm" | "clippy" | "page" | "unit" | "loom" | "doc"
+        | "bench" | "demo" | "suite" | "fuzz" | "web" | "browser" => std::slice::from_ref(command)
             .iter()
             .map(String::as_str)
             .collect::<Vec<_>>()
@@ -145,28 +148,16 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
             .run()
         }
         "clippy" => {
+            // With the browser tests and the latency benchmark, which are behind a feature
+            // (one build: the same features as `unit`).
             cargo(
                 &root,
                 &[
                     "clippy",
                     "--workspace",
                     "--all-targets",
-                    "--",
-                    "-D",
-                    "warnings",
-                ],
-            )
-            .run()?;
-            // The browser tests and the latency benchmark, behind their feature.
-            cargo(
-                &root,
-                &[
-                    "clippy",
-                    "-p",
-                    "moq-conformance",
                     "--features",
-                    "browser",
-                    "--all-targets",
+                    BROWSER_FEATURE,
                     "--",
                     "-D",
                     "warnings",
@@ -181,7 +172,14 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
             )
             .run()
         }
-        "unit" => cargo(&root, &["test", "--workspace"]).run(),
+        // Every test, the browser tests included: `page` built the page they load.
+        "unit" => cargo(
+            &root,
+            &["test", "--workspace", "--features", BROWSER_FEATURE],
+        )
+        .env("MOQ_WEB_ROOT", &web::web_root(&root).to_string_lossy())
+        .run(),
+        "page" => web::prepare(&root).map(drop),
         "loom" => loom_cargo(
             &root,
             &[
@@ -210,6 +208,9 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
         other => unreachable!("step {other} is listed in main"),
     }
 }
+
+/// The feature that compiles the browser tests and the page latency benchmark.
+pub(crate) const BROWSER_FEATURE: &str = "moq-conformance/browser";
 
 /// The browser's target: what `moq-wasm` builds for.
 pub(crate) const WASM_TARGET: &str = "wasm32-unknown-unknown";

@@ -86,19 +86,37 @@ pub(crate) fn serve(root: &Path, args: &[String]) -> Result<(), Failure> {
     Command::new(relay, &["--bind", &bind, "--web-root", &out]).run()
 }
 
-/// `cargo xtask browser`: the browser tests, in headless Chromium against the relay.
-pub(crate) fn test(root: &Path) -> Result<(), Failure> {
+/// What the browser tests need: Chromium and its WebDriver installed, the page built, and
+/// the workspace's binaries (the relay, the `moq` CLI) built with the tests' features, so
+/// the tests start fresh ones and build none themselves.
+pub(crate) fn prepare(root: &Path) -> Result<PathBuf, Failure> {
     crate::prerequisites::ensure_packages(crate::prerequisites::BROWSER)?;
-    let out = build(root)?;
+    let page = build(root)?;
+    cargo(
+        root,
+        &[
+            "build",
+            "--workspace",
+            "--bins",
+            "--features",
+            crate::BROWSER_FEATURE,
+        ],
+    )
+    .run()?;
+    Ok(page)
+}
+
+/// `cargo xtask browser`: the browser tests alone, in headless Chromium against the relay.
+pub(crate) fn test(root: &Path) -> Result<(), Failure> {
+    let out = prepare(root)?;
     let out = out.to_string_lossy().into_owned();
     cargo(
         root,
         &[
             "test",
-            "-p",
-            "moq-conformance",
+            "--workspace",
             "--features",
-            "browser",
+            crate::BROWSER_FEATURE,
             "--test",
             "browser",
         ],

@@ -72,7 +72,10 @@ async fn main() {
         .spawn()
         .expect("the chat example runs");
     let page = chromium
-        .open(&relay.page_url(&format!("n={}&rate={}&room=page", args.messages, args.rate)))
+        .open(&relay.http_url(&format!(
+            "/bench.html?n={}&rate={}&room=page",
+            args.messages, args.rate
+        )))
         .await;
     let deadline = std::time::Instant::now()
         + std::time::Duration::from_secs_f64(args.messages as f64 / args.rate + 120.0);
@@ -83,10 +86,10 @@ async fn main() {
         if bench["status"] == "done" || bench["status"] == "failed" {
             break bench;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the page did not finish: {bench:#}"
-        );
+        if std::time::Instant::now() >= deadline {
+            let text = page.eval("document.body.innerText").await;
+            panic!("the page did not finish: {bench:#}; it shows {text}");
+        }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     };
     assert_eq!(bench["status"], "done", "the page failed: {bench:#}");
