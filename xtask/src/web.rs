@@ -41,14 +41,7 @@ pub(crate) fn build(root: &Path) -> Result<PathBuf, Failure> {
     let pkg_arg = pkg.to_string_lossy().into_owned();
     Command::new(
         bindgen,
-        &[
-            "--target",
-            "web",
-            "--no-typescript",
-            "--out-dir",
-            &pkg_arg,
-            &module,
-        ],
+        &["--target", "web", "--out-dir", &pkg_arg, &module],
     )
     .run()?;
     let page = root.join("moq-wasm").join("web");
