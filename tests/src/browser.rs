@@ -38,9 +38,9 @@ pub fn web_root() -> PathBuf {
 }
 
 /// A binary of this workspace in the target directory (`example` for an example), built if
-/// it is not there yet; `release` picks the release build. `cargo xtask page` (run by
-/// `cargo xtask test` and `cargo xtask browser` before the tests) builds every binary
-/// first, with the tests' features, so that none is stale and none is built twice.
+/// it is not there yet; `release` picks the release build. The test build itself builds
+/// the relay (it has integration tests); after changing the CLI, rebuild it (`cargo build
+/// -p moq-cli`), as a binary that is there is not rebuilt.
 pub fn workspace_binary(package: &str, name: &str, example: bool, release: bool) -> PathBuf {
     let target = target_dir();
     let mut dir = target.join(if release { "release" } else { "debug" });

@@ -16,7 +16,7 @@
 //! peer does to a relay (oversized messages, floods, withheld credit, no SETUP at all), for
 //! the hostile-peer suite (`tests/hostile_peers.rs`).
 //!
-//! And, with feature `browser`, the [`browser`] harness: the chat page of `moq-wasm` in a
+//! And, with feature `browser`, the `browser` harness: the chat page of `moq-wasm` in a
 //! real headless Chromium against the relay (`tests/browser.rs`, and the page latency
 //! benchmark `browser-latency`).
 //!

@@ -22,7 +22,7 @@
 #![allow(missing_docs, clippy::print_stderr)]
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 
@@ -73,6 +73,35 @@ fn only_numbered(received: &[String], prefix: &str) -> Vec<String> {
         .collect()
 }
 
+/// `moq subscribe` to alice's chat track in `room`, once the page (alice) has warmed it
+/// up: the page sends warm-up messages until the subscriber has printed one, so its
+/// subscription is up. The process and its output.
+async fn subscribe_to_page(relay: &Relay, page: &Page, room: &str) -> (Child, Lines) {
+    let mut subscriber = moq(
+        relay,
+        &[
+            "subscribe",
+            &relay.moqt_url(room),
+            "alice",
+            "--track",
+            "chat",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .expect("moq subscribe runs");
+    let mut lines = Lines::of(subscriber.stdout.take().unwrap());
+    let deadline = Instant::now() + PATIENCE;
+    let mut warmups = 0;
+    while lines.seen().is_empty() {
+        assert!(Instant::now() < deadline, "moq subscribe received nothing");
+        page.send(&format!("warm-up {warmups}")).await;
+        warmups += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (subscriber, lines)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_publishes_and_moq_subscribe_receives_every_message() {
     let _one = ONE_AT_A_TIME.lock().await;
@@ -83,30 +112,8 @@ async fn the_page_publishes_and_moq_subscribe_receives_every_message() {
         .await;
     page.wait_connected().await;
 
-    let mut subscriber = moq(
-        &relay,
-        &[
-            "subscribe",
-            &relay.moqt_url("native-sub"),
-            "alice",
-            "--track",
-            "chat",
-        ],
-    )
-    .stdout(Stdio::piped())
-    .spawn()
-    .expect("moq subscribe runs");
-    let mut lines = Lines::of(subscriber.stdout.take().unwrap());
-
-    // Warm up until the subscriber has a message: its subscription is then up.
+    let (mut subscriber, mut lines) = subscribe_to_page(&relay, &page, "native-sub").await;
     let deadline = Instant::now() + PATIENCE;
-    let mut warmups = 0;
-    while lines.seen().is_empty() {
-        assert!(Instant::now() < deadline, "moq subscribe received nothing");
-        page.send(&format!("warm-up {warmups}")).await;
-        warmups += 1;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     let expected = numbered("from the page");
     for text in &expected {
         page.send(text).await;
@@ -364,27 +371,8 @@ async fn a_wrong_fingerprint_fails_on_the_page_and_the_relay_keeps_serving() {
         .open(&relay.page_url("name=alice&room=pinned&autojoin=1"))
         .await;
     page.wait_connected().await;
-    let mut subscriber = moq(
-        &relay,
-        &[
-            "subscribe",
-            &relay.moqt_url("pinned"),
-            "alice",
-            "--track",
-            "chat",
-        ],
-    )
-    .stdout(Stdio::piped())
-    .spawn()
-    .expect("moq subscribe runs");
-    let mut lines = Lines::of(subscriber.stdout.take().unwrap());
-    let deadline = Instant::now() + PATIENCE;
-    while lines.seen().is_empty() {
-        assert!(Instant::now() < deadline, "moq subscribe received nothing");
-        page.send("still here").await;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(lines.seen()[0], "still here");
+    let (mut subscriber, mut lines) = subscribe_to_page(&relay, &page, "pinned").await;
+    assert!(lines.seen()[0].starts_with("warm-up"), "{:?}", lines.seen());
     let _ = subscriber.kill();
     let _ = subscriber.wait();
     page.close().await;

@@ -30,8 +30,8 @@ commands:
   setup      install missing system packages (cmake, libclang-dev) with apt-get as root
   fmt        cargo fmt --check
   deps       the dependency-direction check (the sans-IO core must not depend on I/O crates)
-  wasm       the browser driver's build: cargo check of kio and moq-net, and clippy of
-             moq-wasm, for wasm32-unknown-unknown (the rustup target is added if missing)
+  wasm       clippy of kio, moq-net and moq-wasm for wasm32-unknown-unknown (the browser
+             driver's target; the rustup target is added if missing)
   web        builds the chat page (moq-wasm through wasm-bindgen; installs the wasm32 target
              and wasm-bindgen-cli if missing) and serves it from a relay on loopback:
              http://127.0.0.1:4443/?room=lobby (--port N for another port)
@@ -115,27 +115,18 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
             println!("{report}");
         }),
         "wasm" => {
-            // The sans-IO core must build for the browser: no clock, socket or thread of
-            // its own. The target comes from rustup, like the toolchain.
+            // The sans-IO core must build for the browser (no clock, socket or thread of
+            // its own), and the browser driver is linted as the browser runs it. The
+            // target comes from rustup, like the toolchain.
             cmd::Command::new("rustup", &["target", "add", WASM_TARGET]).run()?;
             cargo(
                 &root,
                 &[
-                    "check",
+                    "clippy",
                     "-p",
                     "kio",
                     "-p",
                     "moq-net",
-                    "--target",
-                    WASM_TARGET,
-                ],
-            )
-            .run()?;
-            // The driver itself, as the browser runs it.
-            cargo(
-                &root,
-                &[
-                    "clippy",
                     "-p",
                     "moq-wasm",
                     "--target",

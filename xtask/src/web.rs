@@ -79,24 +79,12 @@ pub(crate) fn serve(root: &Path, args: &[String]) -> Result<(), Failure> {
     Command::new(relay, &["--bind", &bind, "--web-root", &out]).run()
 }
 
-/// What the browser tests need: Chromium and its WebDriver installed, the page built, and
-/// the workspace's binaries (the relay, the `moq` CLI) built with the tests' features, so
-/// the tests start fresh ones and build none themselves.
+/// What the browser tests need: Chromium and its WebDriver installed, and the page built.
+/// (The relay and the CLI they run are built by the test build itself: building them here
+/// would resolve features without the dev-dependencies, and build everything twice.)
 pub(crate) fn prepare(root: &Path) -> Result<PathBuf, Failure> {
     crate::prerequisites::ensure_packages(crate::prerequisites::BROWSER)?;
-    let page = build(root)?;
-    cargo(
-        root,
-        &[
-            "build",
-            "--workspace",
-            "--bins",
-            "--features",
-            crate::BROWSER_FEATURE,
-        ],
-    )
-    .run()?;
-    Ok(page)
+    build(root)
 }
 
 /// `cargo xtask browser`: the browser tests alone, in headless Chromium against the relay.
