@@ -187,9 +187,19 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
         // Each model sets its own bound if it needs a tighter one; this is the default.
         .env("LOOM_MAX_PREEMPTIONS", "3")
         .run(),
-        "doc" => cargo(&root, &["doc", "--workspace", "--no-deps"])
-            .env("RUSTDOCFLAGS", "-D warnings")
-            .run(),
+        // The tests' features, as clippy had: its checks of the dependencies are reused.
+        "doc" => cargo(
+            &root,
+            &[
+                "doc",
+                "--workspace",
+                "--no-deps",
+                "--features",
+                BROWSER_FEATURE,
+            ],
+        )
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .run(),
         "bench" => bench::run(&root, args),
         "demo" => demo::run(&root),
         "suite" => bench::suite(&root, args),
