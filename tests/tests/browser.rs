@@ -270,7 +270,9 @@ async fn two_pages_chat_through_the_relay() {
     let chromium = Chromium::start();
     let (alice, bob) = two_pages(&relay, &chromium, "pages").await;
     let state = exchange(&alice, &bob, MESSAGES).await;
-    // Each message a page received carries its latency (the pages share a clock).
+    // Each message a page received carries its latency: the page gives one only to a
+    // message whose send time is plausible on its clock (0 to 60 s ago), so a missing one
+    // means a wrong or missing timestamp.
     let received = state["received"].as_array().unwrap();
     let latencies: Vec<f64> = received
         .iter()
@@ -281,7 +283,6 @@ async fn two_pages_chat_through_the_relay() {
         received.len(),
         "every message has a latency: {state:#}"
     );
-    assert!(latencies.iter().all(|ms| *ms >= 0.0), "{latencies:?}");
     alice.close().await;
     bob.close().await;
 }
