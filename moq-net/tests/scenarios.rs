@@ -878,7 +878,10 @@ fn fetch_returns_a_cached_group_and_not_found_for_one_that_is_gone() {
         }
         assert_eq!(
             frames,
-            [(1000, Bytes::from("hello")), (1033, Bytes::from("world"))]
+            [
+                (Some(1000), Bytes::from("hello")),
+                (Some(1033), Bytes::from("world"))
+            ]
         );
 
         let (_, missing) = read_all(runtime, fetch(&mut raw, 7));

@@ -267,7 +267,9 @@ fn decode_group_stream(bytes: &[u8]) -> Result<(Group, Vec<(u64, Bytes)>), Error
     while let Some(item) = decoder.next_item()? {
         match item {
             GroupItem::Header(group) => header = Some(group),
-            GroupItem::Frame { timestamp, payload } => frames.push((timestamp, payload)),
+            GroupItem::Frame { timestamp, payload } => {
+                frames.push((timestamp.expect("-05 frames carry timestamps"), payload))
+            }
         }
     }
     decoder.finish()?;

@@ -21,7 +21,10 @@ pub struct Datagram {
 
 impl Datagram {
     /// Writes the datagram body.
-    pub fn encode<B: BufMut>(&self, buf: &mut B, _version: Version) -> Result<(), EncodeError> {
+    pub fn encode<B: BufMut>(&self, buf: &mut B, version: Version) -> Result<(), EncodeError> {
+        if !version.has_datagrams() {
+            return Err(EncodeError::NotInVersion("DATAGRAM"));
+        }
         write_varint(buf, self.subscribe_id, "DATAGRAM subscribe id")?;
         write_varint(buf, self.sequence, "DATAGRAM sequence")?;
         write_varint(buf, self.timestamp, "DATAGRAM timestamp")?;
@@ -31,7 +34,10 @@ impl Datagram {
 
     /// Reads a whole datagram; the payload is what follows the three varints (without a
     /// copy when `buf` is `Bytes`).
-    pub fn decode<B: Buf>(buf: &mut B, _version: Version) -> Result<Self, DecodeError> {
+    pub fn decode<B: Buf>(buf: &mut B, version: Version) -> Result<Self, DecodeError> {
+        if !version.has_datagrams() {
+            return Err(DecodeError::NotInVersion("DATAGRAM"));
+        }
         let subscribe_id = read_varint(buf)?;
         let sequence = read_varint(buf)?;
         let timestamp = read_varint(buf)?;

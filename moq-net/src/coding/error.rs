@@ -33,6 +33,9 @@ pub enum DecodeError {
     /// A parameter id appeared twice.
     #[error("duplicate parameter id {0}")]
     Duplicate(u64),
+    /// The message does not exist in the session's version (a SETUP on moq-lite-04).
+    #[error("{0} does not exist in this moq-lite version")]
+    NotInVersion(&'static str),
 }
 
 /// Why a message could not be encoded: a value outside what the wire can carry.
@@ -46,6 +49,10 @@ pub enum EncodeError {
     /// A value the protocol does not allow (a zero timescale).
     #[error("invalid value for {0}")]
     InvalidValue(&'static str),
+    /// The message does not exist in the session's version (TRACK_INFO on moq-lite-04):
+    /// the caller asked for what the version cannot say.
+    #[error("{0} does not exist in this moq-lite version")]
+    NotInVersion(&'static str),
 }
 
 impl From<DecodeError> for crate::Error {
@@ -56,6 +63,7 @@ impl From<DecodeError> for crate::Error {
             DecodeError::TooMany(_) => Self::TooManyParameters,
             DecodeError::Duplicate(_) => Self::Duplicate,
             DecodeError::InvalidMessage(_) => Self::UnexpectedMessage,
+            DecodeError::NotInVersion(_) => Self::Version,
             DecodeError::Short
             | DecodeError::Long
             | DecodeError::InvalidString
@@ -69,6 +77,7 @@ impl From<EncodeError> for crate::Error {
         match error {
             EncodeError::BoundsExceeded(_) => Self::BoundsExceeded,
             EncodeError::InvalidValue(_) => Self::Encode,
+            EncodeError::NotInVersion(_) => Self::Version,
         }
     }
 }

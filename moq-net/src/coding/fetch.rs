@@ -22,14 +22,20 @@ pub struct Fetch {
 }
 
 impl Message for Fetch {
-    fn encode_body<B: BufMut>(&self, buf: &mut B, _version: Version) -> Result<(), EncodeError> {
+    fn encode_body<B: BufMut>(&self, buf: &mut B, version: Version) -> Result<(), EncodeError> {
+        if !version.has_track_stream() {
+            return Err(EncodeError::NotInVersion("FETCH"));
+        }
         write_path(buf, &self.broadcast, "FETCH broadcast")?;
         write_string(buf, &self.track, "FETCH track")?;
         buf.put_u8(self.priority);
         write_varint(buf, self.group, "FETCH group")
     }
 
-    fn decode_body<B: Buf>(buf: &mut B, _version: Version) -> Result<Self, DecodeError> {
+    fn decode_body<B: Buf>(buf: &mut B, version: Version) -> Result<Self, DecodeError> {
+        if !version.has_track_stream() {
+            return Err(DecodeError::NotInVersion("FETCH"));
+        }
         Ok(Self {
             broadcast: read_path(buf)?,
             track: read_string(buf)?,

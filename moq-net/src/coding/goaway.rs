@@ -14,11 +14,17 @@ pub struct GoAway {
 }
 
 impl Message for GoAway {
-    fn encode_body<B: BufMut>(&self, buf: &mut B, _version: Version) -> Result<(), EncodeError> {
+    fn encode_body<B: BufMut>(&self, buf: &mut B, version: Version) -> Result<(), EncodeError> {
+        if !version.has_goaway() {
+            return Err(EncodeError::NotInVersion("GOAWAY"));
+        }
         write_string(buf, &self.uri, "GOAWAY uri")
     }
 
-    fn decode_body<B: Buf>(buf: &mut B, _version: Version) -> Result<Self, DecodeError> {
+    fn decode_body<B: Buf>(buf: &mut B, version: Version) -> Result<Self, DecodeError> {
+        if !version.has_goaway() {
+            return Err(DecodeError::NotInVersion("GOAWAY"));
+        }
         Ok(Self {
             uri: read_string(buf)?,
         })

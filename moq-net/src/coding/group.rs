@@ -3,7 +3,9 @@
 //!
 //! A FRAME has no length prefix of its own: `Timestamp Delta (i, zigzag) | Size (i) |
 //! Payload`, the delta taken from the previous frame of the group (from 0 for the first), in
-//! the track's timescale. FETCH replies carry the same bare FRAMEs.
+//! the track's timescale. FETCH replies carry the same bare FRAMEs. Before -05 there is no
+//! delta: a FRAME is `Size (i) | Payload`, and its timestamp is whatever the receiver says
+//! (the time it arrived, as deployed peers do).
 
 use bytes::{Buf, BufMut};
 
@@ -23,6 +25,7 @@ pub struct Group {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameHeader {
     /// This frame's timestamp minus the previous frame's (the first frame's is from 0).
+    /// Not carried before -05: written nowhere, read as 0.
     pub timestamp_delta: i64,
     /// The payload's length in bytes.
     pub size: u64,
@@ -69,15 +72,20 @@ impl FrameHeader {
     }
 
     /// Writes the delta and the size; the payload follows.
-    pub fn encode<B: BufMut>(&self, buf: &mut B, _version: Version) -> Result<(), EncodeError> {
-        write_varint(buf, zigzag(self.timestamp_delta), "FRAME timestamp delta")?;
+    pub fn encode<B: BufMut>(&self, buf: &mut B, version: Version) -> Result<(), EncodeError> {
+        if version.has_frame_timestamps() {
+            write_varint(buf, zigzag(self.timestamp_delta), "FRAME timestamp delta")?;
+        }
         write_varint(buf, self.size, "FRAME size")
     }
 
     /// Reads the delta and the size; the caller then reads `size` payload bytes.
-    pub fn decode<B: Buf>(buf: &mut B, _version: Version) -> Result<Self, DecodeError> {
+    pub fn decode<B: Buf>(buf: &mut B, version: Version) -> Result<Self, DecodeError> {
         Ok(Self {
-            timestamp_delta: unzigzag(read_varint(buf)?),
+            timestamp_delta: match version.has_frame_timestamps() {
+                true => unzigzag(read_varint(buf)?),
+                false => 0,
+            },
             size: read_varint(buf)?,
         })
     }
@@ -90,8 +98,9 @@ pub enum GroupItem {
     Header(Group),
     /// A whole frame, with its absolute timestamp.
     Frame {
-        /// The frame's timestamp in the track's timescale.
-        timestamp: u64,
+        /// The frame's timestamp in the track's timescale; `None` on a version whose frames
+        /// carry none (before -05).
+        timestamp: Option<u64>,
         /// The payload.
         payload: bytes::Bytes,
     },
@@ -104,7 +113,8 @@ pub enum GroupItem {
 /// The rules at FIN are deployed peers' (spec: moq-lite-05 vectors, GROUP_STREAM): a stream
 /// that ends between frames is a clean end, and so is one that ends right after a frame's
 /// timestamp delta (the dangling delta is discarded); ending inside a size varint is a
-/// decode error, and inside a payload is [`crate::Error::WrongSize`].
+/// decode error, and inside a payload is [`crate::Error::WrongSize`]. Before -05, frames
+/// have no delta: ending after a whole size is ending inside its payload.
 ///
 /// ```
 /// use moq_net::coding::{GroupDecoder, GroupItem, Version};
@@ -118,7 +128,7 @@ pub enum GroupItem {
 /// let Ok(Some(GroupItem::Frame { timestamp, payload })) = decoder.next_item() else {
 ///     panic!("a frame");
 /// };
-/// assert_eq!((timestamp, &payload[..]), (1000, &b"hello"[..]));
+/// assert_eq!((timestamp, &payload[..]), (Some(1000), &b"hello"[..]));
 /// assert_eq!(decoder.finish(), Ok(()));
 /// ```
 #[derive(Debug)]
@@ -184,6 +194,7 @@ impl GroupDecoder {
         self.buffered.advance(used);
         let payload = self.buffered.split_to(header.size as usize).freeze();
         self.previous_timestamp = timestamp;
+        let timestamp = self.version.has_frame_timestamps().then_some(timestamp);
         Ok(Some(GroupItem::Frame { timestamp, payload }))
     }
 
@@ -203,7 +214,10 @@ impl GroupDecoder {
             return Err(crate::Error::Decode);
         }
         let mut cursor = &self.buffered[..];
-        if read_varint(&mut cursor).is_ok() && cursor.is_empty() {
+        if self.version.has_frame_timestamps()
+            && read_varint(&mut cursor).is_ok()
+            && cursor.is_empty()
+        {
             // Only a timestamp delta: deployed peers end the group cleanly here.
             return Ok(());
         }

@@ -1,9 +1,10 @@
-//! The moq-lite wire codec: every message of moq-lite-05, byte for byte as deployed peers
-//! speak it (`../shared/spec/moq-lite-05.md` in the project; the draft text is -06).
+//! The moq-lite wire codec: every message of moq-lite-03, -04, -05 and -06-wip, byte for
+//! byte as deployed peers speak them (`../shared/spec/moq-lite-05.md` in the project, with
+//! its "Version deltas"; the draft text is -06).
 //!
 //! - [`varint`]: QUIC varints and zigzag;
 //! - one file per stream: [`Setup`], the announce stream ([`AnnounceRequest`],
-//!   [`AnnounceOk`], [`Announce`]), the track stream ([`Track`], [`TrackInfo`]), the
+//!   [`AnnounceOk`], [`Announce`], and -06's [`TypedAnnounce`]), the track stream ([`Track`], [`TrackInfo`]), the
 //!   subscribe stream ([`Subscribe`], [`SubscribeUpdate`], [`SubscribeResponse`]), the group
 //!   stream ([`Group`], [`FrameHeader`]), [`Fetch`], [`Probe`], [`GoAway`], [`Datagram`],
 //!   and the [`BidiStream`] / [`UniStream`] types that open streams.
@@ -11,7 +12,10 @@
 //! Decoding is bounded and never panics: every length is checked against the input, every
 //! list and path against its limit, and the errors say which ([`DecodeError`]).
 //! [`DecodeError::Short`] means "need more bytes", which a stream reader waits out.
-//! Every function takes the [`Version`], so that -04 and -06 are local additions.
+//! Every function takes the [`Version`]; what differs between versions is asked of it
+//! (`Version::has_*`), in the message that differs. A message or field a version does not
+//! have is [`EncodeError::NotInVersion`] / [`DecodeError::NotInVersion`], never silently
+//! dropped.
 //!
 //! ```
 //! use moq_net::coding::{Message, Subscribe, Version};
@@ -34,6 +38,7 @@
 //! ```
 
 mod announce;
+mod announce_typed;
 mod datagram;
 mod error;
 mod fetch;
@@ -46,10 +51,12 @@ mod setup;
 mod stream;
 mod subscribe;
 mod track;
+mod version;
 
 pub mod varint;
 
 pub use announce::{Announce, AnnounceOk, AnnounceRequest, AnnounceStatus, MAX_HOPS};
+pub use announce_typed::TypedAnnounce;
 pub use datagram::Datagram;
 pub use error::{DecodeError, EncodeError};
 pub use fetch::Fetch;
@@ -62,28 +69,4 @@ pub use setup::{MAX_SETUP_PARAMETERS, ProbeLevel, Role, Setup};
 pub use stream::{BidiStream, UniStream};
 pub use subscribe::{Subscribe, SubscribeResponse, SubscribeUpdate};
 pub use track::{Track, TrackInfo};
-
-/// A moq-lite version: what the codec speaks on a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Version {
-    /// moq-lite-05: what deployed peers speak (ALPN `moq-lite-05`).
-    Lite05,
-}
-
-impl Version {
-    /// The ALPN (raw QUIC) and WebTransport protocol string of this version.
-    pub fn alpn(self) -> &'static str {
-        match self {
-            Version::Lite05 => "moq-lite-05",
-        }
-    }
-
-    /// The version an ALPN or WebTransport protocol string names, if this codec speaks it.
-    pub fn from_alpn(alpn: &str) -> Option<Self> {
-        match alpn {
-            "moq-lite-05" => Some(Version::Lite05),
-            _ => None,
-        }
-    }
-}
+pub use version::{UnknownVersion, Version};

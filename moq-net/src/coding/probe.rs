@@ -14,20 +14,26 @@ use super::{DecodeError, EncodeError, Message, Version};
 pub struct Probe {
     /// Estimated bitrate in bits per second; 0 is unknown.
     pub bitrate: u64,
-    /// Round-trip time; zero is unknown.
+    /// Round-trip time; zero is unknown. Not carried by -03 (written nowhere, read as zero).
     pub rtt: Duration,
 }
 
 impl Message for Probe {
-    fn encode_body<B: BufMut>(&self, buf: &mut B, _version: Version) -> Result<(), EncodeError> {
+    fn encode_body<B: BufMut>(&self, buf: &mut B, version: Version) -> Result<(), EncodeError> {
         write_varint(buf, self.bitrate, "PROBE bitrate")?;
-        write_millis(buf, self.rtt, "PROBE rtt")
+        if version.has_probe_rtt() {
+            write_millis(buf, self.rtt, "PROBE rtt")?;
+        }
+        Ok(())
     }
 
-    fn decode_body<B: Buf>(buf: &mut B, _version: Version) -> Result<Self, DecodeError> {
+    fn decode_body<B: Buf>(buf: &mut B, version: Version) -> Result<Self, DecodeError> {
         Ok(Self {
             bitrate: read_varint(buf)?,
-            rtt: read_millis(buf)?,
+            rtt: match version.has_probe_rtt() {
+                true => read_millis(buf)?,
+                false => Duration::ZERO,
+            },
         })
     }
 }

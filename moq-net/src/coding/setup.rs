@@ -57,7 +57,10 @@ pub enum Role {
 }
 
 impl Message for Setup {
-    fn encode_body<B: BufMut>(&self, buf: &mut B, _version: Version) -> Result<(), EncodeError> {
+    fn encode_body<B: BufMut>(&self, buf: &mut B, version: Version) -> Result<(), EncodeError> {
+        if !version.has_setup_stream() {
+            return Err(EncodeError::NotInVersion("SETUP"));
+        }
         let probe = match self.probe {
             ProbeLevel::None => None,
             ProbeLevel::Report => Some(1),
@@ -99,7 +102,10 @@ impl Message for Setup {
         Ok(())
     }
 
-    fn decode_body<B: Buf>(buf: &mut B, _version: Version) -> Result<Self, DecodeError> {
+    fn decode_body<B: Buf>(buf: &mut B, version: Version) -> Result<Self, DecodeError> {
+        if !version.has_setup_stream() {
+            return Err(DecodeError::NotInVersion("SETUP"));
+        }
         let count = read_varint(buf)?;
         if count > MAX_SETUP_PARAMETERS {
             return Err(DecodeError::TooMany("SETUP parameters"));

@@ -1,6 +1,12 @@
 //! The Subscribe stream (bidi `0x02`): SUBSCRIBE and SUBSCRIBE_UPDATEs from the subscriber;
-//! typed SUBSCRIBE_START / SUBSCRIBE_END / SUBSCRIBE_DROP from the publisher (spec:
-//! moq-lite-05, "Messages").
+//! typed replies from the publisher (spec: moq-lite-05, "Messages" and "Version deltas").
+//! SUBSCRIBE and SUBSCRIBE_UPDATE are the same on every version; the replies are not:
+//!
+//! | type | -03 / -04 | -05 / -06-wip |
+//! |---|---|---|
+//! | 0 | SUBSCRIBE_OK | SUBSCRIBE_START |
+//! | 1 | SUBSCRIBE_DROP | SUBSCRIBE_END |
+//! | 2 | (none) | SUBSCRIBE_DROP |
 //!
 //! Groups in SUBSCRIBE and SUBSCRIBE_UPDATE are optional (0 on the wire is none, `g + 1` is
 //! group `g`) and the end is inclusive; SUBSCRIBE_START, SUBSCRIBE_END and SUBSCRIBE_DROP
@@ -58,18 +64,34 @@ pub struct SubscribeUpdate {
 /// The publisher's typed replies on the subscribe stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SubscribeResponse {
-    /// Type 0, SUBSCRIBE_START: the first group that will be delivered.
+    /// Type 0 on -03 and -04, SUBSCRIBE_OK: the subscription is accepted, with what the
+    /// publisher will deliver. Deployed publishers send exactly one, before any group, and
+    /// deployed subscribers wait for it and ignore its fields.
+    Ok {
+        /// The priority it is served at.
+        priority: u8,
+        /// Whether groups are delivered in order.
+        ordered: bool,
+        /// How far a group may fall behind before it is dropped.
+        max_latency: Duration,
+        /// The first group; `None` for not known yet.
+        start: Option<u64>,
+        /// The last group, inclusive; `None` for unbounded.
+        end: Option<u64>,
+    },
+    /// Type 0 from -05, SUBSCRIBE_START: the first group that will be delivered.
     Start {
         /// Its sequence.
         group: u64,
     },
-    /// Type 1, SUBSCRIBE_END: the track ended before `group` (exclusive; 0 means it produced
+    /// Type 1 from -05, SUBSCRIBE_END: the track ended before `group` (exclusive; 0 means it produced
     /// no groups). Trailing groups may still arrive after it.
     End {
         /// One past the last group's sequence.
         group: u64,
     },
-    /// Type 2, SUBSCRIBE_DROP: groups `start..=end` will not be delivered.
+    /// Type 2 from -05 (type 1 on -03 and -04), SUBSCRIBE_DROP: groups `start..=end` will
+    /// not be delivered.
     Drop {
         /// The first dropped group.
         start: u64,
@@ -127,38 +149,57 @@ impl Message for SubscribeUpdate {
 }
 
 impl SubscribeResponse {
-    const START: u64 = 0;
-    const END: u64 = 1;
-    const DROP: u64 = 2;
+    /// The type of this reply on the wire of `version`.
+    fn kind(&self, version: Version) -> Result<u64, EncodeError> {
+        let old = !version.has_track_stream();
+        Ok(match self {
+            Self::Ok { .. } if old => 0,
+            Self::Drop { .. } if old => 1,
+            Self::Start { .. } if !old => 0,
+            Self::End { .. } if !old => 1,
+            Self::Drop { .. } => 2,
+            Self::Ok { .. } => return Err(EncodeError::NotInVersion("SUBSCRIBE_OK")),
+            Self::Start { .. } => return Err(EncodeError::NotInVersion("SUBSCRIBE_START")),
+            Self::End { .. } => return Err(EncodeError::NotInVersion("SUBSCRIBE_END")),
+        })
+    }
 
     /// Writes `Type (i) | Length (i) | Body`.
-    pub fn encode<B: BufMut>(&self, buf: &mut B, _version: Version) -> Result<(), EncodeError> {
+    pub fn encode<B: BufMut>(&self, buf: &mut B, version: Version) -> Result<(), EncodeError> {
+        let kind = self.kind(version)?;
         let mut body = Vec::with_capacity(24);
-        let kind = match self {
-            Self::Start { group } => {
-                write_varint(&mut body, *group, "SUBSCRIBE_START group")?;
-                Self::START
+        match self {
+            Self::Ok {
+                priority,
+                ordered,
+                max_latency,
+                start,
+                end,
+            } => {
+                body.put_u8(*priority);
+                write_ordered(&mut body, *ordered);
+                write_millis(&mut body, *max_latency, "SUBSCRIBE_OK max latency")?;
+                write_optional_group(&mut body, *start, "SUBSCRIBE_OK start")?;
+                write_optional_group(&mut body, *end, "SUBSCRIBE_OK end")?;
             }
-            Self::End { group } => {
-                write_varint(&mut body, *group, "SUBSCRIBE_END group")?;
-                Self::END
-            }
+            Self::Start { group } => write_varint(&mut body, *group, "SUBSCRIBE_START group")?,
+            Self::End { group } => write_varint(&mut body, *group, "SUBSCRIBE_END group")?,
             Self::Drop { start, end, error } => {
                 write_varint(&mut body, *start, "SUBSCRIBE_DROP start")?;
                 write_varint(&mut body, *end, "SUBSCRIBE_DROP end")?;
                 write_varint(&mut body, *error, "SUBSCRIBE_DROP error")?;
-                Self::DROP
             }
-        };
+        }
         write_varint(buf, kind, "message type")?;
         write_framed(buf, &body)
     }
 
-    /// Reads `Type (i) | Length (i) | Body`; an unknown type is
+    /// Reads `Type (i) | Length (i) | Body`; a type the version does not define is
     /// [`DecodeError::InvalidMessage`].
-    pub fn decode<B: Buf>(buf: &mut B, _version: Version) -> Result<Self, DecodeError> {
+    pub fn decode<B: Buf>(buf: &mut B, version: Version) -> Result<Self, DecodeError> {
+        let old = !version.has_track_stream();
         let kind = read_varint(buf)?;
-        if kind > Self::DROP {
+        if kind > if old { 1 } else { 2 } {
             return Err(DecodeError::InvalidMessage(kind));
         }
         let len = read_varint(buf)?;
@@ -166,11 +207,18 @@ impl SubscribeResponse {
             return Err(DecodeError::Short);
         }
         let mut body = buf.take(len as usize);
-        let response = match kind {
-            Self::START => Self::Start {
+        let response = match (old, kind) {
+            (true, 0) => Self::Ok {
+                priority: read_u8(&mut body)?,
+                ordered: read_ordered(&mut body)?,
+                max_latency: read_millis(&mut body)?,
+                start: read_optional_group(&mut body)?,
+                end: read_optional_group(&mut body)?,
+            },
+            (false, 0) => Self::Start {
                 group: read_varint(&mut body)?,
             },
-            Self::END => Self::End {
+            (false, 1) => Self::End {
                 group: read_varint(&mut body)?,
             },
             _ => Self::Drop {

@@ -37,12 +37,18 @@ pub struct TrackInfo {
 }
 
 impl Message for Track {
-    fn encode_body<B: BufMut>(&self, buf: &mut B, _version: Version) -> Result<(), EncodeError> {
+    fn encode_body<B: BufMut>(&self, buf: &mut B, version: Version) -> Result<(), EncodeError> {
+        if !version.has_track_stream() {
+            return Err(EncodeError::NotInVersion("TRACK"));
+        }
         write_path(buf, &self.broadcast, "TRACK broadcast")?;
         write_string(buf, &self.track, "TRACK track")
     }
 
-    fn decode_body<B: Buf>(buf: &mut B, _version: Version) -> Result<Self, DecodeError> {
+    fn decode_body<B: Buf>(buf: &mut B, version: Version) -> Result<Self, DecodeError> {
+        if !version.has_track_stream() {
+            return Err(DecodeError::NotInVersion("TRACK"));
+        }
         Ok(Self {
             broadcast: read_path(buf)?,
             track: read_string(buf)?,
@@ -51,14 +57,20 @@ impl Message for Track {
 }
 
 impl Message for TrackInfo {
-    fn encode_body<B: BufMut>(&self, buf: &mut B, _version: Version) -> Result<(), EncodeError> {
+    fn encode_body<B: BufMut>(&self, buf: &mut B, version: Version) -> Result<(), EncodeError> {
+        if !version.has_track_stream() {
+            return Err(EncodeError::NotInVersion("TRACK_INFO"));
+        }
         buf.put_u8(self.priority);
         write_ordered(buf, self.ordered);
         write_millis(buf, self.max_latency, "TRACK_INFO max latency")?;
         write_varint(buf, self.timescale.get(), "TRACK_INFO timescale")
     }
 
-    fn decode_body<B: Buf>(buf: &mut B, _version: Version) -> Result<Self, DecodeError> {
+    fn decode_body<B: Buf>(buf: &mut B, version: Version) -> Result<Self, DecodeError> {
+        if !version.has_track_stream() {
+            return Err(DecodeError::NotInVersion("TRACK_INFO"));
+        }
         Ok(Self {
             priority: read_u8(buf)?,
             ordered: read_ordered(buf)?,

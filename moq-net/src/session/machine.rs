@@ -137,6 +137,16 @@ pub(crate) struct Context {
     /// arrived, so bidi streams may now be accepted): poll them again this turn.
     pub(crate) sources_changed: bool,
     pub(crate) peer_setup: Option<Setup>,
+    /// The origin id in the peer's SETUP (0 for none): on -06, the hop an announce stream
+    /// leaves out in place of the request's Exclude Hop.
+    pub(crate) peer_origin: u64,
+    /// The instant receive times are counted from: on versions whose frames carry no
+    /// timestamp (before -05) a frame is stamped with the milliseconds since then at which
+    /// it arrived, as deployed peers stamp theirs with their clock.
+    pub(crate) epoch: Instant,
+    /// A server's authorization hook refused the client before the session began (on a
+    /// version without SETUP, the hook runs at once): the machine closes with this.
+    pub(crate) refused: Option<Error>,
     /// What the session did, published to the handle once per turn.
     pub(crate) counters: super::SessionCounters,
     /// The peer's requests (SUBSCRIBE, TRACK, FETCH) being served now (against
@@ -317,6 +327,9 @@ impl<R: Runtime> SessionMachine<R> {
             goaway: false,
             sources_changed: false,
             peer_setup: None,
+            peer_origin: 0,
+            epoch: runtime.now(),
+            refused: None,
             counters: super::SessionCounters::default(),
             subscriptions: Default::default(),
             announce_requests: Default::default(),
@@ -330,7 +343,22 @@ impl<R: Runtime> SessionMachine<R> {
         // the client's SETUP: it answers with its own SETUP, and asks for announcements,
         // once the hook accepted the client (`SetupRead`).
         let deferred = side == Side::Server && context.config.authorize.is_some();
-        if !deferred {
+        let has_setup = context.version.has_setup_stream();
+        if !has_setup {
+            // Before -05 there is no SETUP: the session begins with the connection, as if
+            // an empty SETUP had arrived. A server's hook decides on that, with no path (a
+            // raw QUIC client of those versions carries none).
+            let setup = Setup::default();
+            context.setup_received = true;
+            if deferred {
+                if let Err(error) = super::setup::authorize(&mut context, &setup) {
+                    // Closed on the first turn, inside the session's span.
+                    context.refused = Some(error);
+                }
+            }
+            context.peer_setup = Some(setup);
+        }
+        if !deferred && has_setup {
             context.opens.push_back(Open::Setup);
         }
         if context.config.subscribe.is_some() && !deferred {
@@ -452,7 +480,11 @@ impl<R: Runtime> SessionMachine<R> {
             }
             Poll::Ready(Ok(Ok(uri))) => {
                 self.goaway_sent = true;
-                self.context.opens.push_back(Open::GoAway(uri));
+                if self.context.version.has_goaway() {
+                    self.context.opens.push_back(Open::GoAway(uri));
+                } else {
+                    tracing::debug!("no GOAWAY on this version: the session just drains");
+                }
                 // A ready poll left no waiter on the handle's state: look again on the next
                 // pass, or a close requested after the GOAWAY would go unseen.
                 self.own.woken.store(true, Ordering::Release);
@@ -491,7 +523,11 @@ impl<R: Runtime> SessionMachine<R> {
                 Err(_) => return true, // seen as closed on the next pass
             }
         }
-        let may_serve = self.context.side == Side::Client || self.context.setup_received;
+        // A server serves nothing before the client's SETUP. A client serves at once, but
+        // on -06, where an announce stream's excluded hop is the one in the peer's SETUP,
+        // only once that arrived (as deployed peers wait for it).
+        let may_serve = self.context.setup_received
+            || (self.context.side == Side::Client && !self.context.version.has_typed_announce());
         if may_serve {
             loop {
                 match self.transport.poll_accept_bidi(waiter) {
@@ -747,6 +783,9 @@ impl<R: Runtime> Future for SessionMachine<R> {
         loop {
             if this.done {
                 return Poll::Ready(());
+            }
+            if let Some(error) = this.context.refused.take() {
+                this.close(error);
             }
             if this.closing.is_some() {
                 let closed = this.poll_closing(&waiter);

@@ -42,7 +42,8 @@ use crate::runtime::Runtime;
 /// What a session serves and where it puts what it receives.
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
-    /// The wire version.
+    /// The wire version the session speaks. A driver sets it from what the connection
+    /// negotiated; a session never negotiates by itself.
     pub version: Version,
     /// Broadcasts offered to the peer; `None` serves nothing (a pure subscriber).
     pub publish: Option<Origin>,
@@ -268,6 +269,8 @@ pub struct Session {
 /// What the handle and the machine share.
 #[derive(Debug)]
 pub(crate) struct Shared {
+    /// The version the session speaks (fixed for its life).
+    version: Version,
     /// Written by the handle (a close or GOAWAY request) and by the machine (the outcome).
     state: kio::Producer<State>,
     /// The transport's and the machine's counters, refreshed by the machine once per turn
@@ -304,6 +307,7 @@ fn start<R: Runtime>(
     side: Side,
 ) -> Session {
     let shared = Arc::new(Shared {
+        version: config.version,
         state: kio::Producer::new(State::default()),
         snapshot: kio::sync::Mutex::new(Snapshot::default()),
     });
@@ -339,7 +343,8 @@ impl Session {
     }
 
     /// Waits until the peer's SETUP arrived (the session is established) or the session
-    /// ended, and says which. A server with an [`authorize`](SessionConfig::authorize) hook
+    /// ended, and says which. Before -05 there is no SETUP: the session is established
+    /// from the start, with an empty one. A server with an [`authorize`](SessionConfig::authorize) hook
     /// sends its SETUP only once the hook accepted the client, so for its clients this is
     /// also "the server let me in".
     pub async fn established(&self) -> Result<Setup, Error> {
@@ -354,6 +359,12 @@ impl Session {
             .unwrap_or(Err(Error::Closed))
     }
 
+    /// The moq-lite version the session speaks, as negotiated (ALPN on raw QUIC,
+    /// `wt-protocol` on WebTransport).
+    pub fn version(&self) -> Version {
+        self.shared.version
+    }
+
     /// Whether the session has ended.
     pub fn is_closed(&self) -> bool {
         self.shared.state.borrow().closed.is_some()
@@ -365,7 +376,7 @@ impl Session {
     }
 
     /// Tells the peer this side is going away (GOAWAY), naming where to reconnect (empty
-    /// for "the same place, later"). Streams already open carry on; the peer opens no new
+    /// for "the same place, later"). -03 has no GOAWAY: there, nothing is sent. Streams already open carry on; the peer opens no new
     /// ones. A server sends it on shutdown, then closes after a drain.
     pub fn goaway(&self, uri: &str) {
         self.shared.state.update(|state| {

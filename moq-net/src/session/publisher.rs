@@ -12,7 +12,8 @@ use super::stream::{ReadError, Reader, Writer, encoded};
 use crate::Error;
 use crate::coding::{
     Announce, AnnounceOk, AnnounceRequest, AnnounceStatus, Fetch, FrameHeader, Group, Message,
-    Subscribe, SubscribeResponse, SubscribeUpdate, Track as TrackMessage, TrackInfo, UniStream,
+    Subscribe, SubscribeResponse, SubscribeUpdate, Track as TrackMessage, TrackInfo, TypedAnnounce,
+    UniStream,
 };
 use crate::model::{Announced, Announcement, GroupConsumer, PendingTrack, TrackConsumer};
 use crate::transport::{RecvStream, SendStream, StreamPriority};
@@ -27,8 +28,11 @@ pub(crate) struct AnnounceServe<S, R> {
     announced: Option<Announced>,
     /// The subscriber's origin id: broadcasts whose route went through it are not offered.
     exclude_hop: u64,
-    /// Paths announced active on this stream (an end is sent only for these).
-    active: std::collections::HashSet<crate::model::Path>,
+    /// Paths announced active on this stream (an end is sent only for these), with the
+    /// id -06 gives each START (the count of STARTs before it on the stream).
+    active: std::collections::HashMap<crate::model::Path, u64>,
+    /// The id of the next START (-06).
+    next_id: u64,
     /// Counts this stream against the session's bound while it lives.
     _slot: RequestSlot,
 }
@@ -242,7 +246,8 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
             reader,
             announced: None,
             exclude_hop: 0,
-            active: std::collections::HashSet::new(),
+            active: std::collections::HashMap::new(),
+            next_id: 0,
             _slot: slot,
         }
     }
@@ -265,31 +270,41 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
             // moq-lite-05.md, "What a deployed relay treats as fatal").
             let nothing = crate::model::Origin::new();
             let origin = cx.config.publish.as_ref().unwrap_or(&nothing);
-            self.exclude_hop = request.exclude_hop;
+            // -06 names the subscriber's origin in its SETUP, not in the request (this
+            // side serves no bidi stream before that SETUP on -06).
+            self.exclude_hop = match version.has_exclude_hop() {
+                true => request.exclude_hop,
+                false => cx.peer_origin,
+            };
             let mut announced = origin.announced(request.prefix);
             // The snapshot goes out right behind ANNOUNCE_OK, whose count must be exactly
             // the number of ANNOUNCEs that follow as the initial set (a deployed receiver
             // waits for that many): encode it first, filtered, then count.
             let mut initial = Vec::new();
             let mut count = 0u64;
+            let own = cx.config.origin_id;
             for _ in 0..announced.initial_len() {
                 let Some(announcement) = announced.try_next() else {
                     break;
                 };
                 if let Some(bytes) =
-                    self.encode_announcement(announcement, announced.prefix(), version)
+                    self.encode_announcement(announcement, announced.prefix(), version, own)
                 {
                     initial.push(bytes);
                     count += 1;
                 }
             }
-            let ok = AnnounceOk {
-                hop_id: cx.config.origin_id,
-                active_count: count,
-            };
-            match encoded(|buf| ok.encode(buf, version)) {
-                Ok(bytes) => self.writer.queue(bytes),
-                Err(error) => return Poll::Ready(Err(error)),
+            // Before -05 there is no ANNOUNCE_OK: the initial set is just the first
+            // announcements.
+            if version.has_announce_ok() {
+                let ok = AnnounceOk {
+                    hop_id: own,
+                    active_count: count,
+                };
+                match encoded(|buf| ok.encode(buf, version)) {
+                    Ok(bytes) => self.writer.queue(bytes),
+                    Err(error) => return Poll::Ready(Err(error)),
+                }
             }
             for bytes in initial {
                 self.writer.queue(bytes);
@@ -314,8 +329,9 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
                     break;
                 };
                 taken = true;
+                let own = cx.config.origin_id;
                 if let Some(bytes) =
-                    self.encode_announcement(announcement, announced.prefix(), version)
+                    self.encode_announcement(announcement, announced.prefix(), version, own)
                 {
                     self.writer.queue(bytes);
                 }
@@ -339,46 +355,136 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
 }
 
 impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
-    /// The ANNOUNCE for an announcement, if this subscriber should hear of it: not for a
+    /// What to send for an announcement, if this subscriber should hear of it: not for a
     /// route through the subscriber itself (spec: never offer a route through the
     /// subscriber), not for one longer than the wire carries, and an end only for a path
-    /// it was told is active.
+    /// it was told is active. `own` is this side's origin id.
+    ///
+    /// Per version: before -05 the sender appends its own id to the hops; -05 and -06
+    /// leave it out (it is in ANNOUNCE_OK). A path already active is announced again on a
+    /// new route as a second ANNOUNCE on -05 (a restart), a RESTART on -06, and, since a
+    /// deployed -03 or -04 receiver closes the session on a second active, as an end
+    /// followed by a new active there.
     fn encode_announcement(
         &mut self,
         announcement: Announcement,
         prefix: &crate::model::Path,
         version: crate::coding::Version,
+        own: u64,
     ) -> Option<bytes::Bytes> {
-        let (status, path, hops) = match announcement {
+        let (path, route) = match announcement {
             Announcement::Active { path, broadcast } => {
-                let hops = broadcast.hops();
+                let mut hops = broadcast.hops();
                 let through_subscriber = self.exclude_hop != 0 && hops.contains(&self.exclude_hop);
+                if !version.has_announce_ok() && own != 0 {
+                    hops.push(own);
+                }
                 if through_subscriber || hops.len() > crate::coding::MAX_HOPS {
                     // A route it had is now one it must not use: withdraw it.
-                    if !self.active.remove(&path) {
-                        return None;
-                    }
-                    (AnnounceStatus::Ended, path, Vec::new())
+                    (path, None)
                 } else {
-                    self.active.insert(path.clone());
-                    (AnnounceStatus::Active, path, hops)
+                    (path, Some(hops))
                 }
             }
-            Announcement::Ended { path } => {
-                if !self.active.remove(&path) {
-                    return None;
-                }
-                (AnnounceStatus::Ended, path, Vec::new())
+            Announcement::Ended { path } => (path, None),
+        };
+        let suffix: crate::model::Path = path.strip_prefix(prefix)?.into();
+        let previous = self.active.get(&path).copied();
+        let mut messages = Vec::with_capacity(2);
+        match (&route, previous) {
+            (None, None) => return None,
+            (None, Some(id)) => messages.push(ended(&suffix, id, version)),
+            (Some(hops), Some(id)) if version.has_typed_announce() => {
+                messages.push(AnnounceMessage::Typed(TypedAnnounce::Restart {
+                    id,
+                    hops: hops.clone(),
+                    cost: route_cost(hops),
+                }))
             }
-        };
-        let message = Announce {
-            status,
-            suffix: path.strip_prefix(prefix)?.into(),
-            hops,
-        };
+            (Some(hops), previous) => {
+                if previous.is_some() && !version.has_restart_by_duplicate() {
+                    messages.push(ended(&suffix, previous.unwrap_or(0), version));
+                }
+                messages.push(active(&suffix, hops, version));
+            }
+        }
         // A path that does not encode (over the part limit) is not offered.
-        encoded(|buf| message.encode(buf, version)).ok()
+        let bytes = encoded(|buf| {
+            for message in &messages {
+                message.encode(buf, version)?;
+            }
+            Ok(())
+        })
+        .ok()?;
+        match (route, previous) {
+            (None, _) => {
+                self.active.remove(&path);
+            }
+            (Some(_), Some(_)) if version.has_typed_announce() => {}
+            (Some(_), _) => {
+                self.active.insert(path, self.next_id);
+                self.next_id += 1;
+            }
+        }
+        Some(bytes)
     }
+}
+
+/// One message of an announce stream, untyped (-03 to -05) or typed (-06).
+enum AnnounceMessage {
+    Untyped(Announce),
+    Typed(TypedAnnounce),
+}
+
+impl AnnounceMessage {
+    fn encode(
+        &self,
+        buf: &mut Vec<u8>,
+        version: crate::coding::Version,
+    ) -> Result<(), crate::coding::EncodeError> {
+        match self {
+            Self::Untyped(message) => message.encode(buf, version),
+            Self::Typed(message) => message.encode(buf, version),
+        }
+    }
+}
+
+/// The end of the announcement of `suffix`, whose id (on -06) is `id`.
+fn ended(suffix: &crate::model::Path, id: u64, version: crate::coding::Version) -> AnnounceMessage {
+    match version.has_typed_announce() {
+        true => AnnounceMessage::Typed(TypedAnnounce::End { id }),
+        false => AnnounceMessage::Untyped(Announce {
+            status: AnnounceStatus::Ended,
+            suffix: suffix.clone(),
+            hops: Vec::new(),
+        }),
+    }
+}
+
+/// A new announcement of `suffix` reached through `hops`.
+fn active(
+    suffix: &crate::model::Path,
+    hops: &[u64],
+    version: crate::coding::Version,
+) -> AnnounceMessage {
+    match version.has_typed_announce() {
+        true => AnnounceMessage::Typed(TypedAnnounce::Start {
+            suffix: suffix.clone(),
+            hops: hops.to_vec(),
+            cost: route_cost(hops),
+        }),
+        false => AnnounceMessage::Untyped(Announce {
+            status: AnnounceStatus::Active,
+            suffix: suffix.clone(),
+            hops: hops.to_vec(),
+        }),
+    }
+}
+
+/// The route cost -06 announces: one per link behind this side, each at the cost deployed
+/// peers give a link they know nothing about (1). This side ranks routes by their hops.
+fn route_cost(hops: &[u64]) -> u64 {
+    hops.len() as u64
 }
 
 impl<S: SendStream, R: RecvStream> TrackServe<S, R> {
@@ -480,6 +586,25 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                         Some(start) => track.consume_from(start),
                         None => track,
                     };
+                    // Before -05 the subscriber waits for one SUBSCRIBE_OK, sent at once
+                    // and before any group (as deployed publishers do); it says what the
+                    // subscriber asked for, which is what it gets.
+                    if !version.has_track_stream() {
+                        let ok = SubscribeResponse::Ok {
+                            priority: request.priority,
+                            ordered: request.ordered,
+                            max_latency: request.max_latency,
+                            start: request.start,
+                            end: request.end,
+                        };
+                        match encoded(|buf| ok.encode(buf, version)) {
+                            Ok(bytes) => self.writer.queue(bytes),
+                            Err(error) => {
+                                refuse(&mut self.writer, &mut self.reader, error);
+                                return Poll::Ready(Ok(()));
+                            }
+                        }
+                    }
                     let subscriber_priority = request.priority;
                     self.state = SubscribeState::Serving {
                         request,
@@ -532,7 +657,8 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                         match track.poll_next_group(waiter) {
                             Poll::Ready(Ok(Some(group))) => {
                                 let sequence = group.sequence();
-                                if !*started {
+                                // SUBSCRIBE_START from -05 (before it, the OK said it).
+                                if !*started && version.has_track_stream() {
                                     *started = true;
                                     let start = SubscribeResponse::Start { group: sequence };
                                     match encoded(|buf| start.encode(buf, version)) {
@@ -551,6 +677,11 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                                     request.priority,
                                     control.consume(),
                                 )));
+                            }
+                            // Before -05 the end is the FIN alone.
+                            Poll::Ready(Ok(None)) if !version.has_track_stream() => {
+                                self.state = SubscribeState::Ending;
+                                break;
                             }
                             Poll::Ready(Ok(None)) => {
                                 let end_message = SubscribeResponse::End { group: *end };

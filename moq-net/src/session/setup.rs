@@ -148,6 +148,7 @@ impl<R: RecvStream> SetupRead<R> {
                     self.received = true;
                     cx.setup_received = true;
                     cx.sources_changed = true;
+                    cx.peer_origin = setup.origin.map_or(0, |origin| origin.get());
                     cx.peer_setup = Some(setup);
                 }
                 Poll::Ready(Ok(None)) => {
@@ -175,7 +176,7 @@ impl<R: RecvStream> SetupRead<R> {
 /// Runs a server's authorization hook on the client's SETUP: the session's origins are
 /// the hook's, and its own SETUP (the client's sign it was let in) and announce request go
 /// out now that it knows what they are for.
-fn authorize(cx: &mut Context, setup: &Setup) -> Result<(), Error> {
+pub(crate) fn authorize(cx: &mut Context, setup: &Setup) -> Result<(), Error> {
     let Some(hook) = cx.config.authorize.take() else {
         return Ok(());
     };
@@ -185,7 +186,9 @@ fn authorize(cx: &mut Context, setup: &Setup) -> Result<(), Error> {
     cx.expires_at = origins
         .valid_for
         .and_then(|valid_for| cx.now.checked_add(valid_for));
-    cx.opens.push_back(Open::Setup);
+    if cx.version.has_setup_stream() {
+        cx.opens.push_back(Open::Setup);
+    }
     if cx.config.subscribe.is_some() {
         let prefix = cx.config.subscribe_prefix.clone();
         cx.opens
@@ -230,7 +233,15 @@ impl<R: RecvStream> UniIncoming<R> {
             return Poll::Ready(Ok(Step::Done));
         };
         Poll::Ready(Ok(match kind {
-            UniStream::Setup => Step::Become(Box::new(Task::setup_read(reader))),
+            UniStream::Setup if cx.version.has_setup_stream() => {
+                Step::Become(Box::new(Task::setup_read(reader)))
+            }
+            // Before -05 there is no Setup stream: deployed peers stop it (UnexpectedStream).
+            UniStream::Setup => {
+                tracing::debug!("stopping a Setup stream: this version has none");
+                reader.stream_mut().stop(Error::UnexpectedStream.to_code());
+                Step::Done
+            }
             // Before the client's SETUP a server takes nothing else (deployed peers stop it).
             UniStream::Group if cx.side == Side::Server && !cx.setup_received => {
                 tracing::debug!("stopping a group stream that came before the client's SETUP");
@@ -312,6 +323,11 @@ impl<S: SendStream, R: RecvStream> BidiIncoming<S, R> {
                     Step::Done
                 }
             },
+            // Before -05 there are no Track and Fetch streams.
+            BidiStream::Track | BidiStream::Fetch if !version.has_track_stream() => {
+                refuse(&mut writer, &mut reader, Error::UnexpectedStream);
+                Step::Done
+            }
             BidiStream::Track | BidiStream::Subscribe | BidiStream::Fetch if publishes => {
                 let Some(slot) = slot(
                     &cx.subscriptions,

@@ -12,7 +12,7 @@ use super::stream::{Reader, Writer, encoded};
 use crate::Error;
 use crate::coding::{
     Announce, AnnounceOk, AnnounceRequest, AnnounceStatus, BidiStream, GroupDecoder, GroupItem,
-    Message, Subscribe, SubscribeResponse, Track as TrackMessage, TrackInfo,
+    Message, Subscribe, SubscribeResponse, Track as TrackMessage, TrackInfo, TypedAnnounce,
 };
 use crate::model::{BroadcastProducer, GroupProducer, Path, Track, TrackProducer, TrackRequest};
 use crate::transport::{RecvStream, SendStream};
@@ -21,9 +21,14 @@ use crate::transport::{RecvStream, SendStream};
 pub(crate) struct AnnounceDiscover<S, R> {
     prefix: Path,
     streams: Option<(Writer<S>, Reader<R>)>,
+    /// ANNOUNCE_OK arrived (or the version has none).
     acknowledged: bool,
     /// The publisher's origin id from ANNOUNCE_OK: the last hop of every route it offers.
     publisher_hop: u64,
+    /// -06: the path of each live START by its implicit id (`None` for one this side
+    /// dropped: a loop, or a path it cannot ask for), and the next id.
+    ids: std::collections::HashMap<u64, Option<Path>>,
+    next_id: u64,
 }
 
 /// Turns a remote broadcast's track requests into TRACK queries.
@@ -108,6 +113,8 @@ impl AnnounceDiscover<(), ()> {
             streams: None,
             acknowledged: false,
             publisher_hop: 0,
+            ids: std::collections::HashMap::new(),
+            next_id: 0,
         }
     }
 
@@ -139,8 +146,11 @@ impl AnnounceDiscover<(), ()> {
         AnnounceDiscover {
             prefix: self.prefix,
             streams: Some((writer, reader)),
-            acknowledged: false,
+            // Before -05 announcements start at once, with no ANNOUNCE_OK.
+            acknowledged: !version.has_announce_ok(),
             publisher_hop: 0,
+            ids: std::collections::HashMap::new(),
+            next_id: 0,
         }
     }
 }
@@ -171,8 +181,16 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
             }
         }
         loop {
-            let announce = match reader.poll_message(waiter, |buf| Announce::decode(buf, version)) {
-                Poll::Ready(Ok(Some(announce))) => announce,
+            let decoded = match version.has_typed_announce() {
+                true => reader
+                    .poll_message(waiter, |buf| TypedAnnounce::decode(buf, version))
+                    .map_ok(|typed| typed.map(Incoming::Typed)),
+                false => reader
+                    .poll_message(waiter, |buf| Announce::decode(buf, version))
+                    .map_ok(|announce| announce.map(Incoming::Untyped)),
+            };
+            let incoming = match decoded {
+                Poll::Ready(Ok(Some(incoming))) => incoming,
                 Poll::Ready(Ok(None)) => {
                     // The publisher ended the stream: everything it announced is gone.
                     tracing::debug!("the peer ended its announcements");
@@ -186,49 +204,117 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                 }
                 Poll::Pending => return Poll::Pending,
             };
-            let path = self.prefix.join(announce.suffix.as_str());
-            if path.as_str().split('/').count() > crate::coding::MAX_PATH_PARTS {
-                continue; // could not be asked for on the wire: ignore it
-            }
-            match announce.status {
-                AnnounceStatus::Active => {
-                    // spec: the route is the announced hops plus the publisher's own id; a
-                    // route through this endpoint has looped back and is dropped.
-                    let mut route = announce.hops;
-                    if self.publisher_hop != 0 {
-                        route.push(self.publisher_hop);
+            match incoming {
+                Incoming::Untyped(announce) => {
+                    let path = self.prefix.join(announce.suffix.as_str());
+                    match announce.status {
+                        AnnounceStatus::Active => {
+                            activate(cx, self.publisher_hop, path, announce.hops)?;
+                        }
+                        AnnounceStatus::Ended => cx.remote.remove(&path),
                     }
-                    let own = cx.config.origin_id;
-                    if own != 0 && route.contains(&own) {
-                        continue;
-                    }
-                    let Some(origin) = cx.config.subscribe.clone() else {
-                        continue;
-                    };
-                    // A second active for an active path is a restart: the new broadcast
-                    // replaces the old one.
-                    // An untrusted peer's claimed route does not rank its broadcast:
-                    // every announcement of it counts as direct.
-                    if !cx.config.trust_peer_routes {
-                        route.clear();
-                    }
-                    let broadcast = BroadcastProducer::on_demand();
-                    broadcast.set_hops(route);
-                    // Past the session's bounds on announcements, or at a path outside
-                    // what this session may publish (a relay hands it a scoped origin:
-                    // spec, Unauthorized), the whole session closes.
-                    let generation = cx.remote.insert(path.clone(), broadcast, |path, b| {
-                        origin.publish(path.clone(), b)
-                    })?;
-                    cx.spawned.push(Spawn::BroadcastRequests(BroadcastRequests {
-                        path,
-                        generation,
-                    }));
                 }
-                AnnounceStatus::Ended => cx.remote.remove(&path),
+                Incoming::Typed(TypedAnnounce::Start { suffix, hops, .. }) => {
+                    // Every START takes the next id, the ones this side drops too: the
+                    // sender counts them.
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    if self.ids.len() >= cx.config.max_announces {
+                        tracing::debug!("the peer keeps more announcements open than allowed");
+                        return Poll::Ready(Err(Error::BoundsExceeded));
+                    }
+                    let path = self.prefix.join(suffix.as_str());
+                    let kept = activate(cx, self.publisher_hop, path.clone(), hops)?;
+                    self.ids.insert(id, kept.then_some(path));
+                }
+                Incoming::Typed(TypedAnnounce::End { id }) => match self.ids.remove(&id) {
+                    Some(Some(path)) => cx.remote.remove(&path),
+                    Some(None) => {}
+                    None => {
+                        tracing::debug!(id, "the peer ended an announcement it never started");
+                        return Poll::Ready(Err(Error::ProtocolViolation));
+                    }
+                },
+                Incoming::Typed(TypedAnnounce::Restart { id, hops, .. }) => {
+                    let path = match self.ids.get(&id) {
+                        Some(Some(path)) => path.clone(),
+                        // One this side dropped (its first route looped) may be good now.
+                        Some(None) => {
+                            tracing::debug!(id, "a restart of an announcement dropped here");
+                            continue;
+                        }
+                        None => {
+                            tracing::debug!(
+                                id,
+                                "the peer restarted an announcement it never started"
+                            );
+                            return Poll::Ready(Err(Error::ProtocolViolation));
+                        }
+                    };
+                    let kept = activate(cx, self.publisher_hop, path.clone(), hops)?;
+                    if !kept {
+                        // The new route loops: what was announced is gone.
+                        cx.remote.remove(&path);
+                        self.ids.insert(id, None);
+                    }
+                }
             }
         }
     }
+}
+
+/// Publishes the peer's broadcast at `path`, reached through `hops` as the peer wrote them
+/// (and `publisher_hop`, its ANNOUNCE_OK's id); false if this side drops it instead (its
+/// route loops through this side, it cannot be asked for, or this side subscribes to
+/// nothing). An active path announced again is a restart: the new broadcast replaces the
+/// old one.
+fn activate(
+    cx: &mut Context,
+    publisher_hop: u64,
+    path: Path,
+    hops: Vec<u64>,
+) -> Result<bool, Error> {
+    if path.as_str().split('/').count() > crate::coding::MAX_PATH_PARTS {
+        return Ok(false); // could not be asked for on the wire: ignore it
+    }
+    // spec: the route is the announced hops plus the publisher's own id (before -05
+    // the publisher appended it itself, and -03 sends only how many there are); a
+    // route through this endpoint has looped back and is dropped.
+    let mut route = hops;
+    if publisher_hop != 0 {
+        route.push(publisher_hop);
+    }
+    let own = cx.config.origin_id;
+    if own != 0 && route.contains(&own) {
+        return Ok(false);
+    }
+    let Some(origin) = cx.config.subscribe.clone() else {
+        return Ok(false);
+    };
+    // An untrusted peer's claimed route does not rank its broadcast: every
+    // announcement of it counts as direct.
+    if !cx.config.trust_peer_routes {
+        route.clear();
+    }
+    let broadcast = BroadcastProducer::on_demand();
+    broadcast.set_hops(route);
+    // Past the session's bounds on announcements, or at a path outside what this
+    // session may publish (a relay hands it a scoped origin: spec, Unauthorized), the
+    // whole session closes.
+    let generation = cx.remote.insert(path.clone(), broadcast, |path, b| {
+        origin.publish(path.clone(), b)
+    })?;
+    cx.spawned.push(Spawn::BroadcastRequests(BroadcastRequests {
+        path,
+        generation,
+    }));
+    Ok(true)
+}
+
+/// An announcement as the stream's version carries it.
+enum Incoming {
+    Untyped(Announce),
+    Typed(TypedAnnounce),
 }
 
 impl BroadcastRequests {
@@ -241,6 +327,17 @@ impl BroadcastRequests {
                 return Poll::Ready(Ok(())); // replaced by a restart; its own task serves it
             }
             match remote.broadcast.poll_requested_track(waiter) {
+                // Before -05 there is no TRACK to ask: the track has the defaults (spec:
+                // "What a version cannot carry gets the defaults"), and is subscribed to
+                // at once. A track that is not there fails when the SUBSCRIBE is refused.
+                Poll::Ready(Some(request)) if !cx.version.has_track_stream() => {
+                    let track = Track::new(request.name());
+                    let producer = request.serve(received_track(track, cx));
+                    cx.opens.push_back(Open::Subscribe(SubscribePlan {
+                        path: self.path.clone(),
+                        track: producer,
+                    }));
+                }
                 Poll::Ready(Some(request)) => {
                     cx.opens.push_back(Open::TrackQuery(TrackQuery::plan(
                         self.path.clone(),
@@ -339,9 +436,7 @@ impl<S: SendStream, R: RecvStream> TrackQuery<S, R> {
         track.ordered = info.ordered;
         track.max_latency = info.max_latency;
         track.timescale = info.timescale.get();
-        track.cache_groups = cx.config.cache_groups;
-        track.cache_bytes = cx.config.cache_bytes;
-        let producer = request.serve(track);
+        let producer = request.serve(received_track(track, cx));
         cx.opens.push_back(Open::Subscribe(SubscribePlan {
             path: self.path.clone(),
             track: producer,
@@ -354,6 +449,13 @@ impl<S: SendStream, R: RecvStream> TrackQuery<S, R> {
             request.reject(error);
         }
     }
+}
+
+/// A track received from the peer, cached as the session is configured to.
+fn received_track(mut track: Track, cx: &Context) -> Track {
+    track.cache_groups = cx.config.cache_groups;
+    track.cache_bytes = cx.config.cache_bytes;
+    track
 }
 
 impl SubscribePlan {
@@ -450,6 +552,8 @@ impl<S: SendStream, R: RecvStream> SubscribeRemote<S, R> {
                 Poll::Ready(Ok(Some(SubscribeResponse::Start { group }))) => {
                     self.start.get_or_insert(group);
                 }
+                // Before -05: the subscription is accepted. What it says is what was asked.
+                Poll::Ready(Ok(Some(SubscribeResponse::Ok { .. }))) => {}
                 Poll::Ready(Ok(Some(SubscribeResponse::End { group }))) => self.end = Some(group),
                 // Groups the publisher will not deliver are simply not there.
                 Poll::Ready(Ok(Some(SubscribeResponse::Drop { .. }))) => {}
@@ -458,7 +562,9 @@ impl<S: SendStream, R: RecvStream> SubscribeRemote<S, R> {
                     // stays until they all arrived, or until the wait is over.
                     // Without SUBSCRIBE_START (it is optional) the count of served groups is
                     // unknown: if any were served (END > 0), wait out the timeout.
+                    // Before -05 there is no SUBSCRIBE_END: the wait is the timeout.
                     let expected = match (self.start, self.end.unwrap_or(0)) {
+                        _ if !version.has_track_stream() => u64::MAX,
                         (_, 0) => 0,
                         (Some(start), end) => end.saturating_sub(start),
                         (None, _) => u64::MAX,
@@ -559,6 +665,13 @@ impl<R: RecvStream> GroupRead<R> {
                         }
                         return Poll::Ready(Ok(()));
                     }
+                    // Before -05 a frame carries no timestamp: it gets the time it arrived,
+                    // in milliseconds (the timescale of the default track those versions
+                    // have), as deployed peers stamp theirs.
+                    let timestamp = timestamp.unwrap_or_else(|| {
+                        let since = cx.now.saturating_duration_since(cx.epoch);
+                        u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+                    });
                     if let Some(group) = self.group.as_mut() {
                         group.write(timestamp, payload);
                     }
