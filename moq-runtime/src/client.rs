@@ -6,19 +6,22 @@
 //! the QUIC handshake completed drives a [`ClientSetup`]: the pinned certificate checked,
 //! for WebTransport the CONNECT within its deadline, then the moq-lite session started.
 //!
-//! - `moqt://host:port/path` (or `moql://`) is raw QUIC (ALPN `moq-lite-05`); the path
-//!   and query go in SETUP.
+//! - `moqt://host:port/path` (or `moql://`) is raw QUIC, offering each version of
+//!   [`ClientConfig::versions`] as an ALPN (`moq-lite-05`, …; the server picks); the path
+//!   and query go in SETUP (-05 on; older versions carry none).
 //! - `https://host:port/path` is WebTransport over HTTP/3 (ALPN `h3`; port 443 unless
-//!   given): the path and query go in the extended CONNECT, offering the session's
-//!   version in `wt-available-protocols`.
+//!   given): the path and query go in the extended CONNECT, offering the versions in
+//!   `wt-available-protocols` (the server picks the first it has).
 
 use std::net::SocketAddr;
 use std::task::Poll;
 use std::time::Duration;
 
 use kio::Waiter;
+use moq_net::coding::Version;
 use moq_net::runtime::{Deadline, Runtime};
 use moq_net::session::{self, Session, SessionConfig};
+use moq_net::transport::Session as _;
 
 use crate::binding::{Binding, BindingSession};
 use crate::quic::QuicConnection;
@@ -52,6 +55,16 @@ pub enum ConnectError {
     /// status), does not support WebTransport, or selected no version we offered.
     #[error("WebTransport: {0}")]
     WebTransport(#[from] WebTransportError),
+    /// The server speaks none of the offered versions: on raw QUIC it refuses the TLS
+    /// handshake (alert 120, no_application_protocol), on WebTransport its CONNECT
+    /// response (400) or the protocol it names says so.
+    #[error("no moq-lite version in common with the server: offered {}; {detail}", offered.iter().map(|v| v.alpn()).collect::<Vec<_>>().join(", "))]
+    NoCommonVersion {
+        /// What the client offered.
+        offered: Vec<Version>,
+        /// What the server said.
+        detail: String,
+    },
     /// The server's certificate is not the pinned one.
     #[error("the server's certificate has fingerprint {}, not the pinned {expected}", .presented.map_or_else(|| "(none)".to_owned(), |f| f.to_string()))]
     CertificateRejected {
@@ -151,7 +164,7 @@ impl Target {
         let verify = !config.insecure_skip_verify && config.fingerprint.is_none();
         Ok(client_config(
             self.binding,
-            config.session.version,
+            &config.versions,
             verify,
             &config.limits,
         )?)
@@ -161,8 +174,10 @@ impl Target {
 /// How a client connects, on any driver.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
-    /// What the session serves and fills.
+    /// What the session serves and fills. Its `version` is replaced by the negotiated one.
     pub session: SessionConfig,
+    /// The moq-lite versions offered, in order of preference (one, to pin it).
+    pub versions: Vec<Version>,
     /// Skip verifying the server's certificate. For loopback tests only: anyone can then
     /// impersonate the server.
     pub insecure_skip_verify: bool,
@@ -188,10 +203,12 @@ impl ClientConfig {
 }
 
 impl Default for ClientConfig {
-    /// Verifying the server, 10 s to connect, GSO and GRO on, the default QUIC limits.
+    /// Offering the released versions (moq-lite-05, -04, -03), verifying the server, 10 s
+    /// to connect, GSO and GRO on, the default QUIC limits.
     fn default() -> Self {
         Self {
             session: SessionConfig::default(),
+            versions: Version::DEFAULT_OFFER.to_vec(),
             insecure_skip_verify: false,
             fingerprint: None,
             handshake_timeout: Duration::from_secs(10),
@@ -208,6 +225,8 @@ pub struct ClientSetup<R: Runtime> {
     /// `None` once done.
     connection: Option<QuicConnection>,
     session: SessionConfig,
+    /// What was offered, in order of preference.
+    versions: Vec<Version>,
     path: String,
     webtransport: Option<(Box<ClientHandshake>, R::Deadline)>,
 }
@@ -241,7 +260,11 @@ where
             let handshake = ClientHandshake::new(
                 connection.session(),
                 target.url.clone(),
-                vec![config.session.version.alpn().to_owned()],
+                config
+                    .versions
+                    .iter()
+                    .map(|version| version.alpn().to_owned())
+                    .collect(),
             );
             let mut deadline = runtime.deadline();
             deadline.set(Some(runtime.now() + config.handshake_timeout));
@@ -251,6 +274,7 @@ where
             runtime,
             connection: Some(connection),
             session: config.session.clone(),
+            versions: config.versions.clone(),
             path: target.path(),
             webtransport,
         })
@@ -297,10 +321,32 @@ where
             },
         };
         self.connection = None;
+        // What the server chose: the ALPN on raw QUIC, `wt-protocol` on WebTransport.
+        let chosen = transport.protocol().and_then(Version::from_alpn);
+        let version = match chosen {
+            Some(version) if self.versions.contains(&version) => version,
+            // One version offered: a server that names none (an older WebTransport server)
+            // speaks it or nothing.
+            None if self.versions.len() == 1 => self.versions[0],
+            _ => {
+                let mut transport = transport;
+                transport.close(moq_net::Error::Version.to_code(), "no common version");
+                return Poll::Ready(Err(ConnectError::NoCommonVersion {
+                    offered: self.versions.clone(),
+                    detail: match chosen {
+                        Some(version) => {
+                            format!("the server chose {version}, which was not offered")
+                        }
+                        None => "the server chose none".to_owned(),
+                    },
+                }));
+            }
+        };
+        tracing::debug!(%version, "negotiated");
         Poll::Ready(Ok(session::connect(
             self.runtime.clone(),
             transport,
-            config,
+            SessionConfig { version, ..config },
         )))
     }
 }

@@ -444,11 +444,23 @@ impl QuicConnection {
         });
     }
 
-    /// Why the connection closed, in words (empty while it is open).
+    /// Why the connection closed, in words (empty while it is open). A TLS alert is named:
+    /// alert 120 (no_application_protocol) is a server that speaks none of the versions the
+    /// client offered.
     pub fn close_reason(&self) -> String {
-        match self.shared.state.lock().closed() {
-            Some(error) => error.to_string(),
-            None => String::new(),
+        let state = self.shared.state.lock();
+        let tls_alert = [state.conn.peer_error(), state.conn.local_error()]
+            .into_iter()
+            .flatten()
+            .find(|error| !error.is_app && (0x100..0x200).contains(&error.error_code))
+            .map(|error| error.error_code - 0x100);
+        match (tls_alert, state.closed()) {
+            (Some(120), _) => "TLS alert 120 (no_application_protocol): the server speaks none \
+                of the offered moq-lite versions"
+                .to_owned(),
+            (Some(alert), Some(error)) => format!("TLS alert {alert}: {error}"),
+            (None, Some(error)) => error.to_string(),
+            (_, None) => String::new(),
         }
     }
 

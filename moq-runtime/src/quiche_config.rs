@@ -48,39 +48,76 @@ pub enum ConfigError {
 }
 
 /// A server's configuration: presents `certificate`, and offers both bindings, raw QUIC
-/// for each of `versions` (in the server's order of preference) and WebTransport (`h3`).
+/// for each of `versions` and WebTransport (`h3`).
+///
+/// A raw QUIC client gets the first of `versions` (the server's order of preference) that
+/// it offered, as deployed relays choose; one that offered none is refused in the TLS
+/// handshake (alert 120, no_application_protocol).
 pub fn server_config(
     certificate: &Certificate,
     limits: &QuicLimits,
     versions: &[Version],
 ) -> Result<quiche::Config, ConfigError> {
-    // The certificate and its key go to BoringSSL from memory: never a key file on disk.
-    let mut config = quiche::Config::with_boring_ssl_ctx_builder(
-        quiche::PROTOCOL_VERSION,
-        tls_context(certificate)?,
-    )?;
-    let alpns: Vec<&[u8]> = versions
+    let mut builder = tls_context(certificate)?;
+    let alpns: Vec<Vec<u8>> = versions
         .iter()
-        .map(|version| Binding::Quic.alpn(*version).as_bytes())
-        .chain([Binding::WebTransport.alpn(Version::Lite05).as_bytes()])
+        .map(|version| Binding::Quic.alpn(*version).as_bytes().to_vec())
+        .chain([Binding::WebTransport
+            .alpn(Version::Lite05)
+            .as_bytes()
+            .to_vec()])
         .collect();
-    config.set_application_protos(&alpns)?;
+    // quiche's own ALPN choice (`set_application_protos`) takes the client's order; a
+    // callback on the TLS context takes ours. quiche leaves a callback set here in place
+    // as long as its own list stays empty.
+    builder.set_alpn_select_callback(move |_, offered| {
+        select_alpn(&alpns, offered).ok_or(boring::ssl::AlpnError::ALERT_FATAL)
+    });
+    // The certificate and its key go to BoringSSL from memory: never a key file on disk.
+    let mut config =
+        quiche::Config::with_boring_ssl_ctx_builder(quiche::PROTOCOL_VERSION, builder)?;
     config.verify_peer(false);
     apply(&mut config, limits);
     Ok(config)
 }
 
-/// A client's configuration for `binding` at `version`: it verifies the server's
-/// certificate against the system's roots unless `verify` is false (a pinned fingerprint
-/// is checked after the handshake instead, see [`crate::client`]).
+/// The first of `preference` among `offered` (a ClientHello's ALPN list in its wire form:
+/// each protocol a length byte, then its bytes), as a slice of `offered`.
+fn select_alpn<'a>(preference: &[Vec<u8>], offered: &'a [u8]) -> Option<&'a [u8]> {
+    let mut protocols = Vec::new();
+    let mut rest = offered;
+    while let Some((&len, tail)) = rest.split_first() {
+        let (protocol, tail) = tail.split_at_checked(usize::from(len))?;
+        protocols.push(protocol);
+        rest = tail;
+    }
+    preference.iter().find_map(|wanted| {
+        protocols
+            .iter()
+            .copied()
+            .find(|protocol| *protocol == wanted.as_slice())
+    })
+}
+
+/// A client's configuration for `binding`, offering `versions` in order of preference (as
+/// ALPNs on raw QUIC; WebTransport offers them in its CONNECT instead): it verifies the
+/// server's certificate against the system's roots unless `verify` is false (a pinned
+/// fingerprint is checked after the handshake instead, see [`crate::client`]).
 pub fn client_config(
     binding: Binding,
-    version: Version,
+    versions: &[Version],
     verify: bool,
     limits: &QuicLimits,
 ) -> Result<quiche::Config, ConfigError> {
     let mut config = quiche::Config::new(quiche::PROTOCOL_VERSION)?;
-    config.set_application_protos(&[binding.alpn(version).as_bytes()])?;
+    let alpns: Vec<&[u8]> = match binding {
+        Binding::Quic => versions
+            .iter()
+            .map(|version| version.alpn().as_bytes())
+            .collect(),
+        Binding::WebTransport => vec![crate::webtransport::ALPN.as_bytes()],
+    };
+    config.set_application_protos(&alpns)?;
     config.verify_peer(verify);
     apply(&mut config, limits);
     Ok(config)
@@ -124,4 +161,37 @@ fn tls_context(
     builder.set_private_key(&key)?;
     builder.check_private_key()?;
     Ok(builder)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::select_alpn;
+
+    fn wire(protocols: &[&str]) -> Vec<u8> {
+        protocols
+            .iter()
+            .flat_map(|p| std::iter::once(p.len() as u8).chain(p.bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn the_servers_preference_wins_among_what_the_client_offered() {
+        let ours = [
+            b"moq-lite-05".to_vec(),
+            b"moq-lite-04".to_vec(),
+            b"h3".to_vec(),
+        ];
+        let offered = wire(&["moq-lite-04", "moq-lite-05"]);
+        assert_eq!(select_alpn(&ours, &offered), Some(&b"moq-lite-05"[..]));
+        let offered = wire(&["moq-lite-03", "h3"]);
+        assert_eq!(select_alpn(&ours, &offered), Some(&b"h3"[..]));
+        assert_eq!(select_alpn(&ours, &wire(&["moq-lite-02"])), None);
+    }
+
+    #[test]
+    fn a_malformed_alpn_list_selects_nothing() {
+        let ours = [b"moq-lite-05".to_vec()];
+        assert_eq!(select_alpn(&ours, &[20, b'm']), None);
+        assert_eq!(select_alpn(&ours, &[]), None);
+    }
 }

@@ -19,6 +19,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use kio::Waiter;
+use moq_net::coding::Version;
 use moq_net::runtime::{Deadline, Runtime};
 use moq_net::session::{self, Session, SessionConfig};
 
@@ -45,8 +46,13 @@ pub struct ServerConfig {
     /// The certificate it presents.
     pub certificate: Certificate,
     /// What every session serves and fills (a relay: both halves on one origin), unless
-    /// the application accepts a request with a configuration of its own.
+    /// the application accepts a request with a configuration of its own. Its `version`
+    /// is replaced by each connection's negotiated one.
     pub session: SessionConfig,
+    /// The moq-lite versions it accepts, in its order of preference: a raw QUIC client
+    /// gets the first of them it offered (ALPN), a WebTransport client the first of its
+    /// own offer (`wt-available-protocols`) that is here.
+    pub versions: Vec<Version>,
     /// Who may start a handshake: caps on connections, on handshakes in progress and per
     /// address, and when to ask for address validation (QUIC Retry).
     pub admission: Admission,
@@ -63,7 +69,8 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// A server on `bind` presenting `certificate`, with the defaults: 10,000 connections,
+    /// A server on `bind` presenting `certificate`, with the defaults: the released
+    /// versions (moq-lite-05, -04, -03, in that order), 10,000 connections,
     /// 1,024 handshakes in progress with Retry past 256, no cap per address, the default
     /// [`QuicLimits`], 10 s and 1,024 pending for the WebTransport handshake, GSO and GRO
     /// on.
@@ -72,6 +79,7 @@ impl ServerConfig {
             bind,
             certificate,
             session,
+            versions: Version::DEFAULT_OFFER.to_vec(),
             admission: Admission::default(),
             limits: QuicLimits::default(),
             handshake_timeout: Duration::from_secs(10),
@@ -96,7 +104,7 @@ impl ServerConfig {
         gate: &Gate,
         now: Instant,
     ) -> Result<Endpoint, ConfigError> {
-        let quiche = server_config(&self.certificate, &self.limits, &[self.session.version])?;
+        let quiche = server_config(&self.certificate, &self.limits, &self.versions)?;
         let mut endpoint =
             Endpoint::new(quiche, local, worker, self.admission.max_connections, now);
         endpoint.set_gate(gate.clone());
@@ -109,6 +117,7 @@ impl ServerConfig {
     pub fn acceptor(&self) -> Acceptor {
         Acceptor::new(
             self.session.clone(),
+            self.versions.clone(),
             self.handshake_timeout,
             self.max_pending_handshakes,
         )
@@ -119,22 +128,26 @@ impl ServerConfig {
 #[derive(Debug, Clone)]
 pub struct Acceptor {
     session: SessionConfig,
+    versions: Vec<Version>,
     handshake_timeout: Duration,
     handshakes: HandshakeSlots,
 }
 
 impl Acceptor {
     /// Requests start with `session` (what every session serves and fills, unless the
-    /// application accepts one with its own); a WebTransport client has
+    /// application accepts one with its own) at the version negotiated among `versions`
+    /// (the server's, in its order of preference); a WebTransport client has
     /// `handshake_timeout` after the QUIC handshake to send its CONNECT, and at most
     /// `max_pending_handshakes` wait for theirs at once.
     pub fn new(
         session: SessionConfig,
+        versions: Vec<Version>,
         handshake_timeout: Duration,
         max_pending_handshakes: usize,
     ) -> Self {
         Self {
             session,
+            versions,
             handshake_timeout,
             handshakes: HandshakeSlots::new(max_pending_handshakes),
         }
@@ -147,10 +160,13 @@ impl Acceptor {
     where
         R: Runtime<Transport = BindingSession>,
     {
-        let binding = connection
-            .application_protocol()
-            .and_then(|alpn| Binding::from_alpn(&alpn))
-            .unwrap_or(Binding::Quic);
+        let alpn = connection.application_protocol().unwrap_or_default();
+        let binding = Binding::from_alpn(&alpn).unwrap_or(Binding::Quic);
+        // Raw QUIC: the ALPN TLS chose is the version. WebTransport: chosen at its CONNECT.
+        let version = std::str::from_utf8(&alpn)
+            .ok()
+            .and_then(Version::from_alpn)
+            .unwrap_or(Version::Lite05);
         let stage = match binding {
             Binding::Quic => Stage::Ready,
             Binding::WebTransport => {
@@ -175,6 +191,8 @@ impl Acceptor {
             connection: Some(connection),
             runtime: runtime.clone(),
             session: self.session.clone(),
+            versions: self.versions.clone(),
+            version,
             stage,
         })
     }
@@ -187,6 +205,10 @@ pub struct Incoming<R: Runtime> {
     connection: Option<QuicConnection>,
     runtime: R,
     session: SessionConfig,
+    /// The server's versions, in its order of preference.
+    versions: Vec<Version>,
+    /// The negotiated version (a WebTransport client's once its CONNECT arrived).
+    version: Version,
     stage: Stage<R::Deadline>,
 }
 
@@ -243,29 +265,41 @@ where
         // Done with the handshake: its slot is free for the next client.
         self.stage = Stage::Ready;
         if let Some(request) = &webtransport {
-            // A client offering versions, none of them ours, is refused here.
-            let version = self.session.version.alpn();
+            // The client's preference decides, among the versions we accept; a client
+            // that names none gets our first (a browser always names its versions).
             let offered = request.protocols();
-            if !offered.is_empty() && !offered.iter().any(|p| p == version) {
-                tracing::debug!(
-                    peer = ?connection.peer_address(),
-                    ?offered,
-                    "refusing a WebTransport client: no moq-lite version in common"
-                );
-                refuse_webtransport(
-                    &self.runtime,
-                    &connection,
-                    webtransport,
-                    StatusCode::BAD_REQUEST,
-                    "no common moq-lite version",
-                );
-                return Poll::Ready(None);
+            let chosen = match offered.is_empty() {
+                true => self.versions.first().copied(),
+                false => offered
+                    .iter()
+                    .filter_map(|protocol| Version::from_alpn(protocol))
+                    .find(|version| self.versions.contains(version)),
+            };
+            match chosen {
+                Some(version) => self.version = version,
+                None => {
+                    tracing::debug!(
+                        peer = ?connection.peer_address(),
+                        ?offered,
+                        accepted = ?self.versions,
+                        "refusing a WebTransport client: no moq-lite version in common"
+                    );
+                    refuse_webtransport(
+                        &self.runtime,
+                        &connection,
+                        webtransport,
+                        StatusCode::BAD_REQUEST,
+                        "no common moq-lite version",
+                    );
+                    return Poll::Ready(None);
+                }
             }
         }
         Poll::Ready(Some(Request {
             connection,
             webtransport,
             session: self.session.clone(),
+            version: self.version,
             runtime: self.runtime.clone(),
         }))
     }
@@ -279,6 +313,7 @@ pub struct Request<R: Runtime> {
     connection: QuicConnection,
     webtransport: Option<WebTransportRequest>,
     session: SessionConfig,
+    version: Version,
     runtime: R,
 }
 
@@ -301,6 +336,11 @@ where
         self.webtransport.as_ref().map(WebTransportRequest::path)
     }
 
+    /// The moq-lite version the client and the server agreed on: the session speaks it.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
     /// The subprotocols a WebTransport client offered.
     pub fn protocols(&self) -> &[String] {
         self.webtransport
@@ -320,14 +360,16 @@ where
     }
 
     /// Starts the session with `config` (e.g. origins scoped to what this client may
-    /// publish and subscribe to). A WebTransport client gets its session's version
-    /// selected in `wt-protocol`.
-    pub fn accept_with(self, config: SessionConfig) -> Session {
+    /// publish and subscribe to), at the negotiated version (whatever `config.version`
+    /// says). A WebTransport client gets that version selected in `wt-protocol`.
+    pub fn accept_with(self, mut config: SessionConfig) -> Session {
+        config.version = self.version;
         // The session logs inside this span: which peer, over which binding.
         let span = tracing::debug_span!(
             "moq_connection",
             peer = ?self.connection.peer_address(),
-            binding = %self.binding()
+            binding = %self.binding(),
+            version = %self.version
         );
         let _entered = span.enter();
         let transport = match self.webtransport {

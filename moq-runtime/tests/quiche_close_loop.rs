@@ -28,7 +28,7 @@ fn completed_client(lose_finished: bool) -> (QuicConnection, quiche::Connection)
     let certificate = Certificate::self_signed(&["localhost".into()]).unwrap();
     let limits = QuicLimits::default();
     let mut server_config = server_config(&certificate, &limits, &[Version::Lite05]).unwrap();
-    let mut config = client_config(Binding::Quic, Version::Lite05, false, &limits).unwrap();
+    let mut config = client_config(Binding::Quic, &[Version::Lite05], false, &limits).unwrap();
     let client = QuicConnection::new(
         quiche::connect(
             Some("localhost"),

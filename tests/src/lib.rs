@@ -56,6 +56,42 @@ pub trait Harness {
     fn spawn(&mut self, task: Task);
 }
 
+/// Generates one `#[test]` per pair of versions for [`scenarios::across_versions`]: every
+/// pair of the released versions (-03, -04, -05) as publisher and subscriber, and -06-wip
+/// with -05 and with itself, for the harness that `$harness` makes.
+#[macro_export]
+macro_rules! cross_version_tests {
+    ($harness:expr) => {
+        $crate::cross_version_tests!(@each $harness;
+            lite03_to_lite03: Lite03, Lite03;
+            lite03_to_lite04: Lite03, Lite04;
+            lite03_to_lite05: Lite03, Lite05;
+            lite04_to_lite03: Lite04, Lite03;
+            lite04_to_lite04: Lite04, Lite04;
+            lite04_to_lite05: Lite04, Lite05;
+            lite05_to_lite03: Lite05, Lite03;
+            lite05_to_lite04: Lite05, Lite04;
+            lite05_to_lite05: Lite05, Lite05;
+            lite05_to_lite06_wip: Lite05, Lite06Wip;
+            lite06_wip_to_lite05: Lite06Wip, Lite05;
+            lite06_wip_to_lite06_wip: Lite06Wip, Lite06Wip;
+        );
+    };
+    (@each $harness:expr; $($name:ident: $publisher:ident, $subscriber:ident;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                let mut harness = $harness;
+                $crate::scenarios::across_versions(
+                    &mut harness,
+                    moq_net::coding::Version::$publisher,
+                    moq_net::coding::Version::$subscriber,
+                );
+            }
+        )*
+    };
+}
+
 /// Generates one `#[test]` per scenario of [`scenarios`] for the harness that
 /// `$harness` (an expression, evaluated per test) makes.
 #[macro_export]

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use moq_net::Error;
+use moq_net::coding::Version;
 use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
 use moq_net::session::{Session, SessionConfig};
 
@@ -35,7 +36,8 @@ impl Relay {
         }
     }
 
-    /// Connects a client configured with `client`; returns its session.
+    /// Connects a client configured with `client` (its `version` is the one it offers:
+    /// the relay accepts every version); returns its session.
     fn connect(&mut self, harness: &mut dyn Harness, client: SessionConfig) -> Session {
         let (client, server) = harness.connect(self.config(), client);
         self.sessions.push(server);
@@ -50,6 +52,17 @@ fn publisher(
     path: &str,
     name: &str,
 ) -> (Session, BroadcastProducer, TrackProducer) {
+    publisher_at(harness, relay, path, name, Version::default())
+}
+
+/// [`publisher`], speaking `version`.
+fn publisher_at(
+    harness: &mut dyn Harness,
+    relay: &mut Relay,
+    path: &str,
+    name: &str,
+    version: Version,
+) -> (Session, BroadcastProducer, TrackProducer) {
     let origin = Origin::new();
     let broadcast = BroadcastProducer::new();
     let track = broadcast.create_track(Track::new(name));
@@ -58,6 +71,7 @@ fn publisher(
         harness,
         SessionConfig {
             publish: Some(origin),
+            version,
             ..SessionConfig::default()
         },
     );
@@ -66,11 +80,21 @@ fn publisher(
 
 /// A subscriber client: its session and the origin it fills.
 fn subscriber(harness: &mut dyn Harness, relay: &mut Relay) -> (Session, Origin) {
+    subscriber_at(harness, relay, Version::default())
+}
+
+/// [`subscriber`], speaking `version`.
+fn subscriber_at(
+    harness: &mut dyn Harness,
+    relay: &mut Relay,
+    version: Version,
+) -> (Session, Origin) {
     let origin = Origin::new();
     let session = relay.connect(
         harness,
         SessionConfig {
             subscribe: Some(origin.clone()),
+            version,
             ..SessionConfig::default()
         },
     );
@@ -83,6 +107,8 @@ struct Received {
     /// Whether the reader holds its track (it starts at the latest group then).
     subscribed: Arc<Mutex<bool>>,
     frames: Arc<Mutex<Vec<Bytes>>>,
+    /// Each frame's timestamp, beside it.
+    timestamps: Arc<Mutex<Vec<u64>>>,
     end: Arc<Mutex<Option<Result<(), Error>>>>,
 }
 
@@ -99,6 +125,10 @@ impl Received {
         self.frames.lock().unwrap().clone()
     }
 
+    fn timestamps(&self) -> Vec<u64> {
+        self.timestamps.lock().unwrap().clone()
+    }
+
     fn end(&self) -> Option<Result<(), Error>> {
         *self.end.lock().unwrap()
     }
@@ -106,15 +136,17 @@ impl Received {
     /// Forgets the frames read so far.
     fn clear(&self) {
         self.frames.lock().unwrap().clear();
+        self.timestamps.lock().unwrap().clear();
     }
 }
 
 /// Spawns a task that reads every frame of `path`/`name` from `origin`.
 fn read_track(harness: &mut dyn Harness, origin: &Origin, path: &str, name: &str) -> Received {
     let received = Received::default();
-    let (subscribed, frames, end) = (
+    let (subscribed, frames, timestamps, end) = (
         received.subscribed.clone(),
         received.frames.clone(),
+        received.timestamps.clone(),
         received.end.clone(),
     );
     let broadcast = origin.consume_broadcast(path).expect("announced");
@@ -132,6 +164,7 @@ fn read_track(harness: &mut dyn Harness, origin: &Origin, path: &str, name: &str
             match track.next_group().await {
                 Ok(Some(mut group)) => {
                     while let Ok(Some(frame)) = group.read_frame().await {
+                        timestamps.lock().unwrap().push(frame.timestamp);
                         frames.lock().unwrap().push(frame.payload);
                     }
                 }
@@ -355,5 +388,85 @@ pub fn a_close_code_reaches_the_peer(harness: &mut dyn Harness) {
     assert_eq!(
         server.poll_closed(&waiter),
         std::task::Poll::Ready(Error::Unauthorized)
+    );
+}
+
+/// A publisher speaking `publisher_version` and a subscriber speaking
+/// `subscriber_version`, through one relay that speaks each one's own: the broadcast is
+/// announced across, frames arrive (their timestamps carried where both ends have them,
+/// the relay's receive times where the publisher's version has none), the end of the track
+/// ends the subscription cleanly, and the publisher leaving withdraws the broadcast.
+pub fn across_versions(
+    harness: &mut dyn Harness,
+    publisher_version: Version,
+    subscriber_version: Version,
+) {
+    let mut relay = Relay::new();
+    let (publisher_session, broadcast, mut track) =
+        publisher_at(harness, &mut relay, "live", "video", publisher_version);
+    let (subscriber_session, origin) = subscriber_at(harness, &mut relay, subscriber_version);
+    assert_eq!(publisher_session.version(), publisher_version);
+    assert_eq!(subscriber_session.version(), subscriber_version);
+    assert_eq!(
+        relay
+            .sessions
+            .iter()
+            .map(Session::version)
+            .collect::<Vec<_>>(),
+        [publisher_version, subscriber_version],
+        "the relay speaks each client's version"
+    );
+    expect(harness, "the broadcast is announced across", || {
+        origin.consume_broadcast("live").is_some()
+    });
+    let received = read_track(harness, &origin, "live", "video");
+    expect(harness, "the subscription reaches the publisher", || {
+        track.consumer_count() > 0 && received.subscribed()
+    });
+    send(&mut track, 0, "warm-up");
+    expect(harness, "a first group crosses the relay", || {
+        received.count() == 1
+    });
+    received.clear();
+
+    for (count, (timestamp, text)) in [(1000, "hello"), (1033, "world")].into_iter().enumerate() {
+        send(&mut track, timestamp, text);
+        expect(harness, "the frame arrives", || {
+            received.count() == count + 1
+        });
+    }
+    assert_eq!(received.frames(), ["hello", "world"]);
+    let timestamps = received.timestamps();
+    if publisher_version.has_frame_timestamps() && subscriber_version.has_frame_timestamps() {
+        assert_eq!(
+            timestamps,
+            [1000, 1033],
+            "timestamps are carried end to end"
+        );
+    } else {
+        assert!(
+            timestamps.windows(2).all(|pair| pair[0] <= pair[1]),
+            "without the publisher's timestamps, frames carry times that never go back: {timestamps:?}"
+        );
+    }
+
+    track.finish();
+    expect(harness, "the subscription ends", || {
+        received.end().is_some()
+    });
+    assert_eq!(
+        received.end(),
+        Some(Ok(())),
+        "a finished track ends cleanly"
+    );
+
+    publisher_session.close(Error::Cancel);
+    drop(broadcast);
+    expect(harness, "the subscriber drops the broadcast", || {
+        origin.consume_broadcast("live").is_none()
+    });
+    assert!(
+        !subscriber_session.is_closed(),
+        "the subscriber's session outlives the publisher's"
     );
 }

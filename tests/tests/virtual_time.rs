@@ -26,7 +26,16 @@ impl VirtualTime {
 
 impl Harness for VirtualTime {
     fn connect(&mut self, server: SessionConfig, client: SessionConfig) -> (Session, Session) {
-        let (client_end, server_end) = self.runtime.connect(LinkConfig::default());
+        // As a driver negotiates: the client offers its version, the server accepts all.
+        let link = LinkConfig {
+            protocol: Some(client.version.alpn().to_owned()),
+            ..LinkConfig::default()
+        };
+        let (client_end, server_end) = self.runtime.connect(link);
+        let server = SessionConfig {
+            version: client.version,
+            ..server
+        };
         let server = session::accept(self.runtime.clone(), server_end, server);
         let client = session::connect(self.runtime.clone(), client_end, client);
         (client, server)
@@ -42,3 +51,9 @@ impl Harness for VirtualTime {
 }
 
 conformance_tests!(VirtualTime::new());
+
+mod across_versions {
+    use super::VirtualTime;
+
+    moq_conformance::cross_version_tests!(VirtualTime::new());
+}
