@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes fuzz/seeds/<target>/ from the moq-lite-05 byte vectors of the spec
-(moq-net/tests/data/moq-lite-05-vectors.json): each vector becomes a seed input of the
-target whose decoder reads it, with the selector byte that target expects in front.
-Run it again when the vectors change; the seeds are committed."""
+(moq-net/tests/data/moq-lite-05-vectors.json), and the -04, -03 and -06-wip vectors of
+moq-net/tests/codec_versions.rs: each vector becomes a seed input of the target whose
+decoder reads it, with the selector byte that target expects in front. Run it again when
+the vectors change; the seeds are committed."""
 
 import json
 import os
@@ -16,7 +17,30 @@ CONTROL = {
     "SETUP": 0, "ANNOUNCE_REQUEST": 1, "ANNOUNCE_OK": 2, "ANNOUNCE": 3, "TRACK": 4,
     "TRACK_INFO": 5, "SUBSCRIBE": 6, "SUBSCRIBE_UPDATE": 7, "SUBSCRIBE_START": 8,
     "SUBSCRIBE_END": 8, "SUBSCRIBE_DROP": 8, "FETCH": 9, "GOAWAY": 10, "PROBE": 11,
+    "TYPED_ANNOUNCE": 14,
 }
+
+# The version bits above a control_messages selector (<< 4), a group_stream chunk byte
+# (<< 6) and a server_session's first byte, as the targets read them.
+VERSION = {"05": 0, "04": 1, "03": 2, "06-wip": 3}
+
+# Vectors of the other versions (moq-net/tests/codec_versions.rs): version, message, hex.
+OTHER_VERSIONS = [
+    ("04", "ANNOUNCE_REQUEST", "0b06726f6f6d2f61875bcd15"),
+    ("03", "ANNOUNCE_REQUEST", "0706726f6f6d2f61"),
+    ("06-wip", "ANNOUNCE_REQUEST", "0706726f6f6d2f61"),
+    ("03", "ANNOUNCE", "080105616c69636503"),
+    ("04", "ANNOUNCE", "130105616c6963650301412cc123456789abcdef"),
+    ("06-wip", "TYPED_ANNOUNCE", "001305616c6963650301412cc123456789abcdef0c"),
+    ("06-wip", "TYPED_ANNOUNCE", "01012a"),
+    ("06-wip", "TYPED_ANNOUNCE", "02040301070c"),
+    ("04", "SUBSCRIBE_START", "00050100000000"),
+    ("03", "SUBSCRIBE_START", "0006070140fa0400"),
+    ("04", "SUBSCRIBE_DROP", "0103030500"),
+    ("03", "PROBE", "04800f4240"),
+    ("04", "GROUP_STREAM", "02032a0568656c6c6f06776f726c642103616263"),
+    ("03", "GROUP_STREAM", "02032a0568656c6c6f06776f726c642103616263"),
+]
 
 
 def main():
@@ -32,8 +56,8 @@ def main():
                 selector = 12 if vector["stream"].startswith("bidi") else 13
                 seeds.setdefault("control_messages", []).append(bytes([selector]) + raw)
             elif message in ("GROUP", "GROUP_STREAM", "FRAME", "FETCH_RESPONSE"):
-                # chunk size byte 0 (one byte at a time) and 255 (whole)
-                for chunk in (0, 255):
+                # chunk size byte 0 (one byte at a time) and 63 (64 at a time), -05
+                for chunk in (0, 63):
                     seeds.setdefault("group_stream", []).append(bytes([chunk]) + raw)
             elif message == "DATAGRAM":
                 seeds.setdefault("datagram", []).append(raw)
@@ -45,7 +69,15 @@ def main():
             stream_type = int(vector["stream"].split()[1], 16) if " " in vector["stream"] else None
             body = (bytes([stream_type]) if stream_type is not None else b"") + raw
             program += bytes([kind, 2, 1, min(len(body), 255)]) + body[:255] + bytes([5, 100])
-            seeds.setdefault("server_session", []).append(program)
+            # The first byte: the session's version, -05.
+            seeds.setdefault("server_session", []).append(bytes([0]) + program)
+    for version, message, text in OTHER_VERSIONS:
+        raw, bits = bytes.fromhex(text), VERSION[version]
+        if message == "GROUP_STREAM":
+            for chunk in (0, 63):
+                seeds["group_stream"].append(bytes([bits << 6 | chunk]) + raw)
+        else:
+            seeds["control_messages"].append(bytes([bits << 4 | CONTROL[message]]) + raw)
     seeds["token"] = [
         b'{"root":"room","put":["alice"],"get":[""],"exp":1800003600}\x00/room/alice',
         b'{"root":"","put":"","get":"","exp":18446744073709551615,"nbf":0}\x00/',

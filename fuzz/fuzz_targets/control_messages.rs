@@ -1,27 +1,35 @@
-//! Every control message and stream type of moq-lite-05 (SETUP with its parameters
-//! included): decoding arbitrary bytes never panics, and whatever decodes re-encodes to
-//! bytes that decode to the same message.
+//! Every control message and stream type of every moq-lite version (SETUP with its
+//! parameters included, -06's typed announcements): decoding arbitrary bytes never
+//! panics, and whatever decodes re-encodes to bytes that decode to the same message.
 //!
-//! The first byte picks the message; the rest is its bytes on the wire.
+//! The first byte picks the message (its low 4 bits) and the version (the next 2: -05,
+//! -04, -03, -06-wip, so that a byte below 16 is -05); the rest is its bytes on the wire.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use moq_net::coding::{
     Announce, AnnounceOk, AnnounceRequest, BidiStream, DecodeError, Fetch, GoAway, Message, Probe,
-    Setup, Subscribe, SubscribeResponse, SubscribeUpdate, Track, TrackInfo, UniStream, Version,
+    Setup, Subscribe, SubscribeResponse, SubscribeUpdate, Track, TrackInfo, TypedAnnounce,
+    UniStream, Version,
 };
 
-const V: Version = Version::Lite05;
+/// The version the bits above the message's select.
+const VERSIONS: [Version; 4] = [
+    Version::Lite05,
+    Version::Lite04,
+    Version::Lite03,
+    Version::Lite06Wip,
+];
 
 /// Decodes `bytes` as `M`; if that works, checks the round trip.
-fn round_trip<M: Message + PartialEq + std::fmt::Debug>(bytes: &[u8]) {
-    let Ok(message) = M::decode(&mut &bytes[..], V) else {
+fn round_trip<M: Message + PartialEq + std::fmt::Debug>(bytes: &[u8], version: Version) {
+    let Ok(message) = M::decode(&mut &bytes[..], version) else {
         return;
     };
     // A decoded message may still not encode (a value the encoder refuses): that is an
     // error, not a panic. When it encodes, it must read back the same.
-    if let Ok(encoded) = message.to_vec(V) {
-        let again = M::decode(&mut &encoded[..], V);
+    if let Ok(encoded) = message.to_vec(version) {
+        let again = M::decode(&mut &encoded[..], version);
         assert_eq!(
             again.as_ref(),
             Ok(&message),
@@ -34,27 +42,43 @@ fuzz_target!(|data: &[u8]| {
     let Some((&which, bytes)) = data.split_first() else {
         return;
     };
-    match which % 14 {
-        0 => round_trip::<Setup>(bytes),
-        1 => round_trip::<AnnounceRequest>(bytes),
-        2 => round_trip::<AnnounceOk>(bytes),
-        3 => round_trip::<Announce>(bytes),
-        4 => round_trip::<Track>(bytes),
-        5 => round_trip::<TrackInfo>(bytes),
-        6 => round_trip::<Subscribe>(bytes),
-        7 => round_trip::<SubscribeUpdate>(bytes),
+    let v = VERSIONS[usize::from(which >> 4) % VERSIONS.len()];
+    match which % 16 {
+        0 => round_trip::<Setup>(bytes, v),
+        1 => round_trip::<AnnounceRequest>(bytes, v),
+        2 => round_trip::<AnnounceOk>(bytes, v),
+        3 => round_trip::<Announce>(bytes, v),
+        4 => round_trip::<Track>(bytes, v),
+        5 => round_trip::<TrackInfo>(bytes, v),
+        6 => round_trip::<Subscribe>(bytes, v),
+        7 => round_trip::<SubscribeUpdate>(bytes, v),
         8 => {
-            let _: Result<SubscribeResponse, DecodeError> =
-                SubscribeResponse::decode(&mut &bytes[..], V);
+            let Ok(response) = SubscribeResponse::decode(&mut &bytes[..], v) else {
+                return;
+            };
+            if let Ok(encoded) = response.to_vec(v) {
+                let again: Result<SubscribeResponse, DecodeError> =
+                    SubscribeResponse::decode(&mut &encoded[..], v);
+                assert_eq!(again.as_ref(), Ok(&response), "{response:?} on {v}");
+            }
         }
-        9 => round_trip::<Fetch>(bytes),
-        10 => round_trip::<GoAway>(bytes),
-        11 => round_trip::<Probe>(bytes),
+        9 => round_trip::<Fetch>(bytes, v),
+        10 => round_trip::<GoAway>(bytes, v),
+        11 => round_trip::<Probe>(bytes, v),
         12 => {
-            let _ = BidiStream::decode(&mut &bytes[..], V);
+            let _ = BidiStream::decode(&mut &bytes[..], v);
+        }
+        13 => {
+            let _ = UniStream::decode(&mut &bytes[..], v);
         }
         _ => {
-            let _ = UniStream::decode(&mut &bytes[..], V);
+            let Ok(announce) = TypedAnnounce::decode(&mut &bytes[..], v) else {
+                return;
+            };
+            if let Ok(encoded) = announce.to_vec(v) {
+                let again = TypedAnnounce::decode(&mut &encoded[..], v);
+                assert_eq!(again.as_ref(), Ok(&announce), "{announce:?} on {v}");
+            }
         }
     }
 });

@@ -2,7 +2,8 @@
 //! never panics, never holds more than one frame's worth of bytes beyond what it has not
 //! yet been asked to decode, and every frame it yields is within the frame size limit.
 //!
-//! Input: the first byte sets the chunk size (1 to 256); the rest is the stream.
+//! Input: the first byte sets the chunk size (its low 6 bits: 1 to 64) and the version
+//! (the top 2: -05, -04, -03, -06-wip); the rest is the stream.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -17,8 +18,14 @@ fuzz_target!(|data: &[u8]| {
     let Some((&chunk, stream)) = data.split_first() else {
         return;
     };
-    let chunk = usize::from(chunk) + 1;
-    let mut decoder = GroupDecoder::new(Version::Lite05, MAX_FRAME);
+    let version = [
+        Version::Lite05,
+        Version::Lite04,
+        Version::Lite03,
+        Version::Lite06Wip,
+    ][usize::from(chunk >> 6)];
+    let chunk = usize::from(chunk & 63) + 1;
+    let mut decoder = GroupDecoder::new(version, MAX_FRAME);
     for piece in stream.chunks(chunk) {
         decoder.push(piece);
         loop {

@@ -3,8 +3,9 @@
 //! and what the peer made the session hold stays within its configured bounds (announced
 //! broadcasts, requests served at once); the session ends, if it ends, with a code.
 //!
-//! Input: a program of operations, each a byte and its arguments: open a uni or bidi
-//! stream, write the next bytes to one, finish or reset one, let time pass.
+//! Input: the session's version (the first byte: -05, -04, -03, -06-wip), then a program
+//! of operations, each a byte and its arguments: open a uni or bidi stream, write the next
+//! bytes to one, finish or reset one, let time pass.
 #![no_main]
 
 use std::task::{Poll, Waker};
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kio::Waiter;
 use libfuzzer_sys::fuzz_target;
+use moq_net::coding::Version;
 use moq_net::model::{BroadcastProducer, Origin, Track};
 use moq_net::runtime::test::{LinkConfig, TestRuntime, TestSendStream};
 use moq_net::session::{self, SessionConfig};
@@ -23,6 +25,15 @@ const MAX_ANNOUNCES: usize = 8;
 const MAX_REQUESTS: usize = 4;
 
 fuzz_target!(|data: &[u8]| {
+    let Some((&version, data)) = data.split_first() else {
+        return;
+    };
+    let version = [
+        Version::Lite05,
+        Version::Lite04,
+        Version::Lite03,
+        Version::Lite06Wip,
+    ][usize::from(version % 4)];
     let runtime = TestRuntime::new(1, Instant::now());
     let origin = Origin::new();
     let live = BroadcastProducer::new();
@@ -34,7 +45,10 @@ fuzz_target!(|data: &[u8]| {
     group.write(0, "cached");
     group.finish();
 
-    let (mut client, server_end) = runtime.connect(LinkConfig::default());
+    let (mut client, server_end) = runtime.connect(LinkConfig {
+        protocol: Some(version.alpn().to_owned()),
+        ..LinkConfig::default()
+    });
     let server = session::accept(
         runtime.clone(),
         server_end,
@@ -50,6 +64,7 @@ fuzz_target!(|data: &[u8]| {
             max_group_frames: 16,
             max_group_bytes: 4096,
             max_frame_size: 1024,
+            version,
             ..SessionConfig::default()
         },
     );

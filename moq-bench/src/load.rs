@@ -13,14 +13,16 @@
 //! 3. **measure**: publishers write frames on a fixed schedule (frame `k` of publisher `i`
 //!    at `start + (k + i / publishers) / rate`, so that publishers interleave instead of
 //!    firing together) for the run's length; then the run waits for frames still on their
-//!    way. Each frame carries its send time (microseconds since the Unix epoch) in its
-//!    timestamp; the first payload byte tells warm-up (0) from measured (1) frames.
+//!    way. The first payload byte tells warm-up (0) from measured (1) frames; the next
+//!    eight carry the frame's send time (microseconds since the Unix epoch, big-endian),
+//!    which every moq-lite version delivers (frame timestamps exist only from -05).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use moq_net::coding::Version;
 use moq_net::model::{Announcement, BroadcastConsumer, BroadcastProducer, Origin, Track};
 use moq_net::session::{Session, SessionConfig};
 use moq_runtime::tls::Fingerprint;
@@ -118,12 +120,21 @@ pub struct Target {
     pub url: String,
     /// The relay certificate's fingerprint to pin; `None` skips verification.
     pub fingerprint: Option<Fingerprint>,
+    /// The moq-lite versions the clients pin, given to members in turn (member `i` pins
+    /// `pins[i % len]`; several make mixed rooms, where the relay translates); empty: every
+    /// client offers the default versions and the relay picks.
+    pub pins: Vec<Version>,
 }
 
 impl Target {
-    /// The relay `relay`'s address with the root `root`, pinning its certificate if it
-    /// wrote its fingerprint.
-    pub fn of(relay: &crate::relay::RelayProcess, root: &str) -> Result<Self, String> {
+    /// The relay `relay`'s address with the root `root` (the relay's own root if a pinned
+    /// version has no SETUP to carry a path), pinning its certificate if it wrote its
+    /// fingerprint, the clients pinning `pins` in turn.
+    pub fn of(
+        relay: &crate::relay::RelayProcess,
+        root: &str,
+        pins: &[Version],
+    ) -> Result<Self, String> {
         let fingerprint = relay
             .fingerprint
             .as_deref()
@@ -132,17 +143,34 @@ impl Target {
                     .ok_or_else(|| format!("the relay wrote a bad fingerprint {text:?}"))
             })
             .transpose()?;
+        // Before -05, raw QUIC carries no path: a client of those versions is at the
+        // relay's root whatever its URL says, so every client goes there.
+        let root = match pins.iter().all(|version| version.has_setup_stream()) {
+            true => root,
+            false => "",
+        };
         Ok(Self {
             url: format!("moqt://127.0.0.1:{}/{root}", relay.port),
             fingerprint,
+            pins: pins.to_vec(),
         })
     }
 
-    /// A session to the relay configured by `session`, once the relay let it in; `name`
-    /// says which member in an error.
-    pub async fn join(&self, session: SessionConfig, name: &str) -> Result<Session, String> {
+    /// A session to the relay configured by `session`, once the relay let it in, for the
+    /// `member`th client; `name` says which member in an error.
+    pub async fn join(
+        &self,
+        session: SessionConfig,
+        member: usize,
+        name: &str,
+    ) -> Result<Session, String> {
+        let versions = match self.pins.is_empty() {
+            true => Version::DEFAULT_OFFER.to_vec(),
+            false => vec![self.pins[member % self.pins.len()]],
+        };
         let config = ClientConfig {
             session,
+            versions,
             insecure_skip_verify: self.fingerprint.is_none(),
             fingerprint: self.fingerprint,
             ..ClientConfig::default()
@@ -234,6 +262,7 @@ pub async fn connect(workload: &Workload, target: &Target) -> Result<Clients, St
                 subscribes,
                 audience: Workload::audience(room, subscribes),
                 phase,
+                index: sessions.len() + pending.len(),
             };
             pending.push(member.join(target.clone(), workload.clone(), tally.clone()));
             // A few dozen handshakes at a time.
@@ -303,6 +332,8 @@ struct Member {
     /// Its place among the publishers, 0 to 1: its frames are offset by this share of the
     /// interval.
     phase: f64,
+    /// Its place among all members (which version it pins, when they are mixed).
+    index: usize,
 }
 
 type Joined = Result<(Session, Option<tokio::task::JoinHandle<()>>), String>;
@@ -328,7 +359,7 @@ impl Member {
             subscribe_prefix: self.room.as_str().into(),
             ..SessionConfig::default()
         };
-        let session = target.join(session, &path).await?;
+        let session = target.join(session, self.index, &path).await?;
         if self.subscribes {
             tokio::spawn(follow(seen, path.clone(), tally.clone(), hash(&path)));
         }
@@ -389,7 +420,8 @@ async fn read(publisher: String, broadcast: BroadcastConsumer, tally: Arc<Tally>
                 }
             }
             if frame.payload.first() == Some(&1) {
-                let latency = now_micros().saturating_sub(frame.timestamp);
+                let sent = sent_at(&frame.payload).unwrap_or(frame.timestamp);
+                let latency = now_micros().saturating_sub(sent);
                 tally.delivered.fetch_add(1, Ordering::Relaxed);
                 shard
                     .lock()
@@ -433,7 +465,8 @@ impl Publisher {
             }
             if tally.connected.load(Ordering::Relaxed) && heard(&tally) < self.audience {
                 let mut group = self.track.append_group();
-                group.write(now_micros(), warm.clone());
+                let now = now_micros();
+                group.write(now, stamped(&warm, now));
                 group.finish();
                 tokio::time::sleep(Duration::from_millis(200)).await;
             } else {
@@ -473,7 +506,8 @@ impl Publisher {
                 tokio::time::sleep_until(at).await;
             }
             let current = group.get_or_insert_with(|| self.track.append_group());
-            current.write(now_micros(), measured.clone());
+            let now = now_micros();
+            current.write(now, stamped(&measured, now));
             sent += 1;
             tally.offered.fetch_add(1, Ordering::Relaxed);
             tally.expected.fetch_add(self.audience, Ordering::Relaxed);
@@ -489,6 +523,23 @@ impl Publisher {
         // Stay published until the run closes the session.
         std::future::pending::<()>().await;
     }
+}
+
+/// `template` with `sent` (microseconds since the Unix epoch) in bytes 1 to 8, where it
+/// fits.
+fn stamped(template: &Bytes, sent: u64) -> Bytes {
+    if template.len() < 9 {
+        return template.clone();
+    }
+    let mut payload = template.to_vec();
+    payload[1..9].copy_from_slice(&sent.to_be_bytes());
+    Bytes::from(payload)
+}
+
+/// The send time [`stamped`] into `payload`, if it is long enough to carry one.
+fn sent_at(payload: &[u8]) -> Option<u64> {
+    let bytes: [u8; 8] = payload.get(1..9)?.try_into().ok()?;
+    Some(u64::from_be_bytes(bytes))
 }
 
 /// A payload of `size` bytes whose first byte is `kind`.

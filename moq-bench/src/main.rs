@@ -18,6 +18,7 @@ use moq_bench::load::{self, Stream, Target, Workload};
 use moq_bench::record::{ComparisonRecord, ProcessCost, RssSample, RunRecord, SCHEMA};
 use moq_bench::relay::{self, RelayProcess, Usage};
 use moq_bench::stats::{Latency, Paired};
+use moq_net::coding::Version;
 
 /// Load and measurement for moq-lite relays: chat, media and fanout profiles against a
 /// relay process started for each round, with relay CPU per delivered message (from
@@ -165,6 +166,11 @@ struct LoadArgs {
     /// Length of the measured phase, in seconds.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
+    /// Pin the clients' moq-lite version (moq-lite-05, moq-lite-04, moq-lite-03,
+    /// moq-lite-06-wip, or 05, 04, …); repeat to give members the versions in turn (mixed
+    /// rooms, where the relay translates) [default: offer -05, -04, -03; the relay picks].
+    #[arg(long = "version", value_name = "VERSION")]
+    versions: Vec<Version>,
 }
 
 impl LoadArgs {
@@ -189,6 +195,9 @@ impl LoadArgs {
         }
         if let Some(bytes) = self.frame_bytes {
             args.extend(["--frame-bytes".to_owned(), bytes.to_string()]);
+        }
+        for version in &self.versions {
+            args.extend(["--version".to_owned(), version.alpn().to_owned()]);
         }
         args
     }
@@ -272,6 +281,13 @@ struct CompareArgs {
     /// Relay B's command template.
     #[arg(long, value_name = "COMMAND")]
     b: String,
+    /// Side A's clients pin these versions instead of `--version`'s (repeatable; to
+    /// compare versions on one relay).
+    #[arg(long, value_name = "VERSION")]
+    a_version: Vec<Version>,
+    /// Side B's clients pin these versions instead of `--version`'s.
+    #[arg(long, value_name = "VERSION")]
+    b_version: Vec<Version>,
     /// A/B pairs (at least 5 for a verdict worth reading).
     #[arg(long, default_value_t = 5)]
     pairs: u32,
@@ -369,6 +385,7 @@ fn main() -> std::process::ExitCode {
                 let record = measure_round(
                     &args.load.workload(),
                     args.load.profile,
+                    &args.load.versions,
                     &args.relay,
                     &args.label,
                     args.round,
@@ -394,7 +411,7 @@ async fn soak(args: SoakArgs) -> Result<(), String> {
     let command = args.relay.clone().unwrap_or_else(default_relay);
     let template: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
     let relay = RelayProcess::start(&template, Duration::from_secs_f64(args.startup))?;
-    let target = Target::of(&relay, "soak")?;
+    let target = Target::of(&relay, "soak", &[])?;
     let config = moq_bench::soak::SoakConfig {
         minutes: args.minutes,
         rooms: args.rooms,
@@ -485,9 +502,19 @@ async fn compare(args: CompareArgs) -> Result<(), String> {
     println!("{}", RunRecord::table_header());
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for round in 1..=args.pairs {
-        for (label, command, side) in [("a", &args.a, &mut a), ("b", &args.b, &mut b)] {
-            let record =
-                round_of(&workload, &args.load, command, label, round, &args.output).await?;
+        let sides = [
+            ("a", &args.a, &args.a_version, &mut a),
+            ("b", &args.b, &args.b_version, &mut b),
+        ];
+        for (label, command, pins, side) in sides {
+            let load = LoadArgs {
+                versions: match pins.is_empty() {
+                    true => args.load.versions.clone(),
+                    false => pins.clone(),
+                },
+                ..args.load.clone()
+            };
+            let record = round_of(&workload, &load, command, label, round, &args.output).await?;
             emit_run(&record, &args.output)?;
             side.push(record);
         }
@@ -643,6 +670,7 @@ async fn suite(args: SuiteArgs) -> Result<(), String> {
         frame_bytes: None,
         group_seconds: 2.0,
         seconds: args.seconds,
+        versions: Vec::new(),
     };
     // Sizes that fit a 2-core machine running relay and clients together.
     let mut plan = vec![
@@ -757,6 +785,7 @@ async fn round_of(
 async fn measure_round(
     workload: &Workload,
     profile: Profile,
+    versions: &[Version],
     command: &str,
     label: &str,
     round: u32,
@@ -765,7 +794,7 @@ async fn measure_round(
     let template: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
     let relay = RelayProcess::start(&template, Duration::from_secs_f64(output.startup))?;
     let outcome = tokio::select! {
-        outcome = measure(workload, profile, &relay, label, round, output) => outcome,
+        outcome = measure(workload, profile, versions, &relay, label, round, output) => outcome,
         report = relay.exited("during the round") => Err(report),
     };
     relay.stop();
@@ -776,12 +805,13 @@ async fn measure_round(
 async fn measure(
     workload: &Workload,
     profile: Profile,
+    versions: &[Version],
     relay: &RelayProcess,
     label: &str,
     round: u32,
     output: &Output,
 ) -> Result<RunRecord, String> {
-    let target = Target::of(relay, "bench")?;
+    let target = Target::of(relay, "bench", versions)?;
     let idle = relay.usage()?;
     let limit = Duration::from_secs_f64(output.warmup_limit);
     let setup_deadline = tokio::time::Instant::now() + limit;
@@ -954,6 +984,14 @@ fn append_json(output: &Output, line: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    /// clap checks a command line's definition only when it is built: a flag defined
+    /// twice would panic at the first run.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
     /// A round's own process must get exactly the load its parent was asked for.
     #[test]
     fn load_arguments_survive_the_trip_to_a_round_process() {
@@ -984,6 +1022,14 @@ mod tests {
                 "--seconds",
                 "1.5",
             ],
+            vec![
+                "--profile",
+                "chat",
+                "--version",
+                "05",
+                "--version",
+                "moq-lite-04",
+            ],
         ] {
             let mut first = vec!["moq-bench", "run"];
             first.extend(&argv);
@@ -998,6 +1044,7 @@ mod tests {
             };
             assert_eq!(round.load.workload(), original.load.workload(), "{argv:?}");
             assert_eq!(round.load.profile, original.load.profile);
+            assert_eq!(round.load.versions, original.load.versions, "{argv:?}");
         }
     }
 }

@@ -384,7 +384,7 @@ async fn connect(target: &Target, room: usize, path: &str) -> Result<Connected, 
         subscribe_prefix: format!("room{room}").as_str().into(),
         ..SessionConfig::default()
     };
-    let session = target.join(session, path).await?;
+    let session = target.join(session, 0, path).await?;
     Ok((session, track, seen, broadcast))
 }
 

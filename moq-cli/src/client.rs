@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use moq_net::Error;
+use moq_net::coding::Version;
 use moq_net::session::{Session, SessionConfig};
 use moq_runtime::tls::Fingerprint;
 use moq_tokio::ClientConfig;
@@ -23,6 +24,11 @@ pub(crate) struct Connection {
     /// Do not verify the relay's certificate at all (loopback testing only).
     #[arg(long, conflicts_with_all = ["fingerprint", "fingerprint_file"])]
     insecure: bool,
+    /// Speak only this moq-lite version (moq-lite-05, moq-lite-04, moq-lite-03,
+    /// moq-lite-06-wip, or 05, 04, …); repeat to offer several, in order of preference
+    /// [default: 05, 04, 03; the relay picks].
+    #[arg(long = "version", value_name = "VERSION")]
+    versions: Vec<Version>,
 }
 
 impl Connection {
@@ -39,6 +45,10 @@ impl Connection {
         };
         let config = ClientConfig {
             session,
+            versions: match self.versions.is_empty() {
+                true => Version::DEFAULT_OFFER.to_vec(),
+                false => self.versions.clone(),
+            },
             insecure_skip_verify: self.insecure,
             fingerprint,
             ..ClientConfig::default()

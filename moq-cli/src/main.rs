@@ -87,3 +87,15 @@ fn report(message: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "moq: {message}");
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap checks a command line's definition only when it is built: a flag defined
+    /// twice (ours and clap's own `--version`) would panic at the first run.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        super::Cli::command().debug_assert();
+    }
+}

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use moq_net::coding::Version;
 use serde::Deserialize;
 
 /// Everything a relay is told.
@@ -48,10 +49,16 @@ pub struct ServerSection {
     /// batching off. The tokio drivers only: io_uring's multishot receive has no batch
     /// size.
     pub recv_batch: usize,
+    /// The moq-lite versions it accepts, in its order of preference (`"moq-lite-05"`,
+    /// `"moq-lite-04"`, `"moq-lite-03"`, and `"moq-lite-06-wip"`, a work in progress
+    /// upstream, only if listed). A raw QUIC client gets the first of them it offers; a
+    /// WebTransport client the first of its own list that is here.
+    pub versions: Vec<String>,
 }
 
 impl Default for ServerSection {
-    /// `[::]:4443` on the tokio driver; one worker per core for a thread-per-core driver.
+    /// `[::]:4443` on the tokio driver; one worker per core for a thread-per-core driver;
+    /// moq-lite-05, -04 and -03.
     fn default() -> Self {
         Self {
             bind: SocketAddr::from(([0u16; 8], 4443)),
@@ -60,11 +67,37 @@ impl Default for ServerSection {
             gso: true,
             gro: true,
             recv_batch: moq_runtime::udp::RECV_BATCH,
+            versions: Version::DEFAULT_OFFER
+                .iter()
+                .map(|version| version.alpn().to_owned())
+                .collect(),
         }
     }
 }
 
 impl ServerSection {
+    /// The accepted versions, parsed (as [`Config::validate`] checks them).
+    pub fn parsed_versions(&self) -> Result<Vec<Version>, ConfigError> {
+        let invalid = |problem: String| ConfigError::Invalid {
+            key: "server.versions",
+            problem,
+        };
+        if self.versions.is_empty() {
+            return Err(invalid("must name at least one version".to_owned()));
+        }
+        let mut versions = Vec::with_capacity(self.versions.len());
+        for text in &self.versions {
+            let version = text
+                .parse::<Version>()
+                .map_err(|error| invalid(error.to_string()))?;
+            if versions.contains(&version) {
+                return Err(invalid(format!("{version} is listed twice")));
+            }
+            versions.push(version);
+        }
+        Ok(versions)
+    }
+
     /// How many workers a thread-per-core driver runs: `workers`, or one per core the
     /// process may use.
     pub fn worker_count(&self) -> usize {
@@ -358,6 +391,7 @@ impl Config {
         if self.server.workers > moq_tokio::MAX_WORKERS {
             return invalid("server.workers", "must be at most 256 (0: one per core)");
         }
+        self.server.parsed_versions()?;
         if !(1..=moq_runtime::udp::RECV_BATCH).contains(&self.server.recv_batch) {
             return invalid(
                 "server.recv_batch",

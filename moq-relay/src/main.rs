@@ -67,6 +67,11 @@ struct ServeArgs {
     /// Datagrams one receive call takes at most, 1 to 32 (tokio drivers) [default: 32].
     #[arg(long, value_name = "N")]
     recv_batch: Option<usize>,
+    /// A moq-lite version to accept (moq-lite-05, moq-lite-04, moq-lite-03,
+    /// moq-lite-06-wip); repeat for several, in order of preference [default: 05, 04, 03].
+    /// (`--version` prints the relay's own version.)
+    #[arg(long = "moq-version", value_name = "VERSION")]
+    versions: Vec<String>,
     /// Certificate chain (PEM); with --tls-key, instead of a self-signed certificate.
     #[arg(long, value_name = "FILE")]
     tls_cert: Option<PathBuf>,
@@ -226,6 +231,9 @@ fn configure(args: &ServeArgs) -> Result<Config, String> {
     if args.no_gro {
         config.server.gro = false;
     }
+    if !args.versions.is_empty() {
+        config.server.versions = args.versions.clone();
+    }
     if let Some(batch) = args.recv_batch {
         config.server.recv_batch = batch;
     }
@@ -341,4 +349,16 @@ fn token(args: TokenArgs) -> Result<(), String> {
         println!("{token}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap checks a command line's definition only when it is built: a flag defined
+    /// twice (ours and clap's own `--version`) would panic at the first run.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        super::Cli::command().debug_assert();
+    }
 }

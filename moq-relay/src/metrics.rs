@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use moq_net::Error;
+use moq_net::coding::Version;
 use moq_net::model::Origin;
 use moq_net::session::{Session, SessionCounters};
 use moq_net::transport::TransportStats;
@@ -52,6 +53,8 @@ struct State {
     /// Sessions established before `opened` saw them (their SETUP raced the bookkeeping).
     established_early: std::collections::HashSet<u64>,
     opened: u64,
+    /// Sessions accepted, by the moq-lite version they speak.
+    opened_by_version: BTreeMap<Version, u64>,
     /// What closed sessions counted, summed.
     closed: Totals,
     /// Closed sessions by the error they ended with.
@@ -108,6 +111,10 @@ impl Metrics {
     pub fn opened(&self, id: u64, session: Session, established: bool) {
         let mut state = self.lock();
         state.opened += 1;
+        *state
+            .opened_by_version
+            .entry(session.version())
+            .or_default() += 1;
         let established = established || state.established_early.remove(&id);
         if !established {
             state.pending += 1;
@@ -196,7 +203,7 @@ impl Metrics {
         let broadcasts = origin.broadcast_count() as u64;
         // What the text needs, copied out, so that sessions opening and closing do not
         // wait for the rendering.
-        let (opened, live, established, pending, closed, ended, refused) = {
+        let (opened, by_version, live, established, pending, closed, ended, refused) = {
             let state = self.lock();
             let live: Vec<Session> = state
                 .live
@@ -205,6 +212,7 @@ impl Metrics {
                 .collect();
             (
                 state.opened,
+                state.opened_by_version.clone(),
                 live,
                 state.established(),
                 state.pending,
@@ -247,6 +255,29 @@ impl Metrics {
             "counter",
             "Sessions accepted.",
             &one(opened),
+        );
+        let mut live_by_version: BTreeMap<Version, u64> =
+            by_version.keys().map(|v| (*v, 0)).collect();
+        for session in &live {
+            *live_by_version.entry(session.version()).or_default() += 1;
+        }
+        let labelled = |counts: &BTreeMap<Version, u64>| -> Vec<(String, u64)> {
+            counts
+                .iter()
+                .map(|(version, n)| (format!("{{version=\"{version}\"}}"), *n))
+                .collect()
+        };
+        metric(
+            "sessions_by_version",
+            "gauge",
+            "Sessions open now (established or waiting for their SETUP), by the moq-lite version they speak.",
+            &labelled(&live_by_version),
+        );
+        metric(
+            "sessions_opened_by_version_total",
+            "counter",
+            "Sessions accepted, by the moq-lite version they negotiated.",
+            &labelled(&by_version),
         );
         let ended: Vec<_> = ended
             .iter()

@@ -100,6 +100,8 @@ impl Relay {
         server_config.udp.gso = config.server.gso;
         server_config.udp.gro = config.server.gro;
         server_config.udp.recv_batch = config.server.recv_batch;
+        server_config.versions = config.server.parsed_versions()?;
+        tracing::info!(versions = ?server_config.versions, "accepting moq-lite versions");
         // A connection over the session limit must still reach us to be refused cleanly.
         server_config.admission = Admission {
             // Established sessions, connections waiting for their SETUP, and a margin

@@ -249,6 +249,54 @@ fn moq_publish_reaches_moq_subscribe_through_the_relay_over_every_binding_pair()
     }
 }
 
+/// A relay accepting only -04 and -03: clients pinned to either get through and reach
+/// each other (the relay's root: raw QUIC carries no path before -05), a client offering
+/// only -05 is refused with the reason, and `/metrics` counts the sessions by version.
+#[test]
+fn the_relay_accepts_the_versions_it_is_told_and_counts_sessions_by_version() {
+    let relay = Relay::start(&["--moq-version", "moq-lite-04", "--moq-version", "03"]);
+    let url = relay.url("moqt", "");
+    let mut reader = relay.moq(&["subscribe", "--version", "04", &url, "old", "--track", "t"]);
+    let reader = reader
+        .args(["--count", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut writer = relay
+        .moq(&["publish", "--version", "03", &url, "old", "--track", "t"])
+        .args(["--wait", "--linger", "5"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writer
+        .stdin
+        .as_mut()
+        .unwrap()
+        .write_all(b"one\ntwo\n")
+        .unwrap();
+    let (ok, out, err) = collect(reader);
+    assert!(ok, "the -04 subscriber: {err}");
+    assert_eq!(out, "one\ntwo\n");
+    let metrics = relay.http_get("/metrics");
+    for version in ["moq-lite-04", "moq-lite-03"] {
+        let line = format!("moq_relay_sessions_opened_by_version_total{{version=\"{version}\"}} 1");
+        assert!(metrics.contains(&line), "{line} in:\n{metrics}");
+    }
+    let (ok, _, err) = collect(writer);
+    assert!(ok, "the -03 publisher: {err}");
+
+    let refused = finish(relay.moq(&["subscribe", "--version", "05", &url, "old"]));
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("no moq-lite version in common") && stderr.contains("moq-lite-05"),
+        "{stderr}"
+    );
+}
+
 /// The thread-per-core relay, as an operator starts it: the same CLI round trips over
 /// every binding pair, sessions on both workers, and each worker in `/metrics` with no
 /// misrouted packet.
@@ -555,6 +603,11 @@ fn a_bad_config_file_is_refused_naming_the_key() {
             "[limits]\nmax_message_bytes = 10\n",
             "limits.max_message_bytes",
         ),
+        (
+            "[server]\nversions = [\"moq-lite-07\"]\n",
+            "server.versions",
+        ),
+        ("[server]\nversions = []\n", "server.versions"),
     ] {
         std::fs::write(&file, text).unwrap();
         let output = Command::new(env!("CARGO_BIN_EXE_moq-relay"))

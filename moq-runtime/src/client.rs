@@ -75,6 +75,36 @@ pub enum ConnectError {
     },
 }
 
+impl ConnectError {
+    /// Why `connection` closed before its QUIC handshake completed: a refused ALPN (no
+    /// version in common, to be named with [`offered`](Self::offered)) or the close's
+    /// reason.
+    pub fn handshake_failed(connection: &QuicConnection) -> Self {
+        match connection.refused_alpn() {
+            true => Self::NoCommonVersion {
+                offered: Vec::new(),
+                detail: "the server refused the TLS handshake (alert 120, no_application_protocol)"
+                    .to_owned(),
+            },
+            false => Self::Handshake(connection.close_reason()),
+        }
+    }
+
+    /// This error, naming `versions` as what was offered if it is a
+    /// [`NoCommonVersion`](Self::NoCommonVersion) that does not say yet.
+    pub fn offered(self, versions: &[Version]) -> Self {
+        match self {
+            Self::NoCommonVersion { offered, detail } if offered.is_empty() => {
+                Self::NoCommonVersion {
+                    offered: versions.to_vec(),
+                    detail,
+                }
+            }
+            other => other,
+        }
+    }
+}
+
 /// What a URL says to connect to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -343,6 +373,16 @@ where
             }
         };
         tracing::debug!(%version, "negotiated");
+        if self.webtransport.is_none()
+            && !version.has_setup_stream()
+            && !matches!(self.path.as_str(), "" | "/")
+        {
+            tracing::warn!(
+                %version,
+                path = %self.path,
+                "this version carries no path on raw QUIC: the server sees its root, not the URL's path"
+            );
+        }
         Poll::Ready(Ok(session::connect(
             self.runtime.clone(),
             transport,

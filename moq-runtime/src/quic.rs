@@ -444,6 +444,16 @@ impl QuicConnection {
         });
     }
 
+    /// Whether the handshake failed on ALPN: TLS alert 120 (no_application_protocol), a
+    /// server that accepts none of the protocols the client offered.
+    pub fn refused_alpn(&self) -> bool {
+        let state = self.shared.state.lock();
+        [state.conn.peer_error(), state.conn.local_error()]
+            .into_iter()
+            .flatten()
+            .any(|error| !error.is_app && error.error_code == 0x100 + 120)
+    }
+
     /// Why the connection closed, in words (empty while it is open). A TLS alert is named:
     /// alert 120 (no_application_protocol) is a server that speaks none of the versions the
     /// client offered.

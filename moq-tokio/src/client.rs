@@ -59,7 +59,11 @@ async fn connect_in_span(url: &str, config: ClientConfig) -> Result<Session, Err
         endpoint.connect(&target.host, peer),
     )
     .await
-    .map_err(|_| timed_out())??;
+    .map_err(|_| timed_out())?
+    .map_err(|error| match error {
+        Error::Connect(error) => Error::Connect(error.offered(&config.versions)),
+        other => other,
+    })?;
     // The endpoint task keeps running while the connection lives.
     drop(endpoint);
     let mut setup = ClientSetup::new(TokioRuntime::current(), connection, &target, &config)?;

@@ -246,9 +246,7 @@ fn settle(
                 let _ = reply.send(Ok(connection));
                 None
             } else if connection.is_closed() {
-                let _ = reply.send(Err(
-                    ConnectError::Handshake(connection.close_reason()).into()
-                ));
+                let _ = reply.send(Err(ConnectError::handshake_failed(&connection).into()));
                 None
             } else {
                 Some((connection, reply))

@@ -82,7 +82,9 @@ impl Worker {
                 return Poll::Ready(Ok(()));
             }
             if connection.is_closed() {
-                return Poll::Ready(Err(ConnectError::Handshake(connection.close_reason())));
+                return Poll::Ready(Err(
+                    ConnectError::handshake_failed(&connection).offered(&config.versions)
+                ));
             }
             if deadline.poll(waiter).is_ready() {
                 connection.close(0, "handshake timed out");

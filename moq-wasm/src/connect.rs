@@ -1,5 +1,6 @@
 //! Connecting a session to a relay from the browser.
 
+use moq_net::coding::Version;
 use moq_net::session::{self, Session, SessionConfig};
 use wasm_bindgen_futures::JsFuture;
 
@@ -45,14 +46,28 @@ pub enum ConnectError {
 }
 
 /// How to reach a relay.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ConnectOptions {
     /// SHA-256 digests of certificates to accept instead of the Web PKI (the browser's
     /// `serverCertificateHashes`: ECDSA certificates valid for at most 14 days, as a
     /// relay's self-signed one is). Empty: the certificate must be trusted as any site's.
     pub fingerprints: Vec<[u8; 32]>,
-    /// The session's configuration; its version is offered as the WebTransport protocol.
+    /// The moq-lite versions offered as WebTransport protocols, in order of preference
+    /// (the server takes the first it has).
+    pub versions: Vec<Version>,
+    /// The session's configuration; its version is replaced by the negotiated one.
     pub session: SessionConfig,
+}
+
+impl Default for ConnectOptions {
+    /// No pinned certificate; offering moq-lite-05, -04 and -03.
+    fn default() -> Self {
+        Self {
+            fingerprints: Vec::new(),
+            versions: Version::DEFAULT_OFFER.to_vec(),
+            session: SessionConfig::default(),
+        }
+    }
 }
 
 /// Connects to `url` (`https://host:port/root`) over WebTransport and starts a moq-lite
@@ -70,7 +85,10 @@ pub async fn connect(url: &str, options: ConnectOptions) -> Result<Session, Conn
         }
         transport_options.set_server_certificate_hashes(&hashes);
     }
-    let protocols = js_sys::Array::of1(&options.session.version.alpn().into());
+    let protocols = js_sys::Array::new();
+    for version in &options.versions {
+        protocols.push(&version.alpn().into());
+    }
     transport_options.set_protocols(&protocols);
 
     let transport =
@@ -92,11 +110,34 @@ pub async fn connect(url: &str, options: ConnectOptions) -> Result<Session, Conn
             url: url.to_owned(),
             reason: error.to_string(),
         })?;
-    tracing::debug!(url, protocol = ?moq_net::transport::Session::protocol(&transport), "WebTransport: connected");
+    // The version the server chose; a browser without `protocol`, or a server naming
+    // none, leaves only the one offered, if one was.
+    let chosen = moq_net::transport::Session::protocol(&transport).and_then(Version::from_alpn);
+    let version = match chosen {
+        Some(version) if options.versions.contains(&version) => version,
+        None if options.versions.len() == 1 => options.versions[0],
+        _ => {
+            return Err(ConnectError::Transport {
+                url: url.to_owned(),
+                reason: format!(
+                    "no moq-lite version in common: offered {:?}, the server chose {chosen:?}",
+                    options
+                        .versions
+                        .iter()
+                        .map(|v| v.alpn())
+                        .collect::<Vec<_>>()
+                ),
+            });
+        }
+    };
+    tracing::debug!(url, %version, "WebTransport: connected");
     Ok(session::connect(
         WasmRuntime::new(),
         transport,
-        options.session,
+        SessionConfig {
+            version,
+            ..options.session
+        },
     ))
 }
 

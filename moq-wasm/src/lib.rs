@@ -25,6 +25,7 @@
 //! let session = connect("https://127.0.0.1:4443/room", ConnectOptions {
 //!     fingerprints: vec![parse_fingerprint("3a:5f:…")?],
 //!     session: SessionConfig { subscribe: Some(discovered.clone()), ..SessionConfig::default() },
+//!     ..ConnectOptions::default() // offering moq-lite-05, -04 and -03
 //! }).await?;
 //! # Ok(()) }
 //! ```

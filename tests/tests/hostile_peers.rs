@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use moq_conformance::hostile::{HostileClient, HostileConfig};
-use moq_conformance::strict::wire::{Announce, AnnounceOk, Subscribe};
+use moq_conformance::strict::wire::{Announce, AnnounceOk, Lite, Subscribe};
 use moq_net::Error;
 use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
 use moq_net::session::{Session, SessionConfig};
@@ -180,7 +180,7 @@ async fn an_announce_flood_closes_its_session_and_the_origin_stays_bounded() {
                     suffix: format!("flood/{i}"),
                     hops: Vec::new(),
                 }
-                .encode(),
+                .encode(Lite::V05),
             );
         }
         client.write(1, &answer, false);
@@ -373,7 +373,7 @@ fn announce_one(client: &mut HostileClient, setup: &[u8], suffix: &str) {
             suffix: suffix.into(),
             hops: Vec::new(),
         }
-        .encode(),
+        .encode(Lite::V05),
     );
     client.write(announce, &answer, false);
 }

@@ -4,3 +4,7 @@
 mod support;
 
 moq_conformance::conformance_tests!(support::TokioHarness::new("moqt"));
+
+mod across_versions {
+    moq_conformance::cross_version_tests!(super::support::TokioHarness::new("moqt"));
+}

@@ -59,11 +59,16 @@ impl UringHarness {
 
 impl Harness for UringHarness {
     fn connect(&mut self, server: SessionConfig, client: SessionConfig) -> (Session, Session) {
-        let config = ServerConfig::new(
-            "127.0.0.1:0".parse().expect("an address"),
-            self.certificate.clone(),
-            server,
-        );
+        // The server accepts every version; the client offers only its session's.
+        let config = ServerConfig {
+            versions: moq_net::coding::Version::ALL.to_vec(),
+            ..ServerConfig::new(
+                "127.0.0.1:0".parse().expect("an address"),
+                self.certificate.clone(),
+                server,
+            )
+        };
+        let versions = vec![client.version];
         let (accepted, sessions) = mpsc::channel();
         let server = Server::bind(config, self.workers, self.options.clone(), move |worker| {
             let accepted = accepted.clone();
@@ -86,6 +91,7 @@ impl Harness for UringHarness {
                 &url,
                 ClientConfig {
                     session: client,
+                    versions,
                     insecure_skip_verify: true,
                     handshake_timeout: Duration::from_secs(5),
                     ..ClientConfig::default()
@@ -142,6 +148,10 @@ mod webtransport_one_worker {
 
 mod webtransport_two_workers {
     moq_conformance::conformance_tests!(super::UringHarness::new("https", 2));
+}
+
+mod quic_across_versions {
+    moq_conformance::cross_version_tests!(super::UringHarness::new("moqt", 2));
 }
 
 /// The sums of every server worker's ring counters, and of the client's.

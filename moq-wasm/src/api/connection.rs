@@ -49,6 +49,7 @@ impl Connection {
             ConnectOptions {
                 fingerprints,
                 session,
+                ..ConnectOptions::default()
             },
         )
         .await

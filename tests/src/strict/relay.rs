@@ -1,20 +1,28 @@
-//! The strict relay: a moq-lite-05 relay on raw QUIC, written on quiche and the hand-made
-//! [`wire`] layer, that behaves toward its clients the way a deployed relay
-//! does and reports every way a client breaks the protocol.
+//! The strict relay: a moq-lite relay on raw QUIC (-05, -04 and -03, chosen by ALPN),
+//! written on quiche and the hand-made [`wire`] layer, that behaves toward its clients the
+//! way a deployed relay does and reports every way a client breaks the protocol.
 //!
 //! What it does, as a deployed relay does (`shared/spec/moq-lite-05.md`):
 //!
-//! - it waits for the client's SETUP before anything else, discarding (STOP_SENDING) any
-//!   other uni stream that comes first; then sends its own SETUP;
+//! - on -05 it waits for the client's SETUP before anything else, discarding
+//!   (STOP_SENDING) any other uni stream that comes first; then sends its own SETUP. On
+//!   -03 and -04 there is no SETUP: the session begins with the connection, and a Setup,
+//!   Track or Fetch stream from the client is a violation;
 //! - right after, it opens an announce stream to **every** client (ANNOUNCE_REQUEST for
 //!   `""`, excluding its own origin) and **closes the whole session with code 1** if that
 //!   stream fails in any way: a reset, STOP_SENDING, or bytes it cannot decode;
 //! - it answers the client's own ANNOUNCE_REQUESTs with ANNOUNCE_OK, the live set, then
 //!   every change;
-//! - a client's SUBSCRIBE is forwarded to the broadcast's publisher as TRACK first, then
-//!   SUBSCRIBE with an id of the relay's, and the publisher's groups are forwarded back
-//!   frame by frame under the subscriber's id; SUBSCRIBE_UPDATEs, the responses and the
-//!   cancel (FIN) travel through; a lone TRACK is forwarded the same way.
+//! - a client's SUBSCRIBE is forwarded to the broadcast's publisher as TRACK first (on
+//!   -05), then SUBSCRIBE with an id of the relay's, and the publisher's groups are
+//!   forwarded back frame by frame under the subscriber's id; SUBSCRIBE_UPDATEs, the
+//!   responses and the cancel (FIN) travel through; a lone TRACK is forwarded the same way.
+//!   Between versions it translates as a deployed relay does: frame timestamps dropped or
+//!   zero, SUBSCRIBE_OK for a -03/-04 subscriber, TRACK_INFO defaults for a -03/-04
+//!   publisher;
+//! - on -03 and -04, a second active ANNOUNCE for a path a client already announced
+//!   closes its session (Duplicate, 12), and a -03/-04 publisher must answer a SUBSCRIBE
+//!   with SUBSCRIBE_OK before any other reply.
 //!
 //! Every message it reads is decoded strictly; whatever a client sends that a deployed
 //! peer would refuse is a *violation*: printed, kept, and (with `exit_on_violation`) the
@@ -33,7 +41,7 @@ use std::time::Duration;
 mod announce;
 mod forward;
 
-use super::wire::{self, AnnounceRequest, GroupHeader, Setup, Subscribe, Track, WireError};
+use super::wire::{self, AnnounceRequest, GroupHeader, Lite, Setup, Subscribe, Track, WireError};
 
 /// What the strict relay is told.
 #[derive(Debug, Clone)]
@@ -51,6 +59,8 @@ mod code {
     pub(super) const CANCEL: u64 = 0;
     pub(super) const REQUIRED_EXTENSION: u64 = 1;
     pub(super) const DECODE: u64 = 5;
+    pub(super) const UNEXPECTED_STREAM: u64 = 10;
+    pub(super) const DUPLICATE: u64 = 12;
     pub(super) const NOT_FOUND: u64 = 13;
     pub(super) const UNSUPPORTED: u64 = 17;
 }
@@ -87,7 +97,8 @@ pub struct Report {
     pub violations: Vec<String>,
     /// Sessions whose client sent SETUP.
     pub sessions: usize,
-    /// Sessions whose client answered the relay's announce stream with ANNOUNCE_OK.
+    /// Sessions whose client answered the relay's announce stream with ANNOUNCE_OK (on -03
+    /// and -04, which have none, every session once it began).
     pub announce_answered: usize,
 }
 
@@ -146,6 +157,9 @@ struct Published {
 struct Client {
     conn: quiche::Connection,
     name: String,
+    /// Its version, from the ALPN once the handshake is done.
+    lite: Lite,
+    /// The session began: its SETUP arrived (-05), or its handshake completed (-03/-04).
     setup_received: bool,
     /// The session's root: its SETUP Path, normalized.
     root: String,
@@ -225,6 +239,9 @@ struct Link {
     track: Track,
     /// For a SUBSCRIBE: the request, and the relay's id for it toward the publisher.
     subscribe: Option<(Subscribe, u64)>,
+    /// The publisher replied on the SUBSCRIBE stream (a -03/-04 publisher's first reply
+    /// must be SUBSCRIBE_OK).
+    answered: bool,
     up_track: Option<u64>,
     up_subscribe: Option<u64>,
 }
@@ -251,7 +268,7 @@ impl StrictRelay {
             .map_err(|e| format!("loading the certificate: {e}"))?;
         let _ = std::fs::remove_dir_all(&dir);
         config
-            .set_application_protos(&[b"moq-lite-05"])
+            .set_application_protos(&Lite::ALL.map(Lite::alpn))
             .map_err(|e| e.to_string())?;
         config.set_max_recv_udp_payload_size(1350);
         config.set_max_send_udp_payload_size(1350);
@@ -383,6 +400,7 @@ impl StrictRelay {
                 self.clients.push(Some(Client {
                     conn,
                     name: format!("client {index} ({from})"),
+                    lite: Lite::V05,
                     setup_received: false,
                     root: String::new(),
                     streams: HashMap::new(),
@@ -461,6 +479,18 @@ impl StrictRelay {
         if !client.conn.is_established() {
             return;
         }
+        if !client.setup_received {
+            if let Some(lite) = Lite::from_alpn(client.conn.application_proto()) {
+                client.lite = lite;
+            }
+            if !client.lite.is_05() {
+                // No SETUP before -05: the session begins now, at the relay's root.
+                self.begin(index, String::new());
+            }
+        }
+        let Some(client) = self.client_mut(index) else {
+            return;
+        };
         let readable: Vec<u64> = client.conn.readable().collect();
         for id in readable {
             self.read_stream(index, id);
@@ -533,6 +563,7 @@ impl StrictRelay {
             return;
         };
         let setup_received = client.setup_received;
+        let lite = client.lite;
         let Some(stream) = client.streams.get_mut(&id) else {
             return;
         };
@@ -544,6 +575,16 @@ impl StrictRelay {
         stream.rx.drain(..taken);
         let uni = id & 2 == 2;
         let role = match (uni, kind) {
+            (true, 1) if !lite.is_05() => {
+                // A deployed peer stops it (UnexpectedStream); sending it is a client bug.
+                let _ = client.conn.stream_shutdown(
+                    id,
+                    quiche::Shutdown::Read,
+                    code::UNEXPECTED_STREAM,
+                );
+                self.violation(index, format!("a Setup stream on {lite:?}, which has none"));
+                Role::Discard
+            }
             (true, 1) => Role::SetupIn,
             // Before SETUP, a deployed relay discards every other uni stream.
             (true, _) if !setup_received => {
@@ -568,6 +609,15 @@ impl StrictRelay {
                 return;
             }
             (false, 1) => Role::AnnounceAsked,
+            (false, 3) | (false, 6) if !lite.is_05() => {
+                refuse(&mut client.conn, id, code::UNEXPECTED_STREAM);
+                let what = format!(
+                    "a {} stream on {lite:?}, which has none",
+                    if kind == 3 { "Fetch" } else { "Track" }
+                );
+                self.violation(index, what);
+                Role::Discard
+            }
             (false, 2) | (false, 6) => {
                 let link = self.next_link;
                 self.next_link += 1;
@@ -595,6 +645,7 @@ impl StrictRelay {
                                 0,
                             )
                         }),
+                        answered: false,
                         up_track: None,
                         up_subscribe: None,
                     },
@@ -665,21 +716,33 @@ impl StrictRelay {
                 return;
             }
         };
+        if self
+            .client(index)
+            .is_some_and(|client| client.setup_received)
+        {
+            return; // a second SETUP overwrites nothing we use
+        }
+        self.begin(index, root);
+    }
+
+    /// The session of client `index` begins (its SETUP arrived on -05; at once before):
+    /// the relay's SETUP (on -05) and its announce stream go out, and the bidi streams
+    /// that waited are read.
+    fn begin(&mut self, index: usize, root: String) {
         let origin_id = self.origin_id;
         let Some(client) = self.client_mut(index) else {
             return;
         };
-        if client.setup_received {
-            return; // a second SETUP overwrites nothing we use
-        }
         client.setup_received = true;
         client.root = root;
-        self.note(|report| report.sessions += 1);
-        let Some(client) = self.client_mut(index) else {
-            return;
-        };
-        // Our SETUP: no parameters.
-        client.open(true, Role::WriteOnly, vec![0x01, 0x01, 0x00], true);
+        let lite = client.lite;
+        if lite.is_05() {
+            // Our SETUP: no parameters.
+            client.open(true, Role::WriteOnly, vec![0x01, 0x01, 0x00], true);
+        } else {
+            // No ANNOUNCE_OK to wait for before -05: announcements start at once.
+            client.hop_id = Some(0);
+        }
         // Our announce stream to the client, as a deployed relay opens it to everyone.
         let mut tx = vec![0x01];
         tx.extend(
@@ -687,12 +750,16 @@ impl StrictRelay {
                 prefix: String::new(),
                 exclude_hop: origin_id,
             }
-            .encode(),
+            .encode(lite),
         );
         client.announce = Some(client.open(false, Role::AnnounceOut, tx, false));
+        self.note(|report| report.sessions += 1);
+        if !lite.is_05() {
+            self.note(|report| report.announce_answered += 1);
+        }
         if self.settings.verbose {
             let client = self.client(index).map(|c| (c.name.clone(), c.root.clone()));
-            eprintln!("strict-relay: SETUP from {client:?}");
+            eprintln!("strict-relay: {lite:?} session of {client:?}");
         }
         // Bidi streams that waited for SETUP.
         let waiting: Vec<u64> = self

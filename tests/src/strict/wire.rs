@@ -1,6 +1,7 @@
-//! moq-lite-05 on the wire, as the strict peer reads and writes it: written from
-//! `shared/spec/moq-lite-05.md` alone, sharing no code with `moq_net::coding`, so that the
-//! two can disagree (and a test then says which one is wrong).
+//! moq-lite-05, -04 and -03 on the wire, as the strict peer reads and writes them: written
+//! from `shared/spec/moq-lite-05.md` alone (its messages, and its "Version deltas" for the
+//! older two), sharing no code with `moq_net::coding`, so that the two can disagree (and a
+//! test then says which one is wrong).
 //!
 //! Decoding is as strict as a deployed peer: a message is `Length (i)` and a body of
 //! exactly that many bytes (trailing bytes are an error), a `bool` is 0 or 1, an announce
@@ -24,6 +25,42 @@ impl fmt::Display for WireError {
             WireError::Short => f.write_str("truncated"),
             WireError::Invalid(what) => f.write_str(what),
         }
+    }
+}
+
+/// The versions the strict peer speaks (its own type: it shares nothing with `moq_net`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Lite {
+    /// moq-lite-03: no SETUP, hop counts, SUBSCRIBE_OK, no TRACK, no frame timestamps.
+    V03,
+    /// moq-lite-04: -03 with hop id lists (the sender appends itself) and Exclude Hop.
+    V04,
+    /// moq-lite-05.
+    V05,
+}
+
+impl Lite {
+    /// Every version, in the order the strict relay prefers them.
+    pub const ALL: [Lite; 3] = [Lite::V05, Lite::V04, Lite::V03];
+
+    /// Its ALPN.
+    pub fn alpn(self) -> &'static [u8] {
+        match self {
+            Lite::V03 => b"moq-lite-03",
+            Lite::V04 => b"moq-lite-04",
+            Lite::V05 => b"moq-lite-05",
+        }
+    }
+
+    /// The version an ALPN names.
+    pub fn from_alpn(alpn: &[u8]) -> Option<Self> {
+        Self::ALL.into_iter().find(|lite| lite.alpn() == alpn)
+    }
+
+    /// -05 has SETUP, ANNOUNCE_OK, TRACK, frame timestamps and START/END replies; the two
+    /// before it have none of them.
+    pub fn is_05(self) -> bool {
+        self == Lite::V05
     }
 }
 
@@ -200,24 +237,29 @@ impl Setup {
 pub struct AnnounceRequest {
     /// The prefix asked about.
     pub prefix: String,
-    /// The asker's own origin id (0 for none).
+    /// The asker's own origin id (0 for none; not on -03).
     pub exclude_hop: u64,
 }
 
 impl AnnounceRequest {
     /// Decodes the body.
-    pub fn decode(buf: &mut &[u8]) -> Result<Self, WireError> {
+    pub fn decode(buf: &mut &[u8], lite: Lite) -> Result<Self, WireError> {
         Ok(Self {
             prefix: read_string(buf)?,
-            exclude_hop: read_varint(buf)?,
+            exclude_hop: match lite {
+                Lite::V03 => 0,
+                _ => read_varint(buf)?,
+            },
         })
     }
 
     /// The whole message.
-    pub fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self, lite: Lite) -> Vec<u8> {
         let mut body = Vec::new();
         write_string(&mut body, &self.prefix);
-        write_varint(&mut body, self.exclude_hop);
+        if lite != Lite::V03 {
+            write_varint(&mut body, self.exclude_hop);
+        }
         message(&body)
     }
 }
@@ -256,26 +298,31 @@ pub struct Announce {
     pub active: bool,
     /// The path relative to the request's prefix.
     pub suffix: String,
-    /// The route so far (the sender omits itself).
+    /// The route so far (on -05 the sender omits itself; on -04 it appends itself; on -03
+    /// only their count travels, read back as that many unknown ids, 0).
     pub hops: Vec<u64>,
 }
 
 impl Announce {
     /// Decodes the body.
-    pub fn decode(buf: &mut &[u8]) -> Result<Self, WireError> {
+    pub fn decode(buf: &mut &[u8], lite: Lite) -> Result<Self, WireError> {
         let active = match read_u8(buf)? {
             0 => false,
-            1 | 2 => true,
-            other => return invalid(format!("announce status {other}")),
+            1 => true,
+            2 if lite.is_05() => true,
+            other => return invalid(format!("announce status {other} on {lite:?}")),
         };
         let suffix = read_string(buf)?;
         let count = read_varint(buf)?;
         if count > 32 {
             return invalid(format!("an announce with {count} hops (at most 32)"));
         }
-        let hops = (0..count)
-            .map(|_| read_varint(buf))
-            .collect::<Result<_, _>>()?;
+        let hops = match lite {
+            Lite::V03 => vec![0; count as usize],
+            _ => (0..count)
+                .map(|_| read_varint(buf))
+                .collect::<Result<_, _>>()?,
+        };
         Ok(Self {
             active,
             suffix,
@@ -284,12 +331,14 @@ impl Announce {
     }
 
     /// The whole message.
-    pub fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self, lite: Lite) -> Vec<u8> {
         let mut body = vec![u8::from(self.active)];
         write_string(&mut body, &self.suffix);
         write_varint(&mut body, self.hops.len() as u64);
-        for hop in &self.hops {
-            write_varint(&mut body, *hop);
+        if lite != Lite::V03 {
+            for hop in &self.hops {
+                write_varint(&mut body, *hop);
+            }
         }
         message(&body)
     }
@@ -394,9 +443,48 @@ pub fn check_subscribe_update(buf: &mut &[u8]) -> Result<(), WireError> {
     Ok(())
 }
 
+/// A publisher's typed reply on a subscribe stream, as read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Response {
+    /// -03/-04 type 0: SUBSCRIBE_OK (its fields are ignored, as a deployed subscriber does).
+    Ok,
+    /// -05 type 0: SUBSCRIBE_START.
+    Start,
+    /// -05 type 1: SUBSCRIBE_END.
+    End,
+    /// SUBSCRIBE_DROP (type 1 before -05, 2 on it): start, end, error.
+    Drop(u64, u64, u64),
+}
+
+impl Response {
+    /// The reply as `lite` writes it: `None` where it has no such message (START and END
+    /// before -05; OK on -05, where the first group says it).
+    pub fn encode(self, lite: Lite) -> Option<Vec<u8>> {
+        let (kind, body) = match (self, lite.is_05()) {
+            (Response::Ok, false) => (0, vec![0, 0, 0, 0, 0]),
+            (Response::Drop(start, end, error), is_05) => {
+                let mut body = Vec::new();
+                write_varint(&mut body, start);
+                write_varint(&mut body, end);
+                write_varint(&mut body, error);
+                (if is_05 { 2 } else { 1 }, body)
+            }
+            _ => return None,
+        };
+        let mut out = Vec::new();
+        write_varint(&mut out, kind);
+        out.extend(message(&body));
+        Some(out)
+    }
+}
+
 /// Splits one typed subscribe response (`Type (i) | Length (i) | Body`) off the front of
-/// `buf` and checks it: `Ok(None)` until it is all there, else how many bytes it took.
-pub fn take_subscribe_response(buf: &[u8]) -> Result<Option<usize>, WireError> {
+/// `buf` and checks it for `lite`: `Ok(None)` until it is all there, else how many bytes it
+/// took and what it was.
+pub fn take_subscribe_response(
+    buf: &[u8],
+    lite: Lite,
+) -> Result<Option<(usize, Response)>, WireError> {
     let mut cursor = buf;
     let kind = match read_varint(&mut cursor) {
         Ok(kind) => kind,
@@ -407,18 +495,35 @@ pub fn take_subscribe_response(buf: &[u8]) -> Result<Option<usize>, WireError> {
     let Some((body, taken)) = take_message(cursor)? else {
         return Ok(None);
     };
-    match kind {
-        // SUBSCRIBE_START and SUBSCRIBE_END: a group.
-        0 | 1 => decode_body(body, "SUBSCRIBE_START/END", |b| read_varint(b).map(drop))?,
-        // SUBSCRIBE_DROP: start, end, error.
-        2 => decode_body(body, "SUBSCRIBE_DROP", |b| {
+    let drop = |b: &mut &[u8]| -> Result<Response, WireError> {
+        Ok(Response::Drop(
+            read_varint(b)?,
+            read_varint(b)?,
+            read_varint(b)?,
+        ))
+    };
+    let response = match (lite.is_05(), kind) {
+        // SUBSCRIBE_OK: priority, ordered, max latency, start, end.
+        (false, 0) => decode_body(body, "SUBSCRIBE_OK", |b| {
+            read_u8(b)?;
+            read_u8(b)?;
             read_varint(b)?;
             read_varint(b)?;
-            read_varint(b).map(drop)
+            read_varint(b)?;
+            Ok(Response::Ok)
         })?,
-        other => return invalid(format!("subscribe response type {other}")),
-    }
-    Ok(Some(header + taken))
+        (false, 1) => decode_body(body, "SUBSCRIBE_DROP", drop)?,
+        // SUBSCRIBE_START and SUBSCRIBE_END: a group.
+        (true, 0) => decode_body(body, "SUBSCRIBE_START", |b| {
+            read_varint(b).map(|_| Response::Start)
+        })?,
+        (true, 1) => decode_body(body, "SUBSCRIBE_END", |b| {
+            read_varint(b).map(|_| Response::End)
+        })?,
+        (true, 2) => decode_body(body, "SUBSCRIBE_DROP", drop)?,
+        (_, other) => return invalid(format!("subscribe response type {other} on {lite:?}")),
+    };
+    Ok(Some((header + taken, response)))
 }
 
 /// A GROUP header: which subscription and which group.
@@ -450,20 +555,35 @@ impl GroupHeader {
     }
 }
 
-/// Splits one FRAME (`delta (i) | size (i) | payload`) off the front of `buf`: `Ok(None)`
-/// until it is all there, else how many bytes it took.
-pub fn take_frame(buf: &[u8]) -> Result<Option<usize>, WireError> {
+/// Splits one FRAME off the front of `buf`: `delta (i) | size (i) | payload` on -05,
+/// `size (i) | payload` before. `Ok(None)` until it is all there, else how many bytes it
+/// took, and the frame as `to` writes it (the same bytes when the versions agree; a zero
+/// delta added, or the delta dropped, when they do not).
+pub fn take_frame(buf: &[u8], from: Lite, to: Lite) -> Result<Option<(usize, Vec<u8>)>, WireError> {
     let mut cursor = buf;
-    let parsed = read_varint(&mut cursor).and_then(|_delta| read_varint(&mut cursor));
-    let size = match parsed {
-        Ok(size) => usize::try_from(size).unwrap_or(usize::MAX),
+    let parsed = match from.is_05() {
+        true => read_varint(&mut cursor).and_then(|delta| Ok((delta, read_varint(&mut cursor)?))),
+        false => read_varint(&mut cursor).map(|size| (0, size)),
+    };
+    let (delta, size) = match parsed {
+        Ok((delta, size)) => (delta, usize::try_from(size).unwrap_or(usize::MAX)),
         Err(WireError::Short) => return Ok(None),
         Err(error) => return Err(error),
     };
     if cursor.len() < size {
         return Ok(None);
     }
-    Ok(Some(buf.len() - cursor.len() + size))
+    let taken = buf.len() - cursor.len() + size;
+    if from.is_05() == to.is_05() {
+        return Ok(Some((taken, buf[..taken].to_vec())));
+    }
+    let mut out = Vec::with_capacity(taken + 1);
+    if to.is_05() {
+        write_varint(&mut out, delta);
+    }
+    write_varint(&mut out, size as u64);
+    out.extend_from_slice(&cursor[..size]);
+    Ok(Some((taken, out)))
 }
 
 #[cfg(test)]
@@ -502,9 +622,9 @@ mod tests {
         // ANNOUNCE active "demo", no hops: length 7.
         let bytes = [0x07, 0x01, 0x04, b'd', b'e', b'm', b'o', 0x00];
         let (body, _) = take_message(&bytes).unwrap().unwrap();
-        let announce = decode_body(body, "ANNOUNCE", Announce::decode).unwrap();
+        let announce = decode_body(body, "ANNOUNCE", |b| Announce::decode(b, Lite::V05)).unwrap();
         assert_eq!(announce.suffix, "demo");
-        assert_eq!(announce.encode(), bytes);
+        assert_eq!(announce.encode(Lite::V05), bytes);
         // A one-frame group: type 0, GROUP(id 0, seq 0), FRAME(ts 0, "hi").
         let group = [0x00, 0x02, 0x00, 0x00, 0x00, 0x02, b'h', b'i'];
         let header = GroupHeader {
@@ -512,7 +632,10 @@ mod tests {
             sequence: 0,
         };
         assert_eq!(header.encode(), group[..4]);
-        assert_eq!(take_frame(&group[4..]), Ok(Some(4)));
+        assert_eq!(
+            take_frame(&group[4..], Lite::V05, Lite::V05),
+            Ok(Some((4, group[4..].to_vec())))
+        );
     }
 
     #[test]
@@ -522,11 +645,61 @@ mod tests {
         // A duplicate SETUP parameter.
         assert!(decode_body(&[0x02, 0x01, 0x00, 0x01, 0x00], "SETUP", Setup::decode).is_err());
         // An announce status of 3.
-        assert!(decode_body(&[0x03, 0x00, 0x00], "ANNOUNCE", Announce::decode).is_err());
-        // An unknown subscribe response type.
-        assert!(take_subscribe_response(&[0x05, 0x00]).is_err());
+        assert!(
+            decode_body(&[0x03, 0x00, 0x00], "ANNOUNCE", |b| Announce::decode(
+                b,
+                Lite::V05
+            ))
+            .is_err()
+        );
+        // A restart status before -05.
+        assert!(
+            decode_body(&[0x02, 0x00, 0x00], "ANNOUNCE", |b| Announce::decode(
+                b,
+                Lite::V04
+            ))
+            .is_err()
+        );
+        // An unknown subscribe response type; SUBSCRIBE_DROP's -05 type on -04.
+        assert!(take_subscribe_response(&[0x05, 0x00], Lite::V05).is_err());
+        assert!(take_subscribe_response(&[0x02, 0x03, 0x03, 0x05, 0x00], Lite::V04).is_err());
         // TRACK_INFO with timescale 0.
         assert!(decode_body(&[0, 0, 0, 0], "TRACK_INFO", check_track_info).is_err());
+    }
+
+    #[test]
+    fn the_older_versions_read_as_the_spec_deltas_say() {
+        // -03: an announce's hops are a count; -04: a list, the request has Exclude Hop.
+        let bytes = [0x08, 0x01, 0x05, b'a', b'l', b'i', b'c', b'e', 0x03];
+        let (body, _) = take_message(&bytes).unwrap().unwrap();
+        let announce = decode_body(body, "ANNOUNCE", |b| Announce::decode(b, Lite::V03)).unwrap();
+        assert_eq!(announce.hops, [0, 0, 0]);
+        assert_eq!(announce.encode(Lite::V03), bytes);
+        let request = AnnounceRequest {
+            prefix: "a".into(),
+            exclude_hop: 9,
+        };
+        assert_eq!(request.encode(Lite::V03), [0x02, 0x01, b'a']);
+        assert_eq!(request.encode(Lite::V04), [0x03, 0x01, b'a', 0x09]);
+        // SUBSCRIBE_OK as a deployed -04 publisher sends it, and DROP as type 1.
+        assert_eq!(
+            take_subscribe_response(&[0x00, 0x05, 0x01, 0x00, 0x00, 0x00, 0x00], Lite::V04),
+            Ok(Some((7, Response::Ok)))
+        );
+        assert_eq!(
+            Response::Drop(3, 5, 0).encode(Lite::V04),
+            Some(vec![0x01, 0x03, 0x03, 0x05, 0x00])
+        );
+        assert_eq!(Response::Start.encode(Lite::V04), None);
+        // A frame without a delta, translated both ways.
+        assert_eq!(
+            take_frame(&[0x02, b'h', b'i'], Lite::V04, Lite::V05),
+            Ok(Some((3, vec![0x00, 0x02, b'h', b'i'])))
+        );
+        assert_eq!(
+            take_frame(&[0x47, 0xd0, 0x02, b'h', b'i'], Lite::V05, Lite::V03),
+            Ok(Some((5, vec![0x02, b'h', b'i'])))
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use moq_conformance::{Harness, Task};
+use moq_net::coding::Version;
 use moq_net::session::{Session, SessionConfig};
 use moq_runtime::tls::Certificate;
 use moq_tokio::{ClientConfig, Server, ServerConfig, connect};
@@ -65,11 +66,17 @@ impl TokioHarness {
 
 impl Harness for TokioHarness {
     fn connect(&mut self, server: SessionConfig, client: SessionConfig) -> (Session, Session) {
-        let config = ServerConfig::new(
-            "127.0.0.1:0".parse().expect("an address"),
-            self.certificate.clone(),
-            server,
-        );
+        // The server accepts every version (-06-wip too); the client offers only its
+        // session's, so the one it speaks is negotiated.
+        let config = ServerConfig {
+            versions: Version::ALL.to_vec(),
+            ..ServerConfig::new(
+                "127.0.0.1:0".parse().expect("an address"),
+                self.certificate.clone(),
+                server,
+            )
+        };
+        let versions = vec![client.version];
         let (url_scheme, workers) = (self.scheme, self.workers);
         let (client, server_session, server) = self.runtime.block_on(async move {
             let mut server = match workers {
@@ -94,6 +101,7 @@ impl Harness for TokioHarness {
                         &url,
                         ClientConfig {
                             session: client,
+                            versions,
                             insecure_skip_verify: true,
                             handshake_timeout: Duration::from_secs(5),
                             ..ClientConfig::default()

@@ -4,12 +4,12 @@
 
 use std::collections::HashSet;
 
-use super::super::wire::{self, Announce, AnnounceOk, AnnounceRequest};
+use super::super::wire::{self, Announce, AnnounceOk, AnnounceRequest, Lite};
 use super::{Published, Role, StrictRelay, code};
 
 impl StrictRelay {
-    /// The relay's announce stream to a client: its ANNOUNCE_OK, then ANNOUNCEs. Any
-    /// failure of it closes the session with code 1, as a deployed relay does.
+    /// The relay's announce stream to a client: its ANNOUNCE_OK (on -05), then ANNOUNCEs.
+    /// Any failure of it closes the session with code 1, as a deployed relay does.
     pub(super) fn read_announces(&mut self, index: usize, id: u64) {
         loop {
             let Some(stream) = self.stream_mut(index, id) else {
@@ -50,7 +50,9 @@ impl StrictRelay {
                 }
                 continue;
             }
-            let announce = match wire::decode_body(&body, "ANNOUNCE", Announce::decode) {
+            let lite = client.lite;
+            let announce = match wire::decode_body(&body, "ANNOUNCE", |b| Announce::decode(b, lite))
+            {
                 Ok(announce) => announce,
                 Err(error) => return self.announce_failed(index, error.to_string()),
             };
@@ -96,9 +98,18 @@ impl StrictRelay {
             Err(error) => return self.violation(index, format!("an ANNOUNCE path: {error}")),
         };
         let path = wire::join(&client.root, &suffix);
+        if announce.active && !client.lite.is_05() && client.announced.contains(&path) {
+            // No restart before -05: a deployed receiver closes the session on it.
+            let what = format!("a second active ANNOUNCE for {path:?} on {:?}", client.lite);
+            self.violation(index, what);
+            return self.close(index, code::DUPLICATE, "duplicate announce");
+        }
         if announce.active {
+            // -05: the chain plus ANNOUNCE_OK's id; before, the sender appended itself.
             let mut hops = announce.hops;
-            hops.extend(client.hop_id);
+            if client.lite.is_05() {
+                hops.extend(client.hop_id);
+            }
             if hops.contains(&origin_id) {
                 return; // a loop through this relay
             }
@@ -139,9 +150,13 @@ impl StrictRelay {
     }
 
     /// Tells every client announce stream under which `path` lies that it became active
-    /// (`hops`) or ended (`None`).
+    /// (`hops`) or ended (`None`), each in its client's version: before -05 the relay
+    /// appends its own id, and a path already active there is not announced again (a
+    /// deployed -03/-04 publisher does not re-announce a route change).
     pub(super) fn notify_listeners(&mut self, path: &str, hops: Option<&[u64]>) {
+        let origin_id = self.origin_id;
         for client in self.clients.iter_mut().flatten() {
+            let lite = client.lite;
             for stream in client.streams.values_mut() {
                 let Role::AnnounceIn {
                     prefix,
@@ -156,11 +171,13 @@ impl StrictRelay {
                 };
                 let message = match hops {
                     Some(hops) if !(*exclude_hop != 0 && hops.contains(exclude_hop)) => {
-                        active.insert(path.to_owned());
+                        if !active.insert(path.to_owned()) && !lite.is_05() {
+                            continue;
+                        }
                         Announce {
                             active: true,
                             suffix: suffix.to_owned(),
-                            hops: hops.to_vec(),
+                            hops: sent_hops(hops, lite, origin_id),
                         }
                     }
                     _ => {
@@ -174,7 +191,7 @@ impl StrictRelay {
                         }
                     }
                 };
-                stream.tx.extend(message.encode());
+                stream.tx.extend(message.encode(lite));
             }
         }
     }
@@ -183,10 +200,10 @@ impl StrictRelay {
     /// then only its FIN (or a reset) may come.
     pub(super) fn read_announce_in(&mut self, index: usize, id: u64) {
         let origin_id = self.origin_id;
-        let root = self
+        let (root, lite) = self
             .client(index)
-            .map(|c| c.root.clone())
-            .unwrap_or_default();
+            .map(|c| (c.root.clone(), c.lite))
+            .unwrap_or((String::new(), Lite::V05));
         let Some(stream) = self.stream_mut(index, id) else {
             return;
         };
@@ -205,7 +222,9 @@ impl StrictRelay {
         }
         let request = match wire::take_message(&stream.rx) {
             Ok(Some((body, taken))) => {
-                let request = wire::decode_body(body, "ANNOUNCE_REQUEST", AnnounceRequest::decode);
+                let request = wire::decode_body(body, "ANNOUNCE_REQUEST", |b| {
+                    AnnounceRequest::decode(b, lite)
+                });
                 stream.rx.drain(..taken);
                 request
             }
@@ -238,21 +257,23 @@ impl StrictRelay {
                 Announce {
                     active: true,
                     suffix: suffix.to_owned(),
-                    hops: published.hops.clone(),
+                    hops: sent_hops(&published.hops, lite, origin_id),
                 }
-                .encode(),
+                .encode(lite),
             );
         }
         let Some(stream) = self.stream_mut(index, id) else {
             return;
         };
-        stream.tx.extend(
-            AnnounceOk {
-                hop_id: origin_id,
-                active_count: active.len() as u64,
-            }
-            .encode(),
-        );
+        if lite.is_05() {
+            stream.tx.extend(
+                AnnounceOk {
+                    hop_id: origin_id,
+                    active_count: active.len() as u64,
+                }
+                .encode(),
+            );
+        }
         stream.tx.extend(announces);
         stream.role = Role::AnnounceIn {
             prefix: full,
@@ -262,4 +283,14 @@ impl StrictRelay {
         // A FIN or more bytes right behind the request.
         self.read_announce_in(index, id);
     }
+}
+
+/// The hops the relay writes for a broadcast reached through `hops`: on -05 as they are
+/// (its own id is in ANNOUNCE_OK), before it with its own id appended.
+fn sent_hops(hops: &[u64], lite: Lite, origin_id: u64) -> Vec<u64> {
+    let mut sent = hops.to_vec();
+    if !lite.is_05() {
+        sent.push(origin_id);
+    }
+    sent
 }

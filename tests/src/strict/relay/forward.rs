@@ -1,10 +1,15 @@
 //! The strict relay's forwarding: a client's TRACK and SUBSCRIBE go to the broadcast's
-//! publisher (TRACK first, then SUBSCRIBE under an id of the relay's, as a deployed
-//! subscriber does), the publisher's responses and groups come back, frame by frame, and
-//! a reset or a cancel on either side ends the other.
+//! publisher (TRACK first on -05, then SUBSCRIBE under an id of the relay's, as a deployed
+//! subscriber does), the publisher's responses and groups come back, frame by frame and
+//! translated where the two clients' versions differ, and a reset or a cancel on either
+//! side ends the other.
 
-use super::super::wire::{self, GroupHeader, Subscribe, Track};
+use super::super::wire::{self, GroupHeader, Lite, Response, Subscribe, Track};
 use super::{Role, StrictRelay, code, refuse};
+
+/// TRACK_INFO with the defaults a deployed relay gives a track whose publisher speaks -03
+/// or -04 (priority 0, unordered, 5 s, timescale 1000).
+const DEFAULT_TRACK_INFO: [u8; 7] = [0x06, 0x00, 0x00, 0x53, 0x88, 0x43, 0xe8];
 
 impl StrictRelay {
     /// The client's TRACK or SUBSCRIBE (and, for a SUBSCRIBE, its updates and cancel).
@@ -111,8 +116,6 @@ impl StrictRelay {
         let up_broadcast = wire::strip(&full, &publisher_root)
             .unwrap_or(&full)
             .to_owned();
-        // As a deployed subscriber does on lite-05: TRACK first, SUBSCRIBE once it is
-        // answered.
         let Some(up) = self.client_mut(publisher) else {
             return;
         };
@@ -122,6 +125,37 @@ impl StrictRelay {
             broadcast: up_broadcast.clone(),
             track: track.clone(),
         };
+        if !up.lite.is_05() {
+            // Before -05 there is no TRACK: a SUBSCRIBE goes up at once, and a lone
+            // TRACK is answered here with the defaults a deployed relay gives the track.
+            let Some(subscribe) = subscribe else {
+                self.links.remove(&link);
+                if let Some(stream) = self.stream_mut(index, id) {
+                    stream.tx.extend(DEFAULT_TRACK_INFO);
+                    stream.tx_fin = true;
+                    stream.role = Role::Discard;
+                }
+                return;
+            };
+            let up_request = Subscribe {
+                id: up_id,
+                broadcast: up_broadcast,
+                ..subscribe.clone()
+            };
+            let mut tx = vec![0x02];
+            tx.extend(up_request.encode());
+            let stream_id = up.open(false, Role::SubscribeOut { link }, tx, false);
+            if let Some(entry) = self.links.get_mut(&link) {
+                entry.publisher = publisher;
+                entry.track = request;
+                entry.up_subscribe = Some(stream_id);
+                entry.subscribe = Some((subscribe, up_id));
+            }
+            self.by_upstream_id.insert((publisher, up_id), link);
+            return self.read_request_in(index, id, link);
+        }
+        // As a deployed subscriber does on lite-05: TRACK first, SUBSCRIBE once it is
+        // answered.
         let mut tx = vec![0x06];
         tx.extend(request.encode());
         let track_stream = up.open(false, Role::TrackOut { link }, tx, false);
@@ -198,13 +232,21 @@ impl StrictRelay {
                 if let Some(entry) = self.links.get_mut(&link) {
                     entry.up_subscribe = Some(stream_id);
                 }
+                // A -03/-04 subscriber waits for SUBSCRIBE_OK: the track is there.
+                self.answer_down(down, Response::Ok);
             }
         }
     }
 
-    /// SUBSCRIBE_START / END / DROP from the publisher, forwarded; its FIN ends the
+    /// SUBSCRIBE_START / END / DROP (or, before -05, SUBSCRIBE_OK / DROP) from the
+    /// publisher, forwarded as the subscriber's version says them; its FIN ends the
     /// subscription downstream too.
     pub(super) fn read_subscribe_responses(&mut self, index: usize, id: u64, link: u64) {
+        let up_lite = self.client(index).map_or(Lite::V05, |c| c.lite);
+        let Some((down, mut answered)) = self.links.get(&link).map(|l| (l.down, l.answered)) else {
+            return;
+        };
+        let down_lite = self.client(down.0).map_or(Lite::V05, |c| c.lite);
         let Some(stream) = self.stream_mut(index, id) else {
             return;
         };
@@ -213,9 +255,22 @@ impl StrictRelay {
             return self.end_link(link, Some(code));
         }
         let mut forward = Vec::new();
+        let mut violation = None;
         loop {
-            match wire::take_subscribe_response(&stream.rx) {
-                Ok(Some(taken)) => forward.extend(stream.rx.drain(..taken)),
+            match wire::take_subscribe_response(&stream.rx, up_lite) {
+                Ok(Some((taken, response))) => {
+                    let raw: Vec<u8> = stream.rx.drain(..taken).collect();
+                    if !up_lite.is_05() && !answered && response != Response::Ok {
+                        // A deployed -03/-04 subscriber fails the subscription
+                        // (ProtocolViolation) on anything but SUBSCRIBE_OK first.
+                        violation = Some(format!("{response:?} before SUBSCRIBE_OK"));
+                    }
+                    answered = true;
+                    match up_lite.is_05() == down_lite.is_05() {
+                        true => forward.extend(raw),
+                        false => forward.extend(response.encode(down_lite).unwrap_or_default()),
+                    }
+                }
                 Ok(None) => break,
                 Err(error) => {
                     stream.rx.clear();
@@ -223,6 +278,15 @@ impl StrictRelay {
                 }
             }
         }
+        if let Some(entry) = self.links.get_mut(&link) {
+            entry.answered = answered;
+        }
+        if let Some(what) = violation {
+            self.violation(index, what);
+        }
+        let Some(stream) = self.stream_mut(index, id) else {
+            return;
+        };
         let fin = stream.rx_fin;
         if fin && !stream.rx.is_empty() {
             return self.violation(index, "a subscribe response cut off by FIN".into());
@@ -230,15 +294,24 @@ impl StrictRelay {
         if fin {
             stream.role = Role::Discard;
         }
-        let Some(down) = self.links.get(&link).map(|l| l.down) else {
-            return;
-        };
         if let Some(stream) = self.stream_mut(down.0, down.1) {
             stream.tx.extend(forward);
             stream.tx_fin |= fin;
         }
         if fin {
             self.forget_link(link);
+        }
+    }
+
+    /// Writes `response` on the subscriber's SUBSCRIBE stream `down` if its version has
+    /// such a message (SUBSCRIBE_OK: -03 and -04 only).
+    fn answer_down(&mut self, down: (usize, u64), response: Response) {
+        let lite = self.client(down.0).map_or(Lite::V05, |c| c.lite);
+        let Some(bytes) = response.encode(lite) else {
+            return;
+        };
+        if let Some(stream) = self.stream_mut(down.0, down.1) {
+            stream.tx.extend(bytes);
         }
     }
 
@@ -275,6 +348,8 @@ impl StrictRelay {
             },
             (None, None) => return,
         };
+        let from = self.client(index).map_or(Lite::V05, |c| c.lite);
+        let to_lite = self.client(to.0).map_or(Lite::V05, |c| c.lite);
         let Some(stream) = self.stream_mut(index, id) else {
             return;
         };
@@ -294,8 +369,11 @@ impl StrictRelay {
         }
         let mut frames = Vec::new();
         loop {
-            match wire::take_frame(&stream.rx) {
-                Ok(Some(taken)) => frames.extend(stream.rx.drain(..taken)),
+            match wire::take_frame(&stream.rx, from, to_lite) {
+                Ok(Some((taken, frame))) => {
+                    stream.rx.drain(..taken);
+                    frames.extend(frame);
+                }
                 Ok(None) => break,
                 Err(error) => return self.violation(index, format!("a FRAME: {error}")),
             }

@@ -1,0 +1,253 @@
+//! What each version does differently on the wire, seen by a hand-driven raw peer against a
+//! relay in virtual time: a -04 session that starts without SETUP, answers SUBSCRIBE with
+//! SUBSCRIBE_OK before any group, writes frames without timestamps, announces without
+//! ANNOUNCE_OK and with its own hop appended, and never announces a path twice; a -06
+//! session that closes on an END for an announcement never started.
+
+mod common;
+
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::relay::*;
+use common::seeded;
+use kio::Waiter;
+use moq_net::coding::{
+    Announce, AnnounceOk, AnnounceRequest, AnnounceStatus, Message, Subscribe, SubscribeResponse,
+    TypedAnnounce, Version,
+};
+use moq_net::model::{BroadcastProducer, Path};
+use moq_net::runtime::test::{TestRecvStream, TestRuntime, TestTransport};
+use moq_net::transport::{RecvStream, SendStream, Session as _};
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// A raw client of `relay` speaking `version` (as if the connection negotiated it).
+fn raw_at(runtime: &TestRuntime, relay: &mut Relay, version: Version) -> TestTransport {
+    relay.base.version = version;
+    relay.link.protocol = Some(version.alpn().to_owned());
+    raw_client(runtime, relay)
+}
+
+/// Opens a bidi stream, writes `bytes`, keeps it open; its receive half.
+fn request(raw: &mut TestTransport, bytes: Vec<u8>) -> TestRecvStream {
+    let waiter = Waiter::new(Waker::noop());
+    let Poll::Ready(Ok((mut send, recv))) = raw.poll_open_bidi(&waiter) else {
+        panic!("the test transport opens at once");
+    };
+    let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
+    std::mem::forget(send); // kept open: the request stays live
+    recv
+}
+
+/// Everything `recv` received within a second of virtual time (or until `enough`).
+fn read_all(
+    runtime: &TestRuntime,
+    recv: &mut TestRecvStream,
+    enough: impl Fn(&[u8]) -> bool,
+) -> Vec<u8> {
+    let waiter = Waiter::new(Waker::noop());
+    let mut bytes = Vec::new();
+    runtime.run_until(SECOND, || {
+        while let Poll::Ready(Ok(Some(chunk))) = recv.poll_read(&waiter) {
+            bytes.extend_from_slice(&chunk);
+        }
+        enough(&bytes)
+    });
+    bytes
+}
+
+fn announce_request(version: Version) -> Vec<u8> {
+    let mut bytes = vec![0x01];
+    AnnounceRequest {
+        prefix: Path::root(),
+        exclude_hop: 0,
+    }
+    .encode(&mut bytes, version)
+    .unwrap();
+    bytes
+}
+
+#[test]
+fn a_lite04_session_needs_no_setup_and_answers_subscribe_with_ok_before_any_group() {
+    seeded(41, |runtime| {
+        let mut relay = Relay::new();
+        let (_p, _b, mut track) = publisher(runtime, &mut relay, "live", "video");
+        assert!(runtime.run_until(SECOND, || relay.origin.consume_broadcast("live").is_some()));
+        let mut raw = raw_at(runtime, &mut relay, Version::Lite04);
+        // No SETUP: the SUBSCRIBE is served at once.
+        let mut bytes = vec![0x02];
+        Subscribe {
+            id: 7,
+            broadcast: Path::new("live"),
+            track: "video".into(),
+            priority: 3,
+            ordered: false,
+            max_latency: Duration::from_secs(1),
+            start: None,
+            end: None,
+        }
+        .encode(&mut bytes, Version::Lite04)
+        .unwrap();
+        let mut responses = request(&mut raw, bytes);
+        let reply = read_all(runtime, &mut responses, |bytes| !bytes.is_empty());
+        assert_eq!(
+            SubscribeResponse::decode(&mut &reply[..], Version::Lite04),
+            Ok(SubscribeResponse::Ok {
+                priority: 3,
+                ordered: false,
+                max_latency: Duration::from_secs(1),
+                start: None,
+                end: None,
+            }),
+            "SUBSCRIBE_OK first, as a deployed -04 subscriber waits for"
+        );
+
+        // A group: its frames carry no timestamp.
+        let mut group = track.append_group();
+        group.write(1000, "hello");
+        group.finish();
+        let waiter = Waiter::new(Waker::noop());
+        let mut stream = None;
+        runtime.run_until(SECOND, || {
+            if let Poll::Ready(Ok(accepted)) = raw.poll_accept_uni(&waiter) {
+                stream = Some(accepted);
+            }
+            stream.is_some()
+        });
+        let mut stream = stream.expect("a group stream");
+        let bytes = read_all(runtime, &mut stream, |bytes| bytes.len() >= 10);
+        // Type 0, GROUP (length 2: id 7, sequence 0), then size 5 and the payload alone.
+        assert_eq!(bytes, b"\x00\x02\x07\x00\x05hello");
+        track.finish();
+    });
+}
+
+#[test]
+fn a_lite04_announce_stream_has_no_ok_the_relay_appends_its_hop_and_never_repeats_a_path() {
+    seeded(42, |runtime| {
+        let mut relay = Relay::with_id(9);
+        let first = BroadcastProducer::new();
+        relay.origin.publish("live", &first).unwrap();
+        let mut raw = raw_at(runtime, &mut relay, Version::Lite04);
+        let mut announces = request(&mut raw, announce_request(Version::Lite04));
+        let bytes = read_all(runtime, &mut announces, |bytes| !bytes.is_empty());
+        let mut cursor = &bytes[..];
+        assert_eq!(
+            Announce::decode(&mut cursor, Version::Lite04),
+            Ok(Announce {
+                status: AnnounceStatus::Active,
+                suffix: Path::new("live"),
+                hops: vec![9],
+            }),
+            "no ANNOUNCE_OK; the sender's own id appended"
+        );
+        assert!(cursor.is_empty());
+
+        // Another broadcast takes the path: a deployed -04 receiver closes the session on
+        // a second active, so it hears an end, then the new one.
+        let second = BroadcastProducer::new();
+        relay.origin.publish("live", &second).unwrap();
+        let bytes = read_all(runtime, &mut announces, |bytes| bytes.len() >= 16);
+        let mut cursor = &bytes[..];
+        let end = Announce::decode(&mut cursor, Version::Lite04).unwrap();
+        let again = Announce::decode(&mut cursor, Version::Lite04).unwrap();
+        assert_eq!(
+            (end.status, again.status),
+            (AnnounceStatus::Ended, AnnounceStatus::Active)
+        );
+        assert!(cursor.is_empty());
+        drop(first);
+    });
+}
+
+#[test]
+fn a_lite03_announce_carries_a_hop_count() {
+    seeded(43, |runtime| {
+        let mut relay = Relay::with_id(9);
+        let broadcast = BroadcastProducer::new();
+        broadcast.set_hops(vec![4]);
+        relay.origin.publish("live", &broadcast).unwrap();
+        let mut raw = raw_at(runtime, &mut relay, Version::Lite03);
+        let mut announces = request(&mut raw, announce_request(Version::Lite03));
+        let bytes = read_all(runtime, &mut announces, |bytes| !bytes.is_empty());
+        // Length 8, active, "live", two hops (the route's and the relay's own), no ids.
+        assert_eq!(bytes, b"\x07\x01\x04live\x02");
+    });
+}
+
+#[test]
+fn on_lite06_an_end_for_an_announcement_never_started_closes_the_session() {
+    seeded(44, |runtime| {
+        let mut relay = Relay::new();
+        let mut raw = raw_at(runtime, &mut relay, Version::Lite06Wip);
+        write_uni(&mut raw, SETUP);
+        // The relay asks the client for its announcements; the client answers with an
+        // END for an id it never gave.
+        let waiter = Waiter::new(Waker::noop());
+        let mut asked = None;
+        runtime.run_until(SECOND, || {
+            if let Poll::Ready(Ok(streams)) = raw.poll_accept_bidi(&waiter) {
+                asked = Some(streams);
+            }
+            asked.is_some()
+        });
+        let (mut send, recv) = asked.expect("the relay's announce request");
+        std::mem::forget(recv);
+        let mut bytes = Vec::new();
+        AnnounceOk {
+            hop_id: 5,
+            active_count: 0,
+        }
+        .encode(&mut bytes, Version::Lite06Wip)
+        .unwrap();
+        TypedAnnounce::End { id: 3 }
+            .encode(&mut bytes, Version::Lite06Wip)
+            .unwrap();
+        let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
+        assert_eq!(
+            close_code(runtime, &mut raw),
+            Some(moq_net::Error::ProtocolViolation.to_code())
+        );
+    });
+}
+
+#[test]
+fn on_lite06_a_new_route_for_an_announced_path_is_a_restart_with_its_id() {
+    seeded(45, |runtime| {
+        let mut relay = Relay::with_id(9);
+        let mut raw = raw_at(runtime, &mut relay, Version::Lite06Wip);
+        write_uni(&mut raw, SETUP);
+        let first = BroadcastProducer::new();
+        first.set_hops(vec![1, 2]);
+        relay.origin.publish("a", &first).unwrap();
+        let mut announces = request(&mut raw, announce_request(Version::Lite06Wip));
+        let bytes = read_all(runtime, &mut announces, |bytes| bytes.len() >= 4);
+        let mut cursor = &bytes[..];
+        let ok = AnnounceOk::decode(&mut cursor, Version::Lite06Wip).unwrap();
+        assert_eq!((ok.hop_id, ok.active_count), (9, 1));
+        assert_eq!(
+            TypedAnnounce::decode(&mut cursor, Version::Lite06Wip),
+            Ok(TypedAnnounce::Start {
+                suffix: Path::new("a"),
+                hops: vec![1, 2],
+                cost: 2,
+            })
+        );
+        // A second broadcast takes the path by a shorter route: the same id restarts.
+        let second = BroadcastProducer::new();
+        second.set_hops(vec![4]);
+        relay.origin.publish("a", &second).unwrap();
+        drop(first);
+        let bytes = read_all(runtime, &mut announces, |bytes| !bytes.is_empty());
+        assert_eq!(
+            TypedAnnounce::decode(&mut &bytes[..], Version::Lite06Wip),
+            Ok(TypedAnnounce::Restart {
+                id: 0,
+                hops: vec![4],
+                cost: 1,
+            })
+        );
+    });
+}
