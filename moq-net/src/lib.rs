@@ -6,7 +6,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`model`] | the pub/sub model: an [`Origin`](model::Origin) of broadcasts → tracks → groups → frames, shared by every session of a relay on every core |
-//! | [`coding`] | the moq-lite-05 wire codec, byte for byte as deployed peers speak it |
+//! | [`coding`] | the moq-lite wire codec (-03, -04, -05, -06-wip), byte for byte as deployed peers speak it |
 //! | [`session`] | the protocol machines: a publisher half serving an origin, a subscriber half filling one |
 //! | [`transport`] | the poll-based traits a QUIC (or WebTransport) connection implements for a session |
 //! | [`runtime`] | the [`Runtime`](runtime::Runtime) boundary (time, timers, running a machine), and with feature `test-runtime` a deterministic virtual-time runtime with an in-memory transport |

@@ -16,7 +16,7 @@ use crate::webtransport::{WebTransportRecvStream, WebTransportSendStream, WebTra
 /// Which moq-lite binding a connection speaks, told apart by its ALPN.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Binding {
-    /// Raw QUIC: the ALPN is the moq-lite version (`moq-lite-05`); the path arrives in
+    /// Raw QUIC: the ALPN is the moq-lite version (`moq-lite-05`, `-04`, `-03`, chosen by the server); the path arrives in
     /// the client's SETUP.
     Quic,
     /// WebTransport over HTTP/3: ALPN `h3`; the version is chosen in the CONNECT
@@ -57,7 +57,7 @@ impl std::fmt::Display for Binding {
     }
 }
 
-/// A session over either binding: raw QUIC (ALPN `moq-lite-05`) or WebTransport (ALPN `h3`).
+/// A session over either binding: raw QUIC (ALPN `moq-lite-05` or another version) or WebTransport (ALPN `h3`).
 #[derive(Debug)]
 pub enum BindingSession {
     /// Raw QUIC: MoQ streams are QUIC streams.

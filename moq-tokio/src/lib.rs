@@ -12,7 +12,7 @@
 //!   the kernel steers to it.
 //!
 //! Either way [`Server`] listens on one UDP port for both moq-lite bindings (chosen by
-//! ALPN: `moq-lite-05` is raw QUIC, `h3` is WebTransport) and yields a [`Request`] per
+//! ALPN: a moq-lite version (`moq-lite-05`, `-04`, `-03`) is raw QUIC, `h3` is WebTransport) and yields a [`Request`] per
 //! client, with its binding and (WebTransport) path, to accept or reject; [`connect`]
 //! opens a client session to `moqt://host:port/path` (raw QUIC, the path in SETUP) or
 //! `https://host:port/path` (WebTransport, the path in the CONNECT).

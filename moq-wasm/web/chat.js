@@ -79,7 +79,7 @@ async function join(name, room) {
   connection = await Connection.connect(urls.session, fingerprint);
   await connection.established();
   me = connection.publish(name, "chat");
-  setStatus("connected", `Connected to ${urls.session} as ${name}.`);
+  setStatus("connected", `Connected to ${urls.session} as ${name} (${connection.version}).`);
   $("join").hidden = true;
   $("room-view").hidden = false;
   addPerson(name, true);

@@ -309,7 +309,13 @@ async fn the_page_after_a_chat_is_screenshotted() {
     );
     let text = alice.eval("document.body.innerText").await;
     let text = text.as_str().unwrap_or_default();
-    for shown in ["Connected to", "bob says 5", "alice says 5", " ms"] {
+    for shown in [
+        "Connected to",
+        "(moq-lite-05)",
+        "bob says 5",
+        "alice says 5",
+        " ms",
+    ] {
         assert!(text.contains(shown), "the page shows {shown:?}: {text}");
     }
     let people = alice

@@ -2,9 +2,9 @@
 //!
 //! A browser (or any WebTransport client) reaches a MoQ server with ALPN `h3`: both sides
 //! send HTTP/3 SETTINGS enabling extended CONNECT, datagrams and WebTransport; the client
-//! sends an extended CONNECT (`:protocol webtransport`, the path, and
-//! `wt-available-protocols: "moq-lite-05"`); the server answers 200 with
-//! `wt-protocol: "moq-lite-05"`. From then on every MoQ stream is a WebTransport stream:
+//! sends an extended CONNECT (`:protocol webtransport`, the path, and the versions it
+//! offers, `wt-available-protocols: "moq-lite-05", "moq-lite-04"`); the server answers 200
+//! with the first of them it speaks, `wt-protocol: "moq-lite-05"`. From then on every MoQ stream is a WebTransport stream:
 //! a uni stream starts with `0x54` and the session id, a bidi stream with `0x41` and the
 //! session id, a datagram with the quarter session id; stream and close codes travel in
 //! HTTP/3's WebTransport code range.

@@ -154,4 +154,10 @@ impl Connection {
     pub fn url(&self) -> String {
         self.url.clone()
     }
+
+    /// The moq-lite version the relay chose (`"moq-lite-05"`, …).
+    #[wasm_bindgen(getter)]
+    pub fn version(&self) -> String {
+        self.session.version().alpn().to_owned()
+    }
 }
