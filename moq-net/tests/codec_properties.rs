@@ -203,31 +203,6 @@ proptest! {
         while let Ok(Some(_)) = decoder.next_item() {}
         let _ = decoder.finish();
     }
-
-    /// A group stream split at any point decodes to the same frames.
-    #[test]
-    fn group_streams_decode_the_same_however_they_are_split(
-        frames in proptest::collection::vec((0..1_000_000u64, proptest::collection::vec(any::<u8>(), 0..50)), 0..10),
-        split in any::<prop::sample::Index>(),
-    ) {
-        let mut stream = Vec::new();
-        Group { subscribe_id: 1, sequence: 2 }.encode(&mut stream, V).unwrap();
-        let mut previous = 0;
-        for (timestamp, payload) in &frames {
-            FrameHeader::new(previous, *timestamp, payload.len() as u64).encode(&mut stream, V).unwrap();
-            stream.extend_from_slice(payload);
-            previous = *timestamp;
-        }
-        let at = split.index(stream.len() + 1);
-        let mut decoder = GroupDecoder::new(V, 1 << 20);
-        let mut items = Vec::new();
-        decoder.push(&stream[..at]);
-        while let Some(item) = decoder.next_item().unwrap() { items.push(item); }
-        decoder.push(&stream[at..]);
-        while let Some(item) = decoder.next_item().unwrap() { items.push(item); }
-        prop_assert_eq!(decoder.finish(), Ok(()));
-        prop_assert_eq!(items.len(), frames.len() + 1);
-    }
 }
 
 #[test]

@@ -194,9 +194,33 @@ fn live(
     harness: &mut dyn Harness,
     relay: &mut Relay,
 ) -> (Session, TrackProducer, Session, Received) {
-    let (publisher_session, broadcast, mut track) = publisher(harness, relay, "live", "video");
-    std::mem::forget(broadcast); // published for the whole scenario
-    let (subscriber_session, origin) = subscriber(harness, relay);
+    let live = live_at(harness, relay, Version::default(), Version::default());
+    std::mem::forget(live.broadcast); // published for the whole scenario
+    (live.publisher, live.track, live.subscriber, live.received)
+}
+
+/// What [`live_at`] sets up.
+struct Live {
+    publisher: Session,
+    broadcast: BroadcastProducer,
+    track: TrackProducer,
+    subscriber: Session,
+    /// Where the subscriber puts the broadcasts it discovers.
+    origin: Origin,
+    received: Received,
+}
+
+/// [`live`], the publisher speaking `publisher_version` and the subscriber
+/// `subscriber_version`.
+fn live_at(
+    harness: &mut dyn Harness,
+    relay: &mut Relay,
+    publisher_version: Version,
+    subscriber_version: Version,
+) -> Live {
+    let (publisher_session, broadcast, mut track) =
+        publisher_at(harness, relay, "live", "video", publisher_version);
+    let (subscriber_session, origin) = subscriber_at(harness, relay, subscriber_version);
     expect(harness, "the broadcast is announced", || {
         origin.consume_broadcast("live").is_some()
     });
@@ -216,7 +240,14 @@ fn live(
         received.count() == 1
     });
     received.clear();
-    (publisher_session, track, subscriber_session, received)
+    Live {
+        publisher: publisher_session,
+        broadcast,
+        track,
+        subscriber: subscriber_session,
+        origin,
+        received,
+    }
 }
 
 /// One frame, publisher → relay → subscriber.
@@ -402,9 +433,14 @@ pub fn across_versions(
     subscriber_version: Version,
 ) {
     let mut relay = Relay::new();
-    let (publisher_session, broadcast, mut track) =
-        publisher_at(harness, &mut relay, "live", "video", publisher_version);
-    let (subscriber_session, origin) = subscriber_at(harness, &mut relay, subscriber_version);
+    let Live {
+        publisher: publisher_session,
+        broadcast,
+        mut track,
+        subscriber: subscriber_session,
+        origin,
+        received,
+    } = live_at(harness, &mut relay, publisher_version, subscriber_version);
     assert_eq!(publisher_session.version(), publisher_version);
     assert_eq!(subscriber_session.version(), subscriber_version);
     assert_eq!(
@@ -416,18 +452,6 @@ pub fn across_versions(
         [publisher_version, subscriber_version],
         "the relay speaks each client's version"
     );
-    expect(harness, "the broadcast is announced across", || {
-        origin.consume_broadcast("live").is_some()
-    });
-    let received = read_track(harness, &origin, "live", "video");
-    expect(harness, "the subscription reaches the publisher", || {
-        track.consumer_count() > 0 && received.subscribed()
-    });
-    send(&mut track, 0, "warm-up");
-    expect(harness, "a first group crosses the relay", || {
-        received.count() == 1
-    });
-    received.clear();
 
     for (count, (timestamp, text)) in [(1000, "hello"), (1033, "world")].into_iter().enumerate() {
         send(&mut track, timestamp, text);
