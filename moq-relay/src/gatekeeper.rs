@@ -48,6 +48,7 @@ impl Gatekeeper {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let remote = request.remote_addr();
         let binding = request.binding();
+        let version = request.version();
         if binding == Binding::WebTransport && self.metrics.session_count() >= self.max_sessions {
             tracing::warn!(?remote, "refused: limits.max_sessions reached");
             self.metrics.refused(Refusal::TooManySessions);
@@ -75,7 +76,7 @@ impl Gatekeeper {
                     .authorize(&self.origin, &path, SystemTime::now())
                 {
                     Ok(grant) => {
-                        tracing::info!(?remote, root = %grant.root, "webtransport session");
+                        tracing::info!(?remote, %version, root = %grant.root, "webtransport session");
                         request.accept_with(self.session_config(grant.origins, None))
                     }
                     Err(error) => {
@@ -106,7 +107,7 @@ impl Gatekeeper {
                             Err(moq_net::Error::BoundsExceeded)
                         }
                         Ok(grant) => {
-                            tracing::info!(?remote, root = %grant.root, "quic session");
+                            tracing::info!(?remote, %version, root = %grant.root, "quic session");
                             Ok(grant.origins)
                         }
                         Err(error) => {
