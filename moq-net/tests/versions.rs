@@ -251,3 +251,104 @@ fn on_lite06_a_new_route_for_an_announced_path_is_a_restart_with_its_id() {
         );
     });
 }
+
+#[test]
+fn on_lite06_a_restart_of_an_announcement_dropped_for_a_loop_publishes_it() {
+    seeded(46, |runtime| {
+        let mut relay = Relay::with_id(9);
+        let mut raw = raw_at(runtime, &mut relay, Version::Lite06Wip);
+        write_uni(&mut raw, SETUP);
+        let waiter = Waiter::new(Waker::noop());
+        let mut asked = None;
+        runtime.run_until(SECOND, || {
+            if let Poll::Ready(Ok(streams)) = raw.poll_accept_bidi(&waiter) {
+                asked = Some(streams);
+            }
+            asked.is_some()
+        });
+        let (mut send, recv) = asked.expect("the relay's announce request");
+        std::mem::forget(recv);
+        // "a" first comes through the relay itself (a loop: dropped), then by a route
+        // that does not: the RESTART publishes it.
+        let mut bytes = Vec::new();
+        AnnounceOk {
+            hop_id: 5,
+            active_count: 1,
+        }
+        .encode(&mut bytes, Version::Lite06Wip)
+        .unwrap();
+        TypedAnnounce::Start {
+            suffix: Path::new("a"),
+            hops: vec![9],
+            cost: 1,
+        }
+        .encode(&mut bytes, Version::Lite06Wip)
+        .unwrap();
+        let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
+        runtime.run_until(Duration::from_millis(200), || false);
+        assert!(
+            relay.origin.consume_broadcast("a").is_none(),
+            "a loop is dropped"
+        );
+        let restart = TypedAnnounce::Restart {
+            id: 0,
+            hops: vec![],
+            cost: 0,
+        }
+        .to_vec(Version::Lite06Wip)
+        .unwrap();
+        let _ = send.poll_write(&waiter, &mut Bytes::from(restart));
+        assert!(
+            runtime.run_until(SECOND, || relay.origin.consume_broadcast("a").is_some()),
+            "restarted by a route that does not loop"
+        );
+    });
+}
+
+/// Regression (review): -06 keeps the path of every START it dropped (a RESTART may bring
+/// it back), which a peer could grow without bound by announcing loops; those paths count
+/// against `max_announce_path_bytes` like published ones.
+#[test]
+fn on_lite06_dropped_announcements_count_against_the_path_bytes_bound() {
+    seeded(47, |runtime| {
+        let mut relay = Relay::with_config(moq_net::session::SessionConfig {
+            max_announce_path_bytes: 100,
+            ..moq_net::session::SessionConfig::default()
+        });
+        relay.id = 9;
+        let mut raw = raw_at(runtime, &mut relay, Version::Lite06Wip);
+        write_uni(&mut raw, SETUP);
+        let waiter = Waiter::new(Waker::noop());
+        let mut asked = None;
+        runtime.run_until(SECOND, || {
+            if let Poll::Ready(Ok(streams)) = raw.poll_accept_bidi(&waiter) {
+                asked = Some(streams);
+            }
+            asked.is_some()
+        });
+        let (mut send, recv) = asked.expect("the relay's announce request");
+        std::mem::forget(recv);
+        let mut bytes = Vec::new();
+        AnnounceOk {
+            hop_id: 5,
+            active_count: 0,
+        }
+        .encode(&mut bytes, Version::Lite06Wip)
+        .unwrap();
+        // Two looped announcements of 60-byte paths: 120 bytes held, over the 100.
+        for name in ["a", "b"] {
+            TypedAnnounce::Start {
+                suffix: Path::new(name.repeat(60)),
+                hops: vec![9],
+                cost: 1,
+            }
+            .encode(&mut bytes, Version::Lite06Wip)
+            .unwrap();
+        }
+        let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
+        assert_eq!(
+            close_code(runtime, &mut raw),
+            Some(moq_net::Error::BoundsExceeded.to_code())
+        );
+    });
+}

@@ -25,10 +25,14 @@ pub(crate) struct AnnounceDiscover<S, R> {
     acknowledged: bool,
     /// The publisher's origin id from ANNOUNCE_OK: the last hop of every route it offers.
     publisher_hop: u64,
-    /// -06: the path of each live START by its implicit id (`None` for one this side
-    /// dropped: a loop, or a path it cannot ask for), and the next id.
-    ids: std::collections::HashMap<u64, Option<Path>>,
+    /// -06: the path of each START not yet ended, by its implicit id, and whether this
+    /// side published it (it drops one whose route loops, or that it cannot ask for); and
+    /// the next id.
+    ids: std::collections::HashMap<u64, (Path, bool)>,
     next_id: u64,
+    /// The bytes of path the dropped ones hold (the published ones count in the session's
+    /// remote broadcasts), against the same bound.
+    dropped_bytes: usize,
 }
 
 /// Turns a remote broadcast's track requests into TRACK queries.
@@ -115,6 +119,7 @@ impl AnnounceDiscover<(), ()> {
             publisher_hop: 0,
             ids: std::collections::HashMap::new(),
             next_id: 0,
+            dropped_bytes: 0,
         }
     }
 
@@ -151,6 +156,7 @@ impl AnnounceDiscover<(), ()> {
             publisher_hop: 0,
             ids: std::collections::HashMap::new(),
             next_id: 0,
+            dropped_bytes: 0,
         }
     }
 }
@@ -225,24 +231,23 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                     }
                     let path = self.prefix.join(suffix.as_str());
                     let kept = activate(cx, self.publisher_hop, path.clone(), hops)?;
-                    self.ids.insert(id, kept.then_some(path));
+                    track_dropped(&mut self.dropped_bytes, &path, None, kept, cx)?;
+                    self.ids.insert(id, (path, kept));
                 }
                 Incoming::Typed(TypedAnnounce::End { id }) => match self.ids.remove(&id) {
-                    Some(Some(path)) => cx.remote.remove(&path),
-                    Some(None) => {}
+                    Some((path, true)) => cx.remote.remove(&path),
+                    Some((path, false)) => {
+                        self.dropped_bytes = self.dropped_bytes.saturating_sub(path.as_str().len())
+                    }
                     None => {
                         tracing::debug!(id, "the peer ended an announcement it never started");
                         return Poll::Ready(Err(Error::ProtocolViolation));
                     }
                 },
                 Incoming::Typed(TypedAnnounce::Restart { id, hops, .. }) => {
-                    let path = match self.ids.get(&id) {
-                        Some(Some(path)) => path.clone(),
-                        // One this side dropped (its first route looped) may be good now.
-                        Some(None) => {
-                            tracing::debug!(id, "a restart of an announcement dropped here");
-                            continue;
-                        }
+                    // One this side dropped (its route looped) may be good now: it starts.
+                    let (path, was_kept) = match self.ids.get(&id) {
+                        Some((path, kept)) => (path.clone(), *kept),
                         None => {
                             tracing::debug!(
                                 id,
@@ -252,15 +257,40 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                         }
                     };
                     let kept = activate(cx, self.publisher_hop, path.clone(), hops)?;
-                    if !kept {
+                    if was_kept && !kept {
                         // The new route loops: what was announced is gone.
                         cx.remote.remove(&path);
-                        self.ids.insert(id, None);
                     }
+                    track_dropped(&mut self.dropped_bytes, &path, Some(was_kept), kept, cx)?;
+                    self.ids.insert(id, (path, kept));
                 }
             }
         }
     }
+}
+
+/// Counts `path` in `dropped_bytes` (the bytes of path an announce stream's dropped
+/// announcements hold) as it goes from `before` (published or not; `None` for a new
+/// START) to `kept` or not; past the session's bound on announced path bytes the session
+/// closes, as it does for published ones.
+fn track_dropped(
+    dropped_bytes: &mut usize,
+    path: &Path,
+    before: Option<bool>,
+    kept: bool,
+    cx: &Context,
+) -> Result<(), Error> {
+    let len = path.as_str().len();
+    match (before, kept) {
+        (None | Some(true), false) => *dropped_bytes += len,
+        (Some(false), true) => *dropped_bytes = dropped_bytes.saturating_sub(len),
+        _ => {}
+    }
+    if *dropped_bytes > cx.config.max_announce_path_bytes {
+        tracing::debug!("the peer's dropped announcements hold too much path");
+        return Err(Error::BoundsExceeded);
+    }
+    Ok(())
 }
 
 /// Publishes the peer's broadcast at `path`, reached through `hops` as the peer wrote them
