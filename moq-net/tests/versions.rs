@@ -172,7 +172,7 @@ fn a_lite03_announce_carries_a_hop_count() {
         let mut raw = raw_at(runtime, &mut relay, Version::Lite03);
         let mut announces = request(&mut raw, announce_request(Version::Lite03));
         let bytes = read_all(runtime, &mut announces, |bytes| !bytes.is_empty());
-        // Length 8, active, "live", two hops (the route's and the relay's own), no ids.
+        // Length 7, active, "live", two hops (the route's and the relay's own), no ids.
         assert_eq!(bytes, b"\x07\x01\x04live\x02");
     });
 }
@@ -214,7 +214,7 @@ fn on_lite06_an_end_for_an_announcement_never_started_closes_the_session() {
 }
 
 #[test]
-fn on_lite06_a_new_route_for_an_announced_path_is_a_restart_with_its_id() {
+fn on_lite06_a_broadcast_taking_an_announced_path_is_an_end_then_a_start() {
     seeded(45, |runtime| {
         let mut relay = Relay::with_id(9);
         let mut raw = raw_at(runtime, &mut relay, Version::Lite06Wip);
@@ -235,19 +235,175 @@ fn on_lite06_a_new_route_for_an_announced_path_is_a_restart_with_its_id() {
                 cost: 2,
             })
         );
-        // A second broadcast takes the path by a shorter route: the same id restarts.
+        // Another broadcast takes the path (by a shorter route): as deployed peers send a
+        // replacement, the old announcement ends (id 0) and the new one starts (id 1). A
+        // RESTART would tell the receiver to keep the old broadcast's state.
         let second = BroadcastProducer::new();
         second.set_hops(vec![4]);
         relay.origin.publish("a", &second).unwrap();
         drop(first);
-        let bytes = read_all(runtime, &mut announces, |bytes| !bytes.is_empty());
+        let bytes = read_all(runtime, &mut announces, |bytes| bytes.len() >= 8);
+        let mut cursor = &bytes[..];
         assert_eq!(
-            TypedAnnounce::decode(&mut &bytes[..], Version::Lite06Wip),
-            Ok(TypedAnnounce::Restart {
-                id: 0,
+            TypedAnnounce::decode(&mut cursor, Version::Lite06Wip),
+            Ok(TypedAnnounce::End { id: 0 })
+        );
+        assert_eq!(
+            TypedAnnounce::decode(&mut cursor, Version::Lite06Wip),
+            Ok(TypedAnnounce::Start {
+                suffix: Path::new("a"),
                 hops: vec![4],
                 cost: 1,
             })
+        );
+        assert!(cursor.is_empty());
+    });
+}
+
+/// The relay's announce request to a raw -06 client, answered with ANNOUNCE_OK (hop 5);
+/// the send half to announce on.
+fn announce_to_relay(
+    runtime: &TestRuntime,
+    raw: &mut TestTransport,
+) -> moq_net::runtime::test::TestSendStream {
+    let waiter = Waiter::new(Waker::noop());
+    let mut asked = None;
+    runtime.run_until(SECOND, || {
+        if let Poll::Ready(Ok(streams)) = raw.poll_accept_bidi(&waiter) {
+            asked = Some(streams);
+        }
+        asked.is_some()
+    });
+    let (mut send, recv) = asked.expect("the relay's announce request");
+    std::mem::forget(recv);
+    let ok = AnnounceOk {
+        hop_id: 5,
+        active_count: 0,
+    }
+    .to_vec(Version::Lite06Wip)
+    .unwrap();
+    let _ = send.poll_write(&waiter, &mut Bytes::from(ok));
+    send
+}
+
+/// Writes `message` on `send`.
+fn announce(send: &mut moq_net::runtime::test::TestSendStream, message: TypedAnnounce) {
+    let waiter = Waiter::new(Waker::noop());
+    let bytes = message.to_vec(Version::Lite06Wip).unwrap();
+    let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
+}
+
+#[test]
+fn on_lite06_a_restart_changes_the_route_of_the_same_broadcast() {
+    seeded(48, |runtime| {
+        let mut relay = Relay::with_id(9);
+        let mut raw = raw_at(runtime, &mut relay, Version::Lite06Wip);
+        write_uni(&mut raw, SETUP);
+        let mut send = announce_to_relay(runtime, &mut raw);
+        announce(
+            &mut send,
+            TypedAnnounce::Start {
+                suffix: Path::new("a"),
+                hops: vec![],
+                cost: 0,
+            },
+        );
+        assert!(runtime.run_until(SECOND, || relay.origin.consume_broadcast("a").is_some()));
+        let before = relay.origin.consume_broadcast("a").unwrap();
+        assert_eq!(before.hops(), [5]);
+        announce(
+            &mut send,
+            TypedAnnounce::Restart {
+                id: 0,
+                hops: vec![3],
+                cost: 1,
+            },
+        );
+        assert!(
+            runtime.run_until(SECOND, || before.hops() == [3, 5]),
+            "the new route"
+        );
+        let after = relay.origin.consume_broadcast("a").unwrap();
+        assert!(
+            after.same_broadcast(&before),
+            "the same broadcast: subscriptions to it go on"
+        );
+    });
+}
+
+#[test]
+fn on_lite06_a_second_start_for_a_path_not_ended_closes_the_session() {
+    seeded(49, |runtime| {
+        let mut relay = Relay::new();
+        let mut raw = raw_at(runtime, &mut relay, Version::Lite06Wip);
+        write_uni(&mut raw, SETUP);
+        let mut send = announce_to_relay(runtime, &mut raw);
+        for _ in 0..2 {
+            announce(
+                &mut send,
+                TypedAnnounce::Start {
+                    suffix: Path::new("a"),
+                    hops: vec![],
+                    cost: 0,
+                },
+            );
+        }
+        assert_eq!(
+            close_code(runtime, &mut raw),
+            Some(moq_net::Error::Duplicate.to_code())
+        );
+    });
+}
+
+/// Regression (review): before -05 the subscribe stream's FIN is the end of the track to a
+/// deployed subscriber, which finishes the track at the highest group it has seen: the FIN
+/// must wait until the last group's stream is out.
+#[test]
+fn a_lite04_subscription_ends_only_once_its_last_group_stream_is_open() {
+    seeded(50, |runtime| {
+        let mut relay = Relay::new();
+        let (_p, _b, mut track) = publisher(runtime, &mut relay, "live", "video");
+        assert!(runtime.run_until(SECOND, || relay.origin.consume_broadcast("live").is_some()));
+        // The raw client lets the relay open one uni stream: a second group waits.
+        relay.link.max_uni_streams = Some(1);
+        let mut raw = raw_at(runtime, &mut relay, Version::Lite04);
+        let mut bytes = vec![0x02];
+        Subscribe {
+            id: 0,
+            broadcast: Path::new("live"),
+            track: "video".into(),
+            priority: 0,
+            ordered: false,
+            max_latency: Duration::from_secs(1),
+            start: None,
+            end: None,
+        }
+        .encode(&mut bytes, Version::Lite04)
+        .unwrap();
+        let mut responses = request(&mut raw, bytes);
+        assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
+        for text in ["one", "two"] {
+            let mut group = track.append_group();
+            group.write(0, text);
+            group.finish();
+        }
+        track.finish();
+        let waiter = Waiter::new(Waker::noop());
+        let mut finished = false;
+        runtime.run_until(SECOND, || {
+            loop {
+                match responses.poll_read(&waiter) {
+                    Poll::Ready(Ok(Some(_))) => continue,
+                    Poll::Ready(Ok(None)) => finished = true,
+                    _ => {}
+                }
+                break;
+            }
+            finished
+        });
+        assert!(
+            !finished,
+            "no FIN while the second group's stream cannot open"
         );
     });
 }

@@ -265,11 +265,14 @@ where
         // Done with the handshake: its slot is free for the next client.
         self.stage = Stage::Ready;
         if let Some(request) = &webtransport {
-            // The client's preference decides, among the versions we accept; a client
-            // that names none gets our first (a browser always names its versions).
+            // The client's preference decides, among the versions we accept. A client that
+            // names none (a browser always names its versions) gets -05 if we accept it,
+            // never a work in progress it did not ask for.
             let offered = request.protocols();
             let chosen = match offered.is_empty() {
-                true => self.versions.first().copied(),
+                true => Version::DEFAULT_OFFER
+                    .into_iter()
+                    .find(|version| self.versions.contains(version)),
                 false => offered
                     .iter()
                     .filter_map(|protocol| Version::from_alpn(protocol))

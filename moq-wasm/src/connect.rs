@@ -110,13 +110,14 @@ pub async fn connect(url: &str, options: ConnectOptions) -> Result<Session, Conn
             url: url.to_owned(),
             reason: error.to_string(),
         })?;
-    // The version the server chose; a browser without `protocol`, or a server naming
-    // none, leaves only the one offered, if one was.
+    // The version the server chose. A browser that does not expose it (or a server that
+    // names none) leaves the first offered: what a server choosing by the client's
+    // preference picks.
     let chosen = moq_net::transport::Session::protocol(&transport).and_then(Version::from_alpn);
-    let version = match chosen {
-        Some(version) if options.versions.contains(&version) => version,
-        None if options.versions.len() == 1 => options.versions[0],
-        _ => {
+    let version = match (chosen, options.versions.first()) {
+        (Some(version), _) if options.versions.contains(&version) => version,
+        (None, Some(first)) => *first,
+        (_, _) => {
             return Err(ConnectError::Transport {
                 url: url.to_owned(),
                 reason: format!(

@@ -183,7 +183,13 @@ enum SubscribeState {
         /// One past the highest sequence served.
         end: u64,
     },
-    Ending,
+    /// The track ended: the stream is finished once `groups` (before -05) has no group
+    /// writer left. Without SUBSCRIBE_END, a deployed subscriber takes the FIN for the end
+    /// of the track at the highest group it has seen: a group whose stream is not open
+    /// yet would be lost.
+    Ending {
+        groups: Option<kio::Producer<Control>>,
+    },
 }
 
 /// Answers one FETCH with the cached group's frames.
@@ -361,10 +367,11 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
     /// it was told is active. `own` is this side's origin id.
     ///
     /// Per version: before -05 the sender appends its own id to the hops; -05 and -06
-    /// leave it out (it is in ANNOUNCE_OK). A path already active is announced again on a
-    /// new route as a second ANNOUNCE on -05 (a restart), a RESTART on -06, and, since a
-    /// deployed -03 or -04 receiver closes the session on a second active, as an end
-    /// followed by a new active there.
+    /// leave it out (it is in ANNOUNCE_OK). A path announced again is another broadcast
+    /// taking it (the model re-announces nothing else): it goes out as an end, then the
+    /// new broadcast (END and START on -06), as deployed peers send a replacement. A
+    /// second active would be a route change of the same broadcast to a deployed -05 or
+    /// -06 receiver, which keeps the old one's state, and fatal to a -03 or -04 one.
     fn encode_announcement(
         &mut self,
         announcement: Announcement,
@@ -394,16 +401,9 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
         match (&route, previous) {
             (None, None) => return None,
             (None, Some(id)) => messages.push(ended(&suffix, id, version)),
-            (Some(hops), Some(id)) if version.has_typed_announce() => {
-                messages.push(AnnounceMessage::Typed(TypedAnnounce::Restart {
-                    id,
-                    hops: hops.clone(),
-                    cost: route_cost(hops),
-                }))
-            }
             (Some(hops), previous) => {
-                if previous.is_some() && !version.has_restart_by_duplicate() {
-                    messages.push(ended(&suffix, previous.unwrap_or(0), version));
+                if let Some(id) = previous {
+                    messages.push(ended(&suffix, id, version));
                 }
                 messages.push(active(&suffix, hops, version));
             }
@@ -416,12 +416,11 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
             Ok(())
         })
         .ok()?;
-        match (route, previous) {
-            (None, _) => {
+        match route {
+            None => {
                 self.active.remove(&path);
             }
-            (Some(_), Some(_)) if version.has_typed_announce() => {}
-            (Some(_), _) => {
+            Some(_) => {
                 self.active.insert(path, self.next_id);
                 self.next_id += 1;
             }
@@ -678,9 +677,11 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                                     control.consume(),
                                 )));
                             }
-                            // Before -05 the end is the FIN alone.
+                            // Before -05 the end is the FIN alone, once every group went.
                             Poll::Ready(Ok(None)) if !version.has_track_stream() => {
-                                self.state = SubscribeState::Ending;
+                                self.state = SubscribeState::Ending {
+                                    groups: Some(control.clone()),
+                                };
                                 break;
                             }
                             Poll::Ready(Ok(None)) => {
@@ -697,7 +698,7 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                                         return Poll::Ready(Ok(()));
                                     }
                                 }
-                                self.state = SubscribeState::Ending;
+                                self.state = SubscribeState::Ending { groups: None };
                                 break;
                             }
                             Poll::Ready(Err(error)) => {
@@ -716,7 +717,18 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                         return Poll::Pending;
                     }
                 }
-                SubscribeState::Ending => return self.writer.poll_finish(waiter).map(Ok),
+                SubscribeState::Ending { groups } => {
+                    if groups
+                        .as_ref()
+                        .is_some_and(|groups| groups.poll_unused(waiter).is_pending())
+                    {
+                        return match self.writer.poll_flush(waiter) {
+                            Poll::Ready(Err(error)) => Poll::Ready(from_peer(error)),
+                            _ => Poll::Pending,
+                        };
+                    }
+                    return self.writer.poll_finish(waiter).map(Ok);
+                }
             }
         }
     }

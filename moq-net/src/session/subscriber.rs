@@ -29,6 +29,8 @@ pub(crate) struct AnnounceDiscover<S, R> {
     /// side published it (it drops one whose route loops, or that it cannot ask for); and
     /// the next id.
     ids: std::collections::HashMap<u64, (Path, bool)>,
+    /// The paths in `ids` (a second START for one of them is a duplicate).
+    open_paths: std::collections::HashSet<Path>,
     next_id: u64,
     /// The bytes of path the dropped ones hold (the published ones count in the session's
     /// remote broadcasts), against the same bound.
@@ -118,6 +120,7 @@ impl AnnounceDiscover<(), ()> {
             acknowledged: false,
             publisher_hop: 0,
             ids: std::collections::HashMap::new(),
+            open_paths: std::collections::HashSet::new(),
             next_id: 0,
             dropped_bytes: 0,
         }
@@ -155,6 +158,7 @@ impl AnnounceDiscover<(), ()> {
             acknowledged: !version.has_announce_ok(),
             publisher_hop: 0,
             ids: std::collections::HashMap::new(),
+            open_paths: std::collections::HashSet::new(),
             next_id: 0,
             dropped_bytes: 0,
         }
@@ -215,7 +219,7 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                     let path = self.prefix.join(announce.suffix.as_str());
                     match announce.status {
                         AnnounceStatus::Active => {
-                            activate(cx, self.publisher_hop, path, announce.hops)?;
+                            activate(cx, self.publisher_hop, path, announce.hops, false)?;
                         }
                         AnnounceStatus::Ended => cx.remote.remove(&path),
                     }
@@ -230,13 +234,23 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                         return Poll::Ready(Err(Error::BoundsExceeded));
                     }
                     let path = self.prefix.join(suffix.as_str());
-                    let kept = activate(cx, self.publisher_hop, path.clone(), hops)?;
+                    if !self.open_paths.insert(path.clone()) {
+                        // A new route is a RESTART on -06: a second START for a path not
+                        // yet ended is fatal to deployed peers, and so it is here.
+                        tracing::debug!(%path, "the peer started an announcement twice");
+                        return Poll::Ready(Err(Error::Duplicate));
+                    }
+                    let kept = activate(cx, self.publisher_hop, path.clone(), hops, false)?;
                     track_dropped(&mut self.dropped_bytes, &path, None, kept, cx)?;
                     self.ids.insert(id, (path, kept));
                 }
                 Incoming::Typed(TypedAnnounce::End { id }) => match self.ids.remove(&id) {
-                    Some((path, true)) => cx.remote.remove(&path),
+                    Some((path, true)) => {
+                        self.open_paths.remove(&path);
+                        cx.remote.remove(&path);
+                    }
                     Some((path, false)) => {
+                        self.open_paths.remove(&path);
                         self.dropped_bytes = self.dropped_bytes.saturating_sub(path.as_str().len())
                     }
                     None => {
@@ -256,7 +270,9 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                             return Poll::Ready(Err(Error::ProtocolViolation));
                         }
                     };
-                    let kept = activate(cx, self.publisher_hop, path.clone(), hops)?;
+                    // The same broadcast by another route: its hops change in place, and
+                    // its subscriptions go on.
+                    let kept = activate(cx, self.publisher_hop, path.clone(), hops, was_kept)?;
                     if was_kept && !kept {
                         // The new route loops: what was announced is gone.
                         cx.remote.remove(&path);
@@ -297,12 +313,14 @@ fn track_dropped(
 /// (and `publisher_hop`, its ANNOUNCE_OK's id); false if this side drops it instead (its
 /// route loops through this side, it cannot be asked for, or this side subscribes to
 /// nothing). An active path announced again is a restart: the new broadcast replaces the
-/// old one.
+/// old one, unless `in_place` (-06's RESTART: the same broadcast by another route), which
+/// only changes the live one's hops.
 fn activate(
     cx: &mut Context,
     publisher_hop: u64,
     path: Path,
     hops: Vec<u64>,
+    in_place: bool,
 ) -> Result<bool, Error> {
     if path.as_str().split('/').count() > crate::coding::MAX_PATH_PARTS {
         return Ok(false); // could not be asked for on the wire: ignore it
@@ -325,6 +343,12 @@ fn activate(
     // announcement of it counts as direct.
     if !cx.config.trust_peer_routes {
         route.clear();
+    }
+    if in_place {
+        if let Some(live) = cx.remote.get(&path) {
+            live.broadcast.set_hops(route);
+            return Ok(true);
+        }
     }
     let broadcast = BroadcastProducer::on_demand();
     broadcast.set_hops(route);
@@ -592,12 +616,13 @@ impl<S: SendStream, R: RecvStream> SubscribeRemote<S, R> {
                     // stays until they all arrived, or until the wait is over.
                     // Without SUBSCRIBE_START (it is optional) the count of served groups is
                     // unknown: if any were served (END > 0), wait out the timeout.
-                    // Before -05 there is no SUBSCRIBE_END: the wait is the timeout.
-                    let expected = match (self.start, self.end.unwrap_or(0)) {
+                    // Without SUBSCRIBE_END (before -05, or a publisher that sent none) the
+                    // number of groups is unknown: the wait is the timeout.
+                    let expected = match (self.start, self.end) {
                         _ if !version.has_track_stream() => u64::MAX,
-                        (_, 0) => 0,
-                        (Some(start), end) => end.saturating_sub(start),
-                        (None, _) => u64::MAX,
+                        (_, Some(0)) => 0,
+                        (Some(start), Some(end)) => end.saturating_sub(start),
+                        (None, Some(_)) | (_, None) => u64::MAX,
                     };
                     let until = cx.now + cx.config.trailing_groups_timeout;
                     if let Some(route) = cx.routes.get_mut(&self.id) {

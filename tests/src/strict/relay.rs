@@ -242,6 +242,9 @@ struct Link {
     /// The publisher replied on the SUBSCRIBE stream (a -03/-04 publisher's first reply
     /// must be SUBSCRIBE_OK).
     answered: bool,
+    /// The highest group sequence forwarded, for the SUBSCRIBE_END a -05 subscriber of a
+    /// -03/-04 publisher is owed when the publisher's FIN ends the track.
+    highest_group: Option<u64>,
     up_track: Option<u64>,
     up_subscribe: Option<u64>,
 }
@@ -646,6 +649,7 @@ impl StrictRelay {
                             )
                         }),
                         answered: false,
+                        highest_group: None,
                         up_track: None,
                         up_subscribe: None,
                     },

@@ -478,6 +478,16 @@ impl Response {
     }
 }
 
+/// SUBSCRIBE_START (`end` false) or SUBSCRIBE_END (`end` true) for `group`, as -05 writes
+/// them: what a relay says to a -05 subscriber of a -03/-04 publisher, which says neither.
+pub fn start_or_end(end: bool, group: u64) -> Vec<u8> {
+    let mut body = Vec::new();
+    write_varint(&mut body, group);
+    let mut out = vec![u8::from(end)];
+    out.extend(message(&body));
+    out
+}
+
 /// Splits one typed subscribe response (`Type (i) | Length (i) | Body`) off the front of
 /// `buf` and checks it for `lite`: `Ok(None)` until it is all there, else how many bytes it
 /// took and what it was.

@@ -293,6 +293,12 @@ impl StrictRelay {
         }
         if fin {
             stream.role = Role::Discard;
+            if !up_lite.is_05() && down_lite.is_05() {
+                // The -03/-04 publisher's FIN ends the track: a deployed relay tells a -05
+                // subscriber with SUBSCRIBE_END, one past the highest group it forwarded.
+                let highest = self.links.get(&link).and_then(|l| l.highest_group);
+                forward.extend(wire::start_or_end(true, highest.map_or(0, |g| g + 1)));
+            }
         }
         if let Some(stream) = self.stream_mut(down.0, down.1) {
             stream.tx.extend(forward);
@@ -400,12 +406,14 @@ impl StrictRelay {
         id: u64,
         header: GroupHeader,
     ) -> Option<(usize, u64)> {
-        let route = self
+        let link_id = self
             .by_upstream_id
             .get(&(index, header.subscribe_id))
-            .and_then(|link| self.links.get(link))
-            .and_then(|link| Some((link.down.0, link.subscribe.as_ref()?.0.id)));
-        let Some((subscriber, down_id)) = route else {
+            .copied();
+        let route = link_id
+            .and_then(|link| self.links.get(&link))
+            .and_then(|link| Some((link.down, link.subscribe.as_ref()?.0.id)));
+        let Some(((subscriber, down_stream), down_id)) = route else {
             // spec: a GROUP with an unknown id is STOP_SENDING'd with code 0.
             let client = self.client_mut(index)?;
             let _ = client.conn.stream_shutdown(id, quiche::Shutdown::Read, 0);
@@ -414,11 +422,33 @@ impl StrictRelay {
             }
             return None;
         };
+        let up_lite = self.client(index).map_or(Lite::V05, |c| c.lite);
         let client = self.client_mut(subscriber)?;
         if client.conn.peer_streams_left_uni() == 0 {
             client.waiting_groups.push((index, id));
             return None;
         }
+        if !up_lite.is_05() && client.lite.is_05() {
+            // A -05 subscriber of a -03/-04 publisher gets SUBSCRIBE_START with the first
+            // group, and later the END, as a deployed relay makes them up.
+            let first = self
+                .links
+                .get(&link_id?)
+                .is_some_and(|l| l.highest_group.is_none());
+            if first {
+                let start = wire::start_or_end(false, header.sequence);
+                if let Some(stream) = self.stream_mut(subscriber, down_stream) {
+                    stream.tx.extend(start);
+                }
+            }
+        }
+        if let Some(link) = link_id.and_then(|link| self.links.get_mut(&link)) {
+            link.highest_group = Some(
+                link.highest_group
+                    .map_or(header.sequence, |g| g.max(header.sequence)),
+            );
+        }
+        let client = self.client_mut(subscriber)?;
         let group = GroupHeader {
             subscribe_id: down_id,
             sequence: header.sequence,
