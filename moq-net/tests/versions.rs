@@ -58,6 +58,25 @@ fn read_all(
     bytes
 }
 
+/// A -04 SUBSCRIBE stream for `live`/`video`: the stream type, then SUBSCRIBE with `id`
+/// at `priority`, unordered, 1 s, from the latest group, open-ended.
+fn subscribe_live(id: u64, priority: u8) -> Vec<u8> {
+    let mut bytes = vec![0x02];
+    Subscribe {
+        id,
+        broadcast: Path::new("live"),
+        track: "video".into(),
+        priority,
+        ordered: false,
+        max_latency: Duration::from_secs(1),
+        start: None,
+        end: None,
+    }
+    .encode(&mut bytes, Version::Lite04)
+    .unwrap();
+    bytes
+}
+
 fn announce_request(version: Version) -> Vec<u8> {
     let mut bytes = vec![0x01];
     AnnounceRequest {
@@ -77,20 +96,7 @@ fn a_lite04_session_needs_no_setup_and_answers_subscribe_with_ok_before_any_grou
         assert!(runtime.run_until(SECOND, || relay.origin.consume_broadcast("live").is_some()));
         let mut raw = raw_at(runtime, &mut relay, Version::Lite04);
         // No SETUP: the SUBSCRIBE is served at once.
-        let mut bytes = vec![0x02];
-        Subscribe {
-            id: 7,
-            broadcast: Path::new("live"),
-            track: "video".into(),
-            priority: 3,
-            ordered: false,
-            max_latency: Duration::from_secs(1),
-            start: None,
-            end: None,
-        }
-        .encode(&mut bytes, Version::Lite04)
-        .unwrap();
-        let mut responses = request(&mut raw, bytes);
+        let mut responses = request(&mut raw, subscribe_live(7, 3));
         let reply = read_all(runtime, &mut responses, |bytes| !bytes.is_empty());
         assert_eq!(
             SubscribeResponse::decode(&mut &reply[..], Version::Lite04),
@@ -185,27 +191,8 @@ fn on_lite06_an_end_for_an_announcement_never_started_closes_the_session() {
         write_uni(&mut raw, SETUP);
         // The relay asks the client for its announcements; the client answers with an
         // END for an id it never gave.
-        let waiter = Waiter::new(Waker::noop());
-        let mut asked = None;
-        runtime.run_until(SECOND, || {
-            if let Poll::Ready(Ok(streams)) = raw.poll_accept_bidi(&waiter) {
-                asked = Some(streams);
-            }
-            asked.is_some()
-        });
-        let (mut send, recv) = asked.expect("the relay's announce request");
-        std::mem::forget(recv);
-        let mut bytes = Vec::new();
-        AnnounceOk {
-            hop_id: 5,
-            active_count: 0,
-        }
-        .encode(&mut bytes, Version::Lite06Wip)
-        .unwrap();
-        TypedAnnounce::End { id: 3 }
-            .encode(&mut bytes, Version::Lite06Wip)
-            .unwrap();
-        let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
+        let mut send = announce_to_relay(runtime, &mut raw);
+        announce(&mut send, TypedAnnounce::End { id: 3 });
         assert_eq!(
             close_code(runtime, &mut raw),
             Some(moq_net::Error::ProtocolViolation.to_code())
@@ -367,20 +354,7 @@ fn a_lite04_subscription_ends_only_once_its_last_group_stream_is_open() {
         // The raw client lets the relay open one uni stream: a second group waits.
         relay.link.max_uni_streams = Some(1);
         let mut raw = raw_at(runtime, &mut relay, Version::Lite04);
-        let mut bytes = vec![0x02];
-        Subscribe {
-            id: 0,
-            broadcast: Path::new("live"),
-            track: "video".into(),
-            priority: 0,
-            ordered: false,
-            max_latency: Duration::from_secs(1),
-            start: None,
-            end: None,
-        }
-        .encode(&mut bytes, Version::Lite04)
-        .unwrap();
-        let mut responses = request(&mut raw, bytes);
+        let mut responses = request(&mut raw, subscribe_live(0, 0));
         assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
         for text in ["one", "two"] {
             let mut group = track.append_group();
@@ -414,46 +388,30 @@ fn on_lite06_a_restart_of_an_announcement_dropped_for_a_loop_publishes_it() {
         let mut relay = Relay::with_id(9);
         let mut raw = raw_at(runtime, &mut relay, Version::Lite06Wip);
         write_uni(&mut raw, SETUP);
-        let waiter = Waiter::new(Waker::noop());
-        let mut asked = None;
-        runtime.run_until(SECOND, || {
-            if let Poll::Ready(Ok(streams)) = raw.poll_accept_bidi(&waiter) {
-                asked = Some(streams);
-            }
-            asked.is_some()
-        });
-        let (mut send, recv) = asked.expect("the relay's announce request");
-        std::mem::forget(recv);
+        let mut send = announce_to_relay(runtime, &mut raw);
         // "a" first comes through the relay itself (a loop: dropped), then by a route
         // that does not: the RESTART publishes it.
-        let mut bytes = Vec::new();
-        AnnounceOk {
-            hop_id: 5,
-            active_count: 1,
-        }
-        .encode(&mut bytes, Version::Lite06Wip)
-        .unwrap();
-        TypedAnnounce::Start {
-            suffix: Path::new("a"),
-            hops: vec![9],
-            cost: 1,
-        }
-        .encode(&mut bytes, Version::Lite06Wip)
-        .unwrap();
-        let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
+        announce(
+            &mut send,
+            TypedAnnounce::Start {
+                suffix: Path::new("a"),
+                hops: vec![9],
+                cost: 1,
+            },
+        );
         runtime.run_until(Duration::from_millis(200), || false);
         assert!(
             relay.origin.consume_broadcast("a").is_none(),
             "a loop is dropped"
         );
-        let restart = TypedAnnounce::Restart {
-            id: 0,
-            hops: vec![],
-            cost: 0,
-        }
-        .to_vec(Version::Lite06Wip)
-        .unwrap();
-        let _ = send.poll_write(&waiter, &mut Bytes::from(restart));
+        announce(
+            &mut send,
+            TypedAnnounce::Restart {
+                id: 0,
+                hops: vec![],
+                cost: 0,
+            },
+        );
         assert!(
             runtime.run_until(SECOND, || relay.origin.consume_broadcast("a").is_some()),
             "restarted by a route that does not loop"
@@ -474,34 +432,18 @@ fn on_lite06_dropped_announcements_count_against_the_path_bytes_bound() {
         relay.id = 9;
         let mut raw = raw_at(runtime, &mut relay, Version::Lite06Wip);
         write_uni(&mut raw, SETUP);
-        let waiter = Waiter::new(Waker::noop());
-        let mut asked = None;
-        runtime.run_until(SECOND, || {
-            if let Poll::Ready(Ok(streams)) = raw.poll_accept_bidi(&waiter) {
-                asked = Some(streams);
-            }
-            asked.is_some()
-        });
-        let (mut send, recv) = asked.expect("the relay's announce request");
-        std::mem::forget(recv);
-        let mut bytes = Vec::new();
-        AnnounceOk {
-            hop_id: 5,
-            active_count: 0,
-        }
-        .encode(&mut bytes, Version::Lite06Wip)
-        .unwrap();
+        let mut send = announce_to_relay(runtime, &mut raw);
         // Two looped announcements of 60-byte paths: 120 bytes held, over the 100.
         for name in ["a", "b"] {
-            TypedAnnounce::Start {
-                suffix: Path::new(name.repeat(60)),
-                hops: vec![9],
-                cost: 1,
-            }
-            .encode(&mut bytes, Version::Lite06Wip)
-            .unwrap();
+            announce(
+                &mut send,
+                TypedAnnounce::Start {
+                    suffix: Path::new(name.repeat(60)),
+                    hops: vec![9],
+                    cost: 1,
+                },
+            );
         }
-        let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
         assert_eq!(
             close_code(runtime, &mut raw),
             Some(moq_net::Error::BoundsExceeded.to_code())
