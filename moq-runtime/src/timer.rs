@@ -9,8 +9,9 @@
 //! Six levels of 64 slots, with 1 ms resolution at the bottom: a timer lands in the level
 //! whose slot width matches how far away it is, and moves down a level each time the wheel
 //! reaches its slot, until it expires from the bottom level. Timers never fire early: a
-//! deadline is rounded up to the next millisecond. The range is 64^6 ms (about two years);
-//! later deadlines are held at the end of the range.
+//! deadline is rounded up to the next millisecond. The wheel spans 64^6 ms (about two
+//! years); a later deadline waits in the top level's furthest unambiguous slot and is
+//! placed again, with its true deadline, when the wheel reaches that slot.
 //!
 //! Written by hand because the wheel must be driven by the loop's own clock reading and
 //! keyed by the loop's connection handles; the async runtimes' wheels are internal to them.
@@ -22,8 +23,13 @@ use std::time::Instant;
 const SLOT_BITS: u32 = 6;
 const SLOTS: usize = 1 << SLOT_BITS;
 const LEVELS: usize = 6;
-/// The furthest deadline the wheel holds, in ticks from now.
-const MAX_TICKS: u64 = (1 << (SLOT_BITS as usize * LEVELS)) - 1;
+/// The furthest a timer is placed, in ticks from the wheel's clock. One top-level slot
+/// (2³⁰ ms) short of the wheel's span: a timer placed a whole span ahead would share the
+/// top-level slot the clock is in, which then reads as due now; the wheel would take it
+/// out and put it back in the same slot forever (review finding F3, an io_uring worker
+/// spinning on a token that expires in three years).
+const MAX_HOLD_TICKS: u64 =
+    (1 << (SLOT_BITS as usize * LEVELS)) - (1 << (SLOT_BITS as usize * (LEVELS - 1))) - 1;
 
 /// Timers keyed by `K` (a connection handle), with millisecond resolution.
 #[derive(Debug)]
@@ -44,7 +50,8 @@ struct Level<K> {
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
-    /// The deadline, in ticks.
+    /// The deadline, in ticks (it may lie beyond the slot it is in: see
+    /// [`MAX_HOLD_TICKS`]).
     when: u64,
     level: usize,
     slot: usize,
@@ -81,9 +88,7 @@ impl<K: Hash + Eq + Copy> TimerWheel<K> {
     /// Sets `key`'s timer to `at`, replacing any it had. A time already past expires on the
     /// next [`expire`](Self::expire).
     pub fn insert(&mut self, key: K, at: Instant) {
-        let when = self
-            .ticks_ceil(at)
-            .clamp(self.elapsed, self.elapsed + MAX_TICKS);
+        let when = self.ticks_ceil(at).max(self.elapsed);
         // Most moves land on the tick the timer already has (a connection's timeout is
         // re-read after every packet): nothing to do then.
         if self
@@ -141,8 +146,15 @@ impl<K: Hash + Eq + Copy> TimerWheel<K> {
                 if entry.when <= self.elapsed {
                     expired.push(key);
                 } else {
-                    // Down a level (or more), now that the wheel is this close to it.
+                    // Down a level (or more), now that the wheel is this close to it; a
+                    // far deadline held at the top level moves along it.
                     self.place(key, entry.when);
+                    debug_assert!(
+                        self.entries
+                            .get(&key)
+                            .is_none_or(|placed| (placed.level, placed.slot) != (level, slot)),
+                        "a timer went back into the slot just taken: the wheel would spin"
+                    );
                 }
             }
         }
@@ -150,8 +162,9 @@ impl<K: Hash + Eq + Copy> TimerWheel<K> {
     }
 
     fn place(&mut self, key: K, when: u64) {
-        let level = level_for(self.elapsed, when);
-        let slot = ((when >> (SLOT_BITS as usize * level)) & (SLOTS as u64 - 1)) as usize;
+        let held = when.min(self.elapsed.saturating_add(MAX_HOLD_TICKS));
+        let level = level_for(self.elapsed, held);
+        let slot = ((held >> (SLOT_BITS as usize * level)) & (SLOTS as u64 - 1)) as usize;
         let slots = &mut self.levels[level];
         slots.slots[slot].push(key);
         slots.occupied |= 1 << slot;
@@ -266,7 +279,64 @@ mod tests {
         assert!(wheel.next_deadline().is_some());
     }
 
+    /// Review finding F3: a deadline about 795 days or more away, set while the wheel's
+    /// clock is not at a multiple of 2³⁰ ms, made `expire` loop forever. Such a deadline is
+    /// held, never fired early, and `expire` returns.
+    #[test]
+    fn a_deadline_years_away_neither_spins_the_wheel_nor_fires_early() {
+        let start = Instant::now();
+        let mut wheel = TimerWheel::new(start);
+        let mut expired = Vec::new();
+        let now = start + Duration::from_millis(123_456);
+        wheel.expire(now, &mut expired);
+        let three_years = now + Duration::from_secs(3 * 365 * 86_400);
+        wheel.insert(1, three_years);
+        wheel.insert(2, now + Duration::from_millis((1 << 36) - 1));
+        for days in [1u64, 400, 744, 745, 795] {
+            wheel.expire(now + Duration::from_secs(days * 86_400), &mut expired);
+            assert!(expired.is_empty(), "nothing is due after {days} days");
+        }
+        wheel.expire(now + Duration::from_millis((1 << 36) - 1), &mut expired);
+        assert_eq!(expired, [2]);
+        wheel.expire(three_years, &mut expired);
+        assert_eq!(expired, [2, 1]);
+        assert!(wheel.is_empty());
+    }
+
     proptest! {
+        /// Over the whole range of deadlines (past the wheel's span too) and clocks at any
+        /// offset: timers expire exactly when due, and every `expire` returns (a timer put
+        /// back where it was taken from trips the wheel's debug assertion instead of
+        /// spinning).
+        #[test]
+        fn deadlines_over_the_full_range_expire_when_due(
+            offset in 0u64..(1 << 40),
+            deadlines in proptest::collection::vec(0u64..(1 << 40), 1..8),
+            steps in proptest::collection::vec(0u64..(1 << 38), 1..40),
+        ) {
+            let start = Instant::now();
+            let mut wheel = TimerWheel::new(start);
+            let mut expired = Vec::new();
+            wheel.expire(start + Duration::from_millis(offset), &mut expired);
+            let mut model = BTreeMap::new();
+            for (key, distance) in deadlines.iter().enumerate() {
+                let when = offset + distance;
+                wheel.insert(key, start + Duration::from_millis(when));
+                model.insert(key, when);
+            }
+            let mut now_ms = offset;
+            for step in steps {
+                now_ms += step;
+                let mut expired = Vec::new();
+                wheel.expire(start + Duration::from_millis(now_ms), &mut expired);
+                expired.sort_unstable();
+                let due: Vec<usize> = model.iter().filter(|(_, w)| **w <= now_ms).map(|(k, _)| *k).collect();
+                model.retain(|_, w| *w > now_ms);
+                prop_assert_eq!(expired, due);
+                prop_assert_eq!(wheel.len(), model.len());
+            }
+        }
+
         /// Against a sorted map: after any sequence of sets, cancels and clock moves, the
         /// wheel expires exactly the timers due (at millisecond resolution, rounded up), and
         /// its next deadline is never after the earliest timer.
