@@ -81,7 +81,7 @@ mod track;
 pub use broadcast::{BroadcastConsumer, BroadcastProducer, PendingTrack, TrackRequest};
 pub use frame::{Frame, FrameConsumer, FrameProducer};
 pub use group::{GroupConsumer, GroupProducer};
-pub use origin::{Announced, Announcement, Origin};
+pub use origin::{Announced, Announcement, ListenerStats, Origin};
 pub use path::Path;
 pub use track::{Track, TrackConsumer, TrackProducer};
 

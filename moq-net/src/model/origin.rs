@@ -85,6 +85,15 @@ pub struct Announced {
     scope: Option<Arc<Scope>>,
 }
 
+/// What an origin's announcement listeners hold: see [`Origin::listener_stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListenerStats {
+    /// Live [`Announced`] streams.
+    pub listeners: usize,
+    /// Changes queued for them and not yet read.
+    pub waiting_changes: usize,
+}
+
 /// A change in what an origin publishes under a prefix.
 #[derive(Debug, Clone)]
 pub enum Announcement {
@@ -237,6 +246,22 @@ impl Origin {
                     .filter(|(path, _)| scope.allows(path))
                     .count()
             }
+        }
+    }
+
+    /// The origin's announcement listeners ([`announced`](Self::announced) streams alive
+    /// on any view of it), and the changes waiting for them to read, in all. A listener
+    /// holds at most one waiting change per path it must still hear about, so the second
+    /// figure is bounded by listeners × active paths, whatever peers churn.
+    pub fn listener_stats(&self) -> ListenerStats {
+        let state = self.shared.state.lock();
+        ListenerStats {
+            listeners: state.listeners.len(),
+            waiting_changes: state
+                .listeners
+                .iter()
+                .map(|listener| listener.events.len())
+                .sum(),
         }
     }
 

@@ -9,7 +9,9 @@
 //! now (active with this broadcast, or ended), and an end only to a listener that was told
 //! the path was active: each waiting change remembers whether the path was active, as the
 //! listener last heard it, before the change. A path that came and went unseen is not
-//! mentioned at all.
+//! mentioned at all, and is forgotten at once: a listener holds at most one entry per path
+//! it must still hear about, never one per path that ever changed (review finding F1: a
+//! stalled listener and a peer churning fresh names grew the relay by ~200 MB/s).
 
 use std::collections::{HashMap, VecDeque};
 use std::task::Poll;
@@ -29,14 +31,21 @@ pub(crate) struct PendingAnnouncements {
 
 #[derive(Debug, Default)]
 struct State {
-    /// Paths with a waiting change, in the order their first waiting change happened.
-    order: VecDeque<Path>,
+    /// Paths with a waiting change, in the order their first waiting change happened,
+    /// each with the change's ticket. An entry whose ticket is no longer its path's
+    /// (the change was forgotten) is stale: skipped when popped, and dropped when stale
+    /// entries outnumber live ones, so the queue stays within twice `changes` (plus a
+    /// constant) at an amortized O(1) per push.
+    order: VecDeque<(u64, Path)>,
     changes: HashMap<Path, Change>,
+    next_ticket: u64,
     reader: WaiterSlot,
 }
 
 #[derive(Debug)]
 struct Change {
+    /// Matches this change's entry in `order`.
+    ticket: u64,
     /// Whether the listener, as of what it was told, believes the path active.
     known_active: bool,
     /// The path's state now: its active broadcast, or `None` for ended.
@@ -49,16 +58,27 @@ impl PendingAnnouncements {
     pub(crate) fn push(&self, path: &Path, was_active: bool, active: Option<BroadcastSource>) {
         let mut state = self.state.lock();
         match state.changes.get_mut(path) {
+            // Came and went while the listener was not looking: nothing to say, forgotten.
+            Some(change) if !change.known_active && active.is_none() => {
+                state.changes.remove(path);
+                state.compact();
+                return;
+            }
             Some(change) => change.active = active,
+            // Nothing the listener would have to hear (it never knew the path active).
+            None if !was_active && active.is_none() => return,
             None => {
+                let ticket = state.next_ticket;
+                state.next_ticket += 1;
                 state.changes.insert(
                     path.clone(),
                     Change {
+                        ticket,
                         known_active: was_active,
                         active,
                     },
                 );
-                state.order.push_back(path.clone());
+                state.order.push_back((ticket, path.clone()));
             }
         }
         let wake = state.reader.take();
@@ -87,24 +107,49 @@ impl PendingAnnouncements {
         }
     }
 
-    /// How many paths have a change waiting (some may turn out to have nothing to tell).
-    #[cfg(test)]
+    /// How many paths have a change waiting: each has something to tell.
     pub(crate) fn len(&self) -> usize {
+        self.state.lock().changes.len()
+    }
+
+    /// Entries in the queue of paths, stale ones included: at most twice [`len`](Self::len)
+    /// plus a constant.
+    #[cfg(test)]
+    fn queued(&self) -> usize {
         self.state.lock().order.len()
     }
 
     fn pop_locked(state: &mut State) -> Option<(Path, Option<BroadcastSource>)> {
-        while let Some(path) = state.order.pop_front() {
-            let Some(change) = state.changes.remove(&path) else {
-                continue;
-            };
-            // Came and went while the listener was not looking: nothing to say.
-            if !change.known_active && change.active.is_none() {
-                continue;
+        while let Some((ticket, path)) = state.order.pop_front() {
+            if state
+                .changes
+                .get(&path)
+                .is_none_or(|change| change.ticket != ticket)
+            {
+                continue; // stale: that change was forgotten
             }
+            let change = state.changes.remove(&path)?;
             return Some((path, change.active));
         }
         None
+    }
+}
+
+impl State {
+    /// Stale entries in `order` that may stay before they are swept.
+    const STALE_SLACK: usize = 64;
+
+    /// Drops the stale entries of `order` once they outnumber the live ones.
+    fn compact(&mut self) {
+        if self.order.len() <= 2 * self.changes.len() + Self::STALE_SLACK {
+            return;
+        }
+        let changes = &self.changes;
+        self.order.retain(|(ticket, path)| {
+            changes
+                .get(path)
+                .is_some_and(|change| change.ticket == *ticket)
+        });
     }
 }
 
@@ -135,20 +180,53 @@ mod tests {
         pending.push(&"y".into(), false, Some(b.source()));
         // `z` was known active: its end is told, even after a restart came and went.
         pending.push(&"z".into(), true, None);
-        assert_eq!(pending.len(), 3);
+        assert_eq!(pending.len(), 2, "the unseen `x` is forgotten");
         assert_eq!(drain(&pending), ["+y", "-z"]);
     }
 
+    /// Review finding F1: every distinct path announced and withdrawn while the listener
+    /// did not read kept an entry, without limit.
     #[test]
-    fn a_path_flapping_a_million_times_holds_one_change() {
+    fn a_million_distinct_paths_that_came_and_went_unseen_hold_nothing() {
+        let pending = PendingAnnouncements::default();
+        let a = BroadcastProducer::new();
+        let kept = Path::new("kept");
+        pending.push(&kept, false, Some(a.source()));
+        for index in 0..1_000_000 {
+            let path = Path::new(format!("churn/{index}"));
+            pending.push(&path, false, Some(a.source()));
+            pending.push(&path, true, None);
+            assert!(pending.queued() <= 2 * pending.len() + State::STALE_SLACK);
+        }
+        assert_eq!(pending.len(), 1);
+        assert_eq!(drain(&pending), ["+kept"]);
+    }
+
+    /// A path forgotten and announced again is told once, at its new place in the order.
+    #[test]
+    fn a_path_forgotten_and_announced_again_keeps_the_order_of_changes() {
+        let pending = PendingAnnouncements::default();
+        let a = BroadcastProducer::new();
+        pending.push(&"x".into(), false, Some(a.source()));
+        pending.push(&"y".into(), false, Some(a.source()));
+        pending.push(&"x".into(), true, None);
+        pending.push(&"z".into(), false, Some(a.source()));
+        pending.push(&"x".into(), false, Some(a.source()));
+        assert_eq!(drain(&pending), ["+y", "+z", "+x"]);
+    }
+
+    #[test]
+    fn a_path_flapping_a_million_times_holds_at_most_one_change() {
         let pending = PendingAnnouncements::default();
         let a = BroadcastProducer::new();
         let path = Path::new("flap");
         for _ in 0..1_000_000 {
             pending.push(&path, false, Some(a.source()));
+            assert_eq!(pending.len(), 1);
             pending.push(&path, true, None);
+            assert!(pending.queued() <= 1 + State::STALE_SLACK);
         }
-        assert_eq!(pending.len(), 1);
+        assert_eq!(pending.len(), 0);
         assert_eq!(drain(&pending), Vec::<String>::new());
     }
 
