@@ -22,6 +22,10 @@ use std::task::{Context as TaskContext, Poll, Wake, Waker};
 
 use kio::Waiter;
 
+/// Entries of finished groups the open-group queue may hold beyond twice the open ones
+/// before it is swept.
+const OPEN_GROUP_SLACK: usize = 64;
+
 use super::publisher::{AnnounceServe, FetchServe, GroupWrite, SubscribeServe, TrackServe};
 use super::remote::RemoteBroadcasts;
 use super::setup::{BidiIncoming, GoAwaySend, SetupRead, SetupSend, UniIncoming};
@@ -652,6 +656,14 @@ impl<R: Runtime> SessionMachine<R> {
             }
             self.open_groups.pop_front();
         }
+        // And those further back once they outnumber the open groups: one group that
+        // stays open at the front must not keep an entry for every group sent after it
+        // (review finding F2). Amortized O(1) per group.
+        if self.open_groups.len() > 2 * self.open_group_count + OPEN_GROUP_SLACK {
+            let mut open_groups = std::mem::take(&mut self.open_groups);
+            open_groups.retain(|&(index, id, sequence)| self.is_open_group(index, id, sequence));
+            self.open_groups = open_groups;
+        }
         while self.open_group_count > self.context.config.max_queued_groups {
             let Some((index, id, sequence)) = self.open_groups.pop_front() else {
                 break;
@@ -745,6 +757,8 @@ impl<R: Runtime> SessionMachine<R> {
         }
         self.context.counters.subscriptions_active =
             self.context.subscriptions.load(Ordering::Relaxed) as u64;
+        self.context.counters.open_group_streams = self.open_group_count as u64;
+        self.context.counters.open_group_entries = self.open_groups.len() as u64;
         let transport = self.transport.stats();
         *self.shared.snapshot.lock() = super::Snapshot {
             transport,
