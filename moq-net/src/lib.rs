@@ -71,6 +71,7 @@ mod id_map;
 
 pub mod coding;
 pub mod model;
+pub mod redact;
 pub mod runtime;
 pub mod session;
 pub mod transport;

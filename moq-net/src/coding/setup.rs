@@ -19,8 +19,9 @@ const ROLE: u64 = 0x3;
 const COST: u64 = 0x4;
 const ORIGIN: u64 = 0x5;
 
-/// The SETUP message.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The SETUP message. Its `Debug` form redacts the path's credentials (see
+/// [`crate::redact`]): SETUP is logged at debug.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Setup {
     /// Whether the sender wants PROBE reports (parameter 0x1; absent means none).
     pub probe: ProbeLevel,
@@ -33,6 +34,18 @@ pub struct Setup {
     pub cost: Option<u64>,
     /// The sender's origin (hop) id (parameter 0x5; 0 decodes as absent).
     pub origin: Option<NonZeroU64>,
+}
+
+impl std::fmt::Debug for Setup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Setup")
+            .field("probe", &self.probe)
+            .field("path", &self.path.as_deref().map(crate::redact::redact))
+            .field("role", &self.role)
+            .field("cost", &self.cost)
+            .field("origin", &self.origin)
+            .finish()
+    }
 }
 
 /// The Probe parameter's level.
