@@ -45,7 +45,10 @@ impl RelayArgs {
         };
         moq_tokio::connect(&self.url, config)
             .await
-            .map_err(|error| format!("connecting to {}: {error}", self.url))
+            .map_err(|error| {
+                let url = moq_net::redact::Redacted(&self.url);
+                format!("connecting to {url}: {error}")
+            })
     }
 }
 

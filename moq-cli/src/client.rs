@@ -6,6 +6,7 @@ use clap::Args;
 use moq_net::Error;
 use moq_net::coding::Version;
 use moq_net::session::{Session, SessionConfig};
+use moq_runtime::client::ConnectError;
 use moq_runtime::tls::Fingerprint;
 use moq_tokio::ClientConfig;
 
@@ -53,29 +54,23 @@ impl Connection {
             fingerprint,
             ..ClientConfig::default()
         };
-        let session = moq_tokio::connect(&self.url, config)
+        // Resolves once the relay answered SETUP: a relay checking tokens does that only
+        // after letting this session in, and a refusal is an error with its code.
+        moq_tokio::connect(&self.url, config)
             .await
-            .map_err(|error| format!("connecting to {}: {error}", self.url))?;
-        // Established once the relay's SETUP arrives: a relay checking tokens sends it only
-        // after letting this session in.
-        match tokio::time::timeout(SETUP_TIMEOUT, session.established()).await {
-            Ok(Ok(_setup)) => Ok(session),
-            Ok(Err(error)) => Err(ended(error).err().unwrap_or_else(|| {
-                format!("the relay closed the session before it started ({error})")
-            })),
-            Err(_) => {
-                session.close(Error::Timeout);
-                Err(format!(
-                    "no SETUP from {} within {SETUP_TIMEOUT:?}",
-                    self.url
-                ))
-            }
-        }
+            .map_err(|error| match error {
+                moq_tokio::Error::Connect(ConnectError::Refused { error }) => {
+                    ended(error).err().unwrap_or_else(|| {
+                        format!("the relay closed the session before it started ({error})")
+                    })
+                }
+                other => {
+                    let url = moq_net::redact::Redacted(&self.url);
+                    format!("connecting to {url}: {other}")
+                }
+            })
     }
 }
-
-/// How long the relay has to answer the session's SETUP.
-const SETUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn parse_fingerprint(text: &str) -> Result<Fingerprint, String> {
     Fingerprint::parse(text.trim()).ok_or_else(|| {

@@ -106,7 +106,8 @@ pub enum AuthError {
     /// No token, and the path is not public.
     #[error("no token, and {0:?} is not under a public prefix")]
     MissingToken(String),
-    /// The request's path is not a URL path.
+    /// The request's path is not a URL path. It holds the path with its credentials
+    /// redacted: errors are logged.
     #[error("the path {0:?} is not a valid URL path")]
     BadPath(String),
 }
@@ -467,7 +468,7 @@ fn remaining(expires: u64, now: SystemTime) -> Duration {
 /// over raw QUIC, whose SETUP carries the client's bytes as they are, and over
 /// WebTransport, whose request went through those rules on its way in.
 pub fn request_path(path_and_query: &str) -> Result<String, AuthError> {
-    let bad = || AuthError::BadPath(path_and_query.to_owned());
+    let bad = || AuthError::BadPath(moq_net::redact::redact(path_and_query).into_owned());
     // A raw QUIC client may leave out the leading slash; a URL path always has one.
     let slash = if path_and_query.starts_with('/') {
         ""

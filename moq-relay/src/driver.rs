@@ -28,8 +28,19 @@ pub trait Listener: Send + 'static {
     /// session, until the driver stops accepting.
     fn serve(&mut self, gatekeeper: Arc<Gatekeeper>) -> impl Future<Output = ()> + Send;
 
+    /// A future that resolves if the driver fails while serving (an io_uring worker
+    /// whose loop ended with an error or a panic), with what failed; never, for a driver
+    /// that cannot. It does not borrow the listener.
+    fn failed(&self) -> impl Future<Output = String> + Send + 'static;
+
+    /// Stops admitting connections: the workers drop new Initials and close the
+    /// connections still in their handshake; sessions already running go on (the drain
+    /// closes them).
+    fn stop_admitting(&self);
+
     /// Stops accepting and waits for the driver's workers to end (each once its last
-    /// connection closed).
+    /// connection closed). Dropping the future leaves nothing behind that keeps the
+    /// process from exiting.
     fn shutdown(self) -> impl Future<Output = ()> + Send;
 }
 
@@ -122,12 +133,44 @@ impl Listener for Server {
         }
     }
 
+    fn failed(&self) -> impl Future<Output = String> + Send + 'static {
+        let uring = match self {
+            Self::Tokio(_) => None,
+            Self::Uring(server) => Some(server.failed()),
+        };
+        async move {
+            match uring {
+                Some(failed) => failed.await.to_string(),
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    fn stop_admitting(&self) {
+        match self {
+            Self::Tokio(server) => server.stop_admitting(),
+            // Its workers stop accepting requests and admitting connections.
+            Self::Uring(server) => server.stop(),
+        }
+    }
+
     async fn shutdown(self) {
         match self {
             Self::Tokio(server) => server.shutdown().await,
             Self::Uring(server) => {
-                // Joining blocks until every worker's connections are gone.
-                let _ = tokio::task::spawn_blocking(move || server.join()).await;
+                // Joining blocks until every worker's connections are gone: on a thread
+                // of its own, not tokio's blocking pool, whose shutdown would wait for it
+                // (review finding F6: a relay that never exited on SIGTERM).
+                let (done, joined) = tokio::sync::oneshot::channel();
+                let spawned = std::thread::Builder::new()
+                    .name("moq-uring-join".into())
+                    .spawn(move || {
+                        server.join();
+                        let _ = done.send(());
+                    });
+                if spawned.is_ok() {
+                    let _ = joined.await;
+                }
             }
         }
     }

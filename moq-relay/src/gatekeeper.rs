@@ -7,7 +7,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use moq_net::model::{Origin, Path};
@@ -31,9 +31,16 @@ pub struct Gatekeeper {
     pub(crate) max_pending_setup: usize,
     /// The last session id given.
     pub(crate) next_id: AtomicU64,
+    /// Set when the relay starts draining: new clients are refused.
+    pub(crate) draining: AtomicBool,
 }
 
 impl Gatekeeper {
+    /// Refuses every client from now on: the relay is draining.
+    pub fn begin_drain(&self) {
+        self.draining.store(true, Ordering::Release);
+    }
+
     /// Accepts or refuses one client; if accepted, returns the task that counts its
     /// session until it ends (the caller runs it, on the driver's runtime).
     ///
@@ -49,6 +56,14 @@ impl Gatekeeper {
         let remote = request.remote_addr();
         let binding = request.binding();
         let version = request.version();
+        if self.draining.load(Ordering::Acquire) {
+            // A client that completed its handshake as the drain began: it would only be
+            // closed at the drain's deadline (review finding F6).
+            tracing::debug!(?remote, "refused: the relay is draining");
+            self.metrics.refused(Refusal::Draining);
+            request.reject(StatusCode::SERVICE_UNAVAILABLE, moq_net::Error::Cancel);
+            return None;
+        }
         if binding == Binding::WebTransport && self.metrics.session_count() >= self.max_sessions {
             tracing::warn!(?remote, "refused: limits.max_sessions reached");
             self.metrics.refused(Refusal::TooManySessions);

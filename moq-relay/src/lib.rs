@@ -13,11 +13,11 @@
 //! line over [`Relay`]; an application can run one in-process the same way:
 //!
 //! ```no_run
-//! # async fn run() -> Result<(), moq_relay::RelayError> {
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let config = moq_relay::Config::default();
 //! let relay = moq_relay::Relay::bind(&config).await?;
 //! println!("relay on {}, certificate {}", relay.local_addr(), relay.fingerprint());
-//! relay.run(async { let _ = tokio::signal::ctrl_c().await; }).await;
+//! relay.run(async { let _ = tokio::signal::ctrl_c().await; }).await?;
 //! # Ok(()) }
 //! ```
 
@@ -30,4 +30,4 @@ pub mod metrics;
 mod relay;
 
 pub use config::Config;
-pub use relay::{Relay, RelayError};
+pub use relay::{DriverFailed, Relay, RelayError};

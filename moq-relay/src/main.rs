@@ -204,7 +204,10 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             std::fs::write(path, fingerprint.to_string())
                 .map_err(|e| format!("writing {}: {e}", path.display()))?;
         }
-        relay.run(shutdown_signal()).await;
+        relay
+            .run(shutdown_signal())
+            .await
+            .map_err(|failed| failed.to_string())?;
         tracing::info!("stopped");
         Ok(())
     })

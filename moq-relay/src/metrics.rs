@@ -25,6 +25,8 @@ pub enum Refusal {
     TooManySessions,
     /// `limits.max_pending_setup` raw-QUIC connections were waiting for their SETUP.
     TooManyPending,
+    /// The relay is draining (shutting down): it takes no new session.
+    Draining,
 }
 
 impl Refusal {
@@ -33,6 +35,7 @@ impl Refusal {
             Refusal::Unauthorized => "unauthorized",
             Refusal::TooManySessions => "too_many_sessions",
             Refusal::TooManyPending => "too_many_pending_setup",
+            Refusal::Draining => "draining",
         }
     }
 }
@@ -414,6 +417,21 @@ impl Metrics {
             "counter",
             "Send operations of each driver worker (sendmsg calls, io_uring sendmsgs): with GSO, one per batch.",
             &per_worker(|c| c.send_calls.load(Ordering::Relaxed)),
+        );
+        let sum = |read: fn(&EndpointCounters) -> u64| -> u64 {
+            self.workers.iter().map(|counters| read(counters)).sum()
+        };
+        metric(
+            "send_errors_total",
+            "counter",
+            "UDP send operations the kernel refused (their datagrams lost until QUIC retransmits them), over every worker. Each is also logged at warn, at most once a second per socket.",
+            &one(sum(|c| c.send_errors.load(Ordering::Relaxed))),
+        );
+        metric(
+            "datagrams_send_failed_total",
+            "counter",
+            "UDP datagrams in the refused sends of send_errors_total.",
+            &one(sum(|c| c.datagrams_send_failed.load(Ordering::Relaxed))),
         );
         metric(
             "worker_misrouted_packets_total",

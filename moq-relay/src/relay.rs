@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
 use moq_net::model::Origin;
@@ -145,6 +145,7 @@ impl Relay {
             max_sessions: config.limits.max_sessions,
             max_pending_setup: config.limits.max_pending_setup,
             next_id: AtomicU64::new(0),
+            draining: AtomicBool::new(false),
         });
         Ok(Self {
             server,
@@ -178,8 +179,11 @@ impl<L: Listener> Relay<L> {
     }
 
     /// Serves until `shutdown` completes, then drains: GOAWAY to every session, up to the
-    /// drain deadline for them to leave, and the rest closed.
-    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+    /// drain deadline for them to leave, and the rest closed. If the driver fails while
+    /// serving (an io_uring worker died, and with it its connections), it drains the
+    /// rest the same way and returns the failure: the process should exit non-zero, so
+    /// that its supervisor starts a whole relay again.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), DriverFailed> {
         let hex: String = self
             .fingerprint
             .0
@@ -195,10 +199,19 @@ impl<L: Listener> Relay<L> {
         });
         // The driver admits clients through the gatekeeper until it stops, or until the
         // shutdown signal.
+        let failed = self.server.failed();
+        let mut failure = None;
         tokio::select! {
             () = self.server.serve(self.gatekeeper.clone()) => {}
             () = shutdown => {}
+            reason = failed => {
+                tracing::error!(%reason, "the driver failed: draining and stopping");
+                failure = Some(DriverFailed(reason));
+            }
         }
+        // No one new during the drain: refused at the gate, and no new connection.
+        self.gatekeeper.begin_drain();
+        self.server.stop_admitting();
         self.drain().await;
         if let Some(http) = http {
             http.abort();
@@ -209,6 +222,7 @@ impl<L: Listener> Relay<L> {
         {
             tracing::debug!("the driver still had connections closing; stopping anyway");
         }
+        failure.map_or(Ok(()), Err)
     }
 
     /// GOAWAY to every session, then up to the drain deadline for them to leave; the rest
@@ -243,6 +257,11 @@ impl<L: Listener> Relay<L> {
         }
     }
 }
+
+/// The relay's driver failed while serving: see [`Relay::run`].
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the relay's driver failed: {0}")]
+pub struct DriverFailed(pub String);
 
 /// A random nonzero hop id, so that relays linked in a mesh drop looped announcements.
 fn origin_id() -> u64 {

@@ -65,6 +65,13 @@ pub enum ConnectError {
         /// What the server said.
         detail: String,
     },
+    /// The server ended the session before it was established: it refused the client
+    /// (a missing or rejected token is `unauthorized`, code 6) or failed.
+    #[error("the server refused the session: {error} (code {code})", code = .error.to_code())]
+    Refused {
+        /// The code the session ended with.
+        error: moq_net::Error,
+    },
     /// The server's certificate is not the pinned one.
     #[error("the server's certificate has fingerprint {}, not the pinned {expected}", .presented.map_or_else(|| "(none)".to_owned(), |f| f.to_string()))]
     CertificateRejected {
@@ -259,6 +266,10 @@ pub struct ClientSetup<R: Runtime> {
     versions: Vec<Version>,
     path: String,
     webtransport: Option<(Box<ClientHandshake>, R::Deadline)>,
+    /// How long the server may take to answer SETUP.
+    setup_timeout: Duration,
+    /// The session, until the server's SETUP answers it.
+    establishing: Option<(Session, R::Deadline)>,
 }
 
 impl<R> ClientSetup<R>
@@ -307,12 +318,56 @@ where
             versions: config.versions.clone(),
             path: target.path(),
             webtransport,
+            setup_timeout: config.handshake_timeout,
+            establishing: None,
         })
     }
 
-    /// Ready with the running session, or with why there is none (the connection is
-    /// closed then). After `Ready`, `Pending` forever.
+    /// Ready with the session once it is established (the server answered SETUP; before
+    /// -05, once the connection is up), or with why there is none: a refusal names the
+    /// server's code, and the connection is closed then. After `Ready`, `Pending` forever.
     pub fn poll(&mut self, waiter: &Waiter) -> Poll<Result<Session, ConnectError>> {
+        if self.establishing.is_none() {
+            let session = match self.poll_session(waiter) {
+                Poll::Ready(Ok(session)) => session,
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Pending => return Poll::Pending,
+            };
+            let mut deadline = self.runtime.deadline();
+            deadline.set(Some(self.runtime.now() + self.setup_timeout));
+            self.establishing = Some((session, deadline));
+        }
+        let Some((session, deadline)) = &mut self.establishing else {
+            return Poll::Pending;
+        };
+        match session.poll_established(waiter) {
+            Poll::Ready(Ok(_)) => {}
+            Poll::Ready(Err(error)) => {
+                tracing::debug!(%error, code = error.to_code(), "the server refused the session");
+                self.establishing = None;
+                return Poll::Ready(Err(ConnectError::Refused { error }));
+            }
+            Poll::Pending => {
+                if deadline.poll(waiter).is_pending() {
+                    return Poll::Pending;
+                }
+                session.close(moq_net::Error::Timeout);
+                self.establishing = None;
+                return Poll::Ready(Err(ConnectError::Handshake(format!(
+                    "no SETUP from the server within {:?}",
+                    self.setup_timeout
+                ))));
+            }
+        }
+        match self.establishing.take() {
+            Some((session, _)) => Poll::Ready(Ok(session)),
+            None => Poll::Pending,
+        }
+    }
+
+    /// Ready with the running session, not yet established: the WebTransport CONNECT
+    /// done (on that binding), the version chosen.
+    fn poll_session(&mut self, waiter: &Waiter) -> Poll<Result<Session, ConnectError>> {
         let Some(connection) = &self.connection else {
             return Poll::Pending;
         };
@@ -379,7 +434,7 @@ where
         {
             tracing::warn!(
                 %version,
-                path = %self.path,
+                path = %moq_net::redact::Redacted(&self.path),
                 "this version carries no path on raw QUIC: the server sees its root, not the URL's path"
             );
         }
@@ -395,7 +450,7 @@ impl<R: Runtime> std::fmt::Debug for ClientSetup<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientSetup")
             .field("connection", &self.connection)
-            .field("path", &self.path)
+            .field("path", &moq_net::redact::redact(&self.path))
             .field("webtransport", &self.webtransport.is_some())
             .finish_non_exhaustive()
     }

@@ -43,6 +43,24 @@ pub const MAX_SPARE_CIDS: usize = 4;
 /// The most datagrams one [`Transmit`] carries (the kernel's GSO limit is 64 segments).
 pub const MAX_SEGMENTS: usize = 64;
 
+/// The most datagrams (a GRO train counts once per datagram in it) a driver takes from its
+/// sockets per turn before it runs the turn's timers and sends: a flood must not starve
+/// the connections it is not for. Every driver keeps it.
+pub const RECV_BUDGET: usize = 1024;
+
+/// The code a connection refused while the server stops is closed with (QUIC's
+/// CONNECTION_REFUSED, RFC 9000 §20.1; sent as an application close once TLS allows it).
+const CONNECTION_REFUSED: u64 = 0x2;
+
+/// The most bytes one [`Transmit`] carries: Linux refuses a GSO send whose payload is over
+/// what one IPv4 datagram could hold (65,535 − 20 B IP − 8 B UDP), with `EMSGSIZE`, and
+/// the whole batch is lost. With full-size packets a batch holds 48 datagrams, not 64.
+pub const MAX_GSO_BYTES: usize = 65_507;
+
+// A batch of any shape the endpoint builds is one the kernel accepts.
+const _: () = assert!(MAX_GSO_BYTES / MAX_DATAGRAM <= MAX_SEGMENTS);
+const _: () = assert!(MAX_DATAGRAM <= MAX_GSO_BYTES);
+
 /// One batch of datagrams to one destination: `contents` split every `segment_size` bytes
 /// (the last datagram may be shorter). Send it with one GSO `sendmsg`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +89,9 @@ pub enum EndpointError {
     /// As many handshakes as the endpoint allows at once are in progress.
     #[error("handshakes in progress at their limit ({0})")]
     HalfOpenFull(usize),
+    /// The endpoint is stopping: it takes no new connection.
+    #[error("the server is stopping")]
+    Stopping,
     /// The client's address holds as many connections as one address may.
     #[error("{address} holds its limit of {limit} connections")]
     AddressFull {
@@ -100,6 +121,11 @@ pub struct EndpointCounters {
     /// the wrong worker (the worker count changed across a restart, or a client
     /// migrated). Dropped.
     pub misrouted: AtomicU64,
+    /// Send operations the kernel refused (other than "would block"): their datagrams
+    /// were lost, and QUIC retransmits them.
+    pub send_errors: AtomicU64,
+    /// Datagrams in those refused sends.
+    pub datagrams_send_failed: AtomicU64,
 }
 
 /// The connections on one UDP port.
@@ -142,6 +168,9 @@ pub struct Endpoint {
     packet: Box<[u8]>,
     open_batches: HashMap<SocketAddr, usize>,
     spare_contents: Vec<Vec<u8>>,
+    send_failures: SendFailureLog,
+    /// Set by [`stop`](Endpoint::stop): no new connection is admitted.
+    stopping: bool,
 }
 
 struct Entry {
@@ -209,7 +238,57 @@ impl Endpoint {
             packet: vec![0; MAX_DATAGRAM].into_boxed_slice(),
             open_batches: HashMap::new(),
             spare_contents: Vec::new(),
+            send_failures: SendFailureLog::default(),
+            stopping: false,
         }
+    }
+
+    /// Stops admitting: every later Initial for a new connection is dropped, and server
+    /// connections not yet handed to the application (still in their handshake) are
+    /// closed now: their clients hear at once, and a stopping server does not wait out
+    /// their handshake timeout (review finding F6). Connections already handed over go on
+    /// until their sessions close them.
+    pub fn stop(&mut self) {
+        if self.stopping {
+            return;
+        }
+        self.stopping = true;
+        let mut closed = 0usize;
+        for (index, entry) in self.connections.iter().enumerate() {
+            let Some(entry) = entry else { continue };
+            if !entry.reported {
+                entry
+                    .connection
+                    .close(CONNECTION_REFUSED, "the server is stopping");
+                self.touched.push(index);
+                closed += 1;
+            }
+        }
+        tracing::debug!(local = %self.local, handshakes_closed = closed, "the endpoint stops admitting");
+    }
+
+    /// Whether [`stop`](Self::stop) was called.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping
+    }
+
+    /// Records that the kernel refused a send of `datagrams` datagrams to `destination`:
+    /// counted in [`EndpointCounters::send_errors`], and logged at warn at most once a
+    /// second (with how many more failed in between), so that a failing path is visible
+    /// without flooding the log.
+    pub fn record_send_failure(
+        &mut self,
+        error: &std::io::Error,
+        destination: SocketAddr,
+        datagrams: usize,
+        now: Instant,
+    ) {
+        self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .datagrams_send_failed
+            .fetch_add(datagrams as u64, Ordering::Relaxed);
+        self.send_failures
+            .record(error, destination, datagrams, self.local, now);
     }
 
     /// Admits server connections through `gate`: its policy (`max_connections`
@@ -412,6 +491,9 @@ impl Endpoint {
         from: SocketAddr,
         now: Instant,
     ) -> Result<Option<usize>, EndpointError> {
+        if self.stopping {
+            return Err(EndpointError::Stopping);
+        }
         self.gate.check_room(from.ip())?;
         let token = header.token.as_deref().filter(|token| !token.is_empty());
         // A client echoing a Retry token proved its address; the connection ID it first
@@ -664,7 +746,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 const MAX_SPARE_CONTENTS: usize = 4096;
 
 /// Appends `packet` to the open GSO batch for `destination` if it fits there (every datagram
-/// so far full-sized, this one no larger, fewer than [`MAX_SEGMENTS`]), or starts a batch
+/// so far full-sized, this one no larger, fewer than [`MAX_SEGMENTS`], at most
+/// [`MAX_GSO_BYTES`] in all), or starts a batch
 /// in a buffer from `spare`. Packets to one destination stay in the order they were
 /// produced.
 fn push_packet(
@@ -681,7 +764,8 @@ fn push_packet(
         let size = transmit.segment_size;
         let all_full = transmit.contents.len() % size == 0;
         let segments = transmit.contents.len() / size;
-        if all_full && packet.len() <= size && segments < MAX_SEGMENTS {
+        let fits = transmit.contents.len() + packet.len() <= MAX_GSO_BYTES;
+        if all_full && packet.len() <= size && segments < MAX_SEGMENTS && fits {
             transmit.contents.extend_from_slice(packet);
             return;
         }
@@ -746,5 +830,87 @@ mod tests {
         }
         let segments: Vec<usize> = transmits.iter().map(|t| t.contents.len() / 50).collect();
         assert_eq!(segments, [MAX_SEGMENTS, 1]);
+    }
+
+    /// Review finding F4: full-size packets made batches of 64 × 1,350 B = 86,400 B, which
+    /// Linux refuses whole (`EMSGSIZE` from 49 segments up).
+    #[test]
+    fn a_batch_of_full_size_packets_stays_within_the_kernels_gso_payload() {
+        let mut transmits = Vec::new();
+        let mut open = HashMap::new();
+        for _ in 0..100 {
+            push_packet(
+                &mut open,
+                &mut transmits,
+                &mut Vec::new(),
+                addr(1),
+                &[7; MAX_DATAGRAM],
+            );
+        }
+        let segments: Vec<usize> = transmits
+            .iter()
+            .map(|t| t.contents.len() / MAX_DATAGRAM)
+            .collect();
+        assert_eq!(segments, [48, 48, 4]);
+        assert!(transmits.iter().all(|t| t.contents.len() <= MAX_GSO_BYTES));
+    }
+
+    /// The batches the endpoint builds are accepted by this kernel: one GSO send of the
+    /// largest batch on a real socket succeeds (and one byte more is refused, so the test
+    /// would see a wrong limit).
+    #[test]
+    fn the_kernel_accepts_the_largest_batch() {
+        let receiver = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let socket = crate::udp::UdpSocket::bind(
+            "127.0.0.1:0".parse().expect("address"),
+            &crate::udp::UdpConfig::default(),
+        )
+        .expect("bind");
+        let destination = receiver.local_addr().expect("address");
+        let batch = vec![0u8; (MAX_GSO_BYTES / MAX_DATAGRAM) * MAX_DATAGRAM];
+        socket
+            .send(destination, &batch, MAX_DATAGRAM)
+            .expect("the kernel accepts the largest batch");
+        let over = vec![0u8; 49 * MAX_DATAGRAM];
+        assert!(socket.send(destination, &over, MAX_DATAGRAM).is_err());
+    }
+}
+
+/// Rate-limits the warning for refused sends: one line a second at most, naming how many
+/// failed since the last one.
+#[derive(Debug, Default)]
+struct SendFailureLog {
+    last_warned: Option<Instant>,
+    suppressed: u64,
+}
+
+impl SendFailureLog {
+    const INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+    fn record(
+        &mut self,
+        error: &std::io::Error,
+        destination: SocketAddr,
+        datagrams: usize,
+        local: SocketAddr,
+        now: Instant,
+    ) {
+        if self
+            .last_warned
+            .is_some_and(|at| now.saturating_duration_since(at) < Self::INTERVAL)
+        {
+            self.suppressed += 1;
+            return;
+        }
+        tracing::warn!(
+            %error,
+            %local,
+            %destination,
+            datagrams,
+            more_since_last_warning = self.suppressed,
+            "a UDP send failed: its datagrams are lost until QUIC retransmits them"
+        );
+        self.last_warned = Some(now);
+        self.suppressed = 0;
     }
 }

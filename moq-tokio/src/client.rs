@@ -13,7 +13,10 @@ use crate::driver;
 use crate::poll::drive;
 use crate::{Error, TokioRuntime};
 
-/// Connects to `url` and starts a session on the current tokio runtime.
+/// Connects to `url` and starts a session on the current tokio runtime; resolves once the
+/// session is established (the server answered SETUP; before -05, once the connection is
+/// up). A server that refuses the client (a missing or rejected token) is
+/// [`ConnectError::Refused`], naming its code, on either binding.
 ///
 /// - `moqt://host:port/path` (or `moql://`) is raw QUIC (ALPN `moq-lite-05`); the path
 ///   and query go in SETUP.
@@ -21,10 +24,11 @@ use crate::{Error, TokioRuntime};
 ///   go in the extended CONNECT, offering `moq-lite-05` in `wt-available-protocols`.
 pub async fn connect(url: &str, config: ClientConfig) -> Result<Session, Error> {
     // The connection and its session log inside this span: which relay.
-    let span = tracing::debug_span!("moq_connection", %url);
+    let redacted = moq_net::redact::Redacted(url);
+    let span = tracing::debug_span!("moq_connection", url = %redacted);
     let result = connect_in_span(url, config).instrument(span).await;
     if let Err(error) = &result {
-        tracing::debug!(%url, %error, "connecting failed");
+        tracing::debug!(url = %redacted, %error, "connecting failed");
     }
     result
 }

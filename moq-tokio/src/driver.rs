@@ -14,7 +14,7 @@ use std::task::{Wake, Waker};
 use std::time::Instant;
 
 use moq_runtime::client::ConnectError;
-use moq_runtime::endpoint::{Endpoint, EndpointCounters, Transmit};
+use moq_runtime::endpoint::{Endpoint, EndpointCounters, RECV_BUDGET, Transmit};
 use moq_runtime::quic::QuicConnection;
 use moq_runtime::udp::{RecvMeta, UdpSocket};
 use tokio::io::unix::AsyncFd;
@@ -24,6 +24,8 @@ use crate::Error;
 
 /// What a handle asks of its endpoint task.
 pub(crate) enum Command {
+    /// Stop admitting new connections (a server draining).
+    Stop,
     Connect {
         server_name: String,
         peer: SocketAddr,
@@ -53,6 +55,11 @@ impl EndpointHandle {
             })
             .map_err(|_| Error::EndpointGone)?;
         answer.await.map_err(|_| Error::EndpointGone)?
+    }
+
+    /// Asks the endpoint to stop admitting connections (see `Endpoint::stop`).
+    pub(crate) fn stop(&self) {
+        let _ = self.commands.send(Command::Stop);
     }
 }
 
@@ -123,7 +130,13 @@ async fn run(
         endpoint.handle_timeouts(now);
         endpoint.poll_transmits(now, &mut transmits);
         for transmit in &transmits {
-            send(&socket, transmit, &counters).await;
+            if let Err(error) = send(&socket, transmit, &counters).await {
+                let datagrams = transmit
+                    .contents
+                    .len()
+                    .div_ceil(transmit.segment_size.max(1));
+                endpoint.record_send_failure(&error, transmit.destination, datagrams, now);
+            }
         }
         endpoint.reclaim(transmits.drain(..));
         while let Some(connection) = endpoint.accept() {
@@ -183,7 +196,11 @@ async fn run(
                         }
                     }
                 }
-                None => handles_open = false,
+                Some(Command::Stop) => endpoint.stop(),
+                None => {
+                    handles_open = false;
+                    endpoint.stop();
+                }
             },
             () = flush.0.notified() => {}
             () = &mut timer, if armed.is_some() => {}
@@ -217,9 +234,6 @@ fn receive_within(
 
 /// Datagrams one receive call takes at most (`recvmmsg`).
 pub(crate) const RECV_BATCH: usize = moq_runtime::udp::RECV_BATCH;
-
-/// Receive calls' datagrams (GRO trains count once) handled per turn at most.
-const RECV_BUDGET: usize = 1024;
 
 /// Bytes per receive buffer: a whole GRO train (the kernel coalesces up to 64 KiB).
 const RECV_BUFFER: usize = 65_536;
@@ -256,8 +270,13 @@ fn settle(
 }
 
 /// Sends one batch, waiting for the socket when its buffer is full; counts the system
-/// calls and datagrams that left.
-async fn send(socket: &AsyncFd<UdpSocket>, transmit: &Transmit, counters: &EndpointCounters) {
+/// calls and datagrams that left. An error is the kernel refusing the batch (its
+/// datagrams are lost; QUIC retransmits them).
+async fn send(
+    socket: &AsyncFd<UdpSocket>,
+    transmit: &Transmit,
+    counters: &EndpointCounters,
+) -> std::io::Result<()> {
     loop {
         match socket.get_ref().send(
             transmit.destination,
@@ -265,16 +284,10 @@ async fn send(socket: &AsyncFd<UdpSocket>, transmit: &Transmit, counters: &Endpo
             transmit.segment_size,
         ) {
             Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
-                let Ok(mut guard) = socket.writable().await else {
-                    return;
-                };
+                let mut guard = socket.writable().await?;
                 guard.clear_ready();
             }
-            Err(error) => {
-                // Lost (UDP: QUIC retransmits), but worth knowing about.
-                tracing::debug!(%error, destination = %transmit.destination, "a send failed");
-                return;
-            }
+            Err(error) => return Err(error),
             Ok(calls) => {
                 let datagrams = transmit
                     .contents
@@ -286,7 +299,7 @@ async fn send(socket: &AsyncFd<UdpSocket>, transmit: &Transmit, counters: &Endpo
                 counters
                     .datagrams_sent
                     .fetch_add(datagrams as u64, Ordering::Relaxed);
-                return;
+                return Ok(());
             }
         }
     }

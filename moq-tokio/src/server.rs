@@ -162,6 +162,15 @@ impl Server {
         self.requests.recv().await
     }
 
+    /// Stops admitting clients: every worker drops new Initials and closes the
+    /// connections still in their handshake; sessions already accepted go on. For a
+    /// drain: call it first, then close the sessions, then [`shutdown`](Self::shutdown).
+    pub fn stop_admitting(&self) {
+        for endpoint in &self.endpoints {
+            endpoint.stop();
+        }
+    }
+
     /// Stops accepting, and waits for every worker to end: each endpoint ends once its
     /// last connection closed (close the sessions first; a connection that never
     /// finished its handshake lasts until its idle timeout).

@@ -19,7 +19,9 @@ use crate::port::Role;
 use crate::{Error, UringConfig, Worker};
 
 impl Worker {
-    /// Connects to `url` and starts a session on this worker.
+    /// Connects to `url` and starts a session on this worker; resolves once the session is
+    /// established (the server answered SETUP; before -05, once the connection is up). A
+    /// server that refuses the client is `ConnectError::Refused`, naming its code.
     ///
     /// - `moqt://host:port/path` is raw QUIC (ALPN `moq-lite-05`); the path goes in SETUP.
     /// - `https://host:port/path` is WebTransport over HTTP/3: the path goes in the
@@ -30,7 +32,7 @@ impl Worker {
     pub async fn connect(&self, url: &str, config: ClientConfig) -> Result<Session, Error> {
         let result = self.connect_inner(url, config).await;
         if let Err(error) = &result {
-            tracing::debug!(%url, %error, "connecting failed");
+            tracing::debug!(url = %moq_net::redact::Redacted(url), %error, "connecting failed");
         }
         result
     }
@@ -122,6 +124,7 @@ impl Worker {
                 started: false,
             },
             self.core.gso,
+            self.core.max_send_bytes,
         );
         let index = self.core.ports.borrow_mut().insert(port);
         tracing::debug!(port = index, ?local, "a client port");

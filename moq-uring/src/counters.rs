@@ -27,6 +27,15 @@ pub struct WorkerCounters {
     pub buffer_exhaustions: AtomicU64,
     /// Receives cut short (`MSG_TRUNC`): never with incremental buffers.
     pub truncated: AtomicU64,
+    /// Turns that stopped taking receive completions at the per-turn datagram budget (the
+    /// rest waited for the next turn, after timers and sends ran).
+    pub receive_budget_exhausted: AtomicU64,
+    /// Turns in which a port took no packets from its connections because its sends in
+    /// flight were at their bound (the kernel had not taken them yet).
+    pub send_backpressure: AtomicU64,
+    /// Stops whose park wait was still pending a second after it was cancelled: the ring
+    /// was torn down with it. Zero unless the kernel misbehaves.
+    pub unclean_stops: AtomicU64,
 }
 
 impl WorkerCounters {
@@ -48,6 +57,9 @@ impl WorkerCounters {
             batched_sendmsgs: read(&self.batched_sendmsgs),
             buffer_exhaustions: read(&self.buffer_exhaustions),
             truncated: read(&self.truncated),
+            receive_budget_exhausted: read(&self.receive_budget_exhausted),
+            send_backpressure: read(&self.send_backpressure),
+            unclean_stops: read(&self.unclean_stops),
         }
     }
 }
@@ -66,4 +78,31 @@ pub struct WorkerSnapshot {
     pub batched_sendmsgs: u64,
     pub buffer_exhaustions: u64,
     pub truncated: u64,
+    pub receive_budget_exhausted: u64,
+    pub send_backpressure: u64,
+    pub unclean_stops: u64,
+}
+
+impl std::ops::Add for WorkerSnapshot {
+    type Output = Self;
+
+    /// Field by field: the counts of several workers together.
+    fn add(self, other: Self) -> Self {
+        Self {
+            enters: self.enters + other.enters,
+            parks: self.parks + other.parks,
+            receives: self.receives + other.receives,
+            datagrams_received: self.datagrams_received + other.datagrams_received,
+            coalesced_receives: self.coalesced_receives + other.coalesced_receives,
+            sendmsgs: self.sendmsgs + other.sendmsgs,
+            datagrams_sent: self.datagrams_sent + other.datagrams_sent,
+            batched_sendmsgs: self.batched_sendmsgs + other.batched_sendmsgs,
+            buffer_exhaustions: self.buffer_exhaustions + other.buffer_exhaustions,
+            truncated: self.truncated + other.truncated,
+            receive_budget_exhausted: self.receive_budget_exhausted
+                + other.receive_budget_exhausted,
+            send_backpressure: self.send_backpressure + other.send_backpressure,
+            unclean_stops: self.unclean_stops + other.unclean_stops,
+        }
+    }
 }

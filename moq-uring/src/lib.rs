@@ -71,7 +71,7 @@ pub use error::Error;
 pub use moq_runtime::binding::Binding;
 pub use moq_runtime::client::ClientConfig;
 pub use moq_runtime::server::ServerConfig;
-pub use pool::JoinHandle;
+pub use pool::{JoinHandle, WorkerFailure};
 pub use probe::{Capabilities, Feature, ProbeError, probe};
 pub use runtime::{UringDeadline, UringRuntime};
 pub use server::{MAX_WORKERS, Request, Server};
@@ -93,12 +93,18 @@ pub struct UringConfig {
     /// Consume receive buffers incrementally where the kernel can (`min_left`); off, every
     /// receive takes a whole buffer, as on kernels without it.
     pub incremental_buffers: bool,
+    /// Payload bytes one port may have handed to the kernel and not yet sent; at it, the
+    /// port takes no more packets from its connections until sends complete
+    /// (backpressure: packets wait in quiche, under its congestion control). One turn's
+    /// sends may take it past the bound.
+    pub max_send_bytes_in_flight: usize,
 }
 
 impl Default for UringConfig {
     /// GSO and GRO on; 16 receive buffers of 512 KiB per worker, consumed incrementally
     /// where the kernel can (each then holds ~450 KiB of datagrams: a few thousand chat
-    /// packets; else 16 of ~66 KiB, a receive each); pinned.
+    /// packets; else 16 of ~66 KiB, a receive each); pinned; 4 MiB of sends in flight per
+    /// port (a default socket send buffer's worth).
     fn default() -> Self {
         Self {
             gso: true,
@@ -107,6 +113,7 @@ impl Default for UringConfig {
             recv_buffer_bytes: 512 << 10,
             pin: true,
             incremental_buffers: true,
+            max_send_bytes_in_flight: 4 << 20,
         }
     }
 }

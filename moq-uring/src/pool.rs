@@ -24,6 +24,27 @@ pub(crate) type Setup = dyn Fn(&Worker) -> Result<(), Error> + Send + Sync;
 pub(crate) struct Pool {
     pub(crate) remotes: Vec<Arc<Remote>>,
     threads: Vec<std::thread::JoinHandle<()>>,
+    /// The first worker that failed (its loop returned an error or panicked), if any.
+    pub(crate) failure: kio::Producer<Option<WorkerFailure>>,
+}
+
+/// A worker that stopped running while its server was up: an I/O error of its ring, or a
+/// panic outside the tasks (which are caught one by one). Its connections are lost, and
+/// its socket stays in the port's group, where the kernel keeps steering its share of
+/// packets to it, unread: whoever runs the server should stop it (the relay drains the
+/// other workers' sessions and exits non-zero).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerFailure {
+    /// The worker's index.
+    pub worker: usize,
+    /// What ended it.
+    pub reason: String,
+}
+
+impl std::fmt::Display for WorkerFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "worker {} failed: {}", self.worker, self.reason)
+    }
 }
 
 impl Pool {
@@ -40,6 +61,7 @@ impl Pool {
         let mut pool = Self {
             remotes: Vec::with_capacity(workers),
             threads: Vec::with_capacity(workers),
+            failure: kio::Producer::new(None),
         };
         let (ready_sender, ready) = std::sync::mpsc::channel();
         for index in 0..workers {
@@ -61,6 +83,7 @@ impl Pool {
                 ready_sender.clone(),
             );
             let cpu = cpus[index % cpus.len()];
+            let failure = pool.failure.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("moq-uring-{role}-{index}"))
                 .spawn(move || {
@@ -92,8 +115,27 @@ impl Pool {
                     match started {
                         Ok(worker_loop) => {
                             let _ = ready.send(Ok(()));
-                            if let Err(error) = worker_loop.run() {
-                                tracing::error!(%error, "worker failed");
+                            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+                                || worker_loop.run(),
+                            ));
+                            let reason = match ran {
+                                Ok(Ok(())) => None,
+                                Ok(Err(error)) => Some(error.to_string()),
+                                Err(panic) => Some(panic_message(panic.as_ref())),
+                            };
+                            if let Some(reason) = reason {
+                                // Review finding F7: this used to be the only trace, and
+                                // the process went on with a socket nobody read.
+                                tracing::error!(
+                                    %reason,
+                                    "worker failed: its connections are lost and its socket is unread; stop the server"
+                                );
+                                failure.update(|first| {
+                                    first.get_or_insert(WorkerFailure {
+                                        worker: index,
+                                        reason,
+                                    });
+                                });
                             }
                         }
                         Err(error) => {
@@ -255,4 +297,15 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// What a panic said, if it said it with a string.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        format!("panicked: {text}")
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        format!("panicked: {text}")
+    } else {
+        "panicked".to_owned()
+    }
 }

@@ -34,6 +34,8 @@ pub(crate) struct Port {
     /// Reused each turn.
     transmits: Vec<Transmit>,
     prepared: Vec<Prepared>,
+    /// Payload bytes the port may have in flight before it stops taking packets.
+    max_send_bytes: usize,
 }
 
 /// What a port is for.
@@ -46,8 +48,17 @@ pub(crate) enum Role {
 }
 
 impl Port {
-    pub(crate) fn new(socket: UdpSocket, endpoint: Endpoint, role: Role, gso: bool) -> Self {
+    /// A port sending with GSO or not, with at most `max_send_bytes` in flight (see
+    /// [`flush`](Self::flush)).
+    pub(crate) fn new(
+        socket: UdpSocket,
+        endpoint: Endpoint,
+        role: Role,
+        gso: bool,
+        max_send_bytes: usize,
+    ) -> Self {
         Self {
+            max_send_bytes,
             io_counters: endpoint.counters(),
             socket,
             endpoint,
@@ -142,9 +153,19 @@ impl Port {
         self.wake_waiting();
     }
 
-    /// A completion of one of the port's sends.
-    pub(crate) fn sent(&mut self, slot: u32, result: i32) {
-        if let Some(transmit) = self.sends.complete(slot, result) {
+    /// A completion of one of the port's sends: a failure is counted and logged (rate
+    /// limited) by the endpoint.
+    pub(crate) fn sent(&mut self, slot: u32, result: i32, now: Instant) {
+        let completion = self.sends.complete(slot, result);
+        if let Some(failure) = completion.failure {
+            self.endpoint.record_send_failure(
+                &failure.error,
+                failure.destination,
+                failure.datagrams,
+                now,
+            );
+        }
+        if let Some(transmit) = completion.finished {
             self.endpoint.reclaim([transmit]);
         }
     }
@@ -165,6 +186,14 @@ impl Port {
         now: Instant,
     ) -> std::io::Result<()> {
         let counters = queue.counters;
+        if self.sends.bytes_in_flight() >= self.max_send_bytes {
+            // Backpressure (review finding F8): the kernel has not taken what was queued
+            // (egress slower than the offered load). The connections' packets wait in
+            // quiche, under its congestion control, not in a queue of ours; their flush
+            // stays pending, and the completions that free room wake the next turn.
+            counters.add(&counters.send_backpressure, 1);
+            return Ok(());
+        }
         self.endpoint.poll_transmits(now, &mut self.transmits);
         let fd = types::Fd(self.socket.as_raw_fd());
         for transmit in self.transmits.drain(..) {

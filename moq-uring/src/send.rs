@@ -22,6 +22,8 @@ pub(crate) struct Sends {
     slots: Vec<Option<Box<SendSlot>>>,
     free: Vec<u32>,
     in_flight: usize,
+    /// Payload bytes of the batches in flight.
+    bytes_in_flight: usize,
     gso: bool,
 }
 
@@ -61,6 +63,7 @@ impl Sends {
             slots: Vec::new(),
             free: Vec::new(),
             in_flight: 0,
+            bytes_in_flight: 0,
             gso,
         }
     }
@@ -68,6 +71,12 @@ impl Sends {
     /// Batches whose completions have not all arrived.
     pub(crate) fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    /// Their payload bytes: what the kernel has yet to take (a full socket buffer parks a
+    /// `sendmsg` in the ring, its batch held here).
+    pub(crate) fn bytes_in_flight(&self) -> usize {
+        self.bytes_in_flight
     }
 
     /// Holds `transmit` until its sends complete and appends a `sendmsg` per part to
@@ -136,32 +145,67 @@ impl Sends {
                 slot: index,
             });
         }
+        self.bytes_in_flight += slot.transmit.contents.len();
         self.slots[index as usize] = Some(slot);
         self.in_flight += 1;
     }
 
-    /// One `sendmsg` of `slot` completed with `result` (bytes sent, or `-errno`); returns
-    /// the batch once all of its parts did.
-    pub(crate) fn complete(&mut self, slot: u32, result: i32) -> Option<Transmit> {
-        let entry = self.slots.get_mut(slot as usize)?;
-        let batch = entry.as_mut()?;
+    /// One `sendmsg` of `slot` completed with `result` (bytes sent, or `-errno`): says
+    /// whether it failed, and gives the batch back once all of its parts completed.
+    pub(crate) fn complete(&mut self, slot: u32, result: i32) -> Completion {
+        let mut completion = Completion::default();
+        let Some(entry) = self.slots.get_mut(slot as usize) else {
+            return completion;
+        };
+        let Some(batch) = entry.as_mut() else {
+            return completion;
+        };
         if result < 0 {
-            // Lost (UDP: QUIC retransmits), but worth knowing about.
-            tracing::debug!(
-                error = %std::io::Error::from_raw_os_error(-result),
-                destination = %batch.transmit.destination,
-                "a send failed"
-            );
+            let datagrams = if batch.parts.len() == 1 {
+                batch
+                    .transmit
+                    .contents
+                    .len()
+                    .div_ceil(batch.transmit.segment_size.max(1))
+                    .max(1)
+            } else {
+                1
+            };
+            completion.failure = Some(SendFailure {
+                error: std::io::Error::from_raw_os_error(-result),
+                destination: batch.transmit.destination,
+                datagrams,
+            });
         }
         batch.remaining -= 1;
         if batch.remaining > 0 {
-            return None;
+            return completion;
         }
-        let batch = entry.take()?;
-        self.free.push(slot);
-        self.in_flight -= 1;
-        Some(batch.transmit)
+        if let Some(batch) = entry.take() {
+            self.free.push(slot);
+            self.in_flight -= 1;
+            self.bytes_in_flight -= batch.transmit.contents.len();
+            completion.finished = Some(batch.transmit);
+        }
+        completion
     }
+}
+
+/// What one `sendmsg` completion means: see [`Sends::complete`].
+#[derive(Debug, Default)]
+pub(crate) struct Completion {
+    /// The send failed: its datagrams were lost.
+    pub(crate) failure: Option<SendFailure>,
+    /// The batch, once every part of it completed: its buffer goes back to the endpoint.
+    pub(crate) finished: Option<Transmit>,
+}
+
+/// A refused `sendmsg`.
+#[derive(Debug)]
+pub(crate) struct SendFailure {
+    pub(crate) error: std::io::Error,
+    pub(crate) destination: SocketAddr,
+    pub(crate) datagrams: usize,
 }
 
 impl From<SocketAddr> for Address {
@@ -235,9 +279,9 @@ mod tests {
         // SAFETY: as above.
         assert_eq!(unsafe { &*header.msg_iov }.iov_len, 5 * 1200 - 10);
         assert_eq!(sends.in_flight(), 1);
-        let back = sends
-            .complete(out[0].slot, 5990)
-            .expect("the batch is done");
+        let completion = sends.complete(out[0].slot, 5990);
+        assert!(completion.failure.is_none());
+        let back = completion.finished.expect("the batch is done");
         assert_eq!(back.contents.len(), 5990);
         assert_eq!(sends.in_flight(), 0);
     }
@@ -260,9 +304,13 @@ mod tests {
             .map(|prepared| unsafe { &*prepared.header }.msg_controllen)
             .collect();
         assert_eq!(controls, [0, 0, 0]);
-        assert!(sends.complete(out[0].slot, 1000).is_none());
-        assert!(sends.complete(out[1].slot, -libc::ENOBUFS).is_none());
-        assert!(sends.complete(out[2].slot, 990).is_some());
+        assert!(sends.complete(out[0].slot, 1000).finished.is_none());
+        let failed = sends.complete(out[1].slot, -libc::ENOBUFS);
+        assert!(failed.finished.is_none());
+        let failure = failed.failure.expect("a refused send is reported");
+        assert_eq!(failure.datagrams, 1);
+        assert_eq!(failure.error.raw_os_error(), Some(libc::ENOBUFS));
+        assert!(sends.complete(out[2].slot, 990).finished.is_some());
         // The slot is reused.
         let mut again = Vec::new();
         sends.prepare(transmit(1, 100), &mut again);

@@ -16,7 +16,7 @@ use moq_runtime::server::ServerConfig;
 use moq_runtime::udp::UdpSocket;
 
 use crate::counters::WorkerCounters;
-use crate::pool::{JoinHandle, Pool};
+use crate::pool::{JoinHandle, Pool, WorkerFailure};
 use crate::port::{Port, Role};
 use crate::{Error, UringConfig, Worker};
 
@@ -129,6 +129,25 @@ impl Server {
         self.pool.worker_counters()
     }
 
+    /// The first worker that stopped running while the server was up, if one did.
+    pub fn failure(&self) -> Option<WorkerFailure> {
+        self.pool.failure.borrow().clone()
+    }
+
+    /// A future that resolves when a worker fails (see [`WorkerFailure`]): a server's
+    /// owner waits on it beside its own work, and stops the server then. It does not
+    /// borrow the server.
+    pub fn failed(&self) -> impl Future<Output = WorkerFailure> + Send + 'static {
+        let failure = self.pool.failure.consume();
+        async move {
+            match failure.until(Option::clone).await {
+                Ok(failure) => failure,
+                // The pool holds the cell open for as long as the server lives.
+                Err(_) => std::future::pending().await,
+            }
+        }
+    }
+
     /// Runs `task` on worker `index` (modulo the worker count).
     pub fn run_on<F, Fut, T>(&self, index: usize, task: F) -> JoinHandle<T>
     where
@@ -161,7 +180,13 @@ impl Worker {
     ) -> u32 {
         endpoint.set_waker(&self.core.flush_waker);
         let local = socket.local_addr().ok();
-        let port = Port::new(socket, endpoint, role, self.core.gso);
+        let port = Port::new(
+            socket,
+            endpoint,
+            role,
+            self.core.gso,
+            self.core.max_send_bytes,
+        );
         let index = self.core.ports.borrow_mut().insert(port);
         tracing::debug!(port = index, ?local, "serving a port");
         index

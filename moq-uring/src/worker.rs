@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use io_uring::{IoUring, opcode};
 use kio::Waiter;
+use moq_runtime::endpoint::RECV_BUDGET;
 use moq_runtime::quic::QuicConnection;
 use moq_runtime::server::Request;
 
@@ -90,6 +91,8 @@ pub(crate) struct Core {
     pub(crate) remote: Arc<Remote>,
     /// The worker's GSO and GRO switches.
     pub(crate) gso: bool,
+    /// [`UringConfig::max_send_bytes_in_flight`](crate::UringConfig).
+    pub(crate) max_send_bytes: usize,
     pub(crate) gro: bool,
 }
 
@@ -212,14 +215,17 @@ impl Loop {
         self.finish()
     }
 
-    /// Step 1: every completion the ring holds.
+    /// Step 1: the completions the ring holds, up to [`RECV_BUDGET`] received datagrams:
+    /// a flood must not keep the turn's timers and sends from running (the rest stay in
+    /// the completion queue, and the next turn takes them without parking).
     fn reap(&mut self) {
         let now = Instant::now();
         let mut ports = self.core.ports.borrow_mut();
         let mut completions = self.ring.completion();
         completions.sync();
         let mut reaped = 0usize;
-        for entry in &mut completions {
+        let received_before = self.counters.datagrams_received.load(Ordering::Relaxed);
+        for entry in completions.by_ref() {
             reaped += 1;
             tracing::trace!(
                 user_data = entry.user_data(),
@@ -246,11 +252,17 @@ impl Loop {
                 }
                 Some(UserData::Send { port, slot }) => {
                     if let Some(port) = ports.get_mut(port) {
-                        port.sent(slot, entry.result());
+                        port.sent(slot, entry.result(), now);
                     }
                 }
                 Some(UserData::Futex) => self.futex_armed = false,
                 Some(UserData::Cancel) | None => {}
+            }
+            let received = self.counters.datagrams_received.load(Ordering::Relaxed);
+            if received.wrapping_sub(received_before) >= RECV_BUDGET as u64 {
+                self.counters
+                    .add(&self.counters.receive_budget_exhausted, 1);
+                break;
             }
         }
         drop(completions);
@@ -322,6 +334,9 @@ impl Loop {
     /// their connections are gone.
     fn begin_stop(&mut self) {
         self.stopping = true;
+        for port in self.core.ports.borrow_mut().entries.iter_mut().flatten() {
+            port.endpoint.stop();
+        }
         let mut requests = self.core.requests.borrow_mut();
         requests.closed = true;
         if let Some(waker) = requests.waker.take() {
@@ -446,12 +461,29 @@ impl Loop {
     /// After the last port closed: the futex wait cancelled, the buffers taken back.
     fn finish(mut self) -> std::io::Result<()> {
         if self.futex_armed {
-            // Wakes the futex wait (the word no longer holds PARKED); its completion ends it.
-            self.core.remote.executor.unparker.unpark();
+            // Cancels the futex wait: its completion ends it. (Waking it would take a
+            // FUTEX_WAKE, which `unpark` makes only while the word holds PARKED; after the
+            // last turn it holds RUNNING, so the wait sat out the whole safety deadline
+            // below on every stop: review finding F15.)
+            let cancel = opcode::AsyncCancel::new(UserData::Futex.into())
+                .build()
+                .user_data(UserData::Cancel.into());
+            Queue {
+                ring: &mut self.ring,
+                counters: &self.counters,
+            }
+            .push(&cancel)?;
             let deadline = Instant::now() + Duration::from_secs(1);
             while self.futex_armed && Instant::now() < deadline {
                 ring::submit_and_wait(&self.ring, Some(deadline), &self.clock)?;
                 self.reap();
+            }
+            if self.futex_armed {
+                self.counters.add(&self.counters.unclean_stops, 1);
+                tracing::warn!(
+                    worker = self.core.index,
+                    "the worker's park wait did not end within a second of stopping"
+                );
             }
         }
         self.buffers.unregister(&self.ring)?;
@@ -485,6 +517,7 @@ impl Core {
             requests: RefCell::new(Requests::default()),
             remote,
             gso: options.gso,
+            max_send_bytes: options.max_send_bytes_in_flight.max(1),
             gro: options.gro,
         }
     }

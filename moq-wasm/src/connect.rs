@@ -1,6 +1,7 @@
 //! Connecting a session to a relay from the browser.
 
 use moq_net::coding::Version;
+use moq_net::redact::Redacted;
 use moq_net::session::{self, Session, SessionConfig};
 use wasm_bindgen_futures::JsFuture;
 
@@ -34,6 +35,14 @@ pub enum ConnectError {
         url: String,
         /// The browser's words (browsers say little, to not reveal which check failed).
         reason: String,
+    },
+    /// The relay ended the session before answering its SETUP (it refused the client).
+    #[error("the relay at {url} refused the session: {error} (code {code})", code = .error.to_code())]
+    SessionRefused {
+        /// Where to.
+        url: String,
+        /// The code the session ended with.
+        error: moq_net::Error,
     },
     /// The session was up and the transport did not take it.
     #[error("the WebTransport session to {url} failed as it started: {reason}")]
@@ -71,8 +80,9 @@ impl Default for ConnectOptions {
 }
 
 /// Connects to `url` (`https://host:port/root`) over WebTransport and starts a moq-lite
-/// session on this thread's event loop. Resolves once the WebTransport session is up; the
-/// moq-lite SETUP exchange follows ([`Session::established`]).
+/// session on this thread's event loop. Resolves once the session is established (the
+/// relay answered SETUP), as every driver's `connect` does; a relay that refuses the
+/// client is an error naming its code.
 pub async fn connect(url: &str, options: ConnectOptions) -> Result<Session, ConnectError> {
     let transport_options: WebTransportOptions = dictionary();
     if !options.fingerprints.is_empty() {
@@ -93,21 +103,21 @@ pub async fn connect(url: &str, options: ConnectOptions) -> Result<Session, Conn
 
     let transport =
         WebTransport::new(url, &transport_options).map_err(|error| ConnectError::Refused {
-            url: url.to_owned(),
+            url: Redacted(url).to_string(),
             reason: message(&error),
         })?;
-    tracing::debug!(url, "WebTransport: connecting");
+    tracing::debug!(url = %Redacted(url), "WebTransport: connecting");
     if let Err(error) = JsFuture::from(transport.ready()).await {
         let reason = message(&error);
-        tracing::debug!(url, %reason, "WebTransport: the handshake failed");
+        tracing::debug!(url = %Redacted(url), %reason, "WebTransport: the handshake failed");
         return Err(ConnectError::Handshake {
-            url: url.to_owned(),
+            url: Redacted(url).to_string(),
             reason,
         });
     }
     let transport =
         WebTransportSession::new(transport).map_err(|error| ConnectError::Transport {
-            url: url.to_owned(),
+            url: Redacted(url).to_string(),
             reason: error.to_string(),
         })?;
     // The version the server chose. A browser that does not expose it (or a server that
@@ -119,7 +129,7 @@ pub async fn connect(url: &str, options: ConnectOptions) -> Result<Session, Conn
         (None, Some(first)) => *first,
         (_, _) => {
             return Err(ConnectError::Transport {
-                url: url.to_owned(),
+                url: Redacted(url).to_string(),
                 reason: format!(
                     "no moq-lite version in common: offered {:?}, the server chose {chosen:?}",
                     options
@@ -131,15 +141,24 @@ pub async fn connect(url: &str, options: ConnectOptions) -> Result<Session, Conn
             });
         }
     };
-    tracing::debug!(url, %version, "WebTransport: connected");
-    Ok(session::connect(
+    tracing::debug!(url = %Redacted(url), %version, "WebTransport: connected");
+    let session = session::connect(
         WasmRuntime::new(),
         transport,
         SessionConfig {
             version,
             ..options.session
         },
-    ))
+    );
+    // Like every driver's connect: done once the relay answered SETUP (let us in).
+    session
+        .established()
+        .await
+        .map_err(|error| ConnectError::SessionRefused {
+            url: Redacted(url).to_string(),
+            error,
+        })?;
+    Ok(session)
 }
 
 /// Parses a certificate fingerprint: 64 hexadecimal digits, with or without `:` between

@@ -105,10 +105,17 @@ impl Deadline for BrowserDeadline {
     }
 }
 
-/// A `setTimeout` delay that is never short of `delay`: whole milliseconds, rounded up.
+/// The longest `setTimeout` delay browsers honour: they store it as a signed 32-bit
+/// count, and fire any longer delay at once.
+const MAX_TIMER_MILLIS: u32 = i32::MAX as u32;
+
+/// A `setTimeout` delay that is never short of `delay` (whole milliseconds, rounded up),
+/// or the longest one browsers honour (about 24.8 days): the deadline then re-arms when
+/// that fires. Review finding F18: clamping to `u32::MAX` made a far deadline fire at
+/// once, in a loop.
 fn timer_millis(delay: Duration) -> u32 {
     let millis = delay.as_micros().div_ceil(1000);
-    u32::try_from(millis).unwrap_or(u32::MAX)
+    u32::try_from(millis).map_or(MAX_TIMER_MILLIS, |millis| millis.min(MAX_TIMER_MILLIS))
 }
 
 #[cfg(test)]
@@ -121,6 +128,15 @@ mod tests {
         assert_eq!(timer_millis(Duration::from_micros(1)), 1);
         assert_eq!(timer_millis(Duration::from_micros(1000)), 1);
         assert_eq!(timer_millis(Duration::from_micros(1001)), 2);
-        assert_eq!(timer_millis(Duration::from_secs(u64::MAX)), u32::MAX);
+        assert_eq!(timer_millis(Duration::from_secs(u64::MAX)), 2_147_483_647);
+        // 30 days: past what a browser honours, so the longest it does.
+        assert_eq!(
+            timer_millis(Duration::from_secs(30 * 86_400)),
+            2_147_483_647
+        );
+        assert_eq!(
+            timer_millis(Duration::from_millis(2_147_483_647)),
+            2_147_483_647
+        );
     }
 }

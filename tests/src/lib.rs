@@ -54,6 +54,10 @@ pub trait Harness {
 
     /// Runs `task` beside the sessions.
     fn spawn(&mut self, task: Task);
+
+    /// UDP sends the servers' kernel refused so far (their datagrams lost); 0 for a
+    /// harness that sends no UDP. Scenarios that send large bursts assert it stays 0.
+    fn send_errors(&self) -> u64;
 }
 
 /// Generates one `#[test]` per pair of versions for [`scenarios::across_versions`]: every

@@ -22,6 +22,8 @@ struct UringHarness {
     scheme: &'static str,
     workers: usize,
     options: UringConfig,
+    /// The servers' `SO_SNDBUF`, where a test sets one (`None`: the default).
+    server_send_buffer: Option<usize>,
     certificate: Certificate,
     client: Client,
     /// Kept alive for the scenario.
@@ -49,6 +51,7 @@ impl UringHarness {
             scheme,
             workers,
             options,
+            server_send_buffer: None,
             certificate: Certificate::self_signed(&["localhost".into()]).expect("a certificate"),
             client,
             servers: Vec::new(),
@@ -60,7 +63,7 @@ impl UringHarness {
 impl Harness for UringHarness {
     fn connect(&mut self, server: SessionConfig, client: SessionConfig) -> (Session, Session) {
         // The server accepts every version; the client offers only its session's.
-        let config = ServerConfig {
+        let mut config = ServerConfig {
             versions: moq_net::coding::Version::ALL.to_vec(),
             ..ServerConfig::new(
                 "127.0.0.1:0".parse().expect("an address"),
@@ -68,6 +71,9 @@ impl Harness for UringHarness {
                 server,
             )
         };
+        if let Some(bytes) = self.server_send_buffer {
+            config.udp.send_buffer = Some(bytes);
+        }
         let versions = vec![client.version];
         let (accepted, sessions) = mpsc::channel();
         let server = Server::bind(config, self.workers, self.options.clone(), move |worker| {
@@ -124,6 +130,18 @@ impl Harness for UringHarness {
     fn spawn(&mut self, task: Task) {
         drop(self.client.run_on(0, move |_| task));
     }
+
+    fn send_errors(&self) -> u64 {
+        self.servers
+            .iter()
+            .flat_map(Server::counters)
+            .map(|counters| {
+                counters
+                    .send_errors
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            })
+            .sum()
+    }
 }
 
 impl Drop for UringHarness {
@@ -160,18 +178,7 @@ fn totals(harness: &UringHarness) -> (WorkerSnapshot, WorkerSnapshot) {
         counters
             .iter()
             .map(|c| c.snapshot())
-            .fold(WorkerSnapshot::default(), |a, b| WorkerSnapshot {
-                enters: a.enters + b.enters,
-                parks: a.parks + b.parks,
-                receives: a.receives + b.receives,
-                datagrams_received: a.datagrams_received + b.datagrams_received,
-                sendmsgs: a.sendmsgs + b.sendmsgs,
-                datagrams_sent: a.datagrams_sent + b.datagrams_sent,
-                buffer_exhaustions: a.buffer_exhaustions + b.buffer_exhaustions,
-                coalesced_receives: a.coalesced_receives + b.coalesced_receives,
-                batched_sendmsgs: a.batched_sendmsgs + b.batched_sendmsgs,
-                truncated: a.truncated + b.truncated,
-            })
+            .fold(WorkerSnapshot::default(), |a, b| a + b)
     };
     let servers = harness
         .servers
@@ -286,4 +293,91 @@ fn running_out_of_receive_buffers_under_a_burst_loses_nothing() {
         "the buffers ran out: server {server:?}, client {client:?}"
     );
     assert_eq!(server.truncated + client.truncated, 0);
+}
+
+/// Moves the calling thread, and the threads it starts after, into a network namespace of
+/// its own whose loopback sends at `rate` through a token bucket (`tc tbf`): egress slower
+/// than the offered load, as on a saturated link. Needs root and iproute2.
+fn shaped_loopback(rate: &str) {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
+        .expect("a network namespace of the test's own (run as root)");
+    let run = |program: &str, args: &[&str]| {
+        let status = std::process::Command::new(program)
+            .args(args)
+            .status()
+            .unwrap_or_else(|error| panic!("{program}: {error} (iproute2 installed?)"));
+        assert!(status.success(), "{program} {args:?}: {status}");
+    };
+    run("ip", &["link", "set", "lo", "up"]);
+    run(
+        "tc",
+        &[
+            "qdisc", "add", "dev", "lo", "root", "tbf", "rate", rate, "burst", "16kb", "latency",
+            "400ms",
+        ],
+    );
+}
+
+/// Review finding F8: io_uring sends had no backpressure (every turn queued a `sendmsg`
+/// per batch, whatever the kernel had not taken yet), and sends completing late, after
+/// the socket's buffer filled, had no test. On a loopback shaped to 20 Mbit/s, with the
+/// smallest send buffer the kernel allows and one turn's sends in flight at most, the
+/// megabyte frame fills the buffer again and again: the port stops taking packets
+/// (counted), sends complete late, and everything arrives intact with no send refused.
+#[test]
+fn a_slow_egress_holds_packets_back_and_loses_nothing() {
+    shaped_loopback("20mbit");
+    let mut harness = UringHarness::with(
+        "moqt",
+        1,
+        UringConfig {
+            // Any byte in flight holds the next turn's packets back.
+            max_send_bytes_in_flight: 1,
+            ..UringConfig::default()
+        },
+    );
+    harness.server_send_buffer = Some(4096); // the kernel raises it to its minimum
+    moq_conformance::scenarios::a_burst_of_groups_and_a_megabyte_frame_arrive_intact_and_in_order(
+        &mut harness,
+    );
+    let (server, _client) = totals(&harness);
+    assert!(
+        server.send_backpressure > 0,
+        "the server's port held packets back: {server:?}"
+    );
+}
+
+/// Review finding F7: a worker whose loop ended (an I/O error of its ring, or a panic
+/// outside its tasks) only logged "worker failed", and the process went on with that
+/// worker's socket unread in the port's group. Now the failure is reported (the relay
+/// drains and exits non-zero on it), naming the worker and why.
+#[test]
+fn a_worker_that_dies_is_reported_with_why() {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let certificate = Certificate::self_signed(&["localhost".into()]).expect("a certificate");
+    let config = ServerConfig::new(
+        "127.0.0.1:0".parse().expect("an address"),
+        certificate,
+        SessionConfig::default(),
+    );
+    let server = Server::bind(config, 2, UringConfig::default(), |_| async {})
+        .unwrap_or_else(|error| panic!("the server binds: {error}"));
+    assert_eq!(server.failure(), None);
+    // A job's closure runs in the worker's loop itself, outside any task: its panic
+    // ends the worker, as a fault in the loop would.
+    drop(server.run_on(1, |_worker| -> std::future::Ready<()> {
+        panic!("an injected fault")
+    }));
+    let start = Instant::now();
+    while server.failure().is_none() && start.elapsed() < REAL_PATIENCE {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let failure = server.failure().expect("the failure is reported");
+    assert_eq!(failure.worker, 1);
+    assert!(failure.reason.contains("an injected fault"), "{failure}");
+    let failed = pollster::block_on(server.failed());
+    assert_eq!(failed, failure);
+    server.stop();
 }

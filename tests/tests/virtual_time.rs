@@ -41,6 +41,10 @@ impl Harness for VirtualTime {
         (client, server)
     }
 
+    fn send_errors(&self) -> u64 {
+        0 // the virtual link is not UDP
+    }
+
     fn run_until(&mut self, patience: Duration, done: &mut dyn FnMut() -> bool) -> bool {
         self.runtime.run_until(patience, done)
     }

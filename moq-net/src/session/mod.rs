@@ -241,6 +241,12 @@ pub struct SessionCounters {
     pub groups_refused: u64,
     /// The peer's subscriptions being served now.
     pub subscriptions_active: u64,
+    /// Group streams this side has open and unfinished now.
+    pub open_group_streams: u64,
+    /// Entries in the session's queue of open group streams (the order in which the
+    /// oldest is reset): at most twice `open_group_streams` plus a constant, however long
+    /// one group stays open (review finding F2).
+    pub open_group_entries: u64,
 }
 
 /// What the handle reads of the machine's counters.
@@ -340,6 +346,20 @@ impl Session {
             .until(|state| state.closed)
             .await
             .unwrap_or(Error::Closed)
+    }
+
+    /// Ready once the peer's SETUP arrived (the session is established) or the session
+    /// ended: the poll form of [`established`](Self::established).
+    pub fn poll_established(&self, waiter: &Waiter) -> Poll<Result<Setup, Error>> {
+        self.shared
+            .state
+            .consume()
+            .poll_until(waiter, |state| match (&state.peer_setup, state.closed) {
+                (Some(setup), _) => Some(Ok(setup.clone())),
+                (None, Some(error)) => Some(Err(error)),
+                (None, None) => None,
+            })
+            .map(|result| result.unwrap_or(Err(Error::Closed)))
     }
 
     /// Waits until the peer's SETUP arrived (the session is established) or the session

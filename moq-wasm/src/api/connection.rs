@@ -72,7 +72,10 @@ impl Connection {
                 .established()
                 .await
                 .map(|_| JsValue::UNDEFINED)
-                .map_err(|error| from_moq(error, &format!("the session with {url}")))
+                .map_err(|error| {
+                    let url = moq_net::redact::Redacted(&url);
+                    from_moq(error, &format!("the session with {url}"))
+                })
         })
     }
 

@@ -138,4 +138,16 @@ impl Harness for TokioHarness {
     fn spawn(&mut self, task: Task) {
         self.runtime.spawn(task);
     }
+
+    fn send_errors(&self) -> u64 {
+        self.servers
+            .iter()
+            .flat_map(Server::counters)
+            .map(|counters| {
+                counters
+                    .send_errors
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            })
+            .sum()
+    }
 }
