@@ -159,6 +159,9 @@ pub struct HttpSection {
     pub enabled: bool,
     /// The most HTTP connections at once; one more is closed as soon as it is accepted.
     pub max_connections: usize,
+    /// The most of them from one IP address: one client cannot take every connection
+    /// and lock others out of `/metrics` and `/certificate.sha256`.
+    pub max_connections_per_address: usize,
     /// How long a client has to send a request's headers, in seconds.
     pub header_read_timeout_secs: u64,
     /// How long one HTTP connection may live, requests and idle time together, in seconds.
@@ -169,13 +172,14 @@ pub struct HttpSection {
 }
 
 impl Default for HttpSection {
-    /// Enabled on the relay's own address and port; 256 connections, 10 s for headers,
-    /// 60 s per connection.
+    /// Enabled on the relay's own address and port; 256 connections, 16 from one address
+    /// (a browser opens six to a host), 10 s for headers, 60 s per connection.
     fn default() -> Self {
         Self {
             bind: None,
             enabled: true,
             max_connections: 256,
+            max_connections_per_address: 16,
             header_read_timeout_secs: 10,
             connection_lifetime_secs: 60,
             web_root: None,
@@ -373,6 +377,9 @@ impl Config {
         }
         if self.http.max_connections == 0 {
             return invalid("http.max_connections", "must be at least 1");
+        }
+        if self.http.max_connections_per_address == 0 {
+            return invalid("http.max_connections_per_address", "must be at least 1");
         }
         if self.http.header_read_timeout_secs == 0 {
             return invalid("http.header_read_timeout_secs", "must be at least 1 second");

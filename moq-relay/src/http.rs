@@ -33,6 +33,9 @@ struct Shared {
 pub(crate) struct HttpLimits {
     /// The most connections served at once; one more is closed as soon as it is accepted.
     pub(crate) max_connections: usize,
+    /// The most of them from one IP address (review finding F12: one client could hold
+    /// every slot and lock out `/metrics` and `/certificate.sha256`).
+    pub(crate) max_connections_per_address: usize,
     /// How long a client has to send a request's headers (the first request's, and each
     /// next one's on a kept-alive connection).
     pub(crate) header_read_timeout: Duration,
@@ -99,6 +102,7 @@ impl HttpServer {
 /// Accepts connections and serves each on its own task, within `limits`.
 async fn serve(listener: tokio::net::TcpListener, app: Router, limits: HttpLimits) {
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let per_address = Arc::new(PerAddress::default());
     let service = TowerToHyperService::new(app);
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -109,6 +113,13 @@ async fn serve(listener: tokio::net::TcpListener, app: Router, limits: HttpLimit
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
+        };
+        let Some(address_slot) =
+            PerAddress::try_take(&per_address, peer.ip(), limits.max_connections_per_address)
+        else {
+            tracing::debug!(%peer, limit = limits.max_connections_per_address, "HTTP connections from this address at their limit: closing a new one");
+            drop(stream);
+            continue;
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             tracing::debug!(%peer, limit = limits.max_connections, "HTTP connections at their limit: closing a new one");
@@ -127,7 +138,49 @@ async fn serve(listener: tokio::net::TcpListener, app: Router, limits: HttpLimit
                 Err(_) => tracing::debug!(%peer, "HTTP connection closed at its lifetime"),
             }
             drop(slot);
+            drop(address_slot);
         });
+    }
+}
+
+/// Connections per client address. An entry exists only while its address holds a
+/// connection, so the table is bounded by `max_connections`.
+#[derive(Debug, Default)]
+struct PerAddress {
+    counts: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
+}
+
+/// One connection's place in [`PerAddress`], given back when it drops.
+struct AddressSlot {
+    table: Arc<PerAddress>,
+    address: std::net::IpAddr,
+}
+
+impl PerAddress {
+    /// A place for one more connection from `address`, if it holds fewer than `limit`.
+    fn try_take(table: &Arc<Self>, address: std::net::IpAddr, limit: usize) -> Option<AddressSlot> {
+        let mut counts = table.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let count = counts.entry(address).or_insert(0);
+        if *count >= limit {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            table: table.clone(),
+            address,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut counts = self.table.counts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = counts.get_mut(&self.address) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.address);
+            }
+        }
     }
 }
 

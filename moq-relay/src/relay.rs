@@ -126,6 +126,7 @@ impl Relay {
             let address = config.http.bind.unwrap_or_else(|| server.local_addr());
             let limits = HttpLimits {
                 max_connections: config.http.max_connections,
+                max_connections_per_address: config.http.max_connections_per_address,
                 header_read_timeout: Duration::from_secs(config.http.header_read_timeout_secs),
                 connection_lifetime: Duration::from_secs(config.http.connection_lifetime_secs),
             };

@@ -150,3 +150,49 @@ async fn a_client_that_sends_no_headers_or_stays_too_long_is_closed() {
     .await
     .unwrap();
 }
+
+/// Review finding F12: one client holding every connection locked everyone out of
+/// `/metrics` and `/certificate.sha256` (which the browser page fetches before it
+/// connects). Past its per-address cap one address is refused, and a client on another
+/// address is still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_cannot_take_every_connection() {
+    let http = relay(|config| {
+        config.http.max_connections = 8;
+        config.http.max_connections_per_address = 4;
+        config.http.header_read_timeout_secs = 3600;
+        config.http.connection_lifetime_secs = 3600;
+    })
+    .await;
+    tokio::task::spawn_blocking(move || {
+        // 127.0.0.1 tries to hold all eight; four are kept (each answers a request).
+        let mut held = Vec::new();
+        for _ in 0..8 {
+            let mut stream = TcpStream::connect(http).unwrap();
+            stream
+                .write_all(b"GET /certificate.sha256 HTTP/1.1\r\nHost: r\r\n\r\n")
+                .unwrap();
+            stream.set_read_timeout(Some(PATIENCE)).unwrap();
+            let mut buf = [0u8; 1024];
+            let answered =
+                matches!(stream.read(&mut buf), Ok(n) if buf[..n].starts_with(b"HTTP/1.1 200"));
+            if answered {
+                held.push(stream);
+            }
+        }
+        assert_eq!(held.len(), 4, "one address holds its cap, no more");
+        // Another loopback address (all of 127/8 is local) is served.
+        let other =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        other
+            .bind(&SocketAddr::from(([127, 0, 0, 2], 0)).into())
+            .unwrap();
+        other.connect(&http.into()).unwrap();
+        let mut other: TcpStream = other.into();
+        get_metrics(&mut other);
+        let (answer, _) = read_to_close(&mut other);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    })
+    .await
+    .unwrap();
+}
