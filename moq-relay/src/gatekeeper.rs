@@ -95,7 +95,11 @@ impl Gatekeeper {
                         request.accept_with(self.session_config(grant.origins, None))
                     }
                     Err(error) => {
-                        tracing::warn!(?remote, %error, "refused");
+                        tracing::warn!(
+                            ?remote,
+                            error = %moq_net::redact::Redacted(&error.to_string()),
+                            "refused"
+                        );
                         self.metrics.refused(Refusal::Unauthorized);
                         request.reject(StatusCode::FORBIDDEN, moq_net::Error::Unauthorized);
                         return None;
@@ -126,7 +130,11 @@ impl Gatekeeper {
                             Ok(grant.origins)
                         }
                         Err(error) => {
-                            tracing::warn!(?remote, %error, "refused");
+                            tracing::warn!(
+                                ?remote,
+                                error = %moq_net::redact::Redacted(&error.to_string()),
+                                "refused"
+                            );
                             metrics.refused(Refusal::Unauthorized);
                             Err(moq_net::Error::Unauthorized)
                         }

@@ -414,17 +414,21 @@ fn the_io_uring_relay_refuses_to_start_where_io_uring_is_refused() {
     assert!(stderr.contains("tokio driver"), "{stderr}");
 }
 
-/// A relay requiring tokens signed by `key`, with `anon` public.
-fn authenticated_relay(key: &Key) -> (Relay, tempfile::TempDir) {
+/// A relay on `driver` (its flags) requiring tokens signed by `key`, with `anon` public,
+/// logging everything (`trace`) to `relay.log` in the directory it returns.
+fn authenticated_relay(key: &Key, driver: &[&str]) -> (Relay, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let key_file = dir.path().join("root.jwk");
     std::fs::write(&key_file, key.to_json()).unwrap();
-    let relay = Relay::start(&[
+    let log = std::fs::File::create(dir.path().join("relay.log")).unwrap();
+    let mut args = vec![
         "--auth-key",
         key_file.to_str().unwrap(),
         "--auth-public",
         "anon",
-    ]);
+    ];
+    args.extend_from_slice(driver);
+    let relay = Relay::start_logging(&args, "trace", log);
     (relay, dir)
 }
 
@@ -444,11 +448,44 @@ fn token(key: &Key, root: &str, publish: &[&str], subscribe: &[&str], expires_in
     key.sign(&claims).unwrap()
 }
 
+/// The auth suite on the tokio driver (work-stealing).
 #[test]
-fn tokens_scope_sessions_and_every_bad_one_is_refused_while_a_valid_session_carries_on() {
+fn tokens_scope_sessions_and_every_bad_one_is_refused_on_tokio() {
+    tokens_scope_sessions_and_every_bad_one_is_refused_while_a_valid_session_carries_on(&[]);
+}
+
+/// The auth suite thread per core.
+#[test]
+fn tokens_scope_sessions_and_every_bad_one_is_refused_on_tokio_per_core() {
+    tokens_scope_sessions_and_every_bad_one_is_refused_while_a_valid_session_carries_on(&[
+        "--driver",
+        "tokio-per-core",
+        "--workers",
+        "2",
+    ]);
+}
+
+/// The auth suite on io_uring, where a token expiring years from now once spun the
+/// worker forever (review finding F3): the valid token here expires in ten years.
+#[test]
+fn tokens_scope_sessions_and_every_bad_one_is_refused_on_io_uring() {
+    tokens_scope_sessions_and_every_bad_one_is_refused_while_a_valid_session_carries_on(&[
+        "--driver",
+        "uring",
+        "--workers",
+        "2",
+    ]);
+}
+
+/// A valid pair of sessions works start to end while bad tokens are refused on both
+/// bindings; no token, valid or not, reaches the relay's log at any level.
+fn tokens_scope_sessions_and_every_bad_one_is_refused_while_a_valid_session_carries_on(
+    driver: &[&str],
+) {
     let key = Key::generate(KeyAlgorithm::Hs256).unwrap();
-    let (relay, _dir) = authenticated_relay(&key);
-    let good = token(&key, "room", &[""], &[""], 3600);
+    let (relay, dir) = authenticated_relay(&key, driver);
+    let ten_years = 10 * 365 * 86_400;
+    let good = token(&key, "room", &[""], &[""], ten_years);
 
     // A valid pair: it must work start to end while the bad sessions are refused.
     let good_url = |scheme| relay.url(scheme, &format!("room?jwt={good}"));
@@ -507,6 +544,20 @@ fn tokens_scope_sessions_and_every_bad_one_is_refused_while_a_valid_session_carr
         metrics.contains("moq_relay_sessions_closed_total{error=\"unauthorized\"} 4\n"),
         "{metrics}"
     );
+    // Secrets never reach the log, at any level (they used to: the whole JWT was in the
+    // SETUP line at debug).
+    let log = std::fs::read_to_string(dir.path().join("relay.log")).unwrap();
+    assert!(
+        log.contains("<redacted>"),
+        "the SETUP path is logged, redacted"
+    );
+    for (what, jwt) in std::iter::once(("valid", &good)).chain(bad.iter().map(|(w, t)| (*w, t))) {
+        let signature = jwt.rsplit('.').next().unwrap();
+        assert!(
+            !log.contains(signature),
+            "the {what} token is in the relay's log"
+        );
+    }
 }
 
 #[test]
@@ -663,4 +714,67 @@ fn sigterm_drains_live_sessions_exits_zero_and_ends_subscribers_cleanly() {
     }
     drop(stdin);
     let _ = wait(&mut writer, PATIENCE);
+}
+
+/// Review finding F6: the io_uring relay admitted sessions during its drain (they were
+/// only closed at the deadline), and its exit waited for every connection, so clients
+/// arriving during the drain could keep it from ever exiting. Now a client that arrives
+/// during the drain is not let in, and the relay exits once the drain is over.
+#[test]
+fn sigterm_on_the_io_uring_relay_admits_no_one_during_the_drain_and_exits() {
+    let log_dir = tempfile::tempdir().unwrap();
+    let log_path = log_dir.path().join("relay.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut relay = Relay::start_logging(
+        &[
+            "--driver",
+            "uring",
+            "--workers",
+            "1",
+            "--drain",
+            "2",
+            "--no-http",
+        ],
+        "moq_relay=debug,moq_runtime=debug",
+        log,
+    );
+    // A session that does not leave on GOAWAY: the drain lasts its whole deadline.
+    let reading = subscribe(&relay, &relay.url("moqt", "demo"), "live", 1000);
+    std::thread::sleep(Duration::from_millis(500));
+    let mut child = relay.child.take().expect("running");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // Arrives during the drain: never becomes a session.
+    let late = Command::new(moq_binary())
+        .args(["subscribe", "--fingerprint", &relay.fingerprint])
+        .args([
+            &relay.url("moqt", "demo"),
+            "late",
+            "--track",
+            "t",
+            "--count",
+            "1",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait(&mut child, PATIENCE).expect("the relay exits after its drain");
+    assert!(status.success(), "the relay's exit: {status}");
+    let (late_ok, _, late_err) = collect(late);
+    assert!(!late_ok, "a client arriving during the drain got a session");
+    let (ok, _, err) = collect(reading);
+    assert!(ok, "the live subscriber ends cleanly: {err}");
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.contains("the endpoint stops admitting"), "{log}");
+    assert_eq!(
+        log.matches("quic session").count(),
+        1,
+        "only the first client had a session: {log}\n{late_err}"
+    );
 }
