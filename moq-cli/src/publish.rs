@@ -33,7 +33,8 @@ pub(crate) struct PublishArgs {
     #[arg(long)]
     wait: bool,
     /// At the end of input, how long to wait for subscribers to have everything before
-    /// leaving anyway, in seconds.
+    /// leaving anyway, in seconds: until a subscriber came and every one read to the end
+    /// (with no subscriber, the whole linger: one may be on its way through the relay).
     #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
     linger: f64,
 }
@@ -57,10 +58,7 @@ pub(crate) async fn run(args: PublishArgs) -> Result<(), String> {
         })
         .await?;
     tokio::select! {
-        outcome = send(track, &args) => {
-            outcome?;
-            finish(&session, &broadcast, &args).await
-        }
+        outcome = send(track, &args) => finish(&session, &broadcast, outcome?, &args).await,
         error = session.closed() => ended(error),
         _ = tokio::signal::ctrl_c() => {
             close(&session).await;
@@ -69,8 +67,8 @@ pub(crate) async fn run(args: PublishArgs) -> Result<(), String> {
     }
 }
 
-/// Writes the input as frames, then finishes the track.
-async fn send(mut track: TrackProducer, args: &PublishArgs) -> Result<(), String> {
+/// Writes the input as frames; the track stays open, for [`finish`] to end.
+async fn send(mut track: TrackProducer, args: &PublishArgs) -> Result<TrackProducer, String> {
     if args.wait {
         while track.consumer_count() == 0 {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -107,8 +105,7 @@ async fn send(mut track: TrackProducer, args: &PublishArgs) -> Result<(), String
             }
         }
     }
-    track.finish();
-    Ok(())
+    Ok(track)
 }
 
 /// Microseconds since the Unix epoch: each frame's timestamp, so a reader can tell latency.
@@ -120,15 +117,47 @@ fn now_micros() -> u64 {
     u64::try_from(now).unwrap_or(u64::MAX)
 }
 
-/// Stays until no subscriber is reading (they have the end of the track) or the linger is
-/// over, then closes the session.
+/// How long a track must keep a consumer to count as subscribed, or have none to count as
+/// left: a few round trips to the relay, which asks about a track before it subscribes.
+const QUIET: Duration = Duration::from_millis(250);
+
+/// Resolves once a subscriber came and stayed for [`QUIET`], or came and went and none
+/// came back within it.
+async fn subscribers_came(track: &TrackProducer) {
+    track.used().await;
+    loop {
+        if tokio::time::timeout(QUIET, track.unused()).await.is_err() {
+            return; // subscribed
+        }
+        if tokio::time::timeout(QUIET, track.used()).await.is_err() {
+            return; // came and went
+        }
+    }
+}
+
+/// Ends the track once subscribers can have everything, stays until they do or the
+/// linger is over, then closes the session.
+///
+/// A track that ends is gone for anyone who subscribes after: such a subscriber finds it
+/// "not found". A subscriber reading now is subscribed, so the track ends at once. But a
+/// subscriber may also have been waiting at the relay before this publisher started: it
+/// subscribes only once the announcement reached it, and the relay first asks about the
+/// track, then subscribes. So with no subscriber yet, the track stays open until one came
+/// and either stayed (a subscription) or came and went and nobody came back within
+/// [`QUIET`] (it read what it wanted); then it ends.
 async fn finish(
     session: &Session,
     broadcast: &BroadcastProducer,
+    track: TrackProducer,
     args: &PublishArgs,
 ) -> Result<(), String> {
     let linger = Duration::from_secs_f64(args.linger.max(0.0));
-    let _ = tokio::time::timeout(linger, broadcast.unused()).await;
+    let deadline = tokio::time::Instant::now() + linger;
+    if track.consumer_count() == 0 {
+        let _ = tokio::time::timeout_at(deadline, subscribers_came(&track)).await;
+    }
+    track.finish();
+    let _ = tokio::time::timeout_at(deadline, broadcast.unused()).await;
     // The last group streams may still be in flight behind the subscription's end.
     tokio::time::sleep(Duration::from_millis(200).min(linger)).await;
     close(session).await;

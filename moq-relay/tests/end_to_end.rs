@@ -778,3 +778,35 @@ fn sigterm_on_the_io_uring_relay_admits_no_one_during_the_drain_and_exits() {
         "only the first client had a session: {log}\n{late_err}"
     );
 }
+
+/// `moq publish --file` keeps its word: a subscriber already waiting when the publisher
+/// starts gets the file. (It used to leave at once, before the subscriber had subscribed,
+/// and the subscriber saw "the track ended: not found".)
+#[test]
+fn a_published_file_reaches_a_subscriber_that_was_waiting_first() {
+    let relay = Relay::start(&[]);
+    let url = relay.url("moqt", "files");
+    let waiting = relay
+        .moq(&["subscribe", &url, "report", "--track", "t", "--count", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300)); // it waits for the announcement
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("report.txt");
+    std::fs::write(&file, "the whole report").unwrap();
+    let output = finish(relay.moq(&[
+        "publish",
+        &url,
+        "report",
+        "--track",
+        "t",
+        "--file",
+        file.to_str().unwrap(),
+    ]));
+    assert!(output.status.success(), "{output:?}");
+    let (ok, out, err) = collect(waiting);
+    assert!(ok, "the waiting subscriber: {err}");
+    assert_eq!(out, "the whole report\n");
+}

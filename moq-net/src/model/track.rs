@@ -292,6 +292,16 @@ impl TrackProducer {
         self.source.presence.unused().await
     }
 
+    /// Ready when a consumer exists: someone wants this track.
+    pub fn poll_used(&self, waiter: &Waiter) -> Poll<()> {
+        self.source.presence.poll_used(waiter)
+    }
+
+    /// Waits until a consumer exists.
+    pub async fn used(&self) {
+        self.source.presence.used().await
+    }
+
     /// Ends the track: consumers read the cached groups, then see the end.
     pub fn finish(self) {
         self.source.shared.status.set(Ok(()));
