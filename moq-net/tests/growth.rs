@@ -81,3 +81,130 @@ fn one_long_open_group_among_thousands_of_finished_ones_keeps_the_queue_small() 
         open.finish();
     });
 }
+
+/// Review finding F13: every bound was per object, so cooperating sessions could fill
+/// track caches × tracks × sessions. Against a relay-wide budget of 4 MiB, a publisher
+/// fills 40 tracks (1 MiB of cache each: 40 MiB without the budget) that one subscriber
+/// reads: the accounted bytes never pass the budget, caches are shed first, the newest
+/// frames still arrive, and once the budget is full a new subscription is refused while
+/// every session goes on.
+#[test]
+fn tracks_times_caches_from_cooperating_sessions_stay_within_the_memory_budget() {
+    use moq_net::model::MemoryBudget;
+    use moq_net::session::SessionConfig;
+    seeded(42, |runtime| {
+        let budget = MemoryBudget::new(4 << 20);
+        let mut relay = Relay::with_config(SessionConfig {
+            memory_budget: Some(budget.clone()),
+            cache_bytes: Some(1 << 20),
+            ..SessionConfig::default()
+        });
+        let origin = Origin::new();
+        let broadcast = BroadcastProducer::new();
+        let mut tracks: Vec<_> = (0..40)
+            .map(|index| broadcast.create_track(Track::new(format!("t{index}"))))
+            .collect();
+        origin.publish("live", &broadcast).unwrap();
+        let publisher = relay.connect(
+            runtime,
+            SessionConfig {
+                publish: Some(origin),
+                ..SessionConfig::default()
+            },
+        );
+        let (subscriber, seen) = subscriber(runtime, &mut relay);
+        assert!(runtime.run_until(SECOND, || seen.consume_broadcast("live").is_some()));
+        let readers: Vec<_> = (0..40)
+            .map(|index| read_track(runtime, &seen, "live", &format!("t{index}")))
+            .collect();
+        assert!(runtime.run_until(SECOND, || tracks.iter().all(|t| t.consumer_count() > 0)));
+
+        let frame = bytes::Bytes::from(vec![7u8; 64 << 10]);
+        let mut most = 0;
+        for round in 0..16u64 {
+            for track in &mut tracks {
+                let mut group = track.append_group();
+                group.write(round, frame.clone());
+                group.finish();
+            }
+            runtime.advance(Duration::from_millis(50));
+            most = most.max(budget.used());
+        }
+        runtime.advance(SECOND);
+        let stats = budget.stats();
+        assert!(
+            stats.peak <= stats.limit,
+            "accounted {} of {}: {stats:?}",
+            stats.peak,
+            stats.limit
+        );
+        assert!(stats.caches_shed > 0, "caches were shed first: {stats:?}");
+        // Every track's newest frame arrived.
+        for reader in &readers {
+            assert!(!reader.frames.borrow().is_empty());
+        }
+        assert!(most > 0);
+
+        for session in [&publisher, &subscriber] {
+            assert!(!session.is_closed(), "no session was closed");
+        }
+    });
+}
+
+/// Past seven eighths of the budget (one group kept open at the relay holds it), a new
+/// subscription is refused with BoundsExceeded, and a frame that would pass the limit
+/// refuses its group; the sessions go on, and what was subscribed keeps flowing.
+#[test]
+fn a_full_memory_budget_refuses_new_subscriptions_and_frames_past_it() {
+    use moq_net::Error;
+    use moq_net::model::MemoryBudget;
+    use moq_net::session::SessionConfig;
+    seeded(43, |runtime| {
+        let budget = MemoryBudget::new(1 << 20);
+        let mut relay = Relay::with_config(SessionConfig {
+            memory_budget: Some(budget.clone()),
+            ..SessionConfig::default()
+        });
+        let (publisher, broadcast, mut log) = publisher(runtime, &mut relay, "live", "log");
+        let mut later = broadcast.create_track(Track::new("later"));
+        let (subscriber, seen) = subscriber(runtime, &mut relay);
+        assert!(runtime.run_until(SECOND, || seen.consume_broadcast("live").is_some()));
+        let reading = read_track(runtime, &seen, "live", "log");
+        assert!(runtime.run_until(SECOND, || log.consumer_count() > 0));
+        // One open group of 64 KiB frames: 15 of them fill the budget past 7/8.
+        let mut open = log.append_group();
+        for index in 0..15u64 {
+            open.write(index, bytes::Bytes::from(vec![7u8; 64 << 10]));
+            runtime.advance(Duration::from_millis(5));
+        }
+        runtime.advance(SECOND);
+        assert!(budget.is_full(), "{:?}", budget.stats());
+        assert_eq!(
+            reading.frames.borrow().len(),
+            15,
+            "the running subscription flows"
+        );
+
+        let refused = read_track(runtime, &seen, "live", "later");
+        runtime.advance(SECOND);
+        assert_eq!(
+            *refused.end.borrow(),
+            Some(Err(Error::BoundsExceeded)),
+            "a new subscription is refused"
+        );
+        assert_eq!(later.consumer_count(), 0);
+        // A frame past the limit refuses its group.
+        open.write(15, bytes::Bytes::from(vec![7u8; 256 << 10]));
+        runtime.advance(SECOND);
+        let stats = budget.stats();
+        assert!(
+            stats.frames_refused >= 1 && stats.subscriptions_refused >= 1,
+            "{stats:?}"
+        );
+        assert!(stats.peak <= stats.limit, "{stats:?}");
+        for session in [&publisher, &subscriber] {
+            assert!(!session.is_closed(), "no session was closed");
+        }
+        let _ = later.append_group();
+    });
+}

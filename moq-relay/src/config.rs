@@ -204,6 +204,12 @@ pub struct AuthSection {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsSection {
+    /// The relay-wide memory budget, in bytes: payload of every group held (cached, queued
+    /// for subscribers, being received) and announcements waiting for listeners. Past
+    /// three quarters of it, caches keep only each track's newest group; at it, new
+    /// subscriptions and received frames that do not fit are refused. Unset: half of the
+    /// memory the process may use (the machine's, or its cgroup's limit if lower).
+    pub max_memory_bytes: Option<u64>,
     /// The most established sessions at once (a raw-QUIC session is established at its
     /// authorized SETUP, a WebTransport one at its CONNECT); one more is refused.
     pub max_sessions: usize,
@@ -269,6 +275,7 @@ pub struct LimitsSection {
 impl Default for LimitsSection {
     fn default() -> Self {
         Self {
+            max_memory_bytes: None,
             max_sessions: 10_000,
             max_subscriptions_per_session: 1000,
             max_frame_size: 16 << 20,
@@ -290,6 +297,36 @@ impl Default for LimitsSection {
             retry_above_half_open: 256,
             max_sessions_per_address: 0,
         }
+    }
+}
+
+impl LimitsSection {
+    /// `max_memory_bytes`, or half of the memory the process may use by default.
+    pub fn memory_budget_bytes(&self) -> u64 {
+        self.max_memory_bytes
+            .unwrap_or_else(|| usable_memory().map_or(DEFAULT_MEMORY_BUDGET, |bytes| bytes / 2))
+    }
+}
+
+/// The budget when the machine's memory cannot be read.
+const DEFAULT_MEMORY_BUDGET: u64 = 1 << 30;
+
+/// The memory this process may use: the machine's (`MemTotal`), or its cgroup's
+/// `memory.max` if that is lower. `None` where neither can be read (not Linux).
+fn usable_memory() -> Option<u64> {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|line| line.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            kib.checked_mul(1024)
+        });
+    let cgroup = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+        .ok()
+        .and_then(|text| text.trim().parse::<u64>().ok());
+    match (total, cgroup) {
+        (Some(total), Some(cgroup)) => Some(total.min(cgroup)),
+        (total, cgroup) => total.or(cgroup),
     }
 }
 
@@ -414,6 +451,9 @@ impl Config {
         if self.limits.max_frame_size == 0 {
             return invalid("limits.max_frame_size", "must be at least 1 byte");
         }
+        if self.limits.max_memory_bytes == Some(0) {
+            return invalid("limits.max_memory_bytes", "must be at least 1");
+        }
         if self.limits.cache_groups_per_track == 0 {
             return invalid("limits.cache_groups_per_track", "must be at least 1");
         }
@@ -500,6 +540,22 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_memory_budget_is_the_configured_one_or_half_of_the_machine() {
+        let mut limits = LimitsSection {
+            max_memory_bytes: Some(123_456),
+            ..LimitsSection::default()
+        };
+        assert_eq!(limits.memory_budget_bytes(), 123_456);
+        limits.max_memory_bytes = None;
+        let total = usable_memory().expect("Linux says how much memory there is");
+        assert_eq!(limits.memory_budget_bytes(), total / 2);
+        let mut config = Config::default();
+        config.limits.max_memory_bytes = Some(0);
+        let error = config.validate().unwrap_err().to_string();
+        assert!(error.contains("limits.max_memory_bytes"), "{error}");
+    }
 
     #[test]
     fn no_file_means_the_defaults_and_the_defaults_are_valid() {

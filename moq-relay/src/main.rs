@@ -111,6 +111,10 @@ struct ServeArgs {
     /// Payload bytes cached per track, 0 for no byte bound [default: 4194304].
     #[arg(long, value_name = "BYTES")]
     cache_bytes: Option<u64>,
+    /// The relay-wide memory budget in bytes (limits.max_memory_bytes) [default: half of
+    /// the memory the process may use].
+    #[arg(long, value_name = "BYTES")]
+    max_memory_bytes: Option<u64>,
     /// Seconds sessions get to leave after SIGTERM/SIGINT [default: 5].
     #[arg(long, value_name = "SECONDS")]
     drain: Option<f64>,
@@ -278,6 +282,9 @@ fn configure(args: &ServeArgs) -> Result<Config, String> {
     }
     if let Some(bytes) = args.cache_bytes {
         config.limits.cache_bytes_per_track = bytes;
+    }
+    if let Some(bytes) = args.max_memory_bytes {
+        config.limits.max_memory_bytes = Some(bytes);
     }
     if let Some(seconds) = args.drain {
         config.shutdown.drain_secs = seconds;

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use moq_net::Error;
 use moq_net::coding::Version;
-use moq_net::model::Origin;
+use moq_net::model::{MemoryBudget, Origin};
 use moq_net::session::{Session, SessionCounters};
 use moq_net::transport::TransportStats;
 use moq_runtime::endpoint::EndpointCounters;
@@ -46,6 +46,8 @@ pub struct Metrics {
     state: Mutex<State>,
     /// Each driver worker's endpoint counters, in worker order (one in work-stealing mode).
     workers: Vec<Arc<EndpointCounters>>,
+    /// The relay's memory budget, if it has one.
+    memory: Option<MemoryBudget>,
 }
 
 #[derive(Debug, Default)]
@@ -196,6 +198,15 @@ impl Metrics {
         Self {
             state: Mutex::default(),
             workers: counters,
+            memory: None,
+        }
+    }
+
+    /// These metrics, showing `memory`'s accounting too.
+    pub fn with_memory_budget(self, memory: MemoryBudget) -> Self {
+        Self {
+            memory: Some(memory),
+            ..self
         }
     }
 
@@ -204,6 +215,7 @@ impl Metrics {
         // Counted before the metrics lock, and without copying a path: the origin's lock is
         // what every publish and subscribe takes.
         let broadcasts = origin.broadcast_count() as u64;
+        let listeners = origin.listener_stats();
         // What the text needs, copied out, so that sessions opening and closing do not
         // wait for the rendering.
         let (opened, by_version, live, established, pending, closed, ended, refused) = {
@@ -226,10 +238,13 @@ impl Metrics {
         };
         let mut totals = closed;
         let mut active = Totals::default();
+        let (mut open_group_streams, mut open_group_entries) = (0, 0);
         for session in &live {
             let (counters, stats) = (session.counters(), session.stats());
             totals.add(counters, stats);
             active.add(counters, stats);
+            open_group_streams += counters.open_group_streams;
+            open_group_entries += counters.open_group_entries;
         }
         let mut out = String::new();
         let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, u64)]| {
@@ -418,6 +433,69 @@ impl Metrics {
             "Send operations of each driver worker (sendmsg calls, io_uring sendmsgs): with GSO, one per batch.",
             &per_worker(|c| c.send_calls.load(Ordering::Relaxed)),
         );
+        metric(
+            "announce_listeners",
+            "gauge",
+            "Announcement listeners now (sessions' announce streams, and the relay's own).",
+            &one(listeners.listeners as u64),
+        );
+        metric(
+            "announcements_waiting",
+            "gauge",
+            "Announcement changes queued for listeners that have not read them (at most one per live path per listener).",
+            &one(listeners.waiting_changes as u64),
+        );
+        metric(
+            "open_group_streams",
+            "gauge",
+            "Group streams the relay has open to subscribers now.",
+            &one(open_group_streams),
+        );
+        metric(
+            "open_group_entries",
+            "gauge",
+            "Entries in the sessions' queues of open group streams (at most twice the open streams plus a constant per session).",
+            &one(open_group_entries),
+        );
+        if let Some(memory) = &self.memory {
+            let stats = memory.stats();
+            metric(
+                "memory_budget_bytes",
+                "gauge",
+                "limits.max_memory_bytes: the relay-wide memory budget.",
+                &one(stats.limit),
+            );
+            metric(
+                "memory_accounted_bytes",
+                "gauge",
+                "Bytes accounted against the budget now: payload of every group held (cached, queued, being received) and waiting announcements.",
+                &one(stats.used),
+            );
+            metric(
+                "memory_accounted_peak_bytes",
+                "gauge",
+                "The most bytes ever accounted at once.",
+                &one(stats.peak),
+            );
+            metric(
+                "memory_caches_shed_total",
+                "counter",
+                "Times a track's cache was cut to its newest group because the budget was past three quarters full.",
+                &one(stats.caches_shed),
+            );
+            metric(
+                "memory_subscriptions_refused_total",
+                "counter",
+                "Subscriptions refused because the memory budget was full.",
+                &one(stats.subscriptions_refused),
+            );
+            metric(
+                "memory_frames_refused_total",
+                "counter",
+                "Received frames refused, with their groups, because the memory budget was full.",
+                &one(stats.frames_refused),
+            );
+        }
         let sum = |read: fn(&EndpointCounters) -> u64| -> u64 {
             self.workers.iter().map(|counters| read(counters)).sum()
         };

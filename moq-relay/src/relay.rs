@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
-use moq_net::model::Origin;
+use moq_net::model::{MemoryBudget, Origin};
 use moq_net::session::SessionConfig;
 use moq_runtime::admission::Admission;
 use moq_runtime::server::ServerConfig;
@@ -72,7 +72,10 @@ impl Relay {
         let fingerprint = certificate.fingerprint();
         let key = config.auth.key.as_deref().map(Key::from_file).transpose()?;
         let authorizer = Arc::new(Authorizer::new(key, &config.public_prefixes()));
+        let memory = MemoryBudget::new(config.limits.memory_budget_bytes());
+        tracing::info!(bytes = memory.limit(), "memory budget");
         let session = SessionConfig {
+            memory_budget: Some(memory.clone()),
             max_frame_size: config.limits.max_frame_size,
             max_subscriptions: config.limits.max_subscriptions_per_session,
             cache_groups: config.limits.cache_groups_per_track,
@@ -139,9 +142,9 @@ impl Relay {
         };
         let workers = server.counters();
         let gatekeeper = Arc::new(Gatekeeper {
-            origin: Origin::new(),
+            origin: Origin::with_memory_budget(memory.clone()),
             authorizer,
-            metrics: Arc::new(Metrics::with_workers(workers)),
+            metrics: Arc::new(Metrics::with_workers(workers).with_memory_budget(memory)),
             session,
             max_sessions: config.limits.max_sessions,
             max_pending_setup: config.limits.max_pending_setup,

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use kio::Waiter;
 use kio::log::{LogConfig, LogReader, LogWriter, Next, Start};
 
+use super::budget::MemoryBudget;
 use super::frame::{Frame, FrameConsumer, FrameEntry, FrameProducer};
 use super::status::Status;
 use super::{Look, Park};
@@ -59,8 +60,19 @@ struct GroupShared {
     /// The track's newest first timestamp plus one, raised by this group's first frame.
     track_newest: Option<Arc<AtomicU64>>,
     /// Payload bytes written so far, counted only for a track with a byte budget for its
-    /// cache ([`Track::cache_bytes`](super::Track::cache_bytes)).
+    /// cache ([`Track::cache_bytes`](super::Track::cache_bytes)) or under a memory budget.
     bytes: Option<AtomicU64>,
+    /// The memory budget the bytes are charged to, given back when the last holder of
+    /// the group drops it.
+    memory: Option<MemoryBudget>,
+}
+
+impl Drop for GroupShared {
+    fn drop(&mut self) {
+        if let (Some(memory), Some(bytes)) = (&self.memory, &self.bytes) {
+            memory.release(bytes.load(Ordering::Relaxed));
+        }
+    }
 }
 
 /// Reads how many payload bytes a group holds, without holding its frames.
@@ -89,16 +101,27 @@ const GROUP_LOG: LogConfig = LogConfig {
 impl GroupProducer {
     /// A new open group with this sequence number.
     pub fn new(sequence: u64) -> Self {
-        Self::with_track_clock(sequence, None, false)
+        Self::with_track_clock(sequence, None, false, None)
     }
 
     /// A group of a track, whose first frame raises the track's newest timestamp, and which
-    /// counts its bytes if `sized` (the track's cache has a byte budget).
-    pub(crate) fn new_in_track(sequence: u64, track_newest: Arc<AtomicU64>, sized: bool) -> Self {
-        Self::with_track_clock(sequence, Some(track_newest), sized)
+    /// counts its bytes if `sized` (the track's cache has a byte budget) or it is charged
+    /// to a `memory` budget.
+    pub(crate) fn new_in_track(
+        sequence: u64,
+        track_newest: Arc<AtomicU64>,
+        sized: bool,
+        memory: Option<MemoryBudget>,
+    ) -> Self {
+        Self::with_track_clock(sequence, Some(track_newest), sized, memory)
     }
 
-    fn with_track_clock(sequence: u64, track_newest: Option<Arc<AtomicU64>>, sized: bool) -> Self {
+    fn with_track_clock(
+        sequence: u64,
+        track_newest: Option<Arc<AtomicU64>>,
+        sized: bool,
+        memory: Option<MemoryBudget>,
+    ) -> Self {
         Self {
             frames: LogWriter::with_config(GROUP_LOG),
             shared: Arc::new(GroupShared {
@@ -106,7 +129,8 @@ impl GroupProducer {
                 status: Status::default(),
                 first_timestamp: AtomicU64::new(NO_TIMESTAMP),
                 track_newest,
-                bytes: sized.then(|| AtomicU64::new(0)),
+                bytes: (sized || memory.is_some()).then(|| AtomicU64::new(0)),
+                memory,
             }),
         }
     }
@@ -182,6 +206,9 @@ impl GroupProducer {
     fn note_bytes(&self, bytes: u64) {
         if let Some(total) = &self.shared.bytes {
             total.fetch_add(bytes, Ordering::Relaxed);
+        }
+        if let Some(memory) = &self.shared.memory {
+            memory.charge(bytes);
         }
     }
 

@@ -68,6 +68,7 @@
 //! ```
 
 mod broadcast;
+mod budget;
 mod frame;
 mod group;
 mod hook;
@@ -79,6 +80,7 @@ mod status;
 mod track;
 
 pub use broadcast::{BroadcastConsumer, BroadcastProducer, PendingTrack, TrackRequest};
+pub use budget::{BudgetStats, MemoryBudget};
 pub use frame::{Frame, FrameConsumer, FrameProducer};
 pub use group::{GroupConsumer, GroupProducer};
 pub use origin::{Announced, Announcement, ListenerStats, Origin};

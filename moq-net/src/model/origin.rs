@@ -26,6 +26,7 @@ use kio::Waiter;
 use kio::sync::{Arc, Mutex};
 
 use super::broadcast::{BroadcastConsumer, BroadcastProducer, BroadcastSource};
+use super::budget::MemoryBudget;
 use super::hook::DropHook;
 use super::path::Path;
 use super::pending::PendingAnnouncements;
@@ -115,6 +116,8 @@ pub enum Announcement {
 #[derive(Debug, Default)]
 struct OriginShared {
     state: Mutex<OriginState>,
+    /// What the announcements waiting for listeners are charged to.
+    memory: Option<MemoryBudget>,
 }
 
 #[derive(Debug, Default)]
@@ -154,6 +157,18 @@ impl Origin {
     /// An empty origin.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty origin whose listeners charge the announcements waiting for them to
+    /// `memory` (a relay's [`MemoryBudget`]).
+    pub fn with_memory_budget(memory: MemoryBudget) -> Self {
+        Self {
+            shared: Arc::new(OriginShared {
+                state: Mutex::default(),
+                memory: Some(memory),
+            }),
+            scope: None,
+        }
     }
 
     /// Publishes `broadcast` at `path` (normalized) until its producer is dropped. Publishing
@@ -271,7 +286,7 @@ impl Origin {
         let relative = prefix.into();
         let prefix = self.absolute(relative.clone());
         let filter = self.scope.clone().filter(|scope| !scope.covers(&prefix));
-        let events = Arc::new(PendingAnnouncements::default());
+        let events = Arc::new(PendingAnnouncements::new(self.shared.memory.clone()));
         let mut state = self.shared.state.lock();
         let id = state.next_id;
         state.next_id += 1;

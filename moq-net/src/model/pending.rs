@@ -20,17 +20,22 @@ use kio::sync::Mutex;
 use kio::{Waiter, WaiterSlot};
 
 use super::broadcast::BroadcastSource;
+use super::budget::{ANNOUNCEMENT_OVERHEAD, MemoryBudget};
 use super::path::Path;
 
 /// One listener's waiting announcements. Shared between the origin, which pushes under
 /// its own lock, and the listener, which pops.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct PendingAnnouncements {
     state: Mutex<State>,
+    /// What each waiting change is charged to (its path and bookkeeping).
+    memory: Option<MemoryBudget>,
 }
 
 #[derive(Debug, Default)]
 struct State {
+    /// Bytes charged to the memory budget for the changes now waiting.
+    charged: u64,
     /// Paths with a waiting change, in the order their first waiting change happened,
     /// each with the change's ticket. An entry whose ticket is no longer its path's
     /// (the change was forgotten) is stale: skipped when popped, and dropped when stale
@@ -53,6 +58,35 @@ struct Change {
 }
 
 impl PendingAnnouncements {
+    /// No waiting changes; each one charged to `memory`, if given.
+    pub(crate) fn new(memory: Option<MemoryBudget>) -> Self {
+        Self {
+            state: Mutex::default(),
+            memory,
+        }
+    }
+
+    /// What one waiting change of `path` is charged.
+    fn cost(path: &Path) -> u64 {
+        ANNOUNCEMENT_OVERHEAD + path.as_str().len() as u64
+    }
+
+    fn charge(&self, state: &mut State, path: &Path) {
+        if let Some(memory) = &self.memory {
+            let cost = Self::cost(path);
+            state.charged += cost;
+            memory.charge(cost);
+        }
+    }
+
+    fn release(&self, state: &mut State, path: &Path) {
+        if let Some(memory) = &self.memory {
+            let cost = Self::cost(path).min(state.charged);
+            state.charged -= cost;
+            memory.release(cost);
+        }
+    }
+
     /// Records that `path` is now served by `active` (or ended, for `None`); `was_active`
     /// says whether it was active just before this change. Wakes the listener.
     pub(crate) fn push(&self, path: &Path, was_active: bool, active: Option<BroadcastSource>) {
@@ -61,6 +95,7 @@ impl PendingAnnouncements {
             // Came and went while the listener was not looking: nothing to say, forgotten.
             Some(change) if !change.known_active && active.is_none() => {
                 state.changes.remove(path);
+                self.release(&mut state, path);
                 state.compact();
                 return;
             }
@@ -79,6 +114,7 @@ impl PendingAnnouncements {
                     },
                 );
                 state.order.push_back((ticket, path.clone()));
+                self.charge(&mut state, path);
             }
         }
         let wake = state.reader.take();
@@ -92,13 +128,13 @@ impl PendingAnnouncements {
     /// ended.
     pub(crate) fn try_pop(&self) -> Option<(Path, Option<BroadcastSource>)> {
         let mut state = self.state.lock();
-        Self::pop_locked(&mut state)
+        self.pop_locked(&mut state)
     }
 
     /// Like [`try_pop`](Self::try_pop), parking `waiter` when nothing is waiting.
     pub(crate) fn poll_pop(&self, waiter: &Waiter) -> Poll<(Path, Option<BroadcastSource>)> {
         let mut state = self.state.lock();
-        match Self::pop_locked(&mut state) {
+        match self.pop_locked(&mut state) {
             Some(change) => Poll::Ready(change),
             None => {
                 state.reader.register(waiter);
@@ -119,7 +155,7 @@ impl PendingAnnouncements {
         self.state.lock().order.len()
     }
 
-    fn pop_locked(state: &mut State) -> Option<(Path, Option<BroadcastSource>)> {
+    fn pop_locked(&self, state: &mut State) -> Option<(Path, Option<BroadcastSource>)> {
         while let Some((ticket, path)) = state.order.pop_front() {
             if state
                 .changes
@@ -129,9 +165,18 @@ impl PendingAnnouncements {
                 continue; // stale: that change was forgotten
             }
             let change = state.changes.remove(&path)?;
+            self.release(state, &path);
             return Some((path, change.active));
         }
         None
+    }
+}
+
+impl Drop for PendingAnnouncements {
+    fn drop(&mut self) {
+        if let Some(memory) = &self.memory {
+            memory.release(self.state.lock().charged);
+        }
     }
 }
 
@@ -169,7 +214,7 @@ mod tests {
 
     #[test]
     fn changes_of_one_path_coalesce_into_its_state_now() {
-        let pending = PendingAnnouncements::default();
+        let pending = PendingAnnouncements::new(None);
         let a = BroadcastProducer::new();
         let b = BroadcastProducer::new();
         // Unseen: `x` came and went, `y` came, went and came back.
@@ -188,7 +233,7 @@ mod tests {
     /// did not read kept an entry, without limit.
     #[test]
     fn a_million_distinct_paths_that_came_and_went_unseen_hold_nothing() {
-        let pending = PendingAnnouncements::default();
+        let pending = PendingAnnouncements::new(None);
         let a = BroadcastProducer::new();
         let kept = Path::new("kept");
         pending.push(&kept, false, Some(a.source()));
@@ -205,7 +250,7 @@ mod tests {
     /// A path forgotten and announced again is told once, at its new place in the order.
     #[test]
     fn a_path_forgotten_and_announced_again_keeps_the_order_of_changes() {
-        let pending = PendingAnnouncements::default();
+        let pending = PendingAnnouncements::new(None);
         let a = BroadcastProducer::new();
         pending.push(&"x".into(), false, Some(a.source()));
         pending.push(&"y".into(), false, Some(a.source()));
@@ -217,7 +262,7 @@ mod tests {
 
     #[test]
     fn a_path_flapping_a_million_times_holds_at_most_one_change() {
-        let pending = PendingAnnouncements::default();
+        let pending = PendingAnnouncements::new(None);
         let a = BroadcastProducer::new();
         let path = Path::new("flap");
         for _ in 0..1_000_000 {
@@ -240,7 +285,7 @@ mod tests {
         }
         let count = std::sync::Arc::new(Count(Default::default()));
         let waiter = Waiter::new(&std::task::Waker::from(count.clone()));
-        let pending = PendingAnnouncements::default();
+        let pending = PendingAnnouncements::new(None);
         assert!(pending.poll_pop(&waiter).is_pending());
         pending.push(&"p".into(), false, Some(BroadcastProducer::new().source()));
         assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 1);

@@ -23,6 +23,7 @@ use std::time::Duration;
 use kio::Waiter;
 use kio::log::{LogConfig, LogHandle, LogReader, LogWriter, Next, Start};
 
+use super::budget::MemoryBudget;
 use super::group::{GroupConsumer, GroupProducer};
 use super::hook::DropHook;
 use super::status::Status;
@@ -101,6 +102,10 @@ pub struct TrackProducer {
     listing: Option<Listing>,
     /// The cache's byte budget, if the track has one.
     budget: Option<ByteBudget>,
+    /// The relay-wide memory budget its groups are charged to, if any.
+    memory: Option<MemoryBudget>,
+    /// The retention last set on the group log.
+    retained: usize,
 }
 
 /// Keeps a track's cache within [`Track::cache_bytes`] by lowering the group log's
@@ -111,8 +116,6 @@ struct ByteBudget {
     max_groups: usize,
     /// The sizes of the groups that may still be in the cache, oldest first.
     recent: std::collections::VecDeque<super::group::GroupSize>,
-    /// The retention last set on the log.
-    retained: usize,
 }
 
 impl ByteBudget {
@@ -201,7 +204,6 @@ impl TrackProducer {
             limit,
             max_groups,
             recent: std::collections::VecDeque::new(),
-            retained: max_groups,
         });
         let shared = Arc::new(TrackShared {
             max_latency_ticks: track.max_latency_ticks(),
@@ -221,7 +223,15 @@ impl TrackProducer {
             next_sequence: 0,
             listing: None,
             budget,
+            memory: None,
+            retained: max_groups,
         }
+    }
+
+    /// Charges this track's groups to `memory` (see [`MemoryBudget`]): under its pressure
+    /// the cache keeps only the newest group, and grows back once the pressure is gone.
+    pub fn set_memory_budget(&mut self, memory: MemoryBudget) {
+        self.memory = Some(memory);
     }
 
     /// The track's properties.
@@ -242,18 +252,30 @@ impl TrackProducer {
             sequence,
             shared.newest_timestamp.clone(),
             self.budget.is_some(),
+            self.memory.clone(),
         );
         self.groups.append(group.consume());
+        let mut keep = shared.track.cache_groups.max(1);
         if let Some(budget) = &mut self.budget {
             budget.recent.push_back(group.size());
-            let keep = budget.fit();
+            keep = budget.fit();
             while budget.recent.len() > keep {
                 budget.recent.pop_front();
             }
-            if keep != budget.retained {
-                budget.retained = keep;
-                self.groups.set_retain(Some(keep));
+        }
+        // Under the relay's memory pressure the oldest cached groups go first: this track
+        // keeps only the group it just started.
+        if let Some(memory) = &self.memory {
+            if memory.under_pressure() {
+                if self.retained > 1 {
+                    memory.note_cache_shed();
+                }
+                keep = 1;
             }
+        }
+        if keep != self.retained {
+            self.retained = keep;
+            self.groups.set_retain(Some(keep));
         }
         self.next_sequence = self.next_sequence.max(sequence.saturating_add(1));
         shared

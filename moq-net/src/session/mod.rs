@@ -111,6 +111,12 @@ pub struct SessionConfig {
     /// The most payload bytes cached per received track, on top of `cache_groups`
     /// ([`Track::cache_bytes`](crate::model::Track::cache_bytes)); `None` for no byte bound.
     pub cache_bytes: Option<u64>,
+    /// The memory budget every session of a relay shares
+    /// ([`MemoryBudget`](crate::model::MemoryBudget)): the groups received from the peer
+    /// are charged to it, their tracks' caches shed under its pressure, and while it is
+    /// full the peer's new subscriptions are refused with [`Error::BoundsExceeded`] and a
+    /// received frame that does not fit refuses its group. `None`: no shared bound.
+    pub memory_budget: Option<crate::model::MemoryBudget>,
     /// The largest control message accepted from the peer, in bytes (its length prefix
     /// included). Reading returns flow-control credit, so QUIC's windows do not bound
     /// what a peer can make a session buffer: this does. A larger one closes the session
@@ -205,6 +211,7 @@ impl Default for SessionConfig {
             max_receiving_group_bytes: 256 << 20,
             cache_groups: 32,
             cache_bytes: None,
+            memory_budget: None,
             max_message_bytes: 64 << 10,
             max_setup_bytes: 16 << 10,
             setup_timeout: std::time::Duration::from_secs(10),

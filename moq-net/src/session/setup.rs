@@ -329,6 +329,19 @@ impl<S: SendStream, R: RecvStream> BidiIncoming<S, R> {
                 Step::Done
             }
             BidiStream::Track | BidiStream::Subscribe | BidiStream::Fetch if publishes => {
+                // The relay's memory is full: nothing new until it drains (existing
+                // subscriptions go on).
+                if let Some(memory) = cx.config.memory_budget.as_ref().filter(|m| m.is_full()) {
+                    memory.note_subscription_refused();
+                    cx.counters.subscriptions_refused += 1;
+                    tracing::debug!(
+                        used = memory.used(),
+                        limit = memory.limit(),
+                        "refusing the peer's request: the memory budget is full"
+                    );
+                    refuse(&mut writer, &mut reader, Error::BoundsExceeded);
+                    return Poll::Ready(Ok(Step::Done));
+                }
                 let Some(slot) = slot(
                     &cx.subscriptions,
                     cx.config.max_subscriptions,

@@ -386,7 +386,7 @@ impl BroadcastRequests {
                 // at once. A track that is not there fails when the SUBSCRIBE is refused.
                 Poll::Ready(Some(request)) if !cx.version.has_track_stream() => {
                     let track = Track::new(request.name());
-                    let producer = request.serve(received_track(track, cx));
+                    let producer = serve_received(request, track, cx);
                     cx.opens.push_back(Open::Subscribe(SubscribePlan {
                         path: self.path.clone(),
                         track: producer,
@@ -490,7 +490,7 @@ impl<S: SendStream, R: RecvStream> TrackQuery<S, R> {
         track.ordered = info.ordered;
         track.max_latency = info.max_latency;
         track.timescale = info.timescale.get();
-        let producer = request.serve(received_track(track, cx));
+        let producer = serve_received(request, track, cx);
         cx.opens.push_back(Open::Subscribe(SubscribePlan {
             path: self.path.clone(),
             track: producer,
@@ -505,11 +505,20 @@ impl<S: SendStream, R: RecvStream> TrackQuery<S, R> {
     }
 }
 
-/// A track received from the peer, cached as the session is configured to.
-fn received_track(mut track: Track, cx: &Context) -> Track {
+/// Serves `request` with a track received from the peer, cached as the session is
+/// configured to and charged to its memory budget.
+fn serve_received(
+    request: crate::model::TrackRequest,
+    mut track: Track,
+    cx: &Context,
+) -> crate::model::TrackProducer {
     track.cache_groups = cx.config.cache_groups;
     track.cache_bytes = cx.config.cache_bytes;
-    track
+    let mut producer = request.serve(track);
+    if let Some(memory) = &cx.config.memory_budget {
+        producer.set_memory_budget(memory.clone());
+    }
+    producer
 }
 
 impl SubscribePlan {
@@ -699,8 +708,17 @@ impl<R: RecvStream> GroupRead<R> {
                     cx.counters.payload_bytes_received += payload.len() as u64;
                     self.frames += 1;
                     self.bytes += payload.len() as u64;
+                    let no_room = cx
+                        .config
+                        .memory_budget
+                        .as_ref()
+                        .filter(|memory| !memory.has_room_for(payload.len() as u64));
+                    if let Some(memory) = no_room {
+                        memory.note_frame_refused();
+                    }
                     if self.frames > cx.config.max_group_frames
                         || self.bytes > cx.config.max_group_bytes
+                        || no_room.is_some()
                         || !self
                             .receiving
                             .try_add(payload.len() as u64, cx.config.max_receiving_group_bytes)
