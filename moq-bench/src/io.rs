@@ -74,6 +74,20 @@ impl RelayIo {
 
 /// Reads the driver's counters from the relay's `/metrics` on `port`.
 pub fn driver_counters(port: u16) -> Result<DriverCounters, String> {
+    Ok(parse_metrics(&metrics_page(port)?))
+}
+
+/// The value of the unlabelled metric `name` on the relay's `/metrics` on `port`.
+pub fn metric(port: u16, name: &str) -> Result<u64, String> {
+    let page = metrics_page(port)?;
+    page.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+        .ok_or_else(|| format!("no {name} in /metrics"))
+}
+
+/// The relay's `/metrics` page on `port`.
+fn metrics_page(port: u16) -> Result<String, String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port))
         .map_err(|e| format!("connecting to the relay's HTTP port {port}: {e}"))?;
     stream
@@ -86,7 +100,7 @@ pub fn driver_counters(port: u16) -> Result<DriverCounters, String> {
     stream
         .read_to_string(&mut text)
         .map_err(|e| format!("reading /metrics: {e}"))?;
-    Ok(parse_metrics(&text))
+    Ok(text)
 }
 
 /// Sums each driver counter over the workers in a `/metrics` page.

@@ -94,6 +94,18 @@ struct SoakArgs {
     /// How long the relay may take to start listening, in seconds.
     #[arg(long, default_value_t = 10.0)]
     startup: f64,
+    /// Pin the members' moq-lite versions in turn (repeat for mixed rooms, where the relay
+    /// translates: `--version 05 --version 04`) [default: offer -05, -04, -03].
+    #[arg(long = "version", value_name = "VERSION")]
+    versions: Vec<Version>,
+    /// Distinct broadcast names announced and withdrawn per second, by one session, to an
+    /// observer that follows them (announce churn; 0 for none).
+    #[arg(long, default_value_t = 20.0)]
+    announce_churn: f64,
+    /// Members (one per room, from the first) that keep one group open for the whole
+    /// soak, a frame a second: a log track beside the chat (0 for none).
+    #[arg(long, default_value_t = 2)]
+    long_groups: usize,
 }
 
 #[derive(Debug, Args)]
@@ -411,7 +423,7 @@ async fn soak(args: SoakArgs) -> Result<(), String> {
     let command = args.relay.clone().unwrap_or_else(default_relay);
     let template: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
     let relay = RelayProcess::start(&template, Duration::from_secs_f64(args.startup))?;
-    let target = Target::of(&relay, "soak", &[])?;
+    let target = Target::of(&relay, "soak", &args.versions)?;
     let config = moq_bench::soak::SoakConfig {
         minutes: args.minutes,
         rooms: args.rooms,
@@ -420,22 +432,36 @@ async fn soak(args: SoakArgs) -> Result<(), String> {
         rate: args.rate,
         sample_seconds: args.sample_seconds,
         max_drift: args.max_drift,
+        announce_churn: args.announce_churn,
+        long_groups: args.long_groups,
         ..moq_bench::soak::SoakConfig::default()
     };
     println!(
-        "{:>7} {:>10} {:>8} {:>9} {:>11} {:>6} {:>7}",
-        "minute", "rss_mib", "cpu_s", "sessions", "delivered", "lost", "churns"
+        "{:>7} {:>10} {:>8} {:>9} {:>11} {:>6} {:>7} {:>9} {:>12}",
+        "minute",
+        "rss_mib",
+        "cpu_s",
+        "sessions",
+        "delivered",
+        "lost",
+        "churns",
+        "announced",
+        "accounted_kib"
     );
     let print = |sample: &moq_bench::soak::SoakSample| {
         println!(
-            "{:>7.1} {:>10.1} {:>8.2} {:>9} {:>11} {:>6} {:>7}",
+            "{:>7.1} {:>10.1} {:>8.2} {:>9} {:>11} {:>6} {:>7} {:>9} {:>12}",
             sample.minute,
             sample.rss_bytes as f64 / (1 << 20) as f64,
             sample.cpu_seconds,
             sample.sessions,
             sample.delivered,
             sample.lost,
-            sample.churn_cycles
+            sample.churn_cycles,
+            sample.announcements,
+            sample
+                .accounted_bytes
+                .map_or_else(|| "-".to_owned(), |bytes| (bytes / 1024).to_string())
         );
     };
     let outcome = tokio::select! {
@@ -445,15 +471,21 @@ async fn soak(args: SoakArgs) -> Result<(), String> {
     relay.stop();
     let report = outcome?;
     println!(
-        "sent {} delivered {} lost {} churn cycles {} errors {} rss drift after minute {} {:+.2} % (max {:.1} %)",
+        "sent {} delivered {} lost {} churn cycles {} announcements {} long-group frames {} errors {} rss drift after minute {} {:+.2} % (max {:.1} %) accounted bytes {}",
         report.sent,
         report.delivered,
         report.lost,
         report.churn_cycles,
+        report.announcements,
+        report.long_group_frames,
         report.errors.len(),
         config.baseline_minute,
         report.drift * 100.0,
-        report.max_drift * 100.0
+        report.max_drift * 100.0,
+        report.accounted_range.map_or_else(
+            || "not read".to_owned(),
+            |(low, high)| format!("{low}..{high} after the baseline")
+        ),
     );
     for error in report.errors.iter().take(20) {
         println!("  error: {error}");
@@ -474,7 +506,7 @@ fn default_relay() -> String {
         .filter(|path| path.exists())
         .map_or_else(|| "moq-relay".to_owned(), |p| p.display().to_string());
     format!(
-        "{relay} --bind 127.0.0.1:{{port}} --no-http --fingerprint-file {{fingerprint_file}} --max-sessions 100000 --max-subscriptions 100000"
+        "{relay} --bind 127.0.0.1:{{port}} --http-bind 127.0.0.1:{{http_port}} --fingerprint-file {{fingerprint_file}} --max-sessions 100000 --max-subscriptions 100000"
     )
 }
 

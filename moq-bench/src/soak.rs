@@ -9,9 +9,18 @@
 //!   and join again, over and over: sessions, announcements and subscriptions coming and
 //!   going, which is what makes bookkeeping that outlives its owner grow.
 //!
-//! Every sample records the relay's resident memory and CPU, and the sessions connected.
-//! The verdict: no message lost, no session ended by the relay, and resident memory after
-//! the warm-up minutes within the allowed drift.
+//! Beside them, what grew state with history before (review findings F1, F2):
+//! - **announce churn**: one session announces a fresh broadcast name many times a second
+//!   and withdraws each shortly after, to an observer that follows that prefix;
+//! - **long-open groups**: in the first rooms, a member keeps one group of a log track open
+//!   for the whole soak, writing a frame a second, read by every member of its room.
+//!
+//! Members pin the configured versions in turn, so rooms mix them and the relay
+//! translates. Every sample records the relay's resident memory and CPU, the sessions
+//! connected, and the bytes the relay accounts against its memory budget (`/metrics`).
+//! The verdict: no message lost, no session ended by the relay, resident memory after the
+//! warm-up minutes within the allowed drift, and accounted bytes flat (at most 1.5 times
+//! the baseline sample's, plus 256 KiB).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -47,6 +56,10 @@ pub struct SoakConfig {
     pub baseline_minute: f64,
     /// The largest allowed growth of resident memory after the baseline, as a share.
     pub max_drift: f64,
+    /// Distinct broadcast names announced and withdrawn per second (0 for none).
+    pub announce_churn: f64,
+    /// Rooms (from the first) with a member that keeps one group open the whole soak.
+    pub long_groups: usize,
 }
 
 impl Default for SoakConfig {
@@ -63,6 +76,8 @@ impl Default for SoakConfig {
             sample_seconds: 60.0,
             baseline_minute: 2.0,
             max_drift: 0.05,
+            announce_churn: 20.0,
+            long_groups: 2,
         }
     }
 }
@@ -84,6 +99,10 @@ pub struct SoakSample {
     pub lost: u64,
     /// Churn cycles (join, talk, leave) completed so far.
     pub churn_cycles: u64,
+    /// Distinct broadcasts the announce churn announced so far.
+    pub announcements: u64,
+    /// Bytes the relay accounts against its memory budget now, if it serves `/metrics`.
+    pub accounted_bytes: Option<u64>,
 }
 
 /// What a soak found.
@@ -105,12 +124,25 @@ pub struct SoakReport {
     pub drift: f64,
     /// The allowed drift.
     pub max_drift: f64,
+    /// Distinct broadcasts the announce churn announced.
+    pub announcements: u64,
+    /// Frames written into the long-open groups.
+    pub long_group_frames: u64,
+    /// The least and most bytes the relay accounted from the baseline sample on, if it
+    /// serves `/metrics`.
+    pub accounted_range: Option<(u64, u64)>,
+    /// Whether the accounted bytes stayed flat (see the module docs); true if not read.
+    pub accounted_flat: bool,
 }
 
 impl SoakReport {
-    /// Whether the soak passed: nothing lost, no errors, drift within bounds.
+    /// Whether the soak passed: nothing lost, no errors, drift within bounds, accounted
+    /// bytes flat.
     pub fn passed(&self) -> bool {
-        self.lost == 0 && self.errors.is_empty() && self.drift < self.max_drift
+        self.lost == 0
+            && self.errors.is_empty()
+            && self.drift < self.max_drift
+            && self.accounted_flat
     }
 }
 
@@ -121,6 +153,8 @@ struct Counters {
     delivered: AtomicU64,
     lost: AtomicU64,
     churn_cycles: AtomicU64,
+    announcements: AtomicU64,
+    long_group_frames: AtomicU64,
     sessions: AtomicUsize,
     stop: AtomicBool,
     errors: Mutex<Vec<String>>,
@@ -168,9 +202,26 @@ pub async fn run(
             index += 1;
         }
     }
+    // A log member in each of the first rooms: one group open the whole soak.
+    let mut logs = Vec::new();
+    for room in 0..config.long_groups.min(config.rooms) {
+        logs.push(long_group(target, room, index as usize + room, counters.clone()).await?);
+    }
+    let announce_churn = match config.announce_churn > 0.0 {
+        true => Some(
+            AnnounceChurn::start(
+                target,
+                Duration::from_secs_f64(1.0 / config.announce_churn),
+                counters.clone(),
+            )
+            .await?,
+        ),
+        false => None,
+    };
     let churners: Vec<_> = (0..config.rooms * config.churners_per_room)
         .map(|k| {
             let churner = Churner {
+                member: index as usize + config.rooms + k,
                 number: k,
                 room: k % config.rooms.max(1),
                 target: target.clone(),
@@ -190,6 +241,9 @@ pub async fn run(
         tokio::time::sleep_until(tokio::time::Instant::from_std(next.min(end))).await;
         next += sample_every;
         let usage = relay.usage()?;
+        let accounted_bytes = relay
+            .http_port
+            .and_then(|port| crate::io::metric(port, "moq_relay_memory_accounted_bytes").ok());
         let sample = SoakSample {
             minute: started.elapsed().as_secs_f64() / 60.0,
             rss_bytes: usage.rss_bytes,
@@ -198,6 +252,8 @@ pub async fn run(
             delivered: counters.delivered.load(Ordering::Relaxed),
             lost: counters.lost.load(Ordering::Relaxed),
             churn_cycles: counters.churn_cycles.load(Ordering::Relaxed),
+            announcements: counters.announcements.load(Ordering::Relaxed),
+            accounted_bytes,
         };
         previous = usage;
         on_sample(&sample);
@@ -208,6 +264,9 @@ pub async fn run(
     counters.stop.store(true, Ordering::Relaxed);
     for churner in churners {
         let _ = churner.await;
+    }
+    if let Some(churn) = announce_churn {
+        churn.stop(&counters).await;
     }
     tokio::time::sleep(Duration::from_secs(5)).await;
     let tail_lost = {
@@ -234,7 +293,7 @@ pub async fn run(
             pairs - heard
         ));
     }
-    for session in &stable {
+    for session in stable.iter().chain(&logs) {
         if session.is_closed() {
             counters.error("a stable member's session ended during the soak".into());
         }
@@ -257,12 +316,38 @@ pub async fn run(
         }
         _ => 0.0,
     };
+    let accounted: Vec<(f64, u64)> = samples
+        .iter()
+        .filter_map(|sample| sample.accounted_bytes.map(|bytes| (sample.minute, bytes)))
+        .collect();
+    let baseline_accounted = accounted
+        .iter()
+        .find(|(minute, _)| *minute >= config.baseline_minute)
+        .map(|(_, bytes)| *bytes);
+    let after: Vec<u64> = accounted
+        .iter()
+        .filter(|(minute, _)| *minute >= config.baseline_minute)
+        .map(|(_, bytes)| *bytes)
+        .collect();
+    let accounted_range = after
+        .iter()
+        .min()
+        .zip(after.iter().max())
+        .map(|(low, high)| (*low, *high));
+    let accounted_flat = match (baseline_accounted, accounted_range) {
+        (Some(baseline), Some((_, high))) => high <= baseline + baseline / 2 + (256 << 10),
+        _ => true,
+    };
     let errors = counters
         .errors
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
     Ok(SoakReport {
+        announcements: counters.announcements.load(Ordering::Relaxed),
+        long_group_frames: counters.long_group_frames.load(Ordering::Relaxed),
+        accounted_range,
+        accounted_flat,
         samples,
         sent: counters.sent.load(Ordering::Relaxed),
         delivered: counters.delivered.load(Ordering::Relaxed),
@@ -288,7 +373,8 @@ impl Stable {
     /// Connects, starts publishing and reading; returns the session.
     async fn join(self) -> Result<Session, String> {
         let path = format!("room{}/s{}", self.room, self.index);
-        let (session, track, seen, broadcast) = connect(&self.target, self.room, &path).await?;
+        let (session, track, seen, broadcast) =
+            connect(&self.target, self.index as usize, self.room, &path).await?;
         self.counters.sessions.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(read_room(
             seen,
@@ -310,6 +396,8 @@ impl Stable {
 
 /// A member that joins, talks, leaves and comes back.
 struct Churner {
+    /// Which of the target's pinned versions it takes.
+    member: usize,
     number: usize,
     room: usize,
     target: Target,
@@ -329,7 +417,7 @@ impl Churner {
             let stay = Duration::from_secs(5 + mix % 16);
             let away = Duration::from_millis(1000 + (mix / 16) % 2000);
             let path = format!("room{}/c{}", self.room, self.number);
-            match connect(&self.target, self.room, &path).await {
+            match connect(&self.target, self.member, self.room, &path).await {
                 Ok((session, track, seen, broadcast)) => {
                     self.counters.sessions.fetch_add(1, Ordering::Relaxed);
                     let reader =
@@ -369,8 +457,13 @@ type Connected = (
     BroadcastProducer,
 );
 
-/// A session publishing `path` (track `data`) and following its room.
-async fn connect(target: &Target, room: usize, path: &str) -> Result<Connected, String> {
+/// A session of member `member` publishing `path` (track `data`) and following its room.
+async fn connect(
+    target: &Target,
+    member: usize,
+    room: usize,
+    path: &str,
+) -> Result<Connected, String> {
     let published = Origin::new();
     let broadcast = BroadcastProducer::new();
     let track = broadcast.create_track(Track::new("data"));
@@ -384,8 +477,118 @@ async fn connect(target: &Target, room: usize, path: &str) -> Result<Connected, 
         subscribe_prefix: format!("room{room}").as_str().into(),
         ..SessionConfig::default()
     };
-    let session = target.join(session, 0, path).await?;
+    let session = target.join(session, member, path).await?;
     Ok((session, track, seen, broadcast))
+}
+
+/// A member of `room` whose track `data` is one group kept open for the whole soak, a
+/// frame a second (not a chat message: readers do not account it). Returns its session.
+async fn long_group(
+    target: &Target,
+    room: usize,
+    member: usize,
+    counters: Arc<Counters>,
+) -> Result<Session, String> {
+    let path = format!("room{room}/log");
+    let (session, mut track, _seen, broadcast) = connect(target, member, room, &path).await?;
+    tokio::spawn(async move {
+        let _broadcast = broadcast;
+        let mut group = track.append_group();
+        let mut ticks = tokio::time::interval(Duration::from_secs(1));
+        while !counters.stop.load(Ordering::Relaxed) {
+            ticks.tick().await;
+            let mut payload = vec![0u8; 64];
+            payload[..4].copy_from_slice(&u32::MAX.to_be_bytes());
+            group.write(0, Bytes::from(payload));
+            counters.long_group_frames.fetch_add(1, Ordering::Relaxed);
+        }
+        group.finish();
+        std::future::pending::<()>().await;
+    });
+    Ok(session)
+}
+
+/// One session announcing a fresh broadcast name every `interval` and withdrawing each
+/// shortly after, and one following those announcements.
+struct AnnounceChurn {
+    announcer: Session,
+    observer: Session,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl AnnounceChurn {
+    async fn start(
+        target: &Target,
+        interval: Duration,
+        counters: Arc<Counters>,
+    ) -> Result<Self, String> {
+        let published = Origin::new();
+        let announcer = target
+            .join(
+                SessionConfig {
+                    publish: Some(published.clone()),
+                    ..SessionConfig::default()
+                },
+                0,
+                "churn announcer",
+            )
+            .await?;
+        let seen = Origin::new();
+        let observer = target
+            .join(
+                SessionConfig {
+                    subscribe: Some(seen.clone()),
+                    subscribe_prefix: "churn".into(),
+                    ..SessionConfig::default()
+                },
+                1,
+                "churn observer",
+            )
+            .await?;
+        tokio::spawn(async move {
+            let mut announced = seen.announced("");
+            loop {
+                let _ = announced.next().await;
+            }
+        });
+        let task = tokio::spawn(async move {
+            let mut live = std::collections::VecDeque::new();
+            let mut ticks = tokio::time::interval(interval);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut number = 0u64;
+            while !counters.stop.load(Ordering::Relaxed) {
+                ticks.tick().await;
+                let broadcast = BroadcastProducer::new();
+                if published
+                    .publish(format!("churn/n{number}"), &broadcast)
+                    .is_ok()
+                {
+                    counters.announcements.fetch_add(1, Ordering::Relaxed);
+                }
+                number += 1;
+                live.push_back(broadcast);
+                // Each name lives a few ticks, then is withdrawn for good.
+                if live.len() > 4 {
+                    live.pop_front();
+                }
+            }
+        });
+        Ok(Self {
+            announcer,
+            observer,
+            task,
+        })
+    }
+
+    async fn stop(self, counters: &Counters) {
+        let _ = self.task.await;
+        for (what, session) in [("announcer", &self.announcer), ("observer", &self.observer)] {
+            if session.is_closed() {
+                counters.error(format!("the announce churn's {what} session ended"));
+            }
+            session.close(moq_net::Error::Cancel);
+        }
+    }
 }
 
 /// Publishes a numbered message every `interval` until the soak stops; a stable
