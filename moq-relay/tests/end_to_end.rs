@@ -810,3 +810,45 @@ fn a_published_file_reaches_a_subscriber_that_was_waiting_first() {
     assert!(ok, "the waiting subscriber: {err}");
     assert_eq!(out, "the whole report\n");
 }
+
+/// `connect` tells the truth: a client the relay refuses learns it at once, on raw QUIC
+/// as over WebTransport. (Over raw QUIC, `connect` used to return before SETUP, so the
+/// clock example waited for a broadcast until killed.) The clock example and the CLI exit
+/// non-zero, naming the refusal.
+#[test]
+fn a_client_the_relay_refuses_exits_at_once_naming_the_refusal() {
+    let key = Key::generate(KeyAlgorithm::Hs256).unwrap();
+    let (relay, _dir) = authenticated_relay(&key, &[]);
+    let clock = example("clock");
+    for scheme in ["moqt", "https"] {
+        let url = relay.url(scheme, "room");
+        let output = finish({
+            let mut command = Command::new(&clock);
+            command
+                .args(["--fingerprint", &relay.fingerprint, &url, "subscribe"])
+                .env("RUST_LOG", "warn");
+            command
+        });
+        assert!(!output.status.success(), "{scheme}: the clock ran");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("unauthorized") || stderr.contains("403"),
+            "{scheme}: {stderr}"
+        );
+    }
+}
+
+/// An example binary of `moq-examples`, built if it is not there yet.
+fn example(name: &str) -> PathBuf {
+    let relay = PathBuf::from(env!("CARGO_BIN_EXE_moq-relay"));
+    let path = relay.with_file_name("examples").join(name);
+    if !path.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let built = Command::new(cargo)
+            .args(["build", "-p", "moq-examples", "--example", name])
+            .status()
+            .expect("cargo runs");
+        assert!(built.success(), "building the {name} example");
+    }
+    path
+}
