@@ -381,3 +381,86 @@ fn a_worker_that_dies_is_reported_with_why() {
     assert_eq!(failed, failure);
     server.stop();
 }
+
+/// Review finding F19: the per-turn datagram budget was the tokio driver's only; an
+/// io_uring worker reaped every completion in a turn. With the worker held while 4,096
+/// datagrams wait in its socket, its next turn stops at the budget (counted) and takes
+/// the rest on the turns after, its timers and sends running in between.
+#[test]
+fn a_backlog_of_datagrams_is_taken_a_budget_per_turn() {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let certificate = Certificate::self_signed(&["localhost".into()]).expect("a certificate");
+    let config = ServerConfig::new(
+        "127.0.0.1:0".parse().expect("an address"),
+        certificate,
+        SessionConfig::default(),
+    );
+    let server = Server::bind(config, 1, UringConfig::default(), |_| async {})
+        .unwrap_or_else(|error| panic!("the server binds: {error}"));
+    // Hold the worker until the backlog is in its socket.
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let (holding, started) = std::sync::mpsc::channel::<()>();
+    drop(server.run_on(0, move |_worker| {
+        let _ = holding.send(());
+        let _ = held.recv_timeout(REAL_PATIENCE);
+        std::future::ready(())
+    }));
+    started
+        .recv_timeout(REAL_PATIENCE)
+        .expect("the worker runs the job");
+    // GSO batches of 64, which arrive as GRO trains: 64 datagrams a completion, so one
+    // turn finds far more than the budget waiting.
+    let sender = moq_runtime::udp::UdpSocket::bind(
+        "127.0.0.1:0".parse().expect("an address"),
+        &moq_runtime::udp::UdpConfig::default(),
+    )
+    .expect("bind");
+    for batch in 0..64u32 {
+        // Short-header-looking junk for no connection: dropped once read.
+        let mut datagrams = vec![0x40u8; 64 * 64];
+        datagrams[1..5].copy_from_slice(&batch.to_be_bytes());
+        sender
+            .send(server.local_addr(), &datagrams, 64)
+            .expect("a loopback send");
+    }
+    release.send(()).expect("the job waits");
+    let counters = &server.counters()[0];
+    let start = Instant::now();
+    let read = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    while read(&counters.datagrams) < 4096 && start.elapsed() < REAL_PATIENCE {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(read(&counters.datagrams), 4096, "every datagram was taken");
+    let worker = server.worker_counters()[0].snapshot();
+    assert!(
+        worker.receive_budget_exhausted >= 1,
+        "a turn stopped at the budget: {worker:?}"
+    );
+    server.stop();
+}
+
+/// Review finding F15: every io_uring worker's stop waited out a whole second for its
+/// park wait, which nothing woke. The wait is cancelled now: no stop ends with it pending.
+#[test]
+fn stopping_workers_cancels_their_park_wait() {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let certificate = Certificate::self_signed(&["localhost".into()]).expect("a certificate");
+    let config = ServerConfig::new(
+        "127.0.0.1:0".parse().expect("an address"),
+        certificate,
+        SessionConfig::default(),
+    );
+    let server = Server::bind(config, 2, UringConfig::default(), |_| async {})
+        .unwrap_or_else(|error| panic!("the server binds: {error}"));
+    // Let both workers park (their futex wait armed).
+    std::thread::sleep(Duration::from_millis(50));
+    let counters = server.worker_counters();
+    server.join();
+    let unclean: u64 = counters.iter().map(|c| c.snapshot().unclean_stops).sum();
+    assert_eq!(unclean, 0, "every park wait ended when cancelled");
+    assert!(counters.iter().all(|c| c.snapshot().parks > 0), "the workers parked");
+}
