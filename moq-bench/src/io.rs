@@ -25,6 +25,8 @@ pub struct DriverCounters {
     pub datagrams_sent: u64,
     /// Send operations.
     pub send_calls: u64,
+    /// Send operations the kernel refused (0 from a relay that does not count them).
+    pub send_errors: u64,
 }
 
 /// The relay's I/O over a measured window, per delivery and per operation.
@@ -40,6 +42,10 @@ pub struct RelayIo {
     pub datagrams_per_send: f64,
     /// Datagrams per receive operation.
     pub datagrams_per_receive: f64,
+    /// Send operations the kernel refused in the window (`moq_relay_send_errors_total`;
+    /// 0 from a relay that does not count them).
+    #[serde(default)]
+    pub send_errors: u64,
 }
 
 impl RelayIo {
@@ -68,6 +74,7 @@ impl RelayIo {
                     .saturating_sub(before.datagrams_received),
                 receives,
             ),
+            send_errors: after.send_errors.saturating_sub(before.send_errors),
         }
     }
 }
@@ -119,6 +126,7 @@ pub fn parse_metrics(text: &str) -> DriverCounters {
             "moq_relay_worker_receive_calls_total" => counters.receive_calls += value,
             "moq_relay_worker_datagrams_sent_total" => counters.datagrams_sent += value,
             "moq_relay_worker_send_calls_total" => counters.send_calls += value,
+            "moq_relay_send_errors_total" => counters.send_errors += value,
             _ => {}
         }
     }

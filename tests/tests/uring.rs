@@ -462,5 +462,8 @@ fn stopping_workers_cancels_their_park_wait() {
     server.join();
     let unclean: u64 = counters.iter().map(|c| c.snapshot().unclean_stops).sum();
     assert_eq!(unclean, 0, "every park wait ended when cancelled");
-    assert!(counters.iter().all(|c| c.snapshot().parks > 0), "the workers parked");
+    assert!(
+        counters.iter().all(|c| c.snapshot().parks > 0),
+        "the workers parked"
+    );
 }
