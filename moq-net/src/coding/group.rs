@@ -109,9 +109,9 @@ pub enum GroupItem {
 /// Frames this large or larger share the stream's receive buffer; smaller ones are copied
 /// into an allocation of their own. A frame that shares the buffer keeps its whole
 /// allocation alive for as long as the frame lives, and a group holds its frames until it
-/// ends: in a group that stays open (a log, written a frame at a time), every small frame
-/// pinned a buffer many times its size (found by the issue-24 soak: ~3 KB of resident
-/// memory per 64-byte frame, never accounted). A large frame fills most of the buffer it
+/// ends: in a group that stays open (a log, written a frame at a time), small frames
+/// would each keep alive a receive buffer several times their size, which the memory
+/// budget does not see (it counts payload). A large frame fills most of the buffer it
 /// arrived in, so sharing it costs little and saves a copy.
 const SHARE_FROM: u64 = 16 << 10;
 
@@ -249,9 +249,9 @@ impl GroupDecoder {
 mod tests {
     use super::*;
 
-    /// Regression (found by the issue-24 soak): a small frame shared the stream's receive
-    /// buffer, so a group that stays open pinned a buffer per few frames, many times their
-    /// size. Small frames now own exactly their bytes; a large one may share.
+    /// Regression: a small frame shared the stream's receive buffer, so a group that stays
+    /// open kept receive buffers alive several times the size of its frames. Small frames
+    /// now own exactly their bytes; a large one may share.
     #[test]
     fn small_frames_own_their_bytes_and_large_ones_may_share_the_buffer() {
         let mut decoder = GroupDecoder::new(Version::Lite05, 1 << 20);
