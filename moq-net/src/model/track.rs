@@ -382,10 +382,17 @@ impl TrackSource {
         let mut best: Option<(u64, u64)> = None;
         let mut position = scan.position();
         while let Some(next) = scan.try_next() {
-            if let Next::Item(group) = next {
-                if best.is_none_or(|(sequence, _)| group.sequence() > sequence) {
-                    best = Some((group.sequence(), position));
+            match next {
+                Next::Item(group) => {
+                    if best.is_none_or(|(sequence, _)| group.sequence() > sequence) {
+                        best = Some((group.sequence(), position));
+                    }
                 }
+                Next::Lagged(_) => {}
+                // A log whose writer is gone says so at its end on every call: the scan
+                // is over (it used to go on asking forever, spinning its thread, when a
+                // subscriber joined a track as it ended).
+                Next::Closed => break,
             }
             position = scan.position();
         }
@@ -545,6 +552,36 @@ impl TrackShared {
 mod tests {
     use super::*;
     use std::task::Waker;
+
+    /// Regression (found by the issue-24 soak, where it hung a client's two threads): a
+    /// consumer made of a track whose producer was gone scanned its closed log forever.
+    /// Joining a finished or dropped track returns, and reads what was cached.
+    #[test]
+    fn joining_a_track_whose_producer_is_gone_returns() {
+        for finish in [true, false] {
+            let mut producer = TrackProducer::new(Track::new("t"));
+            let mut group = producer.append_group();
+            group.write(0, "last");
+            group.finish();
+            let source = producer.source();
+            if finish {
+                producer.finish();
+            } else {
+                drop(producer);
+            }
+            let (done, joined) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut consumer = source.consume();
+                let _ = done.send(sequences(&mut consumer));
+            });
+            let (seen, end) = joined
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .expect("consume returns");
+            assert_eq!(seen, [0], "finish {finish}");
+            let expected = if finish { Ok(()) } else { Err(Error::Dropped) };
+            assert_eq!(end, Some(expected), "finish {finish}");
+        }
+    }
 
     fn waiter() -> Waiter {
         Waiter::new(Waker::noop())
