@@ -353,17 +353,7 @@ fn a_slow_egress_holds_packets_back_and_loses_nothing() {
 /// drains and exits non-zero on it), naming the worker and why.
 #[test]
 fn a_worker_that_dies_is_reported_with_why() {
-    let _turn = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let certificate = Certificate::self_signed(&["localhost".into()]).expect("a certificate");
-    let config = ServerConfig::new(
-        "127.0.0.1:0".parse().expect("an address"),
-        certificate,
-        SessionConfig::default(),
-    );
-    let server = Server::bind(config, 2, UringConfig::default(), |_| async {})
-        .unwrap_or_else(|error| panic!("the server binds: {error}"));
+    let (_turn, server) = idle_server(2);
     assert_eq!(server.failure(), None);
     // A job's closure runs in the worker's loop itself, outside any task: its panic
     // ends the worker, as a fault in the loop would.
@@ -388,17 +378,7 @@ fn a_worker_that_dies_is_reported_with_why() {
 /// the rest on the turns after, its timers and sends running in between.
 #[test]
 fn a_backlog_of_datagrams_is_taken_a_budget_per_turn() {
-    let _turn = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let certificate = Certificate::self_signed(&["localhost".into()]).expect("a certificate");
-    let config = ServerConfig::new(
-        "127.0.0.1:0".parse().expect("an address"),
-        certificate,
-        SessionConfig::default(),
-    );
-    let server = Server::bind(config, 1, UringConfig::default(), |_| async {})
-        .unwrap_or_else(|error| panic!("the server binds: {error}"));
+    let (_turn, server) = idle_server(1);
     // Hold the worker until the backlog is in its socket.
     let (release, held) = std::sync::mpsc::channel::<()>();
     let (holding, started) = std::sync::mpsc::channel::<()>();
@@ -445,17 +425,7 @@ fn a_backlog_of_datagrams_is_taken_a_budget_per_turn() {
 /// park wait, which nothing woke. The wait is cancelled now: no stop ends with it pending.
 #[test]
 fn stopping_workers_cancels_their_park_wait() {
-    let _turn = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let certificate = Certificate::self_signed(&["localhost".into()]).expect("a certificate");
-    let config = ServerConfig::new(
-        "127.0.0.1:0".parse().expect("an address"),
-        certificate,
-        SessionConfig::default(),
-    );
-    let server = Server::bind(config, 2, UringConfig::default(), |_| async {})
-        .unwrap_or_else(|error| panic!("the server binds: {error}"));
+    let (_turn, server) = idle_server(2);
     // Let both workers park (their futex wait armed).
     std::thread::sleep(Duration::from_millis(50));
     let counters = server.worker_counters();
@@ -466,4 +436,21 @@ fn stopping_workers_cancels_their_park_wait() {
         counters.iter().all(|c| c.snapshot().parks > 0),
         "the workers parked"
     );
+}
+
+/// The real-time turn (see `ONE_AT_A_TIME`), and a server of `workers` workers whose
+/// application accepts nobody (bind the guard first: it is released after the server).
+fn idle_server(workers: usize) -> (MutexGuard<'static, ()>, Server) {
+    let turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let certificate = Certificate::self_signed(&["localhost".into()]).expect("a certificate");
+    let config = ServerConfig::new(
+        "127.0.0.1:0".parse().expect("an address"),
+        certificate,
+        SessionConfig::default(),
+    );
+    let server = Server::bind(config, workers, UringConfig::default(), |_| async {})
+        .unwrap_or_else(|error| panic!("the server binds: {error}"));
+    (turn, server)
 }
