@@ -199,7 +199,10 @@ async fn run(
                 Some(Command::Stop) => endpoint.stop(),
                 None => {
                     handles_open = false;
-                    endpoint.stop();
+                    // A server whose handles are gone is shutting down: no one new.
+                    if accepted.is_some() {
+                        endpoint.stop();
+                    }
                 }
             },
             () = flush.0.notified() => {}
