@@ -185,6 +185,7 @@ mod tests {
             moq_relay_worker_receive_calls_total{worker=\"0\"} 3\n\
             moq_relay_worker_datagrams_sent_total{worker=\"0\"} 40\n\
             moq_relay_worker_send_calls_total{worker=\"0\"} 4\n\
+            moq_relay_send_errors_total 2\n\
             moq_relay_sessions 2\n";
         assert_eq!(
             parse_metrics(page),
@@ -193,6 +194,7 @@ mod tests {
                 receive_calls: 3,
                 datagrams_sent: 40,
                 send_calls: 4,
+                send_errors: 2,
             }
         );
     }
@@ -217,8 +219,10 @@ mod tests {
             receive_calls: 50,
             datagrams_sent: 300,
             send_calls: 100,
+            send_errors: 1,
         };
         let io = RelayIo::of(before, after, Some(400), 200);
+        assert_eq!(io.send_errors, 1);
         assert_eq!(io.syscalls_per_delivery, Some(2.0));
         assert_eq!(io.datagrams_per_send, 3.0);
         assert_eq!(io.datagrams_per_receive, 2.0);
