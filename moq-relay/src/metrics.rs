@@ -87,6 +87,7 @@ impl Totals {
         c.subscriptions_active += counters.subscriptions_active;
         c.announce_requests_refused += counters.announce_requests_refused;
         c.groups_dropped += counters.groups_dropped;
+        c.groups_skipped += counters.groups_skipped;
         c.groups_refused += counters.groups_refused;
         self.bytes_sent += stats.bytes_sent;
         self.bytes_received += stats.bytes_received;
@@ -353,6 +354,13 @@ impl Metrics {
             "Groups dropped unsent: the subscriber gave no stream credit \
              (limits.max_queued_groups_per_session).",
             &one(c.groups_dropped),
+        );
+        metric(
+            "groups_skipped_total",
+            "counter",
+            "Groups a subscriber never got because the relay's cache released them before they \
+             were sent (caches shed under limits.max_memory_bytes, or the track ran ahead).",
+            &one(c.groups_skipped),
         );
         metric(
             "groups_refused_total",

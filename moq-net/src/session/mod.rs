@@ -242,6 +242,10 @@ pub struct SessionCounters {
     /// Groups dropped because the peer gave no credit for them: unsent for lack of stream
     /// credit, or reset for lack of data credit ([`SessionConfig::max_queued_groups`]).
     pub groups_dropped: u64,
+    /// Groups of the peer's subscriptions this side never reached: the track's cache released
+    /// them (a producer running ahead, or caches shed under a [`crate::model::MemoryBudget`])
+    /// or they expired before this session sent them.
+    pub groups_skipped: u64,
     /// Groups from the peer stopped for [`SessionConfig::max_group_bytes`],
     /// [`SessionConfig::max_group_frames`] or
     /// [`SessionConfig::max_receiving_group_bytes`].

@@ -653,7 +653,10 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                         if request.end.is_some_and(|last| *end > last) {
                             break; // paused at the end bound until an update raises it
                         }
-                        match track.poll_next_group(waiter) {
+                        let lagged = track.lagged();
+                        let next = track.poll_next_group(waiter);
+                        cx.counters.groups_skipped += track.lagged() - lagged;
+                        match next {
                             Poll::Ready(Ok(Some(group))) => {
                                 let sequence = group.sequence();
                                 // SUBSCRIBE_START from -05 (before it, the OK said it).

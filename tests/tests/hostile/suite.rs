@@ -4,6 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -979,10 +980,10 @@ async fn announce_churn_against_a_stalled_listener_holds_only_what_is_live() {
     drop(stalled);
 }
 
-/// Growth (review finding F13): against a relay-wide budget of 8 MiB, a publisher fills 40
-/// tracks (4 MiB of cache each: 160 MiB without the budget) that one subscriber reads. The
-/// accounted bytes never pass the budget, caches are shed first, and the good pair keeps
-/// delivering.
+/// Growth (review finding F13): against a relay-wide budget of 8 MiB, a publisher sends 40
+/// tracks 12 groups of 64 KiB each (30 MiB, all of it cached without the budget) that one
+/// subscriber reads. The accounted bytes never pass the budget, caches are shed first, every
+/// group is delivered or counted where it was lost, and the good pair keeps delivering.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caches_times_tracks_stay_within_the_relays_memory_budget() {
     let mut bed = Bed::start(|config| config.limits.max_memory_bytes = Some(8 << 20)).await;
@@ -992,7 +993,7 @@ async fn caches_times_tracks_stay_within_the_relays_memory_budget() {
         .map(|index| broadcast.create_track(Track::new(format!("t{index}"))))
         .collect();
     published.publish("bulk", &broadcast).unwrap();
-    let _publisher = bed
+    let publisher = bed
         .client(SessionConfig {
             publish: Some(published),
             ..SessionConfig::default()
@@ -1015,16 +1016,21 @@ async fn caches_times_tracks_stay_within_the_relays_memory_budget() {
     })
     .await
     .expect("announced");
-    let frames = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    // What the subscriber read, and the groups its own cache released before it read them.
+    let frames = Arc::new(AtomicU64::new(0));
+    let lagged = Arc::new(AtomicU64::new(0));
     for index in 0..40 {
-        let (bulk, frames) = (bulk.clone(), frames.clone());
+        let (bulk, frames, lagged) = (bulk.clone(), frames.clone(), lagged.clone());
         tokio::spawn(async move {
             let Ok(mut track) = bulk.subscribe_track(&format!("t{index}")).await else {
                 return;
             };
+            let mut seen_lag = 0;
             while let Ok(Some(mut group)) = track.next_group().await {
+                lagged.fetch_add(track.lagged() - seen_lag, Ordering::Relaxed);
+                seen_lag = track.lagged();
                 while let Ok(Some(_)) = group.read_frame().await {
-                    frames.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    frames.fetch_add(1, Ordering::Relaxed);
                 }
             }
         });
@@ -1037,7 +1043,8 @@ async fn caches_times_tracks_stay_within_the_relays_memory_budget() {
     .await
     .expect("every track is subscribed");
     let payload = bytes::Bytes::from(vec![7u8; 64 << 10]);
-    for round in 0..24u64 {
+    const ROUNDS: u64 = 12;
+    for round in 0..ROUNDS {
         for track in &mut tracks {
             let mut group = track.append_group();
             group.write(round, payload.clone());
@@ -1045,19 +1052,37 @@ async fn caches_times_tracks_stay_within_the_relays_memory_budget() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Every frame reached the subscriber, or was refused at the budget.
-    let all = 40 * 24;
-    let arrived = tokio::time::timeout(PATIENCE, async {
-        loop {
-            let delivered = frames.load(std::sync::atomic::Ordering::Relaxed);
-            if delivered + bed.metric("memory_frames_refused_total") >= all {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+    // Every frame (one a group) reached the subscriber or was counted where it was lost:
+    // refused at the budget; dropped or skipped by the publisher or the relay for a peer
+    // that did not keep up (on a busy machine); released by the subscriber's own cache.
+    let all = 40 * ROUNDS;
+    let accounted = |bed: &Bed| {
+        let sent = publisher.counters();
+        [
+            ("delivered", frames.load(Ordering::Relaxed)),
+            ("lagged", lagged.load(Ordering::Relaxed)),
+            ("refused", bed.metric("memory_frames_refused_total")),
+            ("relay dropped", bed.metric("groups_dropped_total")),
+            ("relay skipped", bed.metric("groups_skipped_total")),
+            ("publisher dropped", sent.groups_dropped),
+            ("publisher skipped", sent.groups_skipped),
+        ]
+    };
+    // A slow machine takes longer, so only a wait without progress fails.
+    let total = |bed: &Bed| accounted(bed).iter().map(|(_, count)| count).sum::<u64>();
+    let mut progress = (0, tokio::time::Instant::now());
+    while total(&bed) < all {
+        let now = total(&bed);
+        if now > progress.0 {
+            progress = (now, tokio::time::Instant::now());
         }
-    })
-    .await;
-    assert!(arrived.is_ok(), "the bulk arrived");
+        assert!(
+            progress.1.elapsed() < PATIENCE,
+            "the bulk arrived or was counted: {:?} of {all}",
+            accounted(&bed)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     bed.delivers("after the bulk").await;
     let (peak, budget, shed) = (
         bed.metric("memory_accounted_peak_bytes"),
@@ -1077,5 +1102,5 @@ async fn caches_times_tracks_stay_within_the_relays_memory_budget() {
             .collect::<Vec<_>>()
             .join("; ")
     );
-    assert!(frames.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    assert!(frames.load(Ordering::Relaxed) > 0);
 }
