@@ -3,8 +3,9 @@
 //!
 //! Two populations share the rooms:
 //! - **stable members** stay connected the whole soak, each publishing a numbered message
-//!   at a fixed rate and reading every other stable member of its room; a gap in the
-//!   numbers a reader sees, or a message a reader never got by the end, is a lost message;
+//!   at a fixed rate and reading every other stable member of its room; a number a reader
+//!   skipped and has not received since (groups are separate streams, so one may arrive
+//!   after a later one), or a message a reader never got by the end, is a lost message;
 //! - **churners** join a room, publish and read for a while, leave (a clean close), pause
 //!   and join again, over and over: sessions, announcements and subscriptions coming and
 //!   going, which is what makes bookkeeping that outlives its owner grow.
@@ -22,7 +23,7 @@
 //! warm-up minutes within the allowed drift, and accounted bytes flat (at most 1.5 times
 //! the baseline sample's, plus 256 KiB).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -95,7 +96,7 @@ pub struct SoakSample {
     pub sessions: usize,
     /// Messages delivered to stable readers so far.
     pub delivered: u64,
-    /// Messages lost so far (gaps seen).
+    /// Messages lost so far: numbers skipped that have not arrived since.
     pub lost: u64,
     /// Churn cycles (join, talk, leave) completed so far.
     pub churn_cycles: u64,
@@ -147,6 +148,35 @@ impl SoakReport {
 }
 
 /// The counters every member shares.
+/// What one stable reader heard of one stable publisher.
+#[derive(Debug)]
+struct Heard {
+    /// The highest number.
+    last: u64,
+    /// Numbers below it not heard (yet).
+    missing: BTreeSet<u64>,
+}
+
+impl Heard {
+    /// Starting at the first number heard.
+    fn new(first: u64) -> Self {
+        Self {
+            last: first,
+            missing: BTreeSet::new(),
+        }
+    }
+
+    /// Notes a number: one past `last + 1` leaves a gap, one in a gap fills it.
+    fn hear(&mut self, number: u64) {
+        if number > self.last {
+            self.missing.extend(self.last + 1..number);
+            self.last = number;
+        } else {
+            self.missing.remove(&number);
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Counters {
     sent: AtomicU64,
@@ -160,8 +190,8 @@ struct Counters {
     errors: Mutex<Vec<String>>,
     /// Per stable publisher (its index): the last number it sent.
     last_sent: Mutex<HashMap<u32, u64>>,
-    /// Per (reader, publisher): the last number the reader saw.
-    last_seen: Mutex<HashMap<(u32, u32), u64>>,
+    /// Per (reader, publisher): what the reader heard.
+    last_seen: Mutex<HashMap<(u32, u32), Heard>>,
 }
 
 impl Counters {
@@ -273,9 +303,9 @@ pub async fn run(
         let sent = counters.last_sent.lock().unwrap_or_else(|e| e.into_inner());
         let seen = counters.last_seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.iter()
-            .map(|((_, publisher), last)| {
+            .map(|((_, publisher), heard)| {
                 sent.get(publisher)
-                    .map_or(0, |sent| sent.saturating_sub(*last))
+                    .map_or(0, |sent| sent.saturating_sub(heard.last))
             })
             .sum::<u64>()
     };
@@ -657,13 +687,38 @@ async fn read(broadcast: BroadcastConsumer, reader: Option<u32>, counters: Arc<C
             let number = u64::from_be_bytes(number);
             counters.delivered.fetch_add(1, Ordering::Relaxed);
             let mut seen = counters.last_seen.lock().unwrap_or_else(|e| e.into_inner());
-            let last = seen.entry((reader, publisher)).or_insert(number);
-            if number > *last + 1 {
+            let heard = seen
+                .entry((reader, publisher))
+                .or_insert(Heard::new(number));
+            let missing = heard.missing.len() as u64;
+            heard.hear(number);
+            let now_missing = heard.missing.len() as u64;
+            if now_missing > missing {
                 counters
                     .lost
-                    .fetch_add(number - *last - 1, Ordering::Relaxed);
+                    .fetch_add(now_missing - missing, Ordering::Relaxed);
+            } else {
+                counters
+                    .lost
+                    .fetch_sub(missing - now_missing, Ordering::Relaxed);
             }
-            *last = (*last).max(number);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Heard;
+
+    #[test]
+    fn a_number_arriving_after_a_later_one_is_late_not_lost() {
+        let mut heard = Heard::new(1);
+        heard.hear(2);
+        heard.hear(5);
+        assert_eq!(heard.missing.iter().copied().collect::<Vec<_>>(), [3, 4]);
+        heard.hear(4);
+        heard.hear(6);
+        assert_eq!(heard.missing.iter().copied().collect::<Vec<_>>(), [3]);
+        assert_eq!(heard.last, 6);
     }
 }

@@ -32,6 +32,9 @@ use crate::cid::{CID_LEN, CidGenerator, ConnectionId};
 use crate::quic::QuicConnection;
 use crate::timer::TimerWheel;
 
+mod spare;
+use spare::SpareBuffers;
+
 /// The largest UDP payload a QUIC packet from us may have.
 pub const MAX_DATAGRAM: usize = 1350;
 
@@ -167,7 +170,7 @@ pub struct Endpoint {
     expired: Vec<usize>,
     packet: Box<[u8]>,
     open_batches: HashMap<SocketAddr, usize>,
-    spare_contents: Vec<Vec<u8>>,
+    spare_contents: SpareBuffers,
     send_failures: SendFailureLog,
     /// Set by [`stop`](Endpoint::stop): no new connection is admitted.
     stopping: bool,
@@ -237,7 +240,7 @@ impl Endpoint {
             expired: Vec::new(),
             packet: vec![0; MAX_DATAGRAM].into_boxed_slice(),
             open_batches: HashMap::new(),
-            spare_contents: Vec::new(),
+            spare_contents: SpareBuffers::default(),
             send_failures: SendFailureLog::default(),
             stopping: false,
         }
@@ -438,11 +441,7 @@ impl Endpoint {
     /// Takes back transmits the driver sent: their buffers carry the next pass's packets.
     pub fn reclaim(&mut self, sent: impl IntoIterator<Item = Transmit>) {
         for transmit in sent {
-            let mut contents = transmit.contents;
-            if self.spare_contents.len() < MAX_SPARE_CONTENTS {
-                contents.clear();
-                self.spare_contents.push(contents);
-            }
+            self.spare_contents.give_back(transmit.contents);
         }
     }
 
@@ -512,7 +511,7 @@ impl Endpoint {
             if let Some(tokens) = self.gate.retry_tokens() {
                 let scid = self.cids.generate()?;
                 let token = tokens.mint(from, &header.dcid, scid.as_bytes(), now);
-                let mut contents = self.spare_contents.pop().unwrap_or_default();
+                let mut contents = self.spare_contents.take();
                 contents.resize(MAX_DATAGRAM, 0);
                 let len = quiche::retry(
                     &header.scid,
@@ -742,9 +741,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Transmit buffers kept for reuse at most (the most batches a busy pass has made).
-const MAX_SPARE_CONTENTS: usize = 4096;
-
 /// Appends `packet` to the open GSO batch for `destination` if it fits there (every datagram
 /// so far full-sized, this one no larger, fewer than [`MAX_SEGMENTS`], at most
 /// [`MAX_GSO_BYTES`] in all), or starts a batch
@@ -753,7 +749,7 @@ const MAX_SPARE_CONTENTS: usize = 4096;
 fn push_packet(
     open_batches: &mut HashMap<SocketAddr, usize>,
     transmits: &mut Vec<Transmit>,
-    spare: &mut Vec<Vec<u8>>,
+    spare: &mut SpareBuffers,
     destination: SocketAddr,
     packet: &[u8],
 ) {
@@ -771,7 +767,7 @@ fn push_packet(
         }
     }
     open_batches.insert(destination, transmits.len());
-    let mut contents = spare.pop().unwrap_or_default();
+    let mut contents = spare.take();
     contents.extend_from_slice(packet);
     transmits.push(Transmit {
         destination,
@@ -803,7 +799,7 @@ mod tests {
             push_packet(
                 &mut open,
                 &mut transmits,
-                &mut Vec::new(),
+                &mut SpareBuffers::default(),
                 *destination,
                 packet,
             );
@@ -823,7 +819,7 @@ mod tests {
             push_packet(
                 &mut open,
                 &mut transmits,
-                &mut Vec::new(),
+                &mut SpareBuffers::default(),
                 addr(1),
                 &[7; 50],
             );
@@ -842,7 +838,7 @@ mod tests {
             push_packet(
                 &mut open,
                 &mut transmits,
-                &mut Vec::new(),
+                &mut SpareBuffers::default(),
                 addr(1),
                 &[7; MAX_DATAGRAM],
             );

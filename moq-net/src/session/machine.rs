@@ -26,6 +26,10 @@ use kio::Waiter;
 /// before it is swept.
 const OPEN_GROUP_SLACK: usize = 64;
 
+/// Stream opens whose room a session keeps between turns; a burst past it gives the rest back
+/// once drained.
+const OPENS_KEPT: usize = 32;
+
 use super::publisher::{AnnounceServe, FetchServe, GroupWrite, SubscribeServe, TrackServe};
 use super::remote::RemoteBroadcasts;
 use super::setup::{BidiIncoming, GoAwaySend, SetupRead, SetupSend, UniIncoming};
@@ -606,6 +610,11 @@ impl<R: Runtime> SessionMachine<R> {
             self.drop_oldest_groups(&mut waiting);
         }
         self.spare_opens = std::mem::replace(&mut self.context.opens, waiting);
+        // A burst's queue gives its memory back once drained: a session lives for hours and
+        // must not keep the largest burst it ever had. A steady turn fits in what is kept.
+        if self.spare_opens.capacity() > OPENS_KEPT {
+            self.spare_opens.shrink_to(OPENS_KEPT);
+        }
 
         for spawn in self.context.spawned.drain(..) {
             match spawn {
