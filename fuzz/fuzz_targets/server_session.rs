@@ -81,7 +81,10 @@ fuzz_target!(|data: &[u8]| {
 
     let waiter = Waiter::new(Waker::noop());
     let mut streams: Vec<TestSendStream> = Vec::new();
-    let mut kept: Vec<TestRecvStream> = Vec::new(); // receive halves, held open and drained
+    // Receive halves, held open and drained, each with a waiter of its own: one waiter
+    // registered on every stream would dedupe each registration against all the others
+    // (its memo is a list), quadratic in the streams an input opens.
+    let mut kept: Vec<(TestRecvStream, Waiter)> = Vec::new();
     // What the peer announced, as the origin tells it; and readers of each such
     // broadcast's track "t", which make the relay open TRACK/SUBSCRIBE streams to it.
     let mut announced = origin.announced("");
@@ -92,13 +95,13 @@ fuzz_target!(|data: &[u8]| {
         match op % 8 {
             6 => {
                 if let Poll::Ready(Ok(recv)) = client.poll_accept_uni(&waiter) {
-                    kept.push(recv);
+                    kept.push((recv, Waiter::new(Waker::noop())));
                 }
             }
             7 => {
                 if let Poll::Ready(Ok((send, recv))) = client.poll_accept_bidi(&waiter) {
                     streams.push(send);
-                    kept.push(recv);
+                    kept.push((recv, Waiter::new(Waker::noop())));
                 }
             }
             0 => {
@@ -109,7 +112,7 @@ fuzz_target!(|data: &[u8]| {
             1 => {
                 if let Poll::Ready(Ok((send, recv))) = client.poll_open_bidi(&waiter) {
                     streams.push(send);
-                    kept.push(recv);
+                    kept.push((recv, Waiter::new(Waker::noop())));
                 }
             }
             2 => {
@@ -137,8 +140,8 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         runtime.run_until_stalled();
-        for recv in &mut kept {
-            while let Poll::Ready(Ok(Some(_))) = recv.poll_read(&waiter) {}
+        for (recv, waiter) in &mut kept {
+            while let Poll::Ready(Ok(Some(_))) = recv.poll_read(waiter) {}
         }
         peer.follow(&mut announced, &waiter, &mut readers);
         check(&server, &origin, &peer);
