@@ -173,7 +173,12 @@ struct Announcements {
 impl Announcements {
     /// Takes every change the origin announced since the last call; starts a reader of
     /// track `t` for each newly active path.
-    fn follow(&mut self, announced: &mut Announced, waiter: &Waiter, readers: &mut Vec<PendingTrack>) {
+    fn follow(
+        &mut self,
+        announced: &mut Announced,
+        waiter: &Waiter,
+        readers: &mut Vec<PendingTrack>,
+    ) {
         while let Poll::Ready(announcement) = announced.poll_next(waiter) {
             match announcement {
                 Announcement::Active { path, broadcast } if path.as_str() != "live" => {
@@ -201,7 +206,11 @@ fn check(server: &session::Session, origin: &Origin, peer: &Announcements) {
         "{} broadcasts",
         origin.broadcast_count()
     );
-    assert!(peer.active.len() <= MAX_ANNOUNCES, "{} announced", peer.active.len());
+    assert!(
+        peer.active.len() <= MAX_ANNOUNCES,
+        "{} announced",
+        peer.active.len()
+    );
     let path_bytes: usize = peer.active.iter().map(String::len).sum();
     assert!(
         path_bytes <= MAX_ANNOUNCE_PATH_BYTES,
