@@ -88,6 +88,78 @@ fn the_last_subscriber_leaving_cancels_upstream() {
     });
 }
 
+/// Regression (found by fuzzing `server_session`): the relay's last viewer of a track left,
+/// and during the linger that followed the publisher ended the subscription. Its
+/// sub-machine was gone, but the route kept the linger and the waker of the finished
+/// sub-machine: once the linger was over, the session woke it on every pass of its loop,
+/// and the loop went on for as long as the route waited for trailing groups, which within
+/// one turn (the clock is read once a turn) was forever. A peer could hang a relay's
+/// thread. The scenario runs on a thread of its own so that a regression fails the test
+/// instead of hanging the suite; on every version (before -05 the wait for trailing groups
+/// is always the whole timeout, so the hang was surest there).
+#[test]
+fn a_subscription_its_publisher_ends_during_the_linger_does_not_hang_the_relay() {
+    use moq_net::coding::Version;
+    for version in [
+        Version::Lite04,
+        Version::Lite05,
+        Version::Lite03,
+        Version::Lite06Wip,
+    ] {
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            seeded(5, |runtime| {
+                let mut relay = Relay::new();
+                relay.base.version = version;
+                relay.link.protocol = Some(version.alpn().to_owned());
+                let at_version = |config: SessionConfig| SessionConfig { version, ..config };
+                let publisher_origin = Origin::new();
+                let broadcast = BroadcastProducer::new();
+                let mut track = broadcast.create_track(Track::new("video"));
+                publisher_origin.publish("live", &broadcast).unwrap();
+                let _publisher = relay.connect(
+                    runtime,
+                    at_version(SessionConfig {
+                        publish: Some(publisher_origin),
+                        ..SessionConfig::default()
+                    }),
+                );
+                let origin = Origin::new();
+                let viewer = relay.connect(
+                    runtime,
+                    at_version(SessionConfig {
+                        subscribe: Some(origin.clone()),
+                        ..SessionConfig::default()
+                    }),
+                );
+                assert!(runtime.run_until(SECOND, || origin.consume_broadcast("live").is_some()));
+                let received = read_track(runtime, &origin, "live", "video");
+                assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
+                send(&mut track, 0, "hi");
+                assert!(runtime.run_until(SECOND, || received.frames.borrow().len() == 1));
+
+                // The viewer leaves: the relay lingers (1 s). Halfway through, the
+                // publisher ends the track; the relay then waits (1 s) for trailing groups.
+                viewer.close(Error::Cancel);
+                runtime.advance(Duration::from_millis(500));
+                assert_eq!(track.consumer_count(), 1, "the relay lingers");
+                track.finish();
+                // Past the linger's end and the trailing wait's: each turn returns.
+                for _ in 0..30 {
+                    runtime.advance(Duration::from_millis(100));
+                }
+            });
+            let _ = done.send(());
+        });
+        // Milliseconds of work; the bound only tells a hang from a finished run.
+        finished
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|error| {
+                panic!("{version:?}: the relay's turns never returned ({error})")
+            });
+    }
+}
+
 #[test]
 fn a_subscriber_coming_back_within_the_linger_finds_the_upstream_subscription_running() {
     seeded(4, |runtime| {

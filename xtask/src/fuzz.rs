@@ -4,8 +4,10 @@
 //! Installs what it needs (the nightly toolchain must be there; cargo-fuzz is installed
 //! from crates.io if missing). Each target starts from its committed seeds
 //! (`fuzz/seeds/<target>`, made from the spec's byte vectors by `fuzz/make_seeds.py`) and
-//! its own growing corpus (`fuzz/corpus/<target>`, not committed). A crash fails the
-//! command and leaves its input in `fuzz/artifacts/<target>`.
+//! its own growing corpus (`fuzz/corpus/<target>`, not committed), and replays the inputs
+//! that once failed it (`fuzz/regressions/<target>`, committed, each named for its bug). A
+//! crash, or an input running longer than [`HANG_SECONDS`], fails the command and leaves
+//! its input in `fuzz/artifacts/<target>`.
 //!
 //! `--seconds N` (default 10) per target, or `--runs N` executions per target instead;
 //! `--target NAME` runs one.
@@ -13,6 +15,10 @@
 use std::path::Path;
 
 use crate::cmd::{Command, Failure};
+
+/// An input that runs this long is a hang (every target's slowest input takes well under
+/// a second); libFuzzer's default would wait twenty minutes.
+const HANG_SECONDS: u32 = 60;
 
 /// The targets, in the order they run.
 const TARGETS: &[&str] = &[
@@ -72,28 +78,35 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), Failure> {
         std::fs::create_dir_all(root.join("target")).ok();
         let corpus_arg = format!("corpus/{target}");
         let seeds_arg = format!("seeds/{target}");
+        let regressions = fuzz.join("regressions").join(target);
+        let regressions_arg = format!("regressions/{target}");
+        let hang_arg = format!("-timeout={HANG_SECONDS}");
         let budget = match runs {
             Some(runs) => format!("-runs={runs}"),
             None => format!("-max_total_time={seconds}"),
         };
-        let output = Command::new(
-            "cargo",
-            &[
-                "+nightly",
-                "fuzz",
-                "run",
-                "--release",
-                target,
-                &corpus_arg,
-                &seeds_arg,
-                "--",
-                &budget,
-                "-print_final_stats=1",
-                "-rss_limit_mb=4096",
-            ],
-        )
-        .current_dir(&fuzz)
-        .output_to(&log)?;
+        let mut args = vec![
+            "+nightly",
+            "fuzz",
+            "run",
+            "--release",
+            target,
+            &corpus_arg,
+            &seeds_arg,
+        ];
+        if regressions.is_dir() {
+            args.push(&regressions_arg);
+        }
+        args.extend([
+            "--",
+            &budget,
+            &hang_arg,
+            "-print_final_stats=1",
+            "-rss_limit_mb=4096",
+        ]);
+        let output = Command::new("cargo", &args)
+            .current_dir(&fuzz)
+            .output_to(&log)?;
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let executions = stat(&text, "stat::number_of_executed_units:");
         let corpus_size = std::fs::read_dir(&corpus).map(|d| d.count()).unwrap_or(0);

@@ -178,8 +178,18 @@ pub(crate) struct Route {
     /// flight on their own streams.
     pub(crate) ending: Option<Ending>,
     /// Set while the track has no local consumer: when the subscription gets cancelled
-    /// unless a consumer comes back, and the subscription's sub-machine to wake then.
-    pub(crate) linger: Option<(Instant, Waker)>,
+    /// unless a consumer comes back.
+    pub(crate) linger: Option<Linger>,
+}
+
+/// A subscription's wait before it cancels a track nobody reads.
+pub(crate) struct Linger {
+    /// When the wait is over.
+    pub(crate) until: Instant,
+    /// The subscription's sub-machine, to wake once the wait is over: taken when woken, so
+    /// that it is woken once. Woken on every pass, a sub-machine that had ended kept the
+    /// machine's loop going forever within one turn.
+    pub(crate) wake: Option<Waker>,
 }
 
 /// A subscription the publisher ended, waiting for its trailing groups.
@@ -234,11 +244,14 @@ impl Context {
                 route.track.finish();
             }
         }
-        // Lingers that are over: their sub-machines decide (cancel, or go on).
-        for route in self.routes.values() {
-            if let Some((until, wake)) = &route.linger {
-                if *until <= now {
-                    wake.wake_by_ref();
+        // Lingers that are over: their sub-machines decide (cancel, or go on), each woken
+        // once.
+        for route in self.routes.values_mut() {
+            if let Some(linger) = &mut route.linger {
+                if linger.until <= now {
+                    if let Some(wake) = linger.wake.take() {
+                        wake.wake();
+                    }
                 }
             }
         }
@@ -246,7 +259,7 @@ impl Context {
             .values()
             .flat_map(|route| {
                 let ending = route.ending.as_ref().map(|ending| ending.until);
-                let linger = route.linger.as_ref().map(|(until, _)| *until);
+                let linger = route.linger.as_ref().map(|linger| linger.until);
                 [ending, linger.filter(|until| *until > now)]
             })
             .flatten()

@@ -3,11 +3,11 @@
 //! when local consumers want them (TRACK, then SUBSCRIBE), and writes the group streams
 //! that arrive into those tracks (spec: moq-lite-05, "Subscriber role").
 
-use std::task::{Poll, Waker};
+use std::task::Poll;
 
 use kio::Waiter;
 
-use super::machine::{Context, Ending, Open, Route, Spawn};
+use super::machine::{Context, Ending, Linger, Open, Route, Spawn};
 use super::stream::{Reader, Writer, encoded};
 use crate::Error;
 use crate::coding::{
@@ -583,11 +583,13 @@ impl<S: SendStream, R: RecvStream> SubscribeRemote<S, R> {
                 break;
             }
             let until = match &route.linger {
-                Some((until, _)) => *until,
+                Some(linger) => linger.until,
                 None => {
                     let until = cx.now + cx.config.unused_track_linger;
-                    let wake = waiter.waker().unwrap_or_else(|| Waker::noop().clone());
-                    route.linger = Some((until, wake));
+                    route.linger = Some(Linger {
+                        until,
+                        wake: waiter.waker(),
+                    });
                     until
                 }
             };
@@ -636,6 +638,9 @@ impl<S: SendStream, R: RecvStream> SubscribeRemote<S, R> {
                     let until = cx.now + cx.config.trailing_groups_timeout;
                     if let Some(route) = cx.routes.get_mut(&self.id) {
                         route.ending = Some(Ending { expected, until });
+                        // This sub-machine ends here: no one is left to act on a linger.
+                        // The route lasts only as long as the trailing wait.
+                        route.linger = None;
                     }
                     let _ = writer.stream_mut().finish();
                     return Poll::Ready(Ok(()));
