@@ -21,7 +21,7 @@ CONTROL = {
 }
 
 # The version bits above a control_messages selector (<< 4), a group_stream chunk byte
-# (<< 6) and a server_session's first byte, as the targets read them.
+# (<< 6) and the first byte of a datagram or server_session input, as the targets read them.
 VERSION = {"05": 0, "04": 1, "03": 2, "06-wip": 3}
 
 # Vectors of the other versions (moq-net/tests/codec_versions.rs): version, message, hex.
@@ -60,7 +60,9 @@ def main():
                 for chunk in (0, 63):
                     seeds.setdefault("group_stream", []).append(bytes([chunk]) + raw)
             elif message == "DATAGRAM":
-                seeds.setdefault("datagram", []).append(raw)
+                # The first byte: the version, -05 and -06-wip (the versions with datagrams).
+                for version in ("05", "06-wip"):
+                    seeds.setdefault("datagram", []).append(bytes([VERSION[version]]) + raw)
             # Every vector is also a program for the whole-session target: open a uni
             # stream (SETUP first), then a stream of the vector's kind carrying its bytes.
             setup = bytes.fromhex("010100")
