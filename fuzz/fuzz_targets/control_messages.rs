@@ -13,14 +13,6 @@ use moq_net::coding::{
     UniStream, Version,
 };
 
-/// The version the bits above the message's select.
-const VERSIONS: [Version; 4] = [
-    Version::Lite05,
-    Version::Lite04,
-    Version::Lite03,
-    Version::Lite06Wip,
-];
-
 /// Decodes `bytes` as `M`; if that works, checks the round trip.
 fn round_trip<M: Message + PartialEq + std::fmt::Debug>(bytes: &[u8], version: Version) {
     let Ok(message) = M::decode(&mut &bytes[..], version) else {
@@ -42,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&which, bytes)) = data.split_first() else {
         return;
     };
-    let v = VERSIONS[usize::from(which >> 4) % VERSIONS.len()];
+    let v = moq_fuzz::version(which >> 4);
     match which % 16 {
         0 => round_trip::<Setup>(bytes, v),
         1 => round_trip::<AnnounceRequest>(bytes, v),

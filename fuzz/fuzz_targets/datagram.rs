@@ -6,18 +6,13 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use moq_net::coding::{Datagram, Version};
+use moq_net::coding::Datagram;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&version, data)) = data.split_first() else {
         return;
     };
-    let version = [
-        Version::Lite05,
-        Version::Lite04,
-        Version::Lite03,
-        Version::Lite06Wip,
-    ][usize::from(version % 4)];
+    let version = moq_fuzz::version(version);
     let decoded = Datagram::decode(&mut &data[..], version);
     if !version.has_datagrams() {
         assert!(decoded.is_err(), "{version:?} has no datagrams");

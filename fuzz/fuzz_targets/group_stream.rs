@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use moq_net::coding::{GroupDecoder, GroupItem, Version};
+use moq_net::coding::{GroupDecoder, GroupItem};
 
 /// The frame size limit the decoder is given.
 const MAX_FRAME: u64 = 4096;
@@ -18,12 +18,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&chunk, stream)) = data.split_first() else {
         return;
     };
-    let version = [
-        Version::Lite05,
-        Version::Lite04,
-        Version::Lite03,
-        Version::Lite06Wip,
-    ][usize::from(chunk >> 6)];
+    let version = moq_fuzz::version(chunk >> 6);
     let chunk = usize::from(chunk & 63) + 1;
     let mut decoder = GroupDecoder::new(version, MAX_FRAME);
     for piece in stream.chunks(chunk) {

@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kio::Waiter;
 use libfuzzer_sys::fuzz_target;
-use moq_net::coding::Version;
 use moq_net::model::{Announced, Announcement, BroadcastProducer, Origin, PendingTrack, Track};
 use moq_net::runtime::test::{LinkConfig, TestRecvStream, TestRuntime, TestSendStream};
 use moq_net::session::{self, SessionConfig};
@@ -38,12 +37,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&version, data)) = data.split_first() else {
         return;
     };
-    let version = [
-        Version::Lite05,
-        Version::Lite04,
-        Version::Lite03,
-        Version::Lite06Wip,
-    ][usize::from(version % 4)];
+    let version = moq_fuzz::version(version);
     let runtime = TestRuntime::new(1, Instant::now());
     let origin = Origin::new();
     let live = BroadcastProducer::new();
