@@ -9,6 +9,7 @@
 //! | [`coding`] | the moq-lite wire codec (-03, -04, -05, -06-wip), byte for byte as deployed peers speak it |
 //! | [`session`] | the protocol machines: a publisher half serving an origin, a subscriber half filling one |
 //! | [`transport`] | the poll-based traits a QUIC (or WebTransport) connection implements for a session |
+//! | [`backoff`] | when to try a connection again (exponential, jittered), for clients and relays that redial |
 //! | [`runtime`] | the [`Runtime`](runtime::Runtime) boundary (time, timers, running a machine), and with feature `test-runtime` a deterministic virtual-time runtime with an in-memory transport |
 //!
 //! and the [`Error`] taxonomy with its one mapping to wire codes.
@@ -69,6 +70,7 @@
 mod error;
 mod id_map;
 
+pub mod backoff;
 pub mod coding;
 pub mod model;
 pub mod redact;

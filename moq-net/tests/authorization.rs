@@ -42,6 +42,7 @@ impl Relay {
                     publish: Some(origin.scope("room", [""])),
                     subscribe: Some(origin.scope("room", ["alice"])),
                     valid_for: None,
+                    ..Origins::default()
                 }),
                 _ => Err(Error::Unauthorized),
             })),

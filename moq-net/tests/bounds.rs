@@ -247,6 +247,7 @@ fn a_session_closes_with_unauthorized_when_its_authorization_runs_out() {
                     publish: Some(hook_origin.clone()),
                     subscribe: Some(hook_origin.clone()),
                     valid_for: Some(Duration::from_secs(60)),
+                    ..Origins::default()
                 })
             })),
             ..SessionConfig::default()

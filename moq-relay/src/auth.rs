@@ -391,7 +391,14 @@ pub struct Grant {
     /// The connection's path: the root its session's paths are relative to.
     pub root: Path,
     /// The views: what it reads (`publish`, served to it) and what it fills (`subscribe`).
+    /// `origins.trust_routes` is [`peer`](Self::peer), for the caller to confirm.
     pub origins: Origins,
+    /// The session may be another relay of this one's cluster: connected at the root,
+    /// it may publish and subscribe to everything, on a token this relay's key signed
+    /// (or on a relay with no key, where everything is open). It is one if its SETUP
+    /// names its hop id, as relays do; then its announced routes rank its broadcasts
+    /// (a client's never do).
+    pub peer: bool,
 }
 
 impl Authorizer {
@@ -418,6 +425,7 @@ impl Authorizer {
             .find(|(name, _)| name == "jwt")
             .map(|(_, value)| value.into_owned());
         let mut valid_for = None;
+        let mut verified = false;
         let (publish, subscribe) = match (&self.key, token) {
             (Some(key), Some(token)) => {
                 let claims = key.verify(&token, now)?;
@@ -434,6 +442,7 @@ impl Authorizer {
                 if reads.is_empty() && writes.is_empty() {
                     return Err(AuthError::NothingAllowed(root.to_string()));
                 }
+                verified = true;
                 (reads, writes)
             }
             _ if self.public.iter().any(|prefix| root.has_prefix(prefix)) => {
@@ -441,13 +450,20 @@ impl Authorizer {
             }
             (_, _) => return Err(AuthError::MissingToken(root.to_string())),
         };
+        let everything = |grants: &[Path]| grants.iter().any(Path::is_root);
+        let peer = root.is_root()
+            && everything(&publish)
+            && everything(&subscribe)
+            && (verified || self.key.is_none());
         Ok(Grant {
             origins: Origins {
                 publish: Some(origin.scope(root.clone(), publish)),
                 subscribe: Some(origin.scope(root.clone(), subscribe)),
                 valid_for,
+                trust_routes: peer,
             },
             root,
+            peer,
         })
     }
 }

@@ -11,6 +11,8 @@ use std::time::Duration;
 use moq_net::coding::Version;
 use serde::Deserialize;
 
+pub use crate::cluster::ClusterSection;
+
 /// Everything a relay is told.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -27,6 +29,8 @@ pub struct Config {
     pub limits: LimitsSection,
     /// How it stops.
     pub shutdown: ShutdownSection,
+    /// The other relays it links with.
+    pub cluster: ClusterSection,
 }
 
 /// `[server]`
@@ -513,6 +517,7 @@ impl Config {
                 "must be at least limits.max_frame_size (a group holds at least one frame)",
             );
         }
+        self.cluster.validate()?;
         if !(self.shutdown.drain_secs.is_finite() && self.shutdown.drain_secs >= 0.0) {
             return invalid(
                 "shutdown.drain_secs",

@@ -33,6 +33,8 @@ pub struct Gatekeeper {
     pub(crate) next_id: AtomicU64,
     /// Set when the relay starts draining: new clients are refused.
     pub(crate) draining: AtomicBool,
+    /// The relay's cluster: the peers among the sessions admitted here are recorded in it.
+    pub(crate) cluster: Arc<crate::cluster::Cluster>,
 }
 
 impl Gatekeeper {
@@ -90,6 +92,21 @@ impl Gatekeeper {
                     .authorizer
                     .authorize(&self.origin, &path, SystemTime::now())
                 {
+                    Ok(grant) if grant.peer => {
+                        // It may be a peer: its SETUP says whether it is a relay.
+                        tracing::info!(?remote, %version, root = %grant.root, "webtransport session");
+                        let (cluster, metrics, origins) =
+                            (self.cluster.clone(), self.metrics.clone(), grant.origins);
+                        let hook = Authorize::new(move |setup| {
+                            let mut origins = origins.clone();
+                            origins.trust_routes = is_peer(setup);
+                            if origins.trust_routes {
+                                record_peer(&cluster, &metrics, id, remote);
+                            }
+                            Ok(origins)
+                        });
+                        request.accept_with(self.session_config(Origins::default(), Some(hook)))
+                    }
                     Ok(grant) => {
                         tracing::info!(?remote, %version, root = %grant.root, "webtransport session");
                         request.accept_with(self.session_config(grant.origins, None))
@@ -108,11 +125,12 @@ impl Gatekeeper {
             }
             // The path arrives in SETUP: the session decides when it does.
             Binding::Quic => {
-                let (authorizer, origin, metrics, max_sessions) = (
+                let (authorizer, origin, metrics, max_sessions, cluster) = (
                     self.authorizer.clone(),
                     self.origin.clone(),
                     self.metrics.clone(),
                     self.max_sessions,
+                    self.cluster.clone(),
                 );
                 let hook = Authorize::new(move |setup| {
                     let path = setup.path.as_deref().unwrap_or("/");
@@ -125,8 +143,13 @@ impl Gatekeeper {
                             metrics.refused(Refusal::TooManySessions);
                             Err(moq_net::Error::BoundsExceeded)
                         }
-                        Ok(grant) => {
-                            tracing::info!(?remote, %version, root = %grant.root, "quic session");
+                        Ok(mut grant) => {
+                            let peer = grant.peer && is_peer(setup);
+                            tracing::info!(?remote, %version, root = %grant.root, peer, "quic session");
+                            if peer {
+                                record_peer(&cluster, &metrics, id, remote);
+                            }
+                            grant.origins.trust_routes = peer;
                             Ok(grant.origins)
                         }
                         Err(error) => {
@@ -146,11 +169,13 @@ impl Gatekeeper {
         Some(self.watch(id, session, binding == Binding::WebTransport))
     }
 
+    /// What a session starts from: `origins` (or what `authorize` decides at its SETUP).
     fn session_config(&self, origins: Origins, authorize: Option<Authorize>) -> SessionConfig {
         SessionConfig {
             publish: origins.publish,
             subscribe: origins.subscribe,
             valid_for: origins.valid_for,
+            trust_peer_routes: origins.trust_routes || self.session.trust_peer_routes,
             subscribe_prefix: Path::root(),
             authorize,
             ..self.session.clone()
@@ -166,11 +191,34 @@ impl Gatekeeper {
         established: bool,
     ) -> impl Future<Output = ()> + Send + 'static {
         self.metrics.opened(id, session.clone(), established);
-        let metrics = self.metrics.clone();
+        // A WebTransport peer was recorded before its session existed.
+        self.cluster.inbound_session(id, &session);
+        let (metrics, cluster) = (self.metrics.clone(), self.cluster.clone());
         async move {
             let error = session.closed().await;
             tracing::debug!(id, %error, "session ended");
             metrics.closed(id, error);
+            cluster.inbound_closed(id);
         }
+    }
+}
+
+/// Whether a client whose token makes it eligible is a relay of the cluster: relays name
+/// their hop id in SETUP (the Origin parameter), clients do not.
+fn is_peer(setup: &moq_net::coding::Setup) -> bool {
+    setup.origin.is_some()
+}
+
+/// Records the session `id` as an inbound peer of `cluster`, with its handle if `metrics`
+/// has it already (else the gatekeeper's watch attaches it).
+fn record_peer(
+    cluster: &crate::cluster::Cluster,
+    metrics: &Metrics,
+    id: u64,
+    remote: Option<std::net::SocketAddr>,
+) {
+    cluster.inbound_opened(id, remote);
+    if let Some(session) = metrics.session(id) {
+        cluster.inbound_session(id, &session);
     }
 }

@@ -16,6 +16,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use moq_net::model::Origin;
 
+use crate::cluster::Cluster;
 use crate::metrics::Metrics;
 
 /// What the handlers read.
@@ -23,6 +24,7 @@ use crate::metrics::Metrics;
 struct Shared {
     metrics: Arc<Metrics>,
     origin: Origin,
+    cluster: Arc<Cluster>,
     fingerprint: String,
 }
 
@@ -78,15 +80,18 @@ impl HttpServer {
         self,
         metrics: Arc<Metrics>,
         origin: Origin,
+        cluster: Arc<Cluster>,
         fingerprint: String,
     ) -> tokio::task::JoinHandle<()> {
         let shared = Shared {
             metrics,
             origin,
+            cluster,
             fingerprint,
         };
         let mut app = Router::new()
             .route("/metrics", get(metrics_text))
+            .route("/cluster", get(cluster_topology))
             .route("/certificate.sha256", get(certificate))
             .with_state(shared);
         if let Some(root) = self.web_root {
@@ -185,10 +190,17 @@ impl Drop for AddressSlot {
 }
 
 async fn metrics_text(State(shared): State<Shared>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        shared.metrics.render(&shared.origin),
-    )
+    let mut text = shared.metrics.render(&shared.origin);
+    shared.cluster.render_metrics(&mut text, &shared.origin);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+}
+
+/// `GET /cluster`: this relay's id, its links to other relays, and the route of every
+/// broadcast it knows, as JSON.
+async fn cluster_topology(State(shared): State<Shared>) -> impl IntoResponse {
+    let topology = shared.cluster.topology(&shared.origin);
+    let body = serde_json::to_string_pretty(&topology).unwrap_or_else(|_| "{}".to_owned());
+    ([(header::CONTENT_TYPE, "application/json")], body)
 }
 
 async fn certificate(State(shared): State<Shared>) -> impl IntoResponse {

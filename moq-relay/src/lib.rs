@@ -22,6 +22,7 @@
 //! ```
 
 pub mod auth;
+pub mod cluster;
 pub mod config;
 pub mod driver;
 pub mod gatekeeper;

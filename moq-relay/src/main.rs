@@ -20,8 +20,9 @@ use moq_relay::{Config, Relay};
 /// http://host:4443/metrics. Set `auth.key` to require tokens (see `moq-relay token`).
 ///
 /// Settings come from a TOML file (--config) and then from the flags, which win. The file
-/// has sections [server], [tls], [http], [auth], [limits] and [shutdown]; see
-/// moq-relay/relay.example.toml.
+/// has sections [server], [tls], [http], [auth], [limits], [shutdown] and [cluster]; see
+/// moq-relay/relay.example.toml. The cluster flags can also be set by MOQ_CLUSTER_*
+/// environment variables.
 #[derive(Debug, Parser)]
 #[command(name = "moq-relay", version, args_conflicts_with_subcommands = true)]
 struct Cli {
@@ -121,6 +122,28 @@ struct ServeArgs {
     /// Write the certificate's fingerprint to this file once listening (for scripts).
     #[arg(long, value_name = "FILE")]
     fingerprint_file: Option<PathBuf>,
+    /// This relay's hop id in a cluster: non-zero, below 2^53 [default: random].
+    #[arg(long, value_name = "ID", env = "MOQ_CLUSTER_ID")]
+    cluster_id: Option<u64>,
+    /// A peer relay to dial and keep linked, as a URL (moqt://host:port/ or https://…;
+    /// ?cost=N prices its routes, ?fingerprint=HEX pins its certificate, ?jwt= is its
+    /// token). Repeatable; the environment variable takes a comma-separated list.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "MOQ_CLUSTER_CONNECT",
+        value_delimiter = ','
+    )]
+    cluster_connect: Vec<String>,
+    /// A file holding the token presented to peers whose URL has none.
+    #[arg(long, value_name = "FILE", env = "MOQ_CLUSTER_TOKEN")]
+    cluster_token: Option<PathBuf>,
+    /// Seconds of silence after which a peer link is dead [default: 3].
+    #[arg(long, value_name = "SECONDS", env = "MOQ_CLUSTER_PEER_TIMEOUT")]
+    cluster_peer_timeout: Option<f64>,
+    /// Skip verifying peers' certificates (private networks of self-signed relays).
+    #[arg(long, env = "MOQ_CLUSTER_INSECURE_SKIP_VERIFY")]
+    cluster_insecure_skip_verify: bool,
 }
 
 #[derive(Debug, Args)]
@@ -288,6 +311,21 @@ fn configure(args: &ServeArgs) -> Result<Config, String> {
     }
     if let Some(seconds) = args.drain {
         config.shutdown.drain_secs = seconds;
+    }
+    if args.cluster_id.is_some() {
+        config.cluster.id = args.cluster_id;
+    }
+    if !args.cluster_connect.is_empty() {
+        config.cluster.connect = args.cluster_connect.clone();
+    }
+    if args.cluster_token.is_some() {
+        config.cluster.token = args.cluster_token.clone();
+    }
+    if let Some(seconds) = args.cluster_peer_timeout {
+        config.cluster.peer_timeout_secs = seconds;
+    }
+    if args.cluster_insecure_skip_verify {
+        config.cluster.insecure_skip_verify = true;
     }
     config.validate().map_err(|e| e.to_string())?;
     Ok(config)

@@ -184,6 +184,11 @@ impl Metrics {
             .collect()
     }
 
+    /// The live session `id`, if it is open.
+    pub fn session(&self, id: u64) -> Option<Session> {
+        self.lock().live.get(&id).map(|live| live.session.clone())
+    }
+
     /// How many established sessions are open now (what `limits.max_sessions` bounds).
     pub fn session_count(&self) -> usize {
         self.lock().established()

@@ -10,10 +10,12 @@ use std::time::Duration;
 use moq_net::model::{MemoryBudget, Origin};
 use moq_net::session::SessionConfig;
 use moq_runtime::admission::Admission;
+use moq_runtime::client::ClientConfig;
 use moq_runtime::server::ServerConfig;
 use moq_runtime::tls::{Certificate, Fingerprint};
 
 use crate::auth::{AuthError, Authorizer, Key};
+use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::driver::{self, Listener};
 use crate::gatekeeper::Gatekeeper;
@@ -35,6 +37,14 @@ pub enum RelayError {
     /// The UDP port could not be bound, or the driver could not start.
     #[error("server.bind: {0}")]
     Bind(driver::BindError),
+    /// The cluster token file could not be read.
+    #[error("cluster.token: reading {path}: {source}")]
+    ClusterToken {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
     /// The HTTP port could not be bound.
     #[error("http.bind {address}: {source}")]
     HttpBind {
@@ -72,6 +82,7 @@ impl Relay {
         let fingerprint = certificate.fingerprint();
         let key = config.auth.key.as_deref().map(Key::from_file).transpose()?;
         let authorizer = Arc::new(Authorizer::new(key, &config.public_prefixes()));
+        let cluster_id = config.cluster.id.unwrap_or_else(origin_id);
         let memory = MemoryBudget::new(config.limits.memory_budget_bytes());
         tracing::info!(bytes = memory.limit(), "memory budget");
         let session = SessionConfig {
@@ -96,7 +107,7 @@ impl Relay {
             // Clients' routes are whatever they claim: every client counts as direct, and
             // the newest publisher of a path is served (README, "Taking over a path").
             trust_peer_routes: false,
-            origin_id: origin_id(),
+            origin_id: cluster_id,
             ..SessionConfig::default()
         };
         let mut server_config = ServerConfig::new(config.server.bind, certificate, session.clone());
@@ -140,6 +151,7 @@ impl Relay {
         } else {
             None
         };
+        let cluster = Arc::new(cluster(config, cluster_id, &session)?);
         let workers = server.counters();
         let gatekeeper = Arc::new(Gatekeeper {
             origin: Origin::with_memory_budget(memory.clone()),
@@ -150,6 +162,7 @@ impl Relay {
             max_pending_setup: config.limits.max_pending_setup,
             next_id: AtomicU64::new(0),
             draining: AtomicBool::new(false),
+            cluster,
         });
         Ok(Self {
             server,
@@ -198,9 +211,11 @@ impl<L: Listener> Relay<L> {
             http.spawn(
                 self.gatekeeper.metrics.clone(),
                 self.gatekeeper.origin.clone(),
+                self.gatekeeper.cluster.clone(),
                 hex,
             )
         });
+        self.gatekeeper.cluster.start(&self.gatekeeper.origin);
         // The driver admits clients through the gatekeeper until it stops, or until the
         // shutdown signal.
         let failed = self.server.failed();
@@ -213,8 +228,10 @@ impl<L: Listener> Relay<L> {
                 failure = Some(DriverFailed(reason));
             }
         }
-        // No one new during the drain: refused at the gate, and no new connection.
+        // No one new during the drain: refused at the gate, and no new connection; no
+        // more dials of peers, and GOAWAY to the ones linked.
         self.gatekeeper.begin_drain();
+        self.gatekeeper.cluster.stop();
         self.server.stop_admitting();
         self.drain().await;
         if let Some(http) = http {
@@ -232,7 +249,8 @@ impl<L: Listener> Relay<L> {
     /// GOAWAY to every session, then up to the drain deadline for them to leave; the rest
     /// are closed (a clean close: their subscribers see their tracks end).
     async fn drain(&self) {
-        let sessions = self.gatekeeper.metrics.live_sessions();
+        let mut sessions = self.gatekeeper.metrics.live_sessions();
+        sessions.extend(self.gatekeeper.cluster.outbound_sessions());
         tracing::info!(sessions = sessions.len(), drain = ?self.drain, "shutting down");
         for session in &sessions {
             session.goaway("");
@@ -246,7 +264,8 @@ impl<L: Listener> Relay<L> {
                 break;
             }
         }
-        let remaining = self.gatekeeper.metrics.live_sessions();
+        let mut remaining = self.gatekeeper.metrics.live_sessions();
+        remaining.extend(self.gatekeeper.cluster.outbound_sessions());
         tracing::info!(
             left = sessions.len().saturating_sub(remaining.len()),
             closed_at_deadline = remaining.len(),
@@ -267,11 +286,48 @@ impl<L: Listener> Relay<L> {
 #[error("the relay's driver failed: {0}")]
 pub struct DriverFailed(pub String);
 
-/// A random nonzero hop id, so that relays linked in a mesh drop looped announcements.
+/// A random nonzero hop id, so that relays linked in a mesh drop looped announcements:
+/// below 2^53, as `cluster.id` must be (browsers read it as a JavaScript number).
 fn origin_id() -> u64 {
     use ring::rand::{SecureRandom, SystemRandom};
     let mut bytes = [0u8; 8];
     let _ = SystemRandom::new().fill(&mut bytes);
-    // Kept within 62 bits (a QUIC varint) and nonzero.
-    (u64::from_le_bytes(bytes) >> 2).max(1)
+    (u64::from_le_bytes(bytes) & crate::cluster::MAX_CLUSTER_ID).max(1)
+}
+
+/// The relay's cluster: its peers dialed with the relay's own session limits and
+/// versions, over links that notice a dead peer within `cluster.peer_timeout_secs`.
+fn cluster(config: &Config, id: u64, session: &SessionConfig) -> Result<Cluster, RelayError> {
+    let token = match &config.cluster.token {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|source| RelayError::ClusterToken {
+                    path: path.clone(),
+                    source,
+                })?
+                .trim()
+                .to_owned(),
+        ),
+        None => None,
+    };
+    let peers = config.cluster.peers(token.as_deref())?;
+    let mut client = ClientConfig {
+        session: session.clone(),
+        versions: config.server.parsed_versions()?,
+        insecure_skip_verify: config.cluster.insecure_skip_verify,
+        ..ClientConfig::default()
+    };
+    client.limits.idle_timeout = config.cluster.peer_timeout();
+    if !peers.is_empty() {
+        tracing::info!(
+            id,
+            peers = peers.len(),
+            timeout = ?client.limits.idle_timeout,
+            "cluster: dialing peers"
+        );
+        if config.cluster.insecure_skip_verify {
+            tracing::warn!("cluster.insecure_skip_verify: peers' certificates are not checked");
+        }
+    }
+    Ok(Cluster::new(id, peers, client))
 }

@@ -458,6 +458,11 @@ impl BroadcastSource {
         }
     }
 
+    /// The broadcast's route (see [`BroadcastProducer::set_hops`]).
+    pub(crate) fn hops(&self) -> Vec<u64> {
+        self.shared.state.lock().hops.clone()
+    }
+
     /// How many hops the broadcast's route has.
     pub(crate) fn hop_count(&self) -> usize {
         self.shared.state.lock().hops.len()

@@ -247,6 +247,19 @@ impl Origin {
             .collect()
     }
 
+    /// The route of every active broadcast under `prefix`: its path (relative to this
+    /// view) and the hop ids it came through (see [`BroadcastProducer::set_hops`]), in
+    /// byte order of path. What a relay shows of its routes.
+    pub fn routes(&self, prefix: impl Into<Path>) -> Vec<(Path, Vec<u64>)> {
+        let prefix = self.absolute(prefix.into());
+        let state = self.shared.state.lock();
+        state
+            .under(&prefix)
+            .filter(|(path, _)| self.allows_absolute(path))
+            .filter_map(|(path, source)| Some((self.relative(path)?, source.hops())))
+            .collect()
+    }
+
     /// How many broadcasts this view sees: O(1) on the whole origin, a walk of its part on a
     /// [scoped](Origin::scope) view. Copies no path (what `/metrics` needs, under the
     /// origin's lock for as short a time as it can).

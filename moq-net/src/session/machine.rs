@@ -781,6 +781,8 @@ impl<R: Runtime> SessionMachine<R> {
             self.context.subscriptions.load(Ordering::Relaxed) as u64;
         self.context.counters.open_group_streams = self.open_group_count as u64;
         self.context.counters.open_group_entries = self.open_groups.len() as u64;
+        self.context.counters.upstream_subscriptions = self.context.routes.len() as u64;
+        self.context.counters.announced_broadcasts = self.context.remote.len() as u64;
         let transport = self.transport.stats();
         *self.shared.snapshot.lock() = super::Snapshot {
             transport,

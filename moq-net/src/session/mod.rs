@@ -56,6 +56,12 @@ pub struct SessionConfig {
     /// This endpoint's origin (hop) id, carried in ANNOUNCE_OK and used to drop looped
     /// announcements; 0 for none.
     pub origin_id: u64,
+    /// What reaching a broadcast through this peer costs on top of the cost the peer
+    /// announces (moq-lite-06's Route Cost; before -06, where nothing is announced, the
+    /// hops behind the peer count one each). Routes rank by total cost, so a relay
+    /// prices a link it would rather not use (a slower region, a draining peer) above
+    /// the others. 1 by default: cost is hop count.
+    pub link_cost: u64,
     /// The largest frame accepted from the peer, in bytes.
     pub max_frame_size: u64,
     /// How long a subscription the publisher ended waits for its last groups, which travel
@@ -152,6 +158,10 @@ pub struct Origins {
     /// How long the client is let in for, from its SETUP (its token's expiry); the session
     /// closes with [`Error::Unauthorized`] then. `None` for no end.
     pub valid_for: Option<std::time::Duration>,
+    /// The client is a relay of this one's cluster: its announced routes rank its
+    /// broadcasts ([`SessionConfig::trust_peer_routes`]). `false` leaves the session's
+    /// setting as it was.
+    pub trust_routes: bool,
 }
 
 /// The hook of [`SessionConfig::authorize`]: the client's SETUP in, the session's origins
@@ -197,6 +207,7 @@ impl Default for SessionConfig {
             subscribe_prefix: Path::root(),
             path: None,
             origin_id: 0,
+            link_cost: 1,
             max_frame_size: 16 << 20,
             trailing_groups_timeout: std::time::Duration::from_secs(1),
             unused_track_linger: std::time::Duration::from_secs(1),
@@ -258,6 +269,11 @@ pub struct SessionCounters {
     /// oldest is reset): at most twice `open_group_streams` plus a constant, however long
     /// one group stays open (review finding F2).
     pub open_group_entries: u64,
+    /// Subscriptions this side holds to the peer now (one per track local consumers
+    /// read, however many they are): a relay's upstream subscriptions over this session.
+    pub upstream_subscriptions: u64,
+    /// Broadcasts the peer announced to this session and this side published now.
+    pub announced_broadcasts: u64,
 }
 
 /// What the handle reads of the machine's counters.

@@ -99,7 +99,6 @@ impl RemoteBroadcasts {
     }
 
     /// How many there are.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.by_path.len()
     }

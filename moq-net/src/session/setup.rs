@@ -183,6 +183,7 @@ pub(crate) fn authorize(cx: &mut Context, setup: &Setup) -> Result<(), Error> {
     let origins = hook.decide(setup)?;
     cx.config.publish = origins.publish;
     cx.config.subscribe = origins.subscribe;
+    cx.config.trust_peer_routes |= origins.trust_routes;
     cx.expires_at = origins
         .valid_for
         .and_then(|valid_for| cx.now.checked_add(valid_for));

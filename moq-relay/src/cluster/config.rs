@@ -1,0 +1,276 @@
+//! `[cluster]`: this relay's place in a network of relays, in the keys and flags deployed
+//! moq-lite relays use (so that an operator can move a configuration between them).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use moq_runtime::tls::Fingerprint;
+use serde::Deserialize;
+
+use crate::config::ConfigError;
+
+/// `[cluster]`
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterSection {
+    /// This relay's hop (origin) id: the identity it stamps on every route it forwards,
+    /// which lets the relays of a mesh drop announcements that looped back. Non-zero and
+    /// below 2^53 (browsers read it as a JavaScript number). Unset: a random one at each
+    /// start, fine for a relay nobody needs to recognise across restarts.
+    pub id: Option<u64>,
+    /// Peers to dial, as full URLs (`moqt://relay-b:4443/` for raw QUIC, `https://…` for
+    /// WebTransport). Query parameters this relay reads and removes: `cost=N` prices
+    /// routes through that peer (default 1: routes are ranked by hop count), and
+    /// `fingerprint=HEX` pins the peer's certificate (a self-signed one) instead of
+    /// verifying it. `jwt=TOKEN` is kept: it is the token the peer checks.
+    pub connect: Vec<String>,
+    /// A file holding the token (JWT) presented to peers whose URL carries none. The
+    /// peer must grant it everything: publish and subscribe at the root.
+    pub token: Option<PathBuf>,
+    /// How long a peer link may go without hearing from the other side before it is
+    /// declared dead (its routes withdrawn, the peer redialed), in seconds. Peer links
+    /// send a keep-alive three times per period, so this is how fast a dead relay is
+    /// noticed. Applies to links this relay dials (QUIC takes the smaller of both
+    /// sides' idle timeouts, so the peer's end of the link notices as fast).
+    pub peer_timeout_secs: f64,
+    /// Skip verifying peers' certificates. For a private network of relays with
+    /// self-signed certificates only: anyone on the path can then pose as a peer.
+    pub insecure_skip_verify: bool,
+}
+
+impl Default for ClusterSection {
+    /// No peers, a random id, 3 s to notice a dead peer.
+    fn default() -> Self {
+        Self {
+            id: None,
+            connect: Vec::new(),
+            token: None,
+            peer_timeout_secs: 3.0,
+            insecure_skip_verify: false,
+        }
+    }
+}
+
+/// The largest hop id a relay may take: what a JavaScript number holds exactly.
+pub const MAX_CLUSTER_ID: u64 = (1 << 53) - 1;
+
+/// A peer URL, with what this relay reads from its query taken out.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PeerUrl {
+    /// What to dial (the `jwt` parameter kept, or the cluster token added).
+    pub dial: String,
+    /// The URL with its credentials redacted: what logs, `/metrics` and `/cluster` show.
+    pub display: String,
+    /// The cost of routes through this peer, if set.
+    pub cost: Option<u64>,
+    /// The pinned certificate, if set.
+    pub fingerprint: Option<Fingerprint>,
+}
+
+impl std::fmt::Debug for PeerUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `dial` carries the token: never printed.
+        f.debug_struct("PeerUrl")
+            .field("url", &self.display)
+            .field("cost", &self.cost)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClusterSection {
+    /// Checks the section's values (the peers' URLs parse, the id is in range).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(id) = self.id {
+            if id == 0 || id > MAX_CLUSTER_ID {
+                return Err(ConfigError::Invalid {
+                    key: "cluster.id",
+                    problem: format!("must be between 1 and {MAX_CLUSTER_ID} (2^53 - 1)"),
+                });
+            }
+        }
+        if !(self.peer_timeout_secs.is_finite() && self.peer_timeout_secs >= 0.1) {
+            return Err(ConfigError::Invalid {
+                key: "cluster.peer_timeout_secs",
+                problem: "must be a number of seconds, at least 0.1".to_owned(),
+            });
+        }
+        for url in &self.connect {
+            PeerUrl::parse(url, None).map_err(|problem| ConfigError::Invalid {
+                key: "cluster.connect",
+                problem,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Whether this relay takes part in a cluster: it dials peers.
+    pub fn dials(&self) -> bool {
+        !self.connect.is_empty()
+    }
+
+    /// How long a peer link may stay silent.
+    pub fn peer_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.peer_timeout_secs.max(0.1))
+    }
+
+    /// The peers' URLs, parsed, each dialed with `token` unless it carries its own.
+    pub fn peers(&self, token: Option<&str>) -> Result<Vec<PeerUrl>, ConfigError> {
+        self.connect
+            .iter()
+            .map(|url| {
+                PeerUrl::parse(url, token).map_err(|problem| ConfigError::Invalid {
+                    key: "cluster.connect",
+                    problem,
+                })
+            })
+            .collect()
+    }
+}
+
+impl PeerUrl {
+    /// Parses `text`, adding `token` as its `jwt` unless it has one. The error names the
+    /// URL (redacted) and what is wrong with it.
+    pub fn parse(text: &str, token: Option<&str>) -> Result<Self, String> {
+        let display = moq_net::redact::redact(text).into_owned();
+        if !text.contains("://") {
+            return Err(format!(
+                "{display:?} is not a URL: a peer is named by a full URL, such as \
+                 moqt://{display}/"
+            ));
+        }
+        let mut url =
+            url::Url::parse(text).map_err(|error| format!("{display:?} is not a URL: {error}"))?;
+        match url.scheme() {
+            "moqt" | "moql" | "https" => {}
+            scheme => {
+                return Err(format!(
+                    "{display:?}: the scheme {scheme:?} is not one a peer is dialed with \
+                     (moqt:// for raw QUIC, https:// for WebTransport)"
+                ));
+            }
+        }
+        if url.host_str().is_none() {
+            return Err(format!("{display:?} names no host"));
+        }
+        let mut cost = None;
+        let mut fingerprint = None;
+        let mut kept = Vec::new();
+        for (name, value) in url.query_pairs() {
+            match name.as_ref() {
+                "cost" => {
+                    cost = Some(value.parse::<u64>().map_err(|_| {
+                        format!("{display:?}: cost={value:?} is not a whole number")
+                    })?);
+                }
+                "fingerprint" => {
+                    fingerprint = Some(Fingerprint::parse(&value).ok_or_else(|| {
+                        format!("{display:?}: fingerprint={value:?} is not a SHA-256 in hex")
+                    })?);
+                }
+                _ => kept.push((name.into_owned(), value.into_owned())),
+            }
+        }
+        if let Some(token) = token {
+            if !kept.iter().any(|(name, _)| name == "jwt") {
+                kept.push(("jwt".to_owned(), token.to_owned()));
+            }
+        }
+        if kept.is_empty() {
+            url.set_query(None);
+        } else {
+            url.query_pairs_mut().clear().extend_pairs(&kept);
+        }
+        let dial = url.to_string();
+        Ok(Self {
+            display: moq_net::redact::redact(&dial).into_owned(),
+            dial,
+            cost,
+            fingerprint,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_url_loses_what_the_relay_reads_and_keeps_its_token() {
+        let hex = "ab".repeat(32);
+        let peer = PeerUrl::parse(
+            &format!("moqt://relay-b:4443/?cost=5&jwt=secret&fingerprint={hex}"),
+            Some("file-token"),
+        )
+        .unwrap();
+        assert_eq!(peer.cost, Some(5));
+        assert_eq!(peer.fingerprint, Fingerprint::parse(&hex));
+        assert_eq!(peer.dial, "moqt://relay-b:4443/?jwt=secret");
+        assert!(!peer.display.contains("secret"), "{}", peer.display);
+        assert!(!format!("{peer:?}").contains("secret"));
+
+        let peer = PeerUrl::parse("https://relay-c:4443/", Some("file-token")).unwrap();
+        assert_eq!(peer.dial, "https://relay-c:4443/?jwt=file-token");
+        assert_eq!(peer.cost, None);
+        let peer = PeerUrl::parse("moqt://relay-d:4443", None).unwrap();
+        assert_eq!(peer.dial, "moqt://relay-d:4443");
+    }
+
+    #[test]
+    fn a_bad_peer_url_says_what_is_wrong_without_its_token() {
+        for (url, problem) in [
+            ("relay-b:4443", "not a URL"),
+            ("http://relay-b:4443/", "scheme \"http\""),
+            ("moqt://relay-b:4443/?cost=cheap", "not a whole number"),
+            ("moqt://relay-b:4443/?fingerprint=zz", "not a SHA-256"),
+        ] {
+            let error = PeerUrl::parse(url, None).unwrap_err();
+            assert!(error.contains(problem), "{url}: {error}");
+        }
+        let error = PeerUrl::parse("ftp://relay-b/?jwt=hunter2", None).unwrap_err();
+        assert!(!error.contains("hunter2"), "{error}");
+    }
+
+    #[test]
+    fn the_section_names_the_key_at_fault() {
+        for (section, key) in [
+            (
+                ClusterSection {
+                    id: Some(0),
+                    ..ClusterSection::default()
+                },
+                "cluster.id",
+            ),
+            (
+                ClusterSection {
+                    id: Some(1 << 53),
+                    ..ClusterSection::default()
+                },
+                "cluster.id",
+            ),
+            (
+                ClusterSection {
+                    connect: vec!["udp://x".into()],
+                    ..ClusterSection::default()
+                },
+                "cluster.connect",
+            ),
+            (
+                ClusterSection {
+                    peer_timeout_secs: 0.0,
+                    ..ClusterSection::default()
+                },
+                "cluster.peer_timeout_secs",
+            ),
+        ] {
+            let error = section.validate().unwrap_err().to_string();
+            assert!(error.starts_with(&format!("`{key}`")), "{error}");
+        }
+        ClusterSection {
+            id: Some(MAX_CLUSTER_ID),
+            connect: vec!["moqt://127.0.0.1:4443/".into()],
+            ..ClusterSection::default()
+        }
+        .validate()
+        .unwrap();
+    }
+}

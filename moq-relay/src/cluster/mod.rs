@@ -1,0 +1,191 @@
+//! Relays as one network: this relay's links to the other relays of its cluster.
+//!
+//! A cluster link is an ordinary moq-lite session between two relays, carrying both
+//! directions into each relay's one [`Origin`]: each asks the other for every broadcast
+//! it knows (`ANNOUNCE_REQUEST("")`) and learns each one's route, the hop ids of the
+//! relays it came through. A relay drops an announcement whose route holds its own id
+//! and never offers the peer a route through the peer itself, so a mesh of any shape
+//! carries every broadcast without loops. A relay subscribes upstream only when a local
+//! viewer asks, once per track however many ask, and serves them all from its cache
+//! (`moq_net::session` does all of this; this module makes the links).
+//!
+//! - **Outbound:** every URL of `cluster.connect` is dialed and redialed for as long as
+//!   the relay runs, with jittered backoff ([`moq_net::backoff`]: 1 s doubling to 10 s).
+//!   A dialed peer is trusted: the relay chose it and verified its certificate.
+//! - **Inbound:** a session whose token grants everything at the root (or any session,
+//!   on a relay with no auth key) is a peer ([`crate::auth::Grant::peer`]): its routes
+//!   rank its broadcasts. A client's never do.
+//! - **Failure detection:** peer links keep alive three times per
+//!   `cluster.peer_timeout_secs` (3 s by default) and die after it, withdrawing their
+//!   routes; the relay's other routes take over.
+//!
+//! [`Cluster::topology`] is what `GET /cluster` shows and [`Cluster::render_metrics`]
+//! the `moq_relay_cluster_*` part of `/metrics`.
+
+mod config;
+mod dial;
+mod view;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use moq_net::model::Origin;
+use moq_net::session::{Session, SessionConfig};
+use moq_runtime::client::ClientConfig;
+
+pub use config::{ClusterSection, MAX_CLUSTER_ID, PeerUrl};
+pub use view::{LinkView, Topology};
+
+/// This relay's cluster: its id, the peers it dials and the peers that dialed it.
+#[derive(Debug)]
+pub struct Cluster {
+    id: u64,
+    outbound: Vec<Arc<OutboundPeer>>,
+    inbound: Mutex<BTreeMap<u64, InboundPeer>>,
+    /// Set when the relay drains: no more dials, GOAWAY to the links up now.
+    stopping: tokio::sync::watch::Sender<bool>,
+}
+
+/// A peer this relay dials.
+#[derive(Debug)]
+struct OutboundPeer {
+    url: PeerUrl,
+    /// How its dials are configured.
+    client: ClientConfig,
+    state: Mutex<OutboundState>,
+}
+
+/// Where an outbound link stands.
+#[derive(Debug, Default)]
+struct OutboundState {
+    /// The session while the link is up.
+    session: Option<Session>,
+    /// When the link came up, or when the current dial or wait began.
+    since: Option<Instant>,
+    /// Dials that reached an established session.
+    connects: u64,
+    /// Dials that failed, and sessions that ended.
+    failures: u64,
+    /// Why the last dial failed or the last session ended.
+    last_error: Option<String>,
+    /// Dialing now (else waiting to redial, when not up).
+    dialing: bool,
+}
+
+/// A peer that dialed this relay.
+#[derive(Debug, Clone)]
+struct InboundPeer {
+    remote: Option<SocketAddr>,
+    session: Option<Session>,
+    since: Instant,
+}
+
+impl Cluster {
+    /// The cluster of a relay with hop id `id`, dialing `peers` with `base` (the relay's
+    /// session limits, its accepted versions, the peer links' QUIC limits) once started.
+    pub fn new(id: u64, peers: Vec<PeerUrl>, base: ClientConfig) -> Self {
+        let outbound = peers
+            .into_iter()
+            .map(|url| {
+                let mut client = base.clone();
+                client.fingerprint = url.fingerprint.or(base.fingerprint);
+                if let Some(cost) = url.cost {
+                    client.session.link_cost = cost;
+                }
+                Arc::new(OutboundPeer {
+                    url,
+                    client,
+                    state: Mutex::default(),
+                })
+            })
+            .collect();
+        Self {
+            id,
+            outbound,
+            inbound: Mutex::default(),
+            stopping: tokio::sync::watch::Sender::new(false),
+        }
+    }
+
+    /// This relay's hop id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Starts dialing every peer, each link publishing into and serving from `origin`,
+    /// on the current tokio runtime; each redials until [`stop`](Self::stop).
+    pub fn start(&self, origin: &Origin) {
+        for peer in &self.outbound {
+            let mut client = peer.client.clone();
+            client.session = SessionConfig {
+                publish: Some(origin.clone()),
+                subscribe: Some(origin.clone()),
+                origin_id: self.id,
+                trust_peer_routes: true,
+                ..client.session
+            };
+            tokio::spawn(dial::supervise(
+                peer.clone(),
+                client,
+                self.stopping.subscribe(),
+            ));
+        }
+    }
+
+    /// Stops redialing, and tells every peer linked now that this relay is going away
+    /// (GOAWAY): they move their subscriptions to other routes before the drain closes
+    /// the links.
+    pub fn stop(&self) {
+        self.stopping.send_replace(true);
+        for peer in &self.outbound {
+            if let Some(session) = lock(&peer.state).session.clone() {
+                session.goaway("");
+            }
+        }
+    }
+
+    /// The outbound links up now.
+    pub fn outbound_sessions(&self) -> Vec<Session> {
+        self.outbound
+            .iter()
+            .filter_map(|peer| lock(&peer.state).session.clone())
+            .collect()
+    }
+
+    /// Records that the session `id` from `remote` is a peer (its grant said so).
+    pub fn inbound_opened(&self, id: u64, remote: Option<SocketAddr>) {
+        tracing::info!(?remote, id, "a cluster peer connected");
+        lock(&self.inbound).insert(
+            id,
+            InboundPeer {
+                remote,
+                session: None,
+                since: Instant::now(),
+            },
+        );
+    }
+
+    /// Gives the inbound peer `id` its session handle, once the relay has it; a session
+    /// that is not a peer is left alone.
+    pub fn inbound_session(&self, id: u64, session: &Session) {
+        if let Some(peer) = lock(&self.inbound).get_mut(&id) {
+            peer.session = Some(session.clone());
+        }
+    }
+
+    /// Forgets the session `id` if it was a peer (it ended).
+    pub fn inbound_closed(&self, id: u64) {
+        if let Some(peer) = lock(&self.inbound).remove(&id) {
+            tracing::info!(remote = ?peer.remote, id, "a cluster peer left");
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic elsewhere leaves the state readable: it is bookkeeping, not an invariant.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

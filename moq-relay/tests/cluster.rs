@@ -1,0 +1,235 @@
+//! Relays as one network, as real processes on loopback: relays dialing each other
+//! (`--cluster-connect`), a publisher on one relay and subscribers on the others, every
+//! driver in one chain; each relay holds one upstream subscription per track whatever its
+//! viewer count (read from `/metrics`), and `/cluster` shows the links and routes.
+#![allow(missing_docs)]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{PATIENCE, Relay};
+use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
+use moq_net::session::{Session, SessionConfig};
+use moq_runtime::tls::Fingerprint;
+use moq_tokio::ClientConfig;
+
+/// The groups one subscriber received of one track, by sequence, in arrival order.
+type Received = Arc<Mutex<Vec<u64>>>;
+
+/// `url`'s relay, trusting its certificate.
+fn client(relay: &Relay, session: SessionConfig) -> ClientConfig {
+    ClientConfig {
+        session,
+        fingerprint: Fingerprint::parse(&relay.fingerprint),
+        ..ClientConfig::default()
+    }
+}
+
+/// A publisher on `relay` of `path` with `tracks`.
+async fn publisher(
+    relay: &Relay,
+    path: &str,
+    tracks: &[&str],
+) -> (Session, BroadcastProducer, Vec<TrackProducer>) {
+    let origin = Origin::new();
+    let broadcast = BroadcastProducer::new();
+    let producers = tracks
+        .iter()
+        .map(|name| broadcast.create_track(Track::new(*name)))
+        .collect();
+    origin.publish(path, &broadcast).unwrap();
+    let session = moq_tokio::connect(
+        &relay.url("moqt", ""),
+        client(
+            relay,
+            SessionConfig {
+                publish: Some(origin),
+                ..SessionConfig::default()
+            },
+        ),
+    )
+    .await
+    .expect("the publisher connects");
+    (session, broadcast, producers)
+}
+
+/// A subscriber on `relay` reading `tracks` of `path` once it is announced there; each
+/// track's groups go to its [`Received`].
+async fn subscriber(relay: &Relay, path: &str, tracks: &[&str]) -> (Session, Vec<Received>) {
+    let origin = Origin::new();
+    let session = moq_tokio::connect(
+        &relay.url("moqt", ""),
+        client(
+            relay,
+            SessionConfig {
+                subscribe: Some(origin.clone()),
+                ..SessionConfig::default()
+            },
+        ),
+    )
+    .await
+    .expect("the subscriber connects");
+    let broadcast = until(|| origin.consume_broadcast(path))
+        .await
+        .unwrap_or_else(|| panic!("{path} is announced on port {}", relay.port));
+    let mut received = Vec::new();
+    for name in tracks {
+        let mut track = broadcast
+            .subscribe_track(name)
+            .await
+            .expect("the track resolves");
+        let groups = Received::default();
+        received.push(groups.clone());
+        tokio::spawn(async move {
+            while let Ok(Some(group)) = track.next_group().await {
+                groups.lock().unwrap().push(group.sequence());
+            }
+        });
+    }
+    (session, received)
+}
+
+/// Polls `probe` every 20 ms until it gives something, for at most [`PATIENCE`].
+async fn until<T>(mut probe: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(value) = probe() {
+            return Some(value);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Writes one group of one frame to every track: the chat shape (a message per group).
+fn send(tracks: &mut [TrackProducer], text: &str) {
+    for track in tracks {
+        let mut group = track.append_group();
+        group.write(0, text.to_owned());
+        group.finish();
+    }
+}
+
+/// The value of the one sample of `metric` whose labels contain `labels`.
+fn sample(metrics: &str, metric: &str, labels: &str) -> Option<u64> {
+    metrics
+        .lines()
+        .filter(|line| line.starts_with(metric) && !line.starts_with('#'))
+        .filter(|line| line.contains(labels))
+        .find_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|value| value as u64)
+}
+
+/// The relay's `?fingerprint=` peer URL.
+fn peer_url(relay: &Relay) -> String {
+    format!(
+        "moqt://127.0.0.1:{}/?fingerprint={}",
+        relay.port, relay.fingerprint
+    )
+}
+
+/// A relay of a cluster with hop id `id`, on `driver`, dialing `peers`.
+fn cluster_relay(id: u64, driver: &[&str], peers: &[&Relay]) -> Relay {
+    let id = id.to_string();
+    let mut args = vec!["--cluster-id", &id];
+    args.extend_from_slice(driver);
+    let urls: Vec<String> = peers.iter().map(|peer| peer_url(peer)).collect();
+    for url in &urls {
+        args.extend(["--cluster-connect", url]);
+    }
+    Relay::start(&args)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_of_three_relays_on_every_driver_delivers_with_one_upstream_subscription_per_track()
+{
+    // A (tokio) <- B (tokio thread per core) <- C (io_uring): each dials the one before.
+    let a = cluster_relay(1, &["--driver", "tokio"], &[]);
+    let b = cluster_relay(2, &["--driver", "tokio-per-core", "--workers", "2"], &[&a]);
+    let c = cluster_relay(3, &["--driver", "uring", "--workers", "2"], &[&b]);
+    let tracks = ["chat", "video"];
+    let (_publisher, _broadcast, mut producers) = publisher(&a, "room/alice", &tracks).await;
+
+    // Three viewers on C and two on B, all of both tracks.
+    let mut viewers = Vec::new();
+    for relay in [&c, &c, &c, &b, &b] {
+        viewers.push(subscriber(relay, "room/alice", &tracks).await);
+    }
+    // Every relay subscribed upstream once per track before anything is sent.
+    let upstream = |relay: &Relay| {
+        sample(
+            &relay.http_get("/metrics"),
+            "moq_relay_cluster_peer_upstream_subscriptions",
+            "direction=\"out\"",
+        )
+    };
+    for (relay, name) in [(&c, "C"), (&b, "B")] {
+        let settled = until(|| (upstream(relay) == Some(2)).then_some(())).await;
+        assert!(
+            settled.is_some(),
+            "relay {name} holds {:?} upstream subscriptions for 2 tracks and {} viewers",
+            upstream(relay),
+            if name == "C" { 3 } else { 5 }
+        );
+    }
+
+    const MESSAGES: u64 = 50;
+    for n in 0..MESSAGES {
+        send(&mut producers, &format!("message {n}"));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for (index, (_session, received)) in viewers.iter().enumerate() {
+        for (track, groups) in tracks.iter().zip(received) {
+            let complete =
+                until(|| (groups.lock().unwrap().len() as u64 >= MESSAGES).then_some(()));
+            assert!(
+                complete.await.is_some(),
+                "viewer {index} got {} of {MESSAGES} groups of {track}",
+                groups.lock().unwrap().len()
+            );
+            // Each group travels on a stream of its own: they may arrive in any order,
+            // but every one exactly once.
+            let mut groups = groups.lock().unwrap().clone();
+            groups.sort_unstable();
+            assert_eq!(
+                groups,
+                (0..MESSAGES).collect::<Vec<_>>(),
+                "viewer {index}'s {track} groups: each once, none lost"
+            );
+        }
+    }
+    // Still one upstream subscription per track on each relay, and A served B once per
+    // track (inbound link, downstream subscriptions).
+    assert_eq!(upstream(&c), Some(2));
+    assert_eq!(upstream(&b), Some(2));
+    let a_metrics = a.http_get("/metrics");
+    assert_eq!(
+        sample(
+            &a_metrics,
+            "moq_relay_cluster_peer_downstream_subscriptions",
+            "direction=\"in\""
+        ),
+        Some(2),
+        "{a_metrics}"
+    );
+
+    // `/cluster` on C: its id, its link to B up, and the route A -> B.
+    let topology: serde_json::Value = serde_json::from_str(&c.http_get("/cluster")).unwrap();
+    assert_eq!(topology["id"], 3);
+    let links = topology["links"].as_array().unwrap();
+    assert_eq!(links.len(), 1, "viewers are not peers: {links:?}");
+    assert_eq!(links[0]["direction"], "out");
+    assert_eq!(links[0]["state"], "up");
+    assert_eq!(links[0]["upstream_subscriptions"], 2);
+    let route = topology["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|route| route["path"] == "room/alice")
+        .expect("the broadcast's route");
+    assert_eq!(route["hops"], serde_json::json!([1, 2]));
+}
