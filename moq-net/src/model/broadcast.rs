@@ -24,7 +24,8 @@ use std::task::Poll;
 use kio::sync::{Arc, Mutex};
 use kio::{Queue, Waiter};
 
-use super::hook::DropHook;
+use super::hook::{DropHook, RouteHook};
+use super::route::Route;
 use super::track::{Listing, Track, TrackConsumer, TrackProducer, TrackSource};
 use crate::Error;
 
@@ -126,8 +127,12 @@ struct BroadcastShared {
 #[derive(Debug, Default)]
 struct BroadcastState {
     tracks: HashMap<String, Slot>,
-    /// The origin ids the broadcast travelled through to get here.
-    hops: Vec<u64>,
+    /// How the broadcast got here, and what serving it costs.
+    route: Route,
+    /// Bumped by every change of `route`.
+    route_version: u64,
+    /// Run after every change of `route`: the origins it is published in re-rank it.
+    on_route: Vec<RouteHook>,
     closed: bool,
     next_request: u64,
     /// Run when the producer drops: origins withdrawing their announcements.
@@ -209,10 +214,34 @@ impl BroadcastProducer {
     }
 
     /// Records the route this broadcast took to get here: the origin (hop) ids of the
-    /// relays it came through, from the original publisher's side. Sessions announce it
-    /// onwards so that relays can refuse routes that loop through themselves.
+    /// relays it came through, from the original publisher's side, at a cost of one per
+    /// hop ([`Route::through`]). Sessions announce it onwards so that relays can refuse
+    /// routes that loop through themselves.
     pub fn set_hops(&self, hops: Vec<u64>) {
-        self.source.shared.state.lock().hops = hops;
+        self.set_route(Route::through(hops));
+    }
+
+    /// Records the route this broadcast took to get here and what serving it costs. The
+    /// origins it is published in rank it anew (see [`Route`]): a costlier route can
+    /// stop being the one served, and a cheaper one become it.
+    pub fn set_route(&self, route: Route) {
+        let mut state = self.source.shared.state.lock();
+        if state.route == route {
+            return;
+        }
+        state.route = route.clone();
+        state.route_version += 1;
+        let version = state.route_version;
+        let hooks = state.on_route.clone();
+        drop(state);
+        for hook in hooks {
+            hook.call(&route, version);
+        }
+    }
+
+    /// The route last recorded.
+    pub fn route(&self) -> Route {
+        self.source.route()
     }
 
     /// A consumer of this broadcast.
@@ -254,6 +283,14 @@ impl BroadcastProducer {
         self.source.clone()
     }
 
+    /// Runs `hook` after every change of the broadcast's route.
+    pub(crate) fn on_route_change(&self, hook: RouteHook) {
+        let mut state = self.source.shared.state.lock();
+        if !state.closed {
+            state.on_route.push(hook);
+        }
+    }
+
     /// Runs `hook` when this producer is dropped.
     pub(crate) fn on_close(&self, hook: DropHook) {
         let mut state = self.source.shared.state.lock();
@@ -279,6 +316,7 @@ impl Drop for BroadcastProducer {
         state.closed = true;
         let tracks = std::mem::take(&mut state.tracks);
         let hooks = std::mem::take(&mut state.on_close);
+        state.on_route.clear();
         drop(state);
         // Everything below runs outside the lock: answering requests wakes subscribers, and
         // hooks lock their origins.
@@ -329,7 +367,13 @@ impl BroadcastConsumer {
     /// The route the broadcast took to get here (see [`BroadcastProducer::set_hops`]); empty
     /// for a broadcast published locally.
     pub fn hops(&self) -> Vec<u64> {
-        self.shared.state.lock().hops.clone()
+        self.shared.state.lock().route.hops.clone()
+    }
+
+    /// The route the broadcast took to get here, and what serving it costs (see
+    /// [`BroadcastProducer::set_route`]).
+    pub fn route(&self) -> Route {
+        self.shared.state.lock().route.clone()
     }
 
     /// Whether both consumers read the same broadcast.
@@ -458,14 +502,15 @@ impl BroadcastSource {
         }
     }
 
-    /// The broadcast's route (see [`BroadcastProducer::set_hops`]).
-    pub(crate) fn hops(&self) -> Vec<u64> {
-        self.shared.state.lock().hops.clone()
+    /// The broadcast's route (see [`BroadcastProducer::set_route`]).
+    pub(crate) fn route(&self) -> Route {
+        self.shared.state.lock().route.clone()
     }
 
-    /// How many hops the broadcast's route has.
-    pub(crate) fn hop_count(&self) -> usize {
-        self.shared.state.lock().hops.len()
+    /// The broadcast's route and how many times it changed.
+    pub(crate) fn versioned_route(&self) -> (Route, u64) {
+        let state = self.shared.state.lock();
+        (state.route.clone(), state.route_version)
     }
 
     /// Whether both sources are the same broadcast.

@@ -30,3 +30,31 @@ impl fmt::Debug for DropHook {
         f.write_str("DropHook")
     }
 }
+
+/// A callback run every time a broadcast's route changes, with the new route and its
+/// version: the origins it is published in re-ranking its path. Shared, so that it is
+/// called outside the broadcast's lock.
+#[derive(Clone)]
+pub(crate) struct RouteHook(std::sync::Arc<RouteCallback>);
+
+/// What a [`RouteHook`] runs.
+type RouteCallback = dyn Fn(&super::route::Route, u64) + Send + Sync;
+
+impl RouteHook {
+    pub(crate) fn new(
+        callback: impl Fn(&super::route::Route, u64) + Send + Sync + 'static,
+    ) -> Self {
+        Self(std::sync::Arc::new(callback))
+    }
+
+    /// Runs the callback.
+    pub(crate) fn call(&self, route: &super::route::Route, version: u64) {
+        (self.0)(route, version)
+    }
+}
+
+impl fmt::Debug for RouteHook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RouteHook")
+    }
+}

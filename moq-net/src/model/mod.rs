@@ -69,22 +69,26 @@
 
 mod broadcast;
 mod budget;
+mod follow;
 mod frame;
 mod group;
 mod hook;
 mod origin;
 mod path;
 mod pending;
+mod route;
 mod scope;
 mod status;
 mod track;
 
 pub use broadcast::{BroadcastConsumer, BroadcastProducer, PendingTrack, TrackRequest};
 pub use budget::{BudgetStats, MemoryBudget};
+pub use follow::FollowedTrack;
 pub use frame::{Frame, FrameConsumer, FrameProducer};
 pub use group::{GroupConsumer, GroupProducer};
 pub use origin::{Announced, Announcement, ListenerStats, Origin};
 pub use path::Path;
+pub use route::Route;
 pub use track::{Track, TrackConsumer, TrackProducer};
 
 /// What a read that finds nothing does: park a waiter (`&Waiter`, the `poll_*` methods) or

@@ -7,10 +7,13 @@
 //! when its [`BroadcastProducer`] is dropped.
 //!
 //! Several producers may publish the same path (a publisher reconnecting while its old
-//! session times out, or two routes to one broadcast). The one with the shortest route is
-//! active, the most recent among equals; if it goes away while another is still live, that
-//! one becomes active, announced as a fresh [`Announcement::Active`] (a restart, in
-//! moq-lite-05 terms). [`Announcement::Ended`] comes only when no publisher is left.
+//! session times out, or several routes to one broadcast across a mesh of relays). They
+//! are ranked by their [`Route`]s (cost, then hops, then a hash all relays agree on, then
+//! the newest; see [`route`](super::route)), and the best is active; if it goes away, or
+//! its route gets worse, the next one becomes active, announced as a fresh
+//! [`Announcement::Active`]. [`Announcement::Ended`] comes only when no publisher is left.
+//! A listener for a peer relay ([`Origin::announced_excluding`]) is shown the best route
+//! that does not pass through that peer.
 //!
 //! Announcements are queued per listener under the origin's lock, so that every listener sees
 //! every path's changes in the order they happened; publishing costs one queue push per
@@ -27,9 +30,10 @@ use kio::sync::{Arc, Mutex};
 
 use super::broadcast::{BroadcastConsumer, BroadcastProducer, BroadcastSource};
 use super::budget::MemoryBudget;
-use super::hook::DropHook;
+use super::hook::{DropHook, RouteHook};
 use super::path::Path;
 use super::pending::PendingAnnouncements;
+use super::route::{Best, Publication, Publications, Route};
 use super::scope::Scope;
 use crate::Error;
 
@@ -122,18 +126,20 @@ struct OriginShared {
 
 #[derive(Debug, Default)]
 struct OriginState {
-    /// Every live publication per path; the active one is last.
-    broadcasts: BTreeMap<Path, Vec<Publication>>,
+    /// Every path with a live publication.
+    broadcasts: BTreeMap<Path, PathState>,
     listeners: Vec<Listener>,
     next_id: u64,
 }
 
-#[derive(Debug)]
-struct Publication {
-    id: u64,
-    /// The length of the broadcast's route when it was published.
-    hops: usize,
-    broadcast: BroadcastSource,
+/// One path's publications, and who follows changes to them.
+#[derive(Debug, Default)]
+struct PathState {
+    publications: Publications,
+    /// Counts the changes to the path's publications, for the tracks following it
+    /// ([`Origin::route_changes`]); made when the first one asks. Dropped with the path,
+    /// which its followers see as closed.
+    changes: Option<kio::Producer<u64>>,
 }
 
 #[derive(Debug)]
@@ -145,6 +151,16 @@ struct Listener {
     /// Set when the listener's view allows only part of its prefix: events for paths
     /// outside it are not queued.
     filter: Option<Arc<Scope>>,
+    /// The hop id of the peer it serves: it is shown the best route not through it
+    /// (0: the best route).
+    exclude: u64,
+}
+
+/// One listener view of a path being changed: the best route for an exclusion, before
+/// and after.
+struct View {
+    exclude: u64,
+    before: Best,
 }
 
 impl Listener {
@@ -177,10 +193,10 @@ impl Origin {
     /// Fails with [`Error::Unauthorized`] only on a [scoped](Origin::scope) view, for a path
     /// outside what it allows; the whole origin takes any path.
     ///
-    /// When several broadcasts are published at one path, the active one has the shortest
-    /// route ([`BroadcastProducer::set_hops`], read now), and among equals the newest: a
+    /// When several broadcasts are published at one path, the active one has the best
+    /// route ([`BroadcastProducer::set_route`], read now and at every change): a
     /// reconnecting publisher replaces its stale session, and a relay in a mesh keeps the
-    /// direct route instead of flapping between routes that came around.
+    /// cheapest route instead of flapping between routes that came around.
     pub fn publish(
         &self,
         path: impl Into<Path>,
@@ -191,35 +207,37 @@ impl Origin {
             return Err(Error::Unauthorized);
         }
         let source = broadcast.source();
-        let hops = source.hop_count();
+        let held = |state: &OriginState| {
+            state
+                .broadcasts
+                .get(&path)
+                .is_some_and(|entry| entry.publications.holds(&source))
+        };
         let mut state = self.shared.state.lock();
-        let id = state.next_id;
-        state.next_id += 1;
-        let publications = state.broadcasts.entry(path.clone()).or_default();
-        if publications
-            .iter()
-            .any(|publication| publication.broadcast.same_broadcast(&source))
-        {
+        if held(&state) {
             return Ok(());
         }
-        // Kept in preference order, the active one last.
-        let at = publications.partition_point(|p| p.hops > hops || (p.hops == hops && p.id < id));
-        let active = at == publications.len();
-        let was_active = !publications.is_empty();
-        publications.insert(
-            at,
-            Publication {
-                id,
-                hops,
-                broadcast: source.clone(),
-            },
-        );
-        if active {
-            state.announce(&path, was_active, Some(&source));
-        }
+        let id = state.next_id;
+        state.next_id += 1;
         drop(state);
-
-        // A strong reference: the hook lives only until the broadcast's producer drops.
+        // Strong references: the hooks live only until the broadcast's producer drops.
+        // The route is read after its hook is in place, so that no change falls between.
+        let origin = self.shared.clone();
+        let at = path.clone();
+        broadcast.on_route_change(RouteHook::new(move |route: &Route, version| {
+            origin.reroute(&at, id, route, version)
+        }));
+        let (route, version) = source.versioned_route();
+        let mut state = self.shared.state.lock();
+        if held(&state) {
+            return Ok(()); // published there by another thread meanwhile
+        }
+        let publication = Publication::new(id, path.as_str(), route, version, source.clone());
+        state.change(&path, |publications| {
+            publications.insert(publication);
+            None::<()>
+        });
+        drop(state);
         let origin = self.shared.clone();
         broadcast.on_close(DropHook::new(move || origin.unpublish(&path, id)));
         Ok(())
@@ -227,13 +245,42 @@ impl Origin {
 
     /// A consumer of the broadcast active at `path`, if any (and if this view may see it).
     pub fn consume_broadcast(&self, path: impl Into<Path>) -> Option<BroadcastConsumer> {
+        self.consume_broadcast_excluding(path, 0)
+    }
+
+    /// A consumer of the best broadcast at `path` whose route does not pass through the
+    /// relay `exclude` (see [`Route::passes_through`]; 0 excludes nothing): what a relay
+    /// serves a peer's subscription from, so that no subscription goes round in a circle.
+    pub fn consume_broadcast_excluding(
+        &self,
+        path: impl Into<Path>,
+        exclude: u64,
+    ) -> Option<BroadcastConsumer> {
         let path = self.absolute(path.into());
         if !self.allows_absolute(&path) {
             return None;
         }
         let state = self.shared.state.lock();
-        let publications = state.broadcasts.get(&path)?;
-        publications.last().map(|active| active.broadcast.consume())
+        let entry = state.broadcasts.get(&path)?;
+        entry
+            .publications
+            .best(exclude)
+            .map(|best| best.broadcast.consume())
+    }
+
+    /// A cell counting the changes to the publications at `path` (a publication added,
+    /// removed, or its route changed), closed once the path has none left; `None` if it has
+    /// none now. What a track that follows its broadcast across routes watches.
+    pub fn route_changes(&self, path: impl Into<Path>) -> Option<kio::Consumer<u64>> {
+        let path = self.absolute(path.into());
+        let mut state = self.shared.state.lock();
+        let entry = state.broadcasts.get_mut(&path)?;
+        Some(
+            entry
+                .changes
+                .get_or_insert_with(|| kio::Producer::new(0))
+                .consume(),
+        )
     }
 
     /// The paths of the active broadcasts under `prefix`, in byte order.
@@ -256,7 +303,7 @@ impl Origin {
         state
             .under(&prefix)
             .filter(|(path, _)| self.allows_absolute(path))
-            .filter_map(|(path, source)| Some((self.relative(path)?, source.hops())))
+            .filter_map(|(path, source)| Some((self.relative(path)?, source.route().hops)))
             .collect()
     }
 
@@ -296,6 +343,14 @@ impl Origin {
     /// Follows the broadcasts under `prefix` (normalized; segment-wise, so `room` covers
     /// `room/alice` but not `roomba`; the root covers everything).
     pub fn announced(&self, prefix: impl Into<Path>) -> Announced {
+        self.announced_excluding(prefix, 0)
+    }
+
+    /// Follows the broadcasts under `prefix` as a peer relay whose hop id is `exclude`
+    /// must see them: for each path, the best route that does not pass through that
+    /// peer, and an end when every route does (spec: moq-lite-06, "Routing": a peer the
+    /// serving route flows through hears of the best standby). 0 excludes nothing.
+    pub fn announced_excluding(&self, prefix: impl Into<Path>, exclude: u64) -> Announced {
         let relative = prefix.into();
         let prefix = self.absolute(relative.clone());
         let filter = self.scope.clone().filter(|scope| !scope.covers(&prefix));
@@ -305,15 +360,21 @@ impl Origin {
         state.next_id += 1;
         let mut initial = 0;
         let visible = |path: &Path| filter.as_ref().is_none_or(|s| s.allows(path));
-        for (path, active) in state.under(&prefix).filter(|(path, _)| visible(path)) {
-            events.push(path, false, Some(active.clone()));
-            initial += 1;
+        for (path, entry) in state
+            .under_entries(&prefix)
+            .filter(|(path, _)| visible(path))
+        {
+            if let Some(best) = entry.publications.best(exclude) {
+                events.push(path, false, Some(best.broadcast.clone()));
+                initial += 1;
+            }
         }
         state.listeners.push(Listener {
             id,
             prefix,
             events: events.clone(),
             filter,
+            exclude,
         });
         drop(state);
         Announced {
@@ -435,35 +496,38 @@ impl Announcement {
 }
 
 impl OriginShared {
-    /// Withdraws publication `id` at `path`, announcing the change if it was active.
+    /// Withdraws publication `id` at `path`, announcing the change to whoever it was the
+    /// best route for.
     fn unpublish(&self, path: &Path, id: u64) {
         let mut state = self.state.lock();
-        let Some(publications) = state.broadcasts.get_mut(path) else {
+        if !state.broadcasts.contains_key(path) {
             return;
-        };
-        let Some(index) = publications.iter().position(|p| p.id == id) else {
-            return;
-        };
-        let was_active = index + 1 == publications.len();
-        let removed = publications.remove(index);
-        let now_active = publications.last().map(|p| p.broadcast.clone());
-        if now_active.is_none() {
-            state.broadcasts.remove(path);
         }
-        if was_active {
-            state.announce(path, true, now_active.as_ref());
-        }
+        let removed = state.change(path, |publications| publications.remove(id));
         drop(state);
         drop(removed);
+    }
+
+    /// Gives publication `id` at `path` its broadcast's new route (version `version`),
+    /// re-ranking the path and announcing what that changes.
+    fn reroute(&self, path: &Path, id: u64, route: &Route, version: u64) {
+        let mut state = self.state.lock();
+        if !state.broadcasts.contains_key(path) {
+            return;
+        }
+        state.change(path, |publications| {
+            publications.reroute(id, path.as_str(), route.clone(), version);
+            None::<()>
+        });
     }
 }
 
 impl OriginState {
-    /// The active broadcast of every path under `prefix`.
-    fn under<'a>(
+    /// Every path under `prefix`, with its publications.
+    fn under_entries<'a>(
         &'a self,
         prefix: &'a Path,
-    ) -> impl Iterator<Item = (&'a Path, &'a BroadcastSource)> + 'a {
+    ) -> impl Iterator<Item = (&'a Path, &'a PathState)> + 'a {
         // Paths under a prefix share its bytes, so they sort together from the prefix on;
         // `has_prefix` drops the byte-wise neighbours that are not segment-wise children
         // (`roomba` after `room`).
@@ -474,17 +538,60 @@ impl OriginState {
             ))
             .take_while(move |(path, _)| path.as_str().starts_with(prefix.as_str()))
             .filter(move |(path, _)| path.has_prefix(prefix))
-            .filter_map(|(path, publications)| Some((path, &publications.last()?.broadcast)))
     }
 
-    /// Queues a change for every listener whose prefix covers `path`: it is now served by
-    /// `active` (ended for `None`), and `was_active` before.
-    fn announce(&self, path: &Path, was_active: bool, active: Option<&BroadcastSource>) {
-        for listener in &self.listeners {
-            if listener.wants(path) {
-                listener.events.push(path, was_active, active.cloned());
+    /// The active broadcast of every path under `prefix`.
+    fn under<'a>(
+        &'a self,
+        prefix: &'a Path,
+    ) -> impl Iterator<Item = (&'a Path, &'a BroadcastSource)> + 'a {
+        self.under_entries(prefix)
+            .filter_map(|(path, entry)| Some((path, &entry.publications.best(0)?.broadcast)))
+    }
+
+    /// Changes the publications at `path` with `mutate` (creating the path's entry if it
+    /// has none, removing it once it has no publication left), then queues, for every
+    /// listener whose prefix covers the path, the change of its best route there, if it
+    /// changed; returns what `mutate` returned, to be dropped outside the lock.
+    fn change<T>(
+        &mut self,
+        path: &Path,
+        mutate: impl FnOnce(&mut Publications) -> Option<T>,
+    ) -> Option<T> {
+        let entry = self.broadcasts.entry(path.clone()).or_default();
+        // The best route before, once per exclusion the listeners here use (almost always
+        // one: clients exclude nothing; peers are few).
+        let mut views: Vec<View> = Vec::new();
+        for listener in self.listeners.iter().filter(|l| l.wants(path)) {
+            if !views.iter().any(|view| view.exclude == listener.exclude) {
+                views.push(View {
+                    exclude: listener.exclude,
+                    before: entry.publications.best_id(listener.exclude),
+                });
             }
         }
+        let result = mutate(&mut entry.publications);
+        if let Some(changes) = &entry.changes {
+            changes.update(|count| *count += 1);
+        }
+        for listener in self.listeners.iter().filter(|l| l.wants(path)) {
+            let Some(view) = views.iter().find(|view| view.exclude == listener.exclude) else {
+                continue;
+            };
+            let after = entry.publications.best(listener.exclude);
+            if after.map(|p| (p.id, p.version)) != view.before {
+                listener.events.push(
+                    path,
+                    view.before.is_some(),
+                    after.map(|p| p.broadcast.clone()),
+                );
+            }
+        }
+        if entry.publications.is_empty() {
+            // Followers see the path's changes closed: nothing serves it any more.
+            self.broadcasts.remove(path);
+        }
+        result
     }
 }
 

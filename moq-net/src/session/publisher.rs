@@ -15,7 +15,10 @@ use crate::coding::{
     Subscribe, SubscribeResponse, SubscribeUpdate, Track as TrackMessage, TrackInfo, TypedAnnounce,
     UniStream,
 };
-use crate::model::{Announced, Announcement, GroupConsumer, PendingTrack, TrackConsumer};
+use crate::model::{
+    Announced, Announcement, BroadcastConsumer, FollowedTrack, GroupConsumer, PendingTrack,
+    TrackConsumer,
+};
 use crate::transport::{RecvStream, SendStream, StreamPriority};
 
 /// The most announcements an announce stream encodes ahead of what its stream accepted.
@@ -29,8 +32,10 @@ pub(crate) struct AnnounceServe<S, R> {
     /// The subscriber's origin id: broadcasts whose route went through it are not offered.
     exclude_hop: u64,
     /// Paths announced active on this stream (an end is sent only for these), with the
-    /// id -06 gives each START (the count of STARTs before it on the stream).
-    active: std::collections::HashMap<crate::model::Path, u64>,
+    /// id -06 gives each START (the count of STARTs before it on the stream) and the
+    /// original publisher's relay as the subscriber sees it (the route's first hop, or
+    /// this side's id for a broadcast published here).
+    active: std::collections::HashMap<crate::model::Path, (u64, u64)>,
     /// The id of the next START (-06).
     next_id: u64,
     /// Counts this stream against the session's bound while it lives.
@@ -51,8 +56,15 @@ pub(crate) struct TrackServe<S, R> {
 /// in the published origin (waiting for an on-demand one), or refuse the stream.
 enum Lookup<M> {
     Reading,
-    Resolving { request: M, pending: PendingTrack },
+    Resolving {
+        request: M,
+        broadcast: BroadcastConsumer,
+        pending: PendingTrack,
+    },
 }
+
+/// A request's track, found: the request, the track, and the broadcast it is a track of.
+type Found<M> = (M, TrackConsumer, BroadcastConsumer);
 
 /// A request naming a broadcast and a track.
 trait TrackRequestMessage: Message + Clone {
@@ -86,7 +98,7 @@ impl<M: TrackRequestMessage> Lookup<M> {
         cx: &Context,
         writer: &mut Writer<S>,
         reader: &mut Reader<R>,
-    ) -> Poll<Result<Option<(M, TrackConsumer)>, Error>> {
+    ) -> Poll<Result<Option<Found<M>>, Error>> {
         loop {
             match self {
                 Lookup::Reading => {
@@ -102,19 +114,29 @@ impl<M: TrackRequestMessage> Lookup<M> {
                     let (broadcast, track) = request.names();
                     tracing::debug!(%broadcast, track, "the peer asks for a track");
                     match resolve(cx, broadcast, track) {
-                        Ok(pending) => *self = Lookup::Resolving { request, pending },
+                        Ok((broadcast, pending)) => {
+                            *self = Lookup::Resolving {
+                                request,
+                                broadcast,
+                                pending,
+                            }
+                        }
                         Err(error) => {
                             refuse(writer, reader, error);
                             return Poll::Ready(Ok(None));
                         }
                     }
                 }
-                Lookup::Resolving { request, pending } => {
+                Lookup::Resolving {
+                    request,
+                    broadcast,
+                    pending,
+                } => {
                     return match pending.poll_track(waiter) {
                         Poll::Ready(Ok(track)) => {
-                            let request = request.clone();
+                            let found = (request.clone(), track, broadcast.clone());
                             *self = Lookup::Reading;
-                            Poll::Ready(Ok(Some((request, track))))
+                            Poll::Ready(Ok(Some(found)))
                         }
                         Poll::Ready(Err(error)) => {
                             refuse(writer, reader, error);
@@ -174,7 +196,9 @@ enum SubscribeState {
     Looking(Lookup<Subscribe>),
     Serving {
         request: Subscribe,
-        track: TrackConsumer,
+        /// Follows the broadcast to its publisher's other routes, if the one it is read
+        /// from fails or is priced out.
+        track: FollowedTrack,
         /// What the group writers follow: a cancel (they stop) and the subscriber's
         /// priority (they re-prioritize). Dropped, not cancelled, when the track ends
         /// normally: groups in flight are still written.
@@ -282,7 +306,15 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
                 true => request.exclude_hop,
                 false => cx.peer_origin,
             };
-            let mut announced = origin.announced(request.prefix);
+            if cx.peer_origin == 0 {
+                // A -05 peer that named no origin in SETUP names it here: its
+                // subscriptions are served by the same exclusion.
+                cx.peer_origin = self.exclude_hop;
+            }
+            // The best route not through the subscriber, for each path (spec: -06,
+            // "Routing": a subscriber the serving route flows through hears of the best
+            // standby).
+            let mut announced = origin.announced_excluding(request.prefix, self.exclude_hop);
             // The snapshot goes out right behind ANNOUNCE_OK, whose count must be exactly
             // the number of ANNOUNCEs that follow as the initial set (a deployed receiver
             // waits for that many): encode it first, filtered, then count.
@@ -367,11 +399,12 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
     /// it was told is active. `own` is this side's origin id.
     ///
     /// Per version: before -05 the sender appends its own id to the hops; -05 and -06
-    /// leave it out (it is in ANNOUNCE_OK). A path announced again is another broadcast
-    /// taking it (the model re-announces nothing else): it goes out as an end, then the
-    /// new broadcast (END and START on -06), as deployed peers send a replacement. A
-    /// second active would be a route change of the same broadcast to a deployed -05 or
-    /// -06 receiver, which keeps the old one's state, and fatal to a -03 or -04 one.
+    /// leave it out (it is in ANNOUNCE_OK). A path announced again is either the same
+    /// publisher's broadcast by another route (the same first hop), which -05 and -06
+    /// receivers take in place (a second ANNOUNCE on -05, RESTART with the same id on
+    /// -06) and keep their subscriptions, or another broadcast taking the path, which goes
+    /// out as an end and then the new one (END and START on -06), as deployed peers send
+    /// a replacement. Before -05 a second active is fatal: always a replacement.
     fn encode_announcement(
         &mut self,
         announcement: Announcement,
@@ -381,8 +414,9 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
     ) -> Option<bytes::Bytes> {
         let (path, route) = match announcement {
             Announcement::Active { path, broadcast } => {
-                let mut hops = broadcast.hops();
+                let crate::model::Route { mut hops, cost } = broadcast.route();
                 let through_subscriber = self.exclude_hop != 0 && hops.contains(&self.exclude_hop);
+                let publisher = hops.first().copied().unwrap_or(own);
                 if !version.has_announce_ok() && own != 0 {
                     hops.push(own);
                 }
@@ -390,7 +424,7 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
                     // A route it had is now one it must not use: withdraw it.
                     (path, None)
                 } else {
-                    (path, Some(hops))
+                    (path, Some((hops, cost, publisher)))
                 }
             }
             Announcement::Ended { path } => (path, None),
@@ -398,14 +432,24 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
         let suffix: crate::model::Path = path.strip_prefix(prefix)?.into();
         let previous = self.active.get(&path).copied();
         let mut messages = Vec::with_capacity(2);
+        let mut id = self.next_id;
         match (&route, previous) {
             (None, None) => return None,
-            (None, Some(id)) => messages.push(ended(&suffix, id, version)),
-            (Some(hops), previous) => {
-                if let Some(id) = previous {
-                    messages.push(ended(&suffix, id, version));
+            (None, Some((previous, _))) => messages.push(ended(&suffix, previous, version)),
+            // The same publisher by another route: in place.
+            (Some((hops, cost, publisher)), Some((previous, previous_publisher)))
+                if version.has_announce_ok()
+                    && *publisher != 0
+                    && *publisher == previous_publisher =>
+            {
+                id = previous;
+                messages.push(rerouted(&suffix, previous, hops, *cost, version));
+            }
+            (Some((hops, cost, _)), previous) => {
+                if let Some((previous, _)) = previous {
+                    messages.push(ended(&suffix, previous, version));
                 }
-                messages.push(active(&suffix, hops, version));
+                messages.push(active(&suffix, hops, *cost, version));
             }
         }
         // A path that does not encode (over the part limit) is not offered.
@@ -420,9 +464,11 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
             None => {
                 self.active.remove(&path);
             }
-            Some(_) => {
-                self.active.insert(path, self.next_id);
-                self.next_id += 1;
+            Some((_, _, publisher)) => {
+                if id == self.next_id {
+                    self.next_id += 1;
+                }
+                self.active.insert(path, (id, publisher));
             }
         }
         Some(bytes)
@@ -460,17 +506,19 @@ fn ended(suffix: &crate::model::Path, id: u64, version: crate::coding::Version) 
     }
 }
 
-/// A new announcement of `suffix` reached through `hops`.
+/// A new announcement of `suffix` reached through `hops` at `cost` (what reaching it
+/// through this side costs: -06 carries it, and the receiver adds its link's price).
 fn active(
     suffix: &crate::model::Path,
     hops: &[u64],
+    cost: u64,
     version: crate::coding::Version,
 ) -> AnnounceMessage {
     match version.has_typed_announce() {
         true => AnnounceMessage::Typed(TypedAnnounce::Start {
             suffix: suffix.clone(),
             hops: hops.to_vec(),
-            cost: route_cost(hops),
+            cost,
         }),
         false => AnnounceMessage::Untyped(Announce {
             status: AnnounceStatus::Active,
@@ -480,10 +528,23 @@ fn active(
     }
 }
 
-/// The route cost -06 announces: one per link behind this side, each at the cost deployed
-/// peers give a link they know nothing about (1). This side ranks routes by their hops.
-fn route_cost(hops: &[u64]) -> u64 {
-    hops.len() as u64
+/// The announcement `id` of `suffix`, now reached by another route of the same publisher:
+/// RESTART on -06, a second ANNOUNCE on -05 (which a receiver takes in place).
+fn rerouted(
+    suffix: &crate::model::Path,
+    id: u64,
+    hops: &[u64],
+    cost: u64,
+    version: crate::coding::Version,
+) -> AnnounceMessage {
+    match version.has_typed_announce() {
+        true => AnnounceMessage::Typed(TypedAnnounce::Restart {
+            id,
+            hops: hops.to_vec(),
+            cost,
+        }),
+        false => active(suffix, hops, cost, version),
+    }
 }
 
 impl<S: SendStream, R: RecvStream> TrackServe<S, R> {
@@ -503,7 +564,7 @@ impl<S: SendStream, R: RecvStream> TrackServe<S, R> {
                 .lookup
                 .poll(waiter, cx, &mut self.writer, &mut self.reader)
             {
-                Poll::Ready(Ok(Some((_, track)))) => track,
+                Poll::Ready(Ok(Some((_, track, _)))) => track,
                 Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
                 Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
                 Poll::Pending => return Poll::Pending,
@@ -543,15 +604,18 @@ fn resolve(
     cx: &Context,
     broadcast: &crate::model::Path,
     track: &str,
-) -> Result<PendingTrack, Error> {
+) -> Result<(BroadcastConsumer, PendingTrack), Error> {
     let origin = cx.config.publish.as_ref().ok_or(Error::NotFound)?;
     if !origin.allows(broadcast.clone()) {
         return Err(Error::Unauthorized);
     }
+    // spec (-06, "Routing"): a subscription is served by the same exclusion as the
+    // announcements, so that none goes round through the peer that asked.
     let broadcast = origin
-        .consume_broadcast(broadcast.clone())
+        .consume_broadcast_excluding(broadcast.clone(), cx.peer_origin)
         .ok_or(Error::NotFound)?;
-    Ok(broadcast.subscribe_track(track))
+    let pending = broadcast.subscribe_track(track);
+    Ok((broadcast, pending))
 }
 
 /// A stream error caused by the peer ends only that stream.
@@ -574,7 +638,7 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
         loop {
             match &mut self.state {
                 SubscribeState::Looking(lookup) => {
-                    let (request, track) =
+                    let (request, track, broadcast) =
                         match lookup.poll(waiter, cx, &mut self.writer, &mut self.reader) {
                             Poll::Ready(Ok(Some(found))) => found,
                             Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),
@@ -584,6 +648,16 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                     let track = match request.start {
                         Some(start) => track.consume_from(start),
                         None => track,
+                    };
+                    let track = match &cx.config.publish {
+                        Some(origin) => FollowedTrack::following(
+                            origin,
+                            request.broadcast.clone(),
+                            cx.peer_origin,
+                            broadcast,
+                            track,
+                        ),
+                        None => FollowedTrack::fixed(track),
                     };
                     // Before -05 the subscriber waits for one SUBSCRIBE_OK, sent at once
                     // and before any group (as deployed publishers do); it says what the
@@ -752,7 +826,7 @@ impl<S: SendStream, R: RecvStream> FetchServe<S, R> {
         loop {
             match &mut self.state {
                 FetchState::Looking(lookup) => {
-                    let (request, track) =
+                    let (request, track, _) =
                         match lookup.poll(waiter, cx, &mut self.writer, &mut self.reader) {
                             Poll::Ready(Ok(Some(found))) => found,
                             Poll::Ready(Ok(None)) => return Poll::Ready(Ok(())),

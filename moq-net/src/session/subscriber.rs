@@ -14,7 +14,9 @@ use crate::coding::{
     Announce, AnnounceOk, AnnounceRequest, AnnounceStatus, BidiStream, GroupDecoder, GroupItem,
     Message, Subscribe, SubscribeResponse, Track as TrackMessage, TrackInfo, TypedAnnounce,
 };
-use crate::model::{BroadcastProducer, GroupProducer, Path, Track, TrackProducer, TrackRequest};
+use crate::model::{
+    self as model, BroadcastProducer, GroupProducer, Path, Track, TrackProducer, TrackRequest,
+};
 use crate::transport::{RecvStream, SendStream};
 
 /// Follows the peer's broadcasts under a prefix.
@@ -219,12 +221,15 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                     let path = self.prefix.join(announce.suffix.as_str());
                     match announce.status {
                         AnnounceStatus::Active => {
-                            activate(cx, self.publisher_hop, path, announce.hops, false)?;
+                            // Active again at an active path: the same publisher's
+                            // broadcast by another route is taken in place (its
+                            // subscriptions go on); another publisher's replaces it.
+                            activate(cx, self.publisher_hop, path, announce.hops, None, false)?;
                         }
                         AnnounceStatus::Ended => cx.remote.remove(&path),
                     }
                 }
-                Incoming::Typed(TypedAnnounce::Start { suffix, hops, .. }) => {
+                Incoming::Typed(TypedAnnounce::Start { suffix, hops, cost }) => {
                     // Every START takes the next id, the ones this side drops too: the
                     // sender counts them.
                     let id = self.next_id;
@@ -240,7 +245,14 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                         tracing::debug!(%path, "the peer started an announcement twice");
                         return Poll::Ready(Err(Error::Duplicate));
                     }
-                    let kept = activate(cx, self.publisher_hop, path.clone(), hops, false)?;
+                    let kept = activate(
+                        cx,
+                        self.publisher_hop,
+                        path.clone(),
+                        hops,
+                        Some(cost),
+                        false,
+                    )?;
                     track_dropped(&mut self.dropped_bytes, &path, None, kept, cx)?;
                     self.ids.insert(id, (path, kept));
                 }
@@ -258,7 +270,7 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                         return Poll::Ready(Err(Error::ProtocolViolation));
                     }
                 },
-                Incoming::Typed(TypedAnnounce::Restart { id, hops, .. }) => {
+                Incoming::Typed(TypedAnnounce::Restart { id, hops, cost }) => {
                     // One this side dropped (its route looped) may be good now: it starts.
                     let (path, was_kept) = match self.ids.get(&id) {
                         Some((path, kept)) => (path.clone(), *kept),
@@ -272,7 +284,14 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                     };
                     // The same broadcast by another route: its hops change in place, and
                     // its subscriptions go on.
-                    let kept = activate(cx, self.publisher_hop, path.clone(), hops, was_kept)?;
+                    let kept = activate(
+                        cx,
+                        self.publisher_hop,
+                        path.clone(),
+                        hops,
+                        Some(cost),
+                        was_kept,
+                    )?;
                     if was_kept && !kept {
                         // The new route loops: what was announced is gone.
                         cx.remote.remove(&path);
@@ -310,16 +329,19 @@ fn track_dropped(
 }
 
 /// Publishes the peer's broadcast at `path`, reached through `hops` as the peer wrote them
-/// (and `publisher_hop`, its ANNOUNCE_OK's id); false if this side drops it instead (its
-/// route loops through this side, it cannot be asked for, or this side subscribes to
-/// nothing). An active path announced again is a restart: the new broadcast replaces the
-/// old one, unless `in_place` (-06's RESTART: the same broadcast by another route), which
-/// only changes the live one's hops.
+/// (and `publisher_hop`, its ANNOUNCE_OK's id) at the cost it announced (-06; before it,
+/// one per hop behind the peer), plus the link's price; false if this side drops it
+/// instead (its route loops through this side, it cannot be asked for, or this side
+/// subscribes to nothing). An active path announced again is a restart: the new broadcast
+/// replaces the old one, unless `in_place` (-06's RESTART) or, on a re-announcement
+/// before -06, the route's first hop is the live one's (the same publisher by another
+/// route), which only changes the live one's route.
 fn activate(
     cx: &mut Context,
     publisher_hop: u64,
     path: Path,
     hops: Vec<u64>,
+    announced_cost: Option<u64>,
     in_place: bool,
 ) -> Result<bool, Error> {
     if path.as_str().split('/').count() > crate::coding::MAX_PATH_PARTS {
@@ -328,6 +350,7 @@ fn activate(
     // spec: the route is the announced hops plus the publisher's own id (before -05
     // the publisher appended it itself, and -03 sends only how many there are); a
     // route through this endpoint has looped back and is dropped.
+    let behind = announced_cost.unwrap_or(hops.len() as u64);
     let mut route = hops;
     if publisher_hop != 0 {
         route.push(publisher_hop);
@@ -341,17 +364,23 @@ fn activate(
     };
     // An untrusted peer's claimed route does not rank its broadcast: every
     // announcement of it counts as direct.
-    if !cx.config.trust_peer_routes {
-        route.clear();
-    }
-    if in_place {
-        if let Some(live) = cx.remote.get(&path) {
-            live.broadcast.set_hops(route);
+    let route = match cx.config.trust_peer_routes {
+        true => model::Route {
+            hops: route,
+            cost: behind.saturating_add(cx.config.link_cost),
+        },
+        false => model::Route::default(),
+    };
+    if let Some(live) = cx.remote.get(&path) {
+        let untyped_same_publisher =
+            !cx.version.has_typed_announce() && live.broadcast.route().same_publisher(&route);
+        if in_place || untyped_same_publisher {
+            live.broadcast.set_route(route);
             return Ok(true);
         }
     }
     let broadcast = BroadcastProducer::on_demand();
-    broadcast.set_hops(route);
+    broadcast.set_route(route);
     // Past the session's bounds on announcements, or at a path outside what this
     // session may publish (a relay hands it a scoped origin: spec, Unauthorized), the
     // whole session closes.

@@ -59,7 +59,13 @@ impl Relay {
 
     /// Connects `other` to this relay as a client: each forwards the other's broadcasts.
     pub(crate) fn link(&mut self, runtime: &TestRuntime, other: &mut Relay) {
-        let (client_end, relay_end) = runtime.connect(self.link.clone());
+        let link = self.link.clone();
+        self.link_over(runtime, other, link);
+    }
+
+    /// [`link`](Self::link) over a link configured as `link` (one that drops, say).
+    pub(crate) fn link_over(&mut self, runtime: &TestRuntime, other: &mut Relay, link: LinkConfig) {
+        let (client_end, relay_end) = runtime.connect(link);
         self.sessions
             .push(session::accept(runtime.clone(), relay_end, self.config()));
         other.sessions.push(session::connect(

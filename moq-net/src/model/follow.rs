@@ -1,0 +1,275 @@
+//! Tracks that follow their broadcast from route to route: a relay's subscription that
+//! survives the loss of the link it was served over.
+//!
+//! A relay in a mesh can reach one publisher's broadcast by several routes
+//! ([`Route`](super::Route)). A [`FollowedTrack`] reads a track of the best of them and
+//! watches the path: when the best route changes to another route of the **same
+//! publisher** (the link it read from died, or was priced out by a draining peer), it
+//! subscribes to the same track there and carries on at the next group it has not
+//! delivered (a splice, at a group boundary). A group that was in flight on a dead link
+//! is lost; nothing else is. A route of **another** publisher is a replacement: the
+//! followed track keeps reading what it has and ends with it, and the subscriber learns
+//! of the new broadcast from its announcements.
+//!
+//! Splicing is per subscriber but costs the relay one upstream subscription per track on
+//! the new route, however many subscribers move: they ask the same on-demand broadcast,
+//! which opens one.
+
+use std::task::Poll;
+
+use kio::Waiter;
+
+use super::broadcast::{BroadcastConsumer, PendingTrack};
+use super::group::GroupConsumer;
+use super::origin::Origin;
+use super::path::Path;
+use super::route::Route;
+use super::track::{Track, TrackConsumer};
+use crate::Error;
+
+/// A track read through an origin, following its broadcast across routes (see the module
+/// docs); or, made with [`FollowedTrack::fixed`], a plain track.
+#[derive(Debug)]
+pub struct FollowedTrack {
+    track: TrackConsumer,
+    /// Groups the tracks given up before skipped.
+    lagged_before: u64,
+    follow: Option<Box<Follow>>,
+}
+
+/// What following takes.
+#[derive(Debug)]
+struct Follow {
+    /// The view the track was resolved through.
+    origin: Origin,
+    path: Path,
+    name: String,
+    /// The peer this track is served to: routes through it are never used.
+    exclude: u64,
+    /// The broadcast `track` belongs to, and its route when reading began.
+    source: BroadcastConsumer,
+    route: Route,
+    /// The path's changes, and the count last looked at; `None` once the path has none.
+    changes: Option<kio::Consumer<u64>>,
+    seen: u64,
+    /// The track on a better route of the same publisher, while it resolves.
+    next: Option<Next>,
+    /// Set by a splice: only groups above it are new to the subscriber.
+    floor: Option<u64>,
+    /// The highest sequence delivered.
+    highest: Option<u64>,
+    /// The current track ended with this error; waiting for another route.
+    failed: Option<Error>,
+    /// Spliced, and no group read from the new route yet.
+    spliced: bool,
+}
+
+/// How far below the last delivered group the first group of a new route may be and
+/// still be taken for the same publisher's (groups travel on their own streams and
+/// arrive out of order); lower, its sequence restarted: another generation.
+const REORDER_WINDOW: u64 = 64;
+
+#[derive(Debug)]
+struct Next {
+    broadcast: BroadcastConsumer,
+    route: Route,
+    pending: PendingTrack,
+}
+
+impl FollowedTrack {
+    /// A plain track: it ends when `track` does.
+    pub fn fixed(track: TrackConsumer) -> Self {
+        Self {
+            track,
+            lagged_before: 0,
+            follow: None,
+        }
+    }
+
+    /// `track`, read from `source` (the best broadcast at `path` in `origin` not through
+    /// the relay `exclude`), following the path to the same publisher's other routes.
+    pub fn following(
+        origin: &Origin,
+        path: impl Into<Path>,
+        exclude: u64,
+        source: BroadcastConsumer,
+        track: TrackConsumer,
+    ) -> Self {
+        let path = path.into();
+        let changes = origin.route_changes(path.clone());
+        let seen = changes.as_ref().map_or(0, |changes| *changes.borrow());
+        let name = track.track().name.clone();
+        let route = source.route();
+        Self {
+            track,
+            lagged_before: 0,
+            follow: Some(Box::new(Follow {
+                origin: origin.clone(),
+                path,
+                name,
+                exclude,
+                source,
+                route,
+                changes,
+                seen,
+                next: None,
+                floor: None,
+                highest: None,
+                failed: None,
+                spliced: false,
+            })),
+        }
+    }
+
+    /// The track's properties (of the route read now).
+    pub fn track(&self) -> &Track {
+        self.track.track()
+    }
+
+    /// Groups skipped because the subscriber read too slowly or they expired, on every
+    /// route read so far.
+    pub fn lagged(&self) -> u64 {
+        self.lagged_before + self.track.lagged()
+    }
+
+    /// The next group to deliver; `Ok(None)` once the track finished; the track's error
+    /// once it failed with no route of its publisher left to carry on from.
+    pub fn poll_next_group(
+        &mut self,
+        waiter: &Waiter,
+    ) -> Poll<Result<Option<GroupConsumer>, Error>> {
+        loop {
+            if let Some(follow) = self.follow.as_deref_mut() {
+                follow.watch(waiter);
+                if let Some(next) = &mut follow.next {
+                    match next.pending.poll_track(waiter) {
+                        Poll::Ready(Ok(track)) => {
+                            let next = follow.next.take().expect("just polled");
+                            tracing::debug!(
+                                path = %follow.path,
+                                track = %follow.name,
+                                from = ?follow.route.hops,
+                                to = ?next.route.hops,
+                                after = ?follow.highest,
+                                "the subscription moves to another route"
+                            );
+                            self.lagged_before += self.track.lagged();
+                            self.track = track;
+                            follow.source = next.broadcast;
+                            follow.route = next.route;
+                            follow.floor = follow.highest;
+                            follow.failed = None;
+                            follow.spliced = true;
+                        }
+                        Poll::Ready(Err(error)) => {
+                            tracing::debug!(path = %follow.path, track = %follow.name, %error, "the other route refused the track");
+                            follow.next = None;
+                        }
+                        Poll::Pending => {}
+                    }
+                }
+                if let Some(error) = follow.failed {
+                    if follow.next.is_some() || follow.changes.is_some() {
+                        return Poll::Pending; // woken by the route's answer or a change
+                    }
+                    return Poll::Ready(Err(error));
+                }
+            }
+            match self.track.poll_next_group(waiter) {
+                Poll::Ready(Ok(Some(group))) => {
+                    if let Some(follow) = self.follow.as_deref_mut() {
+                        let sequence = group.sequence();
+                        if std::mem::take(&mut follow.spliced)
+                            && follow.floor.is_some_and(|floor| {
+                                sequence.saturating_add(REORDER_WINDOW) < floor
+                            })
+                        {
+                            // Its sequence started over: a new generation at the path,
+                            // which the subscriber hears of as a new announcement.
+                            tracing::debug!(path = %follow.path, track = %follow.name, sequence, floor = ?follow.floor, "the new route's groups restarted: the subscription ends");
+                            return Poll::Ready(Ok(None));
+                        }
+                        if follow.floor.is_some_and(|floor| sequence <= floor) {
+                            continue; // delivered from the route before
+                        }
+                        follow.highest = Some(follow.highest.map_or(sequence, |h| h.max(sequence)));
+                    }
+                    return Poll::Ready(Ok(Some(group)));
+                }
+                Poll::Ready(Ok(None)) => return Poll::Ready(Ok(None)),
+                Poll::Ready(Err(error)) => match self.follow.as_deref_mut() {
+                    // The track failed while its broadcast lives: the publisher's doing
+                    // (or a relay upstream that had no other route), not this route's.
+                    Some(follow) if !follow.source.is_closed() => {
+                        return Poll::Ready(Err(error));
+                    }
+                    None => return Poll::Ready(Err(error)),
+                    Some(follow) => {
+                        tracing::debug!(path = %follow.path, track = %follow.name, %error, "the route the subscription read from failed");
+                        follow.failed = Some(error);
+                        // The route may already be gone from the origin: look now.
+                        follow.reconsider();
+                    }
+                },
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Waits for the next group.
+    pub async fn next_group(&mut self) -> Result<Option<GroupConsumer>, Error> {
+        kio::wait(|waiter| self.poll_next_group(waiter)).await
+    }
+}
+
+impl Follow {
+    /// Looks at the path again if it changed since last time.
+    fn watch(&mut self, waiter: &Waiter) {
+        let Some(changes) = &self.changes else {
+            return;
+        };
+        let seen = self.seen;
+        match changes.poll_until(waiter, |count| (*count != seen).then_some(*count)) {
+            Poll::Ready(Ok(count)) => {
+                self.seen = count;
+                self.reconsider();
+            }
+            // Nothing is published at the path any more.
+            Poll::Ready(Err(_)) => self.changes = None,
+            Poll::Pending => {}
+        }
+    }
+
+    /// Moves to the path's best route if it is another route of the same publisher.
+    fn reconsider(&mut self) {
+        let Some(best) = self
+            .origin
+            .consume_broadcast_excluding(self.path.clone(), self.exclude)
+        else {
+            return; // no route now: stay on the current one while it lasts
+        };
+        if best.same_broadcast(&self.source) {
+            self.next = None; // back on the best route, or never left it
+            return;
+        }
+        if self
+            .next
+            .as_ref()
+            .is_some_and(|next| next.broadcast.same_broadcast(&best))
+        {
+            return; // already moving there
+        }
+        let route = best.route();
+        if !route.same_publisher(&self.route) {
+            // Another publisher took the path: a replacement, not a splice.
+            self.next = None;
+            return;
+        }
+        let pending = best.subscribe_track(&self.name);
+        self.next = Some(Next {
+            broadcast: best,
+            route,
+            pending,
+        });
+    }
+}
