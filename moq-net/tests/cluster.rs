@@ -86,7 +86,9 @@ fn missing(groups: &Groups, sent: u64) -> Vec<u64> {
 fn a_subscription_moves_to_the_other_route_when_its_link_dies_losing_at_most_one_group() {
     seeded(41, |runtime| {
         // A publishes. D reaches A by B (two hops) and by C and E (three): it serves from
-        // B, and keeps the route by E as a standby. The link D-B dies at 1.5 s.
+        // B, and keeps the route by E as a standby. The link D-B goes silent at 1.5 s (B
+        // died) and is declared lost at 2.5 s (the idle timeout): 30 groups are published
+        // meanwhile, which D must fetch by the standby from where it stopped.
         let mut a = Relay::with_id(1);
         let mut b = Relay::with_id(2);
         let mut c = Relay::with_id(3);
@@ -99,7 +101,8 @@ fn a_subscription_moves_to_the_other_route_when_its_link_dies_losing_at_most_one
             runtime,
             &mut d,
             LinkConfig {
-                drop_after: Some(Duration::from_millis(1500)),
+                drop_after: Some(Duration::from_millis(2500)),
+                silent_for: SECOND,
                 ..LinkConfig::default()
             },
         );
@@ -135,7 +138,8 @@ fn a_subscription_moves_to_the_other_route_when_its_link_dies_losing_at_most_one
         let lost = missing(&groups, 90);
         assert!(
             lost.len() <= 1,
-            "at most the group in flight on the dead link is lost: {lost:?}"
+            "at most the group in flight on the dead link is lost, none of those published \
+             while it was silent: {lost:?}"
         );
         assert!(
             groups.ended.borrow().is_none(),

@@ -73,6 +73,10 @@ pub struct BroadcastConsumer {
 #[must_use = "a pending track does nothing unless polled"]
 pub struct PendingTrack {
     state: Pending,
+    /// The first group the subscriber wants; `None` for the latest.
+    start: Option<u64>,
+    /// A subscription (it wants groups), not a lookup of the track's properties.
+    subscribes: bool,
     /// The waiter of the `Future` implementation.
     waiter: Option<Waiter>,
 }
@@ -103,6 +107,9 @@ pub struct PendingTrack {
 #[derive(Debug)]
 pub struct TrackRequest {
     name: String,
+    /// The track's properties, if the subscriber knew them (see
+    /// [`BroadcastConsumer::resume_track`]).
+    properties: Option<Track>,
     id: u64,
     resolution: kio::Producer<Option<Resolution>>,
     broadcast: Arc<BroadcastShared>,
@@ -158,7 +165,36 @@ enum Slot {
     Requested {
         id: u64,
         resolution: kio::Producer<Option<Resolution>>,
+        /// The earliest group the waiting subscribers want (`None`: the latest), lowered
+        /// by each one that asks for an earlier one before the producer subscribes.
+        start: Option<u64>,
     },
+}
+
+/// What a subscriber asks of a track.
+#[derive(Debug, Clone, Copy)]
+enum Want {
+    /// Its groups, from this one (`None`: the latest).
+    Groups(Option<u64>),
+    /// Its properties only.
+    Properties,
+}
+
+impl Want {
+    fn start(self) -> Option<u64> {
+        match self {
+            Want::Groups(start) => start,
+            Want::Properties => None,
+        }
+    }
+}
+
+/// The earlier of two starts, `None` being the latest group (after every `Some`).
+fn earlier(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// How a request was answered.
@@ -346,7 +382,37 @@ impl BroadcastConsumer {
     ///   [`BroadcastProducer::on_demand`]. Subscribers asking for the same track before the
     ///   answer share one request.
     pub fn subscribe_track(&self, name: &str) -> PendingTrack {
-        BroadcastShared::subscribe_track(&self.shared, name)
+        BroadcastShared::subscribe_track(&self.shared, name, Want::Groups(None), None)
+    }
+
+    /// Looks the track `name` up for its properties only, as
+    /// [`subscribe_track`](Self::subscribe_track) finds it, without asking for its
+    /// groups: an on-demand track's producer subscribes upstream only once a
+    /// subscription wants them ([`TrackProducer::poll_wanted`]). What a relay answering
+    /// a TRACK query uses.
+    pub fn track_info(&self, name: &str) -> PendingTrack {
+        BroadcastShared::subscribe_track(&self.shared, name, Want::Properties, None)
+    }
+
+    /// [`subscribe_track`](Self::subscribe_track), starting at group `start` (or the
+    /// oldest one still cached after it) instead of the latest. An on-demand request
+    /// asks its producer for groups from `start` ([`TrackRequest::start`]).
+    pub fn subscribe_track_from(&self, name: &str, start: u64) -> PendingTrack {
+        BroadcastShared::subscribe_track(&self.shared, name, Want::Groups(Some(start)), None)
+    }
+
+    /// Subscribes to the track `properties` describes from group `start`, as
+    /// [`subscribe_track_from`](Self::subscribe_track_from), telling an on-demand
+    /// producer the track's properties ([`TrackRequest::properties`]): how a subscription
+    /// moved to another route of the same publisher carries on at its first missing
+    /// group, without a round trip to ask for what it already knows.
+    pub fn resume_track(&self, properties: &Track, start: u64) -> PendingTrack {
+        BroadcastShared::subscribe_track(
+            &self.shared,
+            &properties.name,
+            Want::Groups(Some(start)),
+            Some(properties.clone()),
+        )
     }
 
     /// Whether the producer is gone.
@@ -398,7 +464,15 @@ impl PendingTrack {
         };
         self.state = Pending::Done(None);
         Poll::Ready(match resolution {
-            Resolution::Served { source, .. } => Ok(source.consume()),
+            Resolution::Served { source, .. } => {
+                if self.subscribes {
+                    source.mark_wanted(self.start);
+                }
+                Ok(match self.start {
+                    Some(start) => source.consume_from(start),
+                    None => source.consume(),
+                })
+            }
             Resolution::Rejected(error) => Err(error),
         })
     }
@@ -406,13 +480,17 @@ impl PendingTrack {
     fn done(result: Result<TrackConsumer, Error>) -> Self {
         Self {
             state: Pending::Done(Some(result)),
+            start: None,
+            subscribes: false,
             waiter: None,
         }
     }
 
-    fn waiting(answer: kio::Consumer<Option<Resolution>>) -> Self {
+    fn waiting(answer: kio::Consumer<Option<Resolution>>, want: Want) -> Self {
         Self {
             state: Pending::Waiting(answer),
+            start: want.start(),
+            subscribes: matches!(want, Want::Groups(_)),
             waiter: None,
         }
     }
@@ -440,6 +518,23 @@ impl TrackRequest {
     /// The requested track's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The earliest group the waiting subscribers want, if older than the latest (a
+    /// subscription moved from another route, resuming at its first missing group);
+    /// `None` for the latest. Read it when subscribing: a subscriber asking meanwhile can
+    /// lower it.
+    pub fn start(&self) -> Option<u64> {
+        match self.broadcast.state.lock().tracks.get(&self.name) {
+            Some(Slot::Requested { id, start, .. }) if *id == self.id => *start,
+            _ => None,
+        }
+    }
+
+    /// The track's properties, if the subscriber who asked knew them (it read the track
+    /// by another route): a producer may subscribe at once instead of asking for them.
+    pub fn properties(&self) -> Option<&Track> {
+        self.properties.as_ref()
     }
 
     /// How many subscribers are still waiting for the answer. Zero means everyone who asked
@@ -580,21 +675,39 @@ impl BroadcastShared {
         producer
     }
 
-    fn subscribe_track(this: &Arc<Self>, name: &str) -> PendingTrack {
+    fn subscribe_track(
+        this: &Arc<Self>,
+        name: &str,
+        want: Want,
+        properties: Option<Track>,
+    ) -> PendingTrack {
+        let start = want.start();
         let mut state = this.state.lock();
         if state.closed {
             return PendingTrack::done(Err(Error::NotFound));
         }
-        match state.tracks.get(name) {
+        match state.tracks.get_mut(name) {
             Some(Slot::Live(source)) => {
                 // Under the lock, so that `retire_if_unused` sees this consumer or the
                 // track is no longer listed.
-                let consumer = source.consume();
+                let consumer = match start {
+                    Some(start) => source.consume_from(start),
+                    None => source.consume(),
+                };
+                if let Want::Groups(start) = want {
+                    source.mark_wanted(start);
+                }
                 drop(state);
                 return PendingTrack::done(Ok(consumer));
             }
-            Some(Slot::Requested { resolution, .. }) => {
-                return PendingTrack::waiting(resolution.consume());
+            Some(Slot::Requested {
+                resolution,
+                start: wanted,
+                ..
+            }) => {
+                let pending = PendingTrack::waiting(resolution.consume(), want);
+                *wanted = earlier(*wanted, start);
+                return pending;
             }
             None if !this.on_demand => return PendingTrack::done(Err(Error::NotFound)),
             None => {}
@@ -602,17 +715,19 @@ impl BroadcastShared {
         let id = state.next_request;
         state.next_request += 1;
         let resolution = kio::Producer::new(None);
-        let pending = PendingTrack::waiting(resolution.consume());
+        let pending = PendingTrack::waiting(resolution.consume(), want);
         state.tracks.insert(
             name.to_owned(),
             Slot::Requested {
                 id,
                 resolution: resolution.clone(),
+                start,
             },
         );
         drop(state);
         let request = TrackRequest {
             name: name.to_owned(),
+            properties,
             id,
             resolution,
             broadcast: this.clone(),

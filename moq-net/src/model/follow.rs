@@ -44,6 +44,8 @@ struct Follow {
     origin: Origin,
     path: Path,
     name: String,
+    /// The track's properties, as the route read first gave them.
+    properties: Track,
     /// The peer this track is served to: routes through it are never used.
     exclude: u64,
     /// The broadcast `track` belongs to, and its route when reading began.
@@ -98,7 +100,8 @@ impl FollowedTrack {
         let path = path.into();
         let changes = origin.route_changes(path.clone());
         let seen = changes.as_ref().map_or(0, |changes| *changes.borrow());
-        let name = track.track().name.clone();
+        let properties = track.track().clone();
+        let name = properties.name.clone();
         let route = source.route();
         Self {
             track,
@@ -107,6 +110,7 @@ impl FollowedTrack {
                 origin: origin.clone(),
                 path,
                 name,
+                properties,
                 exclude,
                 source,
                 route,
@@ -265,7 +269,12 @@ impl Follow {
             self.next = None;
             return;
         }
-        let pending = best.subscribe_track(&self.name);
+        // From the first group not delivered: the new route's caches hold what was
+        // published while the old one was failing.
+        let pending = match self.highest {
+            Some(highest) => best.resume_track(&self.properties, highest.saturating_add(1)),
+            None => best.subscribe_track(&self.name),
+        };
         self.next = Some(Next {
             broadcast: best,
             route,

@@ -181,6 +181,10 @@ struct TrackShared {
     newest_timestamp: Arc<AtomicU64>,
     /// The highest sequence created, or `NONE`.
     latest_sequence: AtomicU64,
+    /// The earliest group a subscription asked for (`Some(None)`: the latest); `None`
+    /// while only lookups of the track's properties touched it. What an on-demand
+    /// track's producer subscribes upstream from ([`TrackProducer::poll_wanted`]).
+    wanted: kio::Producer<Option<Option<u64>>>,
 }
 
 const NONE: u64 = u64::MAX;
@@ -211,6 +215,7 @@ impl TrackProducer {
             status: Status::default(),
             newest_timestamp: Arc::new(AtomicU64::new(0)),
             latest_sequence: AtomicU64::new(NONE),
+            wanted: kio::Producer::new(None),
         });
         let source = TrackSource {
             groups: groups.handle(),
@@ -237,6 +242,26 @@ impl TrackProducer {
     /// The track's properties.
     pub fn track(&self) -> &Track {
         &self.source.shared.track
+    }
+
+    /// Ready once a subscription wants the track's groups, with the earliest group any
+    /// asked for (`None`: the latest). Lookups of the track's properties alone
+    /// ([`BroadcastConsumer::track_info`](super::BroadcastConsumer::track_info)) do not
+    /// count: a relay answering a TRACK query waits for the SUBSCRIBE that follows before
+    /// it subscribes upstream, so that it asks for the groups that SUBSCRIBE wants.
+    pub fn poll_wanted(&self, waiter: &Waiter) -> Poll<Option<u64>> {
+        match self
+            .source
+            .shared
+            .wanted
+            .consume()
+            .poll_until(waiter, |wanted| *wanted)
+        {
+            Poll::Ready(Ok(start)) => Poll::Ready(start),
+            // The cell lives as long as the track: never closed while polled here.
+            Poll::Ready(Err(_)) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
     }
 
     /// Creates the group after the highest sequence created so far (0 for the first).
@@ -413,6 +438,18 @@ impl TrackSource {
     /// Whether both sources are the same track (not merely the same name).
     pub(crate) fn same_track(&self, other: &TrackSource) -> bool {
         Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// Records that a subscription wants the track's groups from `start` (`None`: the
+    /// latest); see [`TrackProducer::poll_wanted`].
+    pub(crate) fn mark_wanted(&self, start: Option<u64>) {
+        self.shared.wanted.update(|wanted| {
+            *wanted = Some(match *wanted {
+                None => start,
+                Some(Some(previous)) => Some(start.map_or(previous, |s| s.min(previous))),
+                Some(None) => start,
+            });
+        });
     }
 
     /// A counted consumer reference that creates no reader: holding it keeps the track in use.

@@ -69,17 +69,37 @@ type Found<M> = (M, TrackConsumer, BroadcastConsumer);
 /// A request naming a broadcast and a track.
 trait TrackRequestMessage: Message + Clone {
     fn names(&self) -> (&crate::model::Path, &str);
+
+    /// The first group asked for, passed on to an on-demand track's producer (a relay
+    /// asking upstream), so that the groups are there to serve; `None` for the latest.
+    fn start(&self) -> Option<u64> {
+        None
+    }
+
+    /// Whether the request wants the track's groups (SUBSCRIBE, FETCH), not only its
+    /// properties (TRACK): an on-demand track is subscribed upstream only for those.
+    fn subscribes(&self) -> bool {
+        true
+    }
 }
 
 impl TrackRequestMessage for TrackMessage {
     fn names(&self) -> (&crate::model::Path, &str) {
         (&self.broadcast, &self.track)
     }
+
+    fn subscribes(&self) -> bool {
+        false
+    }
 }
 
 impl TrackRequestMessage for Subscribe {
     fn names(&self) -> (&crate::model::Path, &str) {
         (&self.broadcast, &self.track)
+    }
+
+    fn start(&self) -> Option<u64> {
+        self.start
     }
 }
 
@@ -113,7 +133,7 @@ impl<M: TrackRequestMessage> Lookup<M> {
                     };
                     let (broadcast, track) = request.names();
                     tracing::debug!(%broadcast, track, "the peer asks for a track");
-                    match resolve(cx, broadcast, track) {
+                    match resolve(cx, broadcast, track, request.start(), request.subscribes()) {
                         Ok((broadcast, pending)) => {
                             *self = Lookup::Resolving {
                                 request,
@@ -604,6 +624,8 @@ fn resolve(
     cx: &Context,
     broadcast: &crate::model::Path,
     track: &str,
+    start: Option<u64>,
+    subscribes: bool,
 ) -> Result<(BroadcastConsumer, PendingTrack), Error> {
     let origin = cx.config.publish.as_ref().ok_or(Error::NotFound)?;
     if !origin.allows(broadcast.clone()) {
@@ -614,7 +636,11 @@ fn resolve(
     let broadcast = origin
         .consume_broadcast_excluding(broadcast.clone(), cx.peer_origin)
         .ok_or(Error::NotFound)?;
-    let pending = broadcast.subscribe_track(track);
+    let pending = match (subscribes, start) {
+        (false, _) => broadcast.track_info(track),
+        (true, Some(start)) => broadcast.subscribe_track_from(track, start),
+        (true, None) => broadcast.subscribe_track(track),
+    };
     Ok((broadcast, pending))
 }
 

@@ -58,6 +58,9 @@ pub(crate) struct TrackQuery<S, R> {
 pub(crate) struct SubscribePlan {
     path: Path,
     track: TrackProducer,
+    /// The first group asked for (a subscription moved from another route resumes at its
+    /// first missing group); `None` for the latest.
+    start: Option<u64>,
 }
 
 /// One subscription to the peer: its responses, and cancelling it when nobody wants it.
@@ -65,6 +68,9 @@ pub(crate) struct SubscribePlan {
 pub(crate) struct SubscribeRemote<S, R> {
     id: u64,
     streams: (Writer<S>, Reader<R>),
+    /// The SUBSCRIBE, until a local subscription wants the track's groups: a TRACK query
+    /// alone does not subscribe, and the SUBSCRIBE that follows it says from which group.
+    unsent: Option<Subscribe>,
     /// From SUBSCRIBE_START and SUBSCRIBE_END: which groups the publisher served.
     start: Option<u64>,
     end: Option<u64>,
@@ -415,10 +421,28 @@ impl BroadcastRequests {
                 // at once. A track that is not there fails when the SUBSCRIBE is refused.
                 Poll::Ready(Some(request)) if !cx.version.has_track_stream() => {
                     let track = Track::new(request.name());
+                    let start = request.start();
                     let producer = serve_received(request, track, cx);
                     cx.opens.push_back(Open::Subscribe(SubscribePlan {
                         path: self.path.clone(),
                         track: producer,
+                        start,
+                    }));
+                }
+                // A subscription moved from another route of the same publisher knows
+                // the track: no TRACK round trip, SUBSCRIBE from its first missing group
+                // at once (spec: a subscriber may subscribe before TRACK_INFO arrives).
+                Poll::Ready(Some(request)) if request.properties().is_some() => {
+                    let track = request
+                        .properties()
+                        .cloned()
+                        .unwrap_or_else(|| Track::new(request.name()));
+                    let start = request.start();
+                    let producer = serve_received(request, track, cx);
+                    cx.opens.push_back(Open::Subscribe(SubscribePlan {
+                        path: self.path.clone(),
+                        track: producer,
+                        start,
                     }));
                 }
                 Poll::Ready(Some(request)) => {
@@ -519,10 +543,12 @@ impl<S: SendStream, R: RecvStream> TrackQuery<S, R> {
         track.ordered = info.ordered;
         track.max_latency = info.max_latency;
         track.timescale = info.timescale.get();
+        let start = request.start();
         let producer = serve_received(request, track, cx);
         cx.opens.push_back(Open::Subscribe(SubscribePlan {
             path: self.path.clone(),
             track: producer,
+            start,
         }));
         Poll::Ready(Ok(()))
     }
@@ -561,7 +587,7 @@ impl SubscribePlan {
     ) -> SubscribeRemote<S, R> {
         let id = cx.next_subscribe_id;
         cx.next_subscribe_id += 1;
-        let mut writer = Writer::new(send);
+        let writer = Writer::new(send);
         let properties = self.track.track();
         let subscribe = Subscribe {
             id,
@@ -570,30 +596,47 @@ impl SubscribePlan {
             priority: properties.priority,
             ordered: properties.ordered,
             max_latency: properties.max_latency,
-            start: None,
+            start: self.start,
             end: None,
         };
+        cx.routes.insert(id, Route::new(self.track));
+        SubscribeRemote {
+            id,
+            streams: (writer, Reader::new(recv, cx.config.max_message_bytes)),
+            unsent: Some(subscribe),
+            start: None,
+            end: None,
+        }
+    }
+}
+
+impl<S: SendStream, R: RecvStream> SubscribeRemote<S, R> {
+    /// Writes the SUBSCRIBE once a local subscription wants the track's groups, from the
+    /// earliest group any asked for; `Pending` until then.
+    fn poll_send(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<()> {
+        let Some(subscribe) = &mut self.unsent else {
+            return Poll::Ready(());
+        };
+        let Some(route) = cx.routes.get(&self.id) else {
+            return Poll::Ready(());
+        };
+        let Poll::Ready(start) = route.track.poll_wanted(waiter) else {
+            return Poll::Pending;
+        };
+        subscribe.start = start;
         let version = cx.version;
         match encoded(|buf| {
             BidiStream::Subscribe.encode(buf, version)?;
             subscribe.encode(buf, version)
         }) {
-            Ok(bytes) => {
-                writer.queue(bytes);
-                cx.routes.insert(id, Route::new(self.track));
-            }
+            Ok(bytes) => self.streams.0.queue(bytes),
             Err(error) => {
-                // No route: the sub-machine finds none and ends; the track fails.
-                writer.stream_mut().reset(error.to_code());
-                self.track.abort(error);
+                self.streams.0.stream_mut().reset(error.to_code());
+                self.abort(cx, error);
             }
         }
-        SubscribeRemote {
-            id,
-            streams: (writer, Reader::new(recv, cx.config.max_message_bytes)),
-            start: None,
-            end: None,
-        }
+        self.unsent = None;
+        Poll::Ready(())
     }
 }
 
@@ -629,13 +672,23 @@ impl<S: SendStream, R: RecvStream> SubscribeRemote<S, R> {
                 route.linger = None;
                 continue; // someone came back: watch for them leaving
             }
-            let _ = writer.stream_mut().finish();
+            if self.unsent.is_some() {
+                // Never subscribed (a TRACK query that no SUBSCRIBE followed): the peer
+                // has seen nothing of this stream.
+                writer.stream_mut().reset(Error::Cancel.to_code());
+            } else {
+                let _ = writer.stream_mut().finish();
+            }
             reader.stream_mut().stop(Error::Cancel.to_code());
             if let Some(route) = cx.routes.remove(&self.id) {
                 route.track.abort(Error::Cancel);
             }
             return Poll::Ready(Ok(()));
         }
+        if self.poll_send(waiter, cx).is_pending() {
+            return Poll::Pending;
+        }
+        let (writer, reader) = &mut self.streams;
         if let Poll::Ready(Err(error)) = writer.poll_flush(waiter) {
             self.abort(cx, error);
             return Poll::Ready(Ok(()));

@@ -41,6 +41,9 @@ pub struct LinkConfig {
     /// The connection is lost (both sides see [`TransportError::Lost`]) at this virtual time
     /// since the link was made.
     pub drop_after: Option<Duration>,
+    /// For this long before `drop_after`, the link carries nothing either way: a peer that
+    /// died goes silent well before its link's idle timeout says it is gone.
+    pub silent_for: Duration,
     /// The protocol both transports report as negotiated.
     pub protocol: Option<String>,
     /// The largest datagram; `None` disables datagrams.
@@ -61,6 +64,7 @@ impl Default for LinkConfig {
             reset_probability: 0.0,
             datagram_loss: 0.0,
             drop_after: None,
+            silent_for: Duration::ZERO,
             protocol: Some(crate::coding::Version::Lite05.alpn().to_owned()),
             max_datagram_size: Some(1200),
             max_uni_streams: None,
@@ -96,6 +100,8 @@ struct Link {
     config: LinkConfig,
     rng: fastrand::Rng,
     ends: [End; 2],
+    /// From this virtual time on, nothing arrives (see [`LinkConfig::silent_for`]).
+    silent_from: Option<Duration>,
 }
 
 /// What one end knows: the streams it sends and receives, and its queues.
@@ -160,10 +166,13 @@ impl TestRuntime {
         let seed = self.seed() ^ self.inner.next_timer.get().rotate_left(17);
         let drop_after = config.drop_after;
         let protocol = config.protocol.clone();
+        let silent_from =
+            drop_after.map(|after| (self.elapsed() + after).saturating_sub(config.silent_for));
         let link = Rc::new(RefCell::new(Link {
             config,
             rng: fastrand::Rng::with_seed(seed),
             ends: [End::default(), End::default()],
+            silent_from,
         }));
         if let Some(after) = drop_after {
             let lost = link.clone();
@@ -583,7 +592,13 @@ fn transmit(
 ) {
     let now = runtime.elapsed();
     let mut link = link_cell.borrow_mut();
-    let Link { config, rng, ends } = &mut *link;
+    let Link {
+        config,
+        rng,
+        ends,
+        silent_from,
+    } = &mut *link;
+    let silent_from = *silent_from;
     let end = &mut ends[side];
     let transmit_time = config.bandwidth.map_or(Duration::ZERO, |bps| {
         Duration::from_secs_f64(len as f64 * 8.0 / bps.max(1) as f64)
@@ -620,6 +635,9 @@ fn transmit(
         end.last_arrival.insert(id, arrival);
     }
     drop(link);
+    if silent_from.is_some_and(|silent| arrival >= silent) {
+        return; // lost in the silence before the link drops
+    }
     let link = link_cell.clone();
     let peer = 1 - side;
     runtime.schedule(arrival, move || deliver(&link, peer, event));
