@@ -181,3 +181,62 @@ fn a_broadcast_whose_last_route_dies_ends_for_the_viewers() {
         );
     });
 }
+
+#[test]
+fn a_peer_going_away_prices_its_routes_out_and_subscriptions_move_with_no_group_lost() {
+    seeded(43, |runtime| {
+        // The same mesh: D serves from B, with E as a standby. B sends GOAWAY to D (B is
+        // draining) while 30 groups a second flow.
+        let mut a = Relay::with_id(1);
+        let mut b = Relay::with_id(2);
+        let mut c = Relay::with_id(3);
+        let mut d = Relay::with_id(4);
+        let mut e = Relay::with_id(5);
+        a.link(runtime, &mut b);
+        a.link(runtime, &mut c);
+        c.link(runtime, &mut e);
+        b.link(runtime, &mut d);
+        let (b_to_d, d_to_b) = (
+            b.sessions.last().unwrap().clone(),
+            d.sessions.last().unwrap().clone(),
+        );
+        e.link(runtime, &mut d);
+        let (_publisher, _broadcast, track) = publisher(runtime, &mut a, "live", "video");
+        let (_viewer, seen) = subscriber(runtime, &mut d);
+        assert!(runtime.run_until(SECOND, || {
+            d.origin
+                .consume_broadcast("live")
+                .is_some_and(|live| live.hops() == [1, 2])
+                && seen.consume_broadcast("live").is_some()
+        }));
+        let groups = read_groups(runtime, &seen, "live", "video");
+        assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
+        let sent = publish_every(runtime, track, Duration::from_millis(33), 90);
+        runtime.advance(SECOND + Duration::from_millis(510));
+
+        assert_eq!(d_to_b.peer_goaway(), None);
+        b_to_d.goaway("");
+        runtime.advance(SECOND);
+        assert_eq!(
+            d_to_b.peer_goaway().as_deref(),
+            Some(""),
+            "D heard the GOAWAY"
+        );
+        assert_eq!(
+            d.origin.consume_broadcast("live").map(|live| live.hops()),
+            Some(vec![1, 3, 5]),
+            "B's route is priced out: D serves from the other one"
+        );
+        assert!(
+            d.origin
+                .consume_broadcast_excluding("live", 5)
+                .is_some_and(|via_b| via_b.route().cost == u64::MAX),
+            "B's route is still there, as the costliest"
+        );
+        runtime.advance(2 * SECOND);
+        assert_eq!(*sent.borrow(), 90);
+        assert_eq!(missing(&groups, 90), Vec::<u64>::new(), "no group lost");
+        assert!(groups.ended.borrow().is_none());
+        assert!(!d_to_b.is_closed(), "the link stays until B closes it");
+    });
+}

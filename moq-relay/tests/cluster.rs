@@ -1,7 +1,9 @@
 //! Relays as one network, as real processes on loopback: relays dialing each other
 //! (`--cluster-connect`), a publisher on one relay and subscribers on the others, every
 //! driver in one chain; each relay holds one upstream subscription per track whatever its
-//! viewer count (read from `/metrics`), and `/cluster` shows the links and routes.
+//! viewer count (read from `/metrics`), and `/cluster` shows the links and routes. A relay
+//! killed in a redundant mesh: its viewers' neighbours carry on by the other route, and
+//! it comes back into the mesh when restarted.
 #![allow(missing_docs)]
 
 mod common;
@@ -9,7 +11,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{PATIENCE, Relay};
+use common::{PATIENCE, Relay, free_port};
 use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
 use moq_net::session::{Session, SessionConfig};
 use moq_runtime::tls::Fingerprint;
@@ -232,4 +234,183 @@ async fn a_chain_of_three_relays_on_every_driver_delivers_with_one_upstream_subs
         .find(|route| route["path"] == "room/alice")
         .expect("the broadcast's route");
     assert_eq!(route["hops"], serde_json::json!([1, 2]));
+}
+
+/// A cluster relay that can be killed and started again as the same relay: the same
+/// port, certificate (so the same fingerprint its peers pinned) and hop id.
+struct Node {
+    port: u16,
+    args: Vec<String>,
+    relay: Option<Relay>,
+    _files: tempfile::TempDir,
+}
+
+impl Node {
+    /// A relay with hop id `id` on `driver`, dialing `peers`; not started yet.
+    fn new(id: u64, driver: &[&str], peers: &[&Node]) -> Self {
+        let files = tempfile::tempdir().unwrap();
+        let names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+        let certificate = moq_runtime::tls::Certificate::self_signed(&names).unwrap();
+        let (cert, key) = (files.path().join("cert.pem"), files.path().join("key.pem"));
+        std::fs::write(&cert, certificate.chain_pem()).unwrap();
+        std::fs::write(&key, certificate.key_pem()).unwrap();
+        let mut args: Vec<String> = vec![
+            "--cluster-id".into(),
+            id.to_string(),
+            "--tls-cert".into(),
+            cert.display().to_string(),
+            "--tls-key".into(),
+            key.display().to_string(),
+        ];
+        args.extend(driver.iter().map(|arg| arg.to_string()));
+        for peer in peers {
+            args.push("--cluster-connect".into());
+            args.push(format!(
+                "moqt://127.0.0.1:{}/?fingerprint={}",
+                peer.port,
+                peer.relay().fingerprint
+            ));
+        }
+        Self {
+            port: free_port(),
+            args,
+            relay: None,
+            _files: files,
+        }
+    }
+
+    fn start(&mut self) -> &Relay {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        self.relay = Some(Relay::start_on(
+            self.port,
+            &args,
+            "error",
+            std::process::Stdio::inherit(),
+        ));
+        self.relay()
+    }
+
+    fn relay(&self) -> &Relay {
+        self.relay.as_ref().expect("started")
+    }
+
+    /// SIGKILL: no GOAWAY, no close; its peers find out when the link times out.
+    fn kill(&mut self) {
+        if let Some(mut relay) = self.relay.take() {
+            relay.kill();
+        }
+    }
+}
+
+/// The groups of `0..sent` that never arrived.
+fn lost(received: &Received, sent: u64) -> Vec<u64> {
+    let seen = received.lock().unwrap();
+    (0..sent).filter(|n| !seen.contains(n)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_a_middle_relay_moves_its_neighbours_to_the_other_route_and_it_rejoins() {
+    // A redundant mesh: A; B -> A; C -> A; D -> B and C. The publisher is on A, viewers
+    // on C and D; D serves them by B or by C (an even pair: the tiebreak picks one).
+    let mut a = Node::new(1, &["--driver", "tokio"], &[]);
+    a.start();
+    let mut b = Node::new(2, &["--driver", "tokio-per-core", "--workers", "2"], &[&a]);
+    b.start();
+    let mut c = Node::new(3, &["--driver", "uring", "--workers", "2"], &[&a]);
+    c.start();
+    let mut d = Node::new(4, &["--driver", "tokio"], &[&b, &c]);
+    d.start();
+    // Chat (a group per message, 5 a second) and media (a group per second of 30 frames
+    // a second: a keyframe interval). What a moved subscription recovers comes from the
+    // other route's caches (32 groups a track): the 3 s it takes to notice the dead link
+    // must fit in them.
+    let tracks = ["chat", "video"];
+    let (_publisher, _broadcast, mut producers) = publisher(a.relay(), "room/alice", &tracks).await;
+    let routes = |node: &Node| -> serde_json::Value {
+        serde_json::from_str(&node.relay().http_get("/cluster")).unwrap()
+    };
+    let on_d = until(|| {
+        let topology = routes(&d);
+        let route = topology["routes"].as_array()?.first()?.clone();
+        let hops = route["hops"].as_array()?.clone();
+        (hops.len() == 2).then(|| hops[1].as_u64())?
+    })
+    .await
+    .expect("D has a route to the broadcast");
+    let mut viewers = Vec::new();
+    for relay in [c.relay(), d.relay(), d.relay()] {
+        viewers.push(subscriber(relay, "room/alice", &tracks).await);
+    }
+
+    let (mut chat, mut video) = (producers.remove(0), producers.remove(0));
+    let writer = tokio::spawn(async move {
+        let mut keyframe = None;
+        for tick in 0..180u64 {
+            // 6 s at 30 ticks a second.
+            if tick % 6 == 0 {
+                let mut group = chat.append_group();
+                group.write(tick, format!("message {}", tick / 6));
+                group.finish();
+            }
+            if tick % 30 == 0 {
+                if let Some(group) = keyframe.take() {
+                    moq_net::model::GroupProducer::finish(group);
+                }
+                keyframe = Some(video.append_group());
+            }
+            if let Some(group) = keyframe.as_mut() {
+                group.write(tick, vec![0u8; 1000]);
+            }
+            tokio::time::sleep(Duration::from_millis(33)).await;
+        }
+        if let Some(group) = keyframe.take() {
+            group.finish();
+        }
+        (chat, video)
+    });
+    // Kill the relay D serves from, a second in.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    match on_d {
+        2 => b.kill(),
+        _ => c.kill(),
+    }
+    let killed = on_d;
+    let (_chat, _video) = writer.await.unwrap();
+    let (chat_sent, video_sent) = (30, 6);
+
+    for (index, (session, received)) in viewers.iter().enumerate() {
+        let on_killed = (index == 0 && killed == 3) || session.is_closed();
+        if on_killed {
+            continue; // a viewer of the killed relay lost its session with it
+        }
+        for ((track, groups), sent) in tracks.iter().zip(received).zip([chat_sent, video_sent]) {
+            let arrived = until(|| (lost(groups, sent).len() <= 1).then_some(())).await;
+            assert!(
+                arrived.is_some(),
+                "viewer {index} lost {:?} of {track} (the route by relay {killed} died)",
+                lost(groups, sent)
+            );
+        }
+    }
+    let topology = routes(&d);
+    let hops = &topology["routes"][0]["hops"];
+    assert_ne!(
+        hops[1], killed,
+        "D serves by the surviving relay: {topology}"
+    );
+
+    // The killed relay comes back: its peers redial it (or it them) and it rejoins.
+    match killed {
+        2 => b.start(),
+        _ => c.start(),
+    };
+    let back = until(|| {
+        let links = routes(&d)["links"].as_array()?.clone();
+        links
+            .iter()
+            .all(|link| link["state"] == "up")
+            .then_some(links.len())
+    })
+    .await;
+    assert_eq!(back, Some(2), "D is linked to both B and C again");
 }

@@ -32,7 +32,7 @@ const OPENS_KEPT: usize = 32;
 
 use super::publisher::{AnnounceServe, FetchServe, GroupWrite, SubscribeServe, TrackServe};
 use super::remote::RemoteBroadcasts;
-use super::setup::{BidiIncoming, GoAwaySend, SetupRead, SetupSend, UniIncoming};
+use super::setup::{BidiIncoming, GoAwayRecv, GoAwaySend, SetupRead, SetupSend, UniIncoming};
 use super::subscriber::{
     AnnounceDiscover, BroadcastRequests, GroupRead, SubscribePlan, SubscribeRemote, TrackQuery,
 };
@@ -141,6 +141,11 @@ pub(crate) struct Context {
     pub(crate) spawned: Vec<Spawn>,
     /// The peer sent GOAWAY: open no new streams.
     pub(crate) goaway: bool,
+    /// Where the peer's GOAWAY asks to reconnect to ("": the same place), once read and
+    /// until the handle is told.
+    pub(crate) goaway_uri: Option<String>,
+    /// The peer's routes were priced out after its GOAWAY.
+    pub(crate) routes_priced_out: bool,
     /// Something changed what the machine's own sources may yield (the client's SETUP
     /// arrived, so bidi streams may now be accepted): poll them again this turn.
     pub(crate) sources_changed: bool,
@@ -219,6 +224,24 @@ impl Route {
 }
 
 impl Context {
+    /// After the peer's GOAWAY: its routes become the costliest there are, so that every
+    /// other route to its broadcasts is preferred and subscriptions move to them at a
+    /// group boundary, while the ones only it serves stay served until it leaves.
+    pub(crate) fn price_out_routes(&mut self) {
+        self.routes_priced_out = true;
+        let mut count = 0;
+        for remote in self.remote.iter() {
+            let mut route = remote.broadcast.route();
+            route.cost = u64::MAX;
+            remote.broadcast.set_route(route);
+            count += 1;
+        }
+        tracing::debug!(
+            routes = count,
+            "the peer is going away: its routes priced out"
+        );
+    }
+
     /// Finishes the tracks of ended subscriptions whose groups all arrived or whose wait
     /// is over, wakes the subscriptions whose linger is over; returns the earliest wait
     /// still running.
@@ -304,6 +327,7 @@ pub(crate) enum Spawn {
 pub(crate) enum Task<T: transport::Session> {
     SetupSend(SetupSend<T::SendStream>),
     GoAwaySend(GoAwaySend<T::SendStream, T::RecvStream>),
+    GoAwayRecv(GoAwayRecv<T::RecvStream>),
     SetupRead(SetupRead<T::RecvStream>),
     UniIncoming(UniIncoming<T::RecvStream>),
     BidiIncoming(BidiIncoming<T::SendStream, T::RecvStream>),
@@ -346,6 +370,8 @@ impl<R: Runtime> SessionMachine<R> {
             next_subscribe_id: 0,
             spawned: Vec::new(),
             goaway: false,
+            goaway_uri: None,
+            routes_priced_out: false,
             sources_changed: false,
             peer_setup: None,
             peer_origin: 0,
@@ -474,8 +500,11 @@ impl<R: Runtime> SessionMachine<R> {
         }
         self.open_groups.clear();
         self.open_group_count = 0;
-        self.context.routes.clear();
+        // The broadcasts first, then their tracks: a relay reading a track that fails
+        // finds its broadcast already closed, and so tells a route that died (and moves
+        // to another; `FollowedTrack`) from a track its publisher dropped.
         self.context.remote.clear();
+        self.context.routes.clear();
         self.context.opens.clear();
     }
 
@@ -793,6 +822,14 @@ impl<R: Runtime> SessionMachine<R> {
                 .state
                 .update(|state| state.peer_setup = Some(setup));
         }
+        if self.context.goaway && !self.context.routes_priced_out {
+            self.context.price_out_routes();
+        }
+        if let Some(uri) = self.context.goaway_uri.take() {
+            self.shared
+                .state
+                .update(|state| state.peer_goaway = Some(uri));
+        }
         Ok(progress)
     }
 }
@@ -908,6 +945,7 @@ impl<T: transport::Session> Task<T> {
         match self {
             Task::SetupSend(task) => task.poll(waiter).map(done),
             Task::GoAwaySend(task) => task.poll(waiter).map(done),
+            Task::GoAwayRecv(task) => task.poll(waiter, cx).map(done),
             Task::SetupRead(task) => task.poll(waiter, cx).map(done),
             Task::UniIncoming(task) => task.poll(waiter, cx),
             Task::BidiIncoming(task) => task.poll(waiter, cx),

@@ -321,6 +321,8 @@ pub(crate) struct State {
     closed: Option<Error>,
     /// The peer's SETUP, once received.
     peer_setup: Option<Setup>,
+    /// The URI of the peer's GOAWAY, once received ("" for "the same place, later").
+    peer_goaway: Option<String>,
 }
 
 /// Starts a client session over `transport`, run by `runtime`.
@@ -429,6 +431,42 @@ impl Session {
         self.shared.state.update(|state| {
             state.goaway_requested.get_or_insert_with(|| uri.to_owned());
         });
+    }
+
+    /// The peer's GOAWAY, if it sent one: the URI it asks to be reconnected to (empty for
+    /// "the same place, later"). The session goes on (streams open carry on, no new ones
+    /// start); a client should connect again, and move what it publishes and subscribes
+    /// there, before the peer closes the session.
+    pub fn peer_goaway(&self) -> Option<String> {
+        self.shared.state.borrow().peer_goaway.clone()
+    }
+
+    /// Ready with the peer's GOAWAY URI once it sent one, or with why the session ended
+    /// if it ended first: the poll form of [`going_away`](Self::going_away).
+    pub fn poll_going_away(&self, waiter: &Waiter) -> Poll<Result<String, Error>> {
+        self.shared
+            .state
+            .consume()
+            .poll_until(waiter, |state| match (&state.peer_goaway, state.closed) {
+                (Some(uri), _) => Some(Ok(uri.clone())),
+                (None, Some(error)) => Some(Err(error)),
+                (None, None) => None,
+            })
+            .map(|result| result.unwrap_or(Err(Error::Closed)))
+    }
+
+    /// Waits until the peer sends GOAWAY (its URI) or the session ends (why), whichever
+    /// comes first.
+    pub async fn going_away(&self) -> Result<String, Error> {
+        let consumer = self.shared.state.consume();
+        consumer
+            .until(|state| match (&state.peer_goaway, state.closed) {
+                (Some(uri), _) => Some(Ok(uri.clone())),
+                (None, Some(error)) => Some(Err(error)),
+                (None, None) => None,
+            })
+            .await
+            .unwrap_or(Err(Error::Closed))
     }
 
     /// The transport's counters as of the machine's last turn.

@@ -98,6 +98,11 @@ impl RemoteBroadcasts {
         self.by_path.get(path)
     }
 
+    /// Every one of them.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Remote> {
+        self.by_path.values()
+    }
+
     /// How many there are.
     pub(crate) fn len(&self) -> usize {
         self.by_path.len()

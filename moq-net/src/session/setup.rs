@@ -31,6 +31,11 @@ pub(crate) struct GoAwaySend<S, R> {
     failed: Option<Error>,
 }
 
+/// Reads the peer's GOAWAY: where it asks to be reconnected to.
+pub(crate) struct GoAwayRecv<R> {
+    reader: Reader<R>,
+}
+
 /// Reads the peer's SETUP.
 pub(crate) struct SetupRead<R> {
     reader: Reader<R>,
@@ -120,6 +125,29 @@ impl<S: SendStream, R: RecvStream> GoAwaySend<S, R> {
             Poll::Pending => Poll::Pending,
         }
     }
+}
+
+impl<R: RecvStream> GoAwayRecv<R> {
+    pub(crate) fn poll(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<Result<(), Error>> {
+        let version = cx.version;
+        let uri = match self
+            .reader
+            .poll_message(waiter, |buf| GoAway::decode(buf, version))
+        {
+            Poll::Ready(Ok(Some(goaway))) => goaway.uri,
+            // A GOAWAY cut short still says the peer is going away: to the same place.
+            Poll::Ready(Ok(None)) | Poll::Ready(Err(_)) => String::new(),
+            Poll::Pending => return Poll::Pending,
+        };
+        tracing::info!(uri = %moq_net_redacted(&uri), "the peer is going away (GOAWAY)");
+        cx.goaway_uri.get_or_insert(uri);
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// `uri` with any credentials in it hidden (it is logged).
+fn moq_net_redacted(uri: &str) -> crate::redact::Redacted<'_> {
+    crate::redact::Redacted(uri)
 }
 
 impl<R: RecvStream> SetupRead<R> {
@@ -366,11 +394,10 @@ impl<S: SendStream, R: RecvStream> BidiIncoming<S, R> {
                 Step::Done
             }
             BidiStream::Goaway => {
-                // spec: receiving GOAWAY stops new streams. The URI is read when it arrives;
-                // a deployed peer never sends one.
+                // spec: receiving GOAWAY stops new streams at once; the URI follows.
                 cx.goaway = true;
-                let _ = reader.poll_message(waiter, |buf| GoAway::decode(buf, version));
-                Step::Done
+                let _ = writer.stream_mut().finish();
+                Step::Become(Box::new(Task::GoAwayRecv(GoAwayRecv { reader })))
             }
             BidiStream::Probe => {
                 refuse(&mut writer, &mut reader, Error::Unsupported);

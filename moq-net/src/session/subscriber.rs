@@ -373,7 +373,11 @@ fn activate(
     let route = match cx.config.trust_peer_routes {
         true => model::Route {
             hops: route,
-            cost: behind.saturating_add(cx.config.link_cost),
+            // A peer going away is the costliest route there is.
+            cost: match cx.goaway {
+                true => u64::MAX,
+                false => behind.saturating_add(cx.config.link_cost),
+            },
         },
         false => model::Route::default(),
     };
