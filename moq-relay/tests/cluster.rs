@@ -414,3 +414,76 @@ async fn killing_a_middle_relay_moves_its_neighbours_to_the_other_route_and_it_r
     .await;
     assert_eq!(back, Some(2), "D is linked to both B and C again");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_relays_clients_move_to_another_with_no_group_lost() {
+    // X and Y, peered. A publisher and a subscriber, both reconnecting over [X, Y], start
+    // on X; X is stopped (SIGTERM: GOAWAY, then a 3 s drain) while 20 messages a second
+    // flow. Both move to Y; the subscriber's publisher stays up, so it loses nothing.
+    let mut x = Node::new(1, &["--driver", "tokio", "--drain", "3"], &[]);
+    x.start();
+    let mut y = Node::new(2, &["--driver", "tokio"], &[&x]);
+    y.start();
+    let urls: Vec<String> = [&x, &y]
+        .iter()
+        .map(|node| node.relay().url("moqt", ""))
+        .collect();
+    let reconnecting = |session: SessionConfig| {
+        // A pin is one certificate and these are two self-signed relays: loopback only.
+        let config = ClientConfig {
+            session,
+            insecure_skip_verify: true,
+            ..ClientConfig::default()
+        };
+        moq_tokio::Reconnect::new(urls.clone(), config)
+    };
+
+    let published = Origin::new();
+    let broadcast = BroadcastProducer::new();
+    let mut chat = broadcast.create_track(Track::new("chat"));
+    published.publish("room/alice", &broadcast).unwrap();
+    let publisher = reconnecting(SessionConfig {
+        publish: Some(published),
+        ..SessionConfig::default()
+    });
+    let seen = Origin::new();
+    let subscriber = reconnecting(SessionConfig {
+        subscribe: Some(seen.clone()),
+        ..SessionConfig::default()
+    });
+    assert!(publisher.connected().await.is_some());
+    assert!(subscriber.connected().await.is_some());
+    let mut track = tokio::time::timeout(PATIENCE, seen.follow_track("room/alice", "chat"))
+        .await
+        .expect("the broadcast is announced")
+        .expect("the track resolves");
+    let received = Received::default();
+    let out = received.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(group)) = track.next_group().await {
+            out.lock().unwrap().push(group.sequence());
+        }
+    });
+
+    const MESSAGES: u64 = 80;
+    for n in 0..MESSAGES {
+        if n == 20 {
+            x.relay().signal_terminate();
+        }
+        let mut group = chat.append_group();
+        group.write(n, format!("message {n}"));
+        group.finish();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let all = until(|| (lost(&received, MESSAGES).is_empty()).then_some(())).await;
+    assert!(
+        all.is_some(),
+        "the subscriber lost {:?}",
+        lost(&received, MESSAGES)
+    );
+    assert!(publisher.connects() >= 2, "the publisher moved");
+    assert!(subscriber.connects() >= 2, "the subscriber moved");
+    let session = subscriber.session().expect("connected");
+    assert!(!session.is_closed());
+    drop(broadcast);
+}

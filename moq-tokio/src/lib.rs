@@ -15,7 +15,8 @@
 //! ALPN: a moq-lite version (`moq-lite-05`, `-04`, `-03`) is raw QUIC, `h3` is WebTransport) and yields a [`Request`] per
 //! client, with its binding and (WebTransport) path, to accept or reject; [`connect`]
 //! opens a client session to `moqt://host:port/path` (raw QUIC, the path in SETUP) or
-//! `https://host:port/path` (WebTransport, the path in the CONNECT).
+//! `https://host:port/path` (WebTransport, the path in the CONNECT); [`Reconnect`] keeps
+//! a client session up across a list of relays, their GOAWAYs and lost connections.
 //!
 //! It **is not** the protocol, nor the binding policy: every byte of moq-lite is
 //! `moq_net`'s; the QUIC configuration, the dispatch by ALPN, the WebTransport handshake,
@@ -26,6 +27,7 @@ mod client;
 mod driver;
 mod error;
 mod poll;
+mod reconnect;
 mod runtime;
 mod server;
 
@@ -36,5 +38,6 @@ pub use moq_runtime::binding::Binding;
 pub use moq_runtime::client::ClientConfig;
 pub use moq_runtime::quiche_config::QuicLimits;
 pub use moq_runtime::server::ServerConfig;
+pub use reconnect::Reconnect;
 pub use runtime::{TokioDeadline, TokioRuntime};
 pub use server::{MAX_WORKERS, Request, Server};

@@ -64,6 +64,11 @@ struct Follow {
     failed: Option<Error>,
     /// Spliced, and no group read from the new route yet.
     spliced: bool,
+    /// Wait for a route of the same publisher to come back when the path has none left
+    /// (an application's subscription across its own reconnects), instead of ending.
+    persistent: bool,
+    /// While the path has no route: its announcements, to see it come back.
+    returning: Option<super::origin::Announced>,
 }
 
 /// How far below the last delivered group the first group of a new route may be and
@@ -121,8 +126,20 @@ impl FollowedTrack {
                 highest: None,
                 failed: None,
                 spliced: false,
+                persistent: false,
+                returning: None,
             })),
         }
+    }
+
+    /// Makes the track wait for a route of its publisher to come back when its path has
+    /// none left, instead of failing: what an application that reconnects wants of its
+    /// subscriptions ([`Origin::follow_track`]). It fails only if it was never following.
+    pub fn persistent(mut self) -> Self {
+        if let Some(follow) = self.follow.as_deref_mut() {
+            follow.persistent = true;
+        }
+        self
     }
 
     /// The track's properties (of the route read now).
@@ -176,7 +193,13 @@ impl FollowedTrack {
                     if follow.next.is_some() || follow.changes.is_some() {
                         return Poll::Pending; // woken by the route's answer or a change
                     }
-                    return Poll::Ready(Err(error));
+                    if !follow.persistent {
+                        return Poll::Ready(Err(error));
+                    }
+                    if follow.poll_return(waiter).is_pending() {
+                        return Poll::Pending;
+                    }
+                    continue; // the path is back: look at it
                 }
             }
             match self.track.poll_next_group(waiter) {
@@ -202,17 +225,18 @@ impl FollowedTrack {
                 }
                 Poll::Ready(Ok(None)) => return Poll::Ready(Ok(None)),
                 Poll::Ready(Err(error)) => match self.follow.as_deref_mut() {
-                    // The track failed while its broadcast lives: the publisher's doing
-                    // (or a relay upstream that had no other route), not this route's.
-                    Some(follow) if !follow.source.is_closed() => {
-                        return Poll::Ready(Err(error));
-                    }
                     None => return Poll::Ready(Err(error)),
                     Some(follow) => {
                         tracing::debug!(path = %follow.path, track = %follow.name, %error, "the route the subscription read from failed");
                         follow.failed = Some(error);
-                        // The route may already be gone from the origin: look now.
-                        follow.reconsider();
+                        // Another route of the publisher, if there is one now.
+                        follow.reconsider(false);
+                        if follow.next.is_none() && !follow.source.is_closed() && !follow.persistent
+                        {
+                            // Failed while its broadcast lives, and no other route: the
+                            // publisher's doing (or a relay upstream that had none).
+                            return Poll::Ready(Err(error));
+                        }
                     }
                 },
                 Poll::Pending => return Poll::Pending,
@@ -227,6 +251,35 @@ impl FollowedTrack {
 }
 
 impl Follow {
+    /// While the path has no route: ready once one is published there again, watching
+    /// its changes from then on.
+    fn poll_return(&mut self, waiter: &Waiter) -> Poll<()> {
+        let path = self.path.clone();
+        let origin = self.origin.clone();
+        let returning = self
+            .returning
+            .get_or_insert_with(|| origin.announced(path.clone()));
+        // Published meanwhile (between the end and this listener)?
+        if let Some(changes) = origin.route_changes(path.clone()) {
+            self.returning = None;
+            self.seen = u64::MAX; // look at it at once
+            self.changes = Some(changes);
+            return Poll::Ready(());
+        }
+        loop {
+            match returning.poll_next(waiter) {
+                Poll::Ready(super::origin::Announcement::Active { path: at, .. }) if at == path => {
+                    self.returning = None;
+                    self.changes = origin.route_changes(path);
+                    self.seen = u64::MAX;
+                    return Poll::Ready(());
+                }
+                Poll::Ready(_) => continue, // another path under it, or an end
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
     /// Looks at the path again if it changed since last time.
     fn watch(&mut self, waiter: &Waiter) {
         let Some(changes) = &self.changes else {
@@ -236,7 +289,7 @@ impl Follow {
         match changes.poll_until(waiter, |count| (*count != seen).then_some(*count)) {
             Poll::Ready(Ok(count)) => {
                 self.seen = count;
-                self.reconsider();
+                self.reconsider(true);
             }
             // Nothing is published at the path any more.
             Poll::Ready(Err(_)) => self.changes = None,
@@ -245,14 +298,19 @@ impl Follow {
     }
 
     /// Moves to the path's best route if it is another route of the same publisher.
-    fn reconsider(&mut self) {
-        let Some(best) = self
-            .origin
-            .consume_broadcast_excluding(self.path.clone(), self.exclude)
+    /// `changed`: the path changed since the current route failed, which lets a
+    /// persistent follower try that route again (it came back in place: the same
+    /// broadcast, announced anew).
+    fn reconsider(&mut self, changed: bool) {
+        let routes = self.origin.routes_to(self.path.clone(), self.exclude);
+        let failed_source = self.failed.is_some() && !(self.persistent && changed);
+        let Some(best) = routes
+            .into_iter()
+            .find(|route| !(failed_source && route.same_broadcast(&self.source)))
         else {
             return; // no route now: stay on the current one while it lasts
         };
-        if best.same_broadcast(&self.source) {
+        if self.failed.is_none() && best.same_broadcast(&self.source) {
             self.next = None; // back on the best route, or never left it
             return;
         }
@@ -265,8 +323,13 @@ impl Follow {
         }
         let route = best.route();
         if !route.same_publisher(&self.route) {
-            // Another publisher took the path: a replacement, not a splice.
+            // Another publisher took the path: a replacement, not a splice. A track whose
+            // route is gone has nothing left to wait for.
             self.next = None;
+            if self.failed.is_some() {
+                self.changes = None;
+                self.persistent = false;
+            }
             return;
         }
         // From the first group not delivered: the new route's caches hold what was

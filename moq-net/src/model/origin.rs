@@ -268,6 +268,50 @@ impl Origin {
             .map(|best| best.broadcast.consume())
     }
 
+    /// Subscribes to the track `name` of the broadcast at `path` (waiting for it to be
+    /// announced), following it across routes for as long as the subscriber reads: if
+    /// the route it reads from fails (a relay restarted, a session lost), the track
+    /// carries on from its first missing group once a route of the same publisher is
+    /// back (see [`FollowedTrack`]). What an application subscribing through a
+    /// reconnecting client wants; it fails only with the track's own error (its
+    /// publisher dropped or aborted it) or its end.
+    pub async fn follow_track(
+        &self,
+        path: impl Into<Path>,
+        name: &str,
+    ) -> Result<super::FollowedTrack, Error> {
+        let path: Path = path.into();
+        let mut announced = self.announced(path.clone());
+        let broadcast = loop {
+            if let Some(broadcast) = self.consume_broadcast(path.clone()) {
+                break broadcast;
+            }
+            announced.next().await;
+        };
+        drop(announced);
+        let track = broadcast.subscribe_track(name).await?;
+        Ok(super::FollowedTrack::following(self, path, 0, broadcast, track).persistent())
+    }
+
+    /// Consumers of every broadcast at `path` whose route does not pass through the relay
+    /// `exclude` (0 excludes nothing), best first: the routes a subscription can move
+    /// between.
+    pub fn routes_to(&self, path: impl Into<Path>, exclude: u64) -> Vec<BroadcastConsumer> {
+        let path = self.absolute(path.into());
+        if !self.allows_absolute(&path) {
+            return Vec::new();
+        }
+        let state = self.shared.state.lock();
+        let Some(entry) = state.broadcasts.get(&path) else {
+            return Vec::new();
+        };
+        entry
+            .publications
+            .not_through(exclude)
+            .map(|publication| publication.broadcast.consume())
+            .collect()
+    }
+
     /// A cell counting the changes to the publications at `path` (a publication added,
     /// removed, or its route changed), closed once the path has none left; `None` if it has
     /// none now. What a track that follows its broadcast across routes watches.

@@ -8,9 +8,9 @@
 //! preference order, as deployed relays rank them (spec: moq-lite-06, "Routing"):
 //!
 //! 1. lowest cost (each link adds its price; a draining peer prices itself out);
-//! 2. then fewest hops;
-//! 3. then a hash of the path and the hop ids (FNV-1a, fixed seed), so that relays
-//!    agree on which of two equal routes to use instead of each picking its own;
+//! 2. then, for routes through other relays, fewest hops;
+//! 3. then, for those, a hash of the path and the hop ids (FNV-1a, fixed seed), so that
+//!    relays agree on which of two equal routes to use instead of each picking its own;
 //! 4. then the newest, so that a reconnecting publisher replaces its stale session.
 //!
 //! A listener (an announce stream to a peer) is shown the best route that does not pass
@@ -104,17 +104,19 @@ impl Publication {
 
     /// Whether this one ranks ahead of `other`.
     fn ahead_of(&self, other: &Publication) -> bool {
-        (
-            self.route.cost,
-            self.route.hops.len(),
-            self.tiebreak,
-            std::cmp::Reverse(self.id),
-        ) < (
-            other.route.cost,
-            other.route.hops.len(),
-            other.tiebreak,
-            std::cmp::Reverse(other.id),
-        )
+        self.rank() < other.rank()
+    }
+
+    /// What orders publications. Among broadcasts published here (cost 0, and no hops
+    /// or only their publisher's own id: a client that named one), the newest publisher
+    /// wins, whatever it claims; hops and the hash order routes through other relays.
+    fn rank(&self) -> (u64, usize, u64, std::cmp::Reverse<u64>) {
+        let local = self.route.cost == 0 && self.route.hops.len() <= 1;
+        let (hops, tiebreak) = match local {
+            true => (0, 0),
+            false => (self.route.hops.len(), self.tiebreak),
+        };
+        (self.route.cost, hops, tiebreak, std::cmp::Reverse(self.id))
     }
 }
 
@@ -166,6 +168,13 @@ impl Publications {
         self.ranked
             .iter()
             .find(|publication| !publication.route.passes_through(exclude))
+    }
+
+    /// Every publication whose route does not pass through `exclude`, best first.
+    pub(crate) fn not_through(&self, exclude: u64) -> impl Iterator<Item = &Publication> {
+        self.ranked
+            .iter()
+            .filter(move |publication| !publication.route.passes_through(exclude))
     }
 
     /// [`best`](Self::best)'s identity.

@@ -369,7 +369,9 @@ fn activate(
         return Ok(false);
     };
     // An untrusted peer's claimed route does not rank its broadcast: every
-    // announcement of it counts as direct.
+    // announcement of it counts as direct, published by the peer itself (its own id,
+    // from ANNOUNCE_OK, if it gave one: a client that reconnects elsewhere with the same
+    // id is recognised downstream as the same publisher, and its subscribers carry on).
     let route = match cx.config.trust_peer_routes {
         true => model::Route {
             hops: route,
@@ -379,7 +381,13 @@ fn activate(
                 false => behind.saturating_add(cx.config.link_cost),
             },
         },
-        false => model::Route::default(),
+        false => model::Route {
+            hops: match publisher_hop {
+                0 => Vec::new(),
+                id => vec![id],
+            },
+            cost: 0,
+        },
     };
     if let Some(live) = cx.remote.get(&path) {
         let untyped_same_publisher =

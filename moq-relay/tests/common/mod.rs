@@ -116,6 +116,16 @@ impl Relay {
 }
 
 impl Relay {
+    /// Sends SIGTERM (a drain) without waiting for the exit.
+    pub(crate) fn signal_terminate(&self) {
+        let child = self.child.as_ref().expect("running");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+    }
+
     /// Kills the relay with SIGKILL (a crash: no GOAWAY, no close) and waits for it.
     pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
