@@ -240,3 +240,146 @@ fn a_peer_going_away_prices_its_routes_out_and_subscriptions_move_with_no_group_
         assert!(!d_to_b.is_closed(), "the link stays until B closes it");
     });
 }
+
+/// Links relays `a` and `b` of `relays` (`b` dials `a`) over `link`.
+fn link_pair(runtime: &TestRuntime, relays: &mut [Relay], a: usize, b: usize, link: LinkConfig) {
+    let (low, high) = (a.min(b), a.max(b));
+    let (left, right) = relays.split_at_mut(high);
+    let (first, second) = (&mut left[low], &mut right[0]);
+    if a < b {
+        first.link_over(runtime, second, link);
+    } else {
+        second.link_over(runtime, first, link);
+    }
+}
+
+/// Announcements sent so far by every session of every relay.
+fn announcements(relays: &[Relay]) -> u64 {
+    relays
+        .iter()
+        .flat_map(|relay| &relay.sessions)
+        .map(|session| session.counters().announcements_sent)
+        .sum()
+}
+
+/// Panics if a route at any relay passes through a relay twice, or through itself.
+fn assert_loop_free(relays: &[Relay]) {
+    for relay in relays {
+        for (path, hops) in relay.origin.routes("") {
+            let mut seen = std::collections::HashSet::new();
+            assert!(
+                hops.iter().all(|hop| seen.insert(*hop)),
+                "relay {}: {path} by {hops:?} holds a relay twice",
+                relay.id
+            );
+            assert!(
+                !hops.contains(&relay.id),
+                "relay {}: {path} by {hops:?} loops through itself",
+                relay.id
+            );
+        }
+    }
+}
+
+#[test]
+fn sixteen_relays_in_a_random_mesh_with_failing_links_reach_every_broadcast_without_loops() {
+    seeded(44, |runtime| {
+        const RELAYS: usize = 16;
+        const BROADCASTS: usize = 1000;
+        let mut rng = fastrand::Rng::with_seed(runtime.seed());
+        let mut relays: Vec<Relay> = (1..=RELAYS as u64).map(Relay::with_id).collect();
+        // A ring that stays up (the mesh stays connected whatever fails), and 16 random
+        // chords, each lost at a random time within the first 3 s.
+        for i in 0..RELAYS {
+            link_pair(
+                runtime,
+                &mut relays,
+                (i + 1) % RELAYS,
+                i,
+                LinkConfig::default(),
+            );
+        }
+        let mut chords = Vec::new();
+        while chords.len() < RELAYS {
+            let (a, b) = (rng.usize(..RELAYS), rng.usize(..RELAYS));
+            let adjacent = a.abs_diff(b) <= 1 || a.abs_diff(b) == RELAYS - 1;
+            if adjacent || chords.contains(&(a, b)) || chords.contains(&(b, a)) {
+                continue;
+            }
+            let drop_after = Duration::from_millis(1000 + rng.u64(..2000));
+            let link = LinkConfig {
+                drop_after: Some(drop_after),
+                ..LinkConfig::default()
+            };
+            link_pair(runtime, &mut relays, a, b, link);
+            chords.push((a, b));
+        }
+        // 1,000 broadcasts, published by a client of a random relay each.
+        let mut broadcasts = Vec::new();
+        let mut publishers = Vec::new();
+        for relay in relays.iter_mut() {
+            let origin = Origin::new();
+            publishers.push(relay.connect(
+                runtime,
+                moq_net::session::SessionConfig {
+                    publish: Some(origin.clone()),
+                    ..moq_net::session::SessionConfig::default()
+                },
+            ));
+            broadcasts.push(origin);
+        }
+        let mut producers = Vec::new();
+        for n in 0..BROADCASTS {
+            let broadcast = moq_net::model::BroadcastProducer::new();
+            broadcasts[rng.usize(..RELAYS)]
+                .publish(format!("room/{n}"), &broadcast)
+                .unwrap();
+            producers.push(broadcast);
+        }
+        let everywhere = |relays: &[Relay]| {
+            relays
+                .iter()
+                .all(|relay| relay.origin.broadcast_count() == BROADCASTS)
+        };
+        assert!(
+            runtime.run_until(SECOND, || everywhere(&relays)),
+            "every broadcast reaches every relay"
+        );
+        let converged = announcements(&relays);
+        assert_loop_free(&relays);
+
+        // The chords fail, one by one; then each heals (a new link).
+        for _ in 0..12 {
+            runtime.advance(Duration::from_millis(250));
+            assert_loop_free(&relays);
+            assert!(
+                everywhere(&relays),
+                "the ring keeps every broadcast reachable"
+            );
+        }
+        let failed = announcements(&relays);
+        for (a, b) in chords.clone() {
+            link_pair(runtime, &mut relays, a, b, LinkConfig::default());
+        }
+        runtime.advance(5 * SECOND);
+        assert_loop_free(&relays);
+        assert!(everywhere(&relays));
+        assert_eq!(
+            runtime.pending_timers(),
+            0,
+            "the mesh settles: nothing in flight"
+        );
+        let healed = announcements(&relays);
+        eprintln!(
+            "mesh of {RELAYS} relays, {} links, {BROADCASTS} broadcasts: {converged} \
+             announcements to converge ({:.1} per broadcast per relay), {} per chord lost \
+             ({} chords), {} per chord healed",
+            RELAYS + chords.len(),
+            converged as f64 / (BROADCASTS * RELAYS) as f64,
+            (failed - converged) / chords.len() as u64,
+            chords.len(),
+            (healed - failed) / chords.len() as u64,
+        );
+        drop(producers);
+    });
+}

@@ -274,6 +274,9 @@ pub struct SessionCounters {
     pub upstream_subscriptions: u64,
     /// Broadcasts the peer announced to this session and this side published now.
     pub announced_broadcasts: u64,
+    /// Announcements sent to the peer: each a broadcast starting, ending, or moving to
+    /// another route (what a relay mesh exchanges to converge).
+    pub announcements_sent: u64,
 }
 
 /// What the handle reads of the machine's counters.

@@ -350,6 +350,7 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
                 {
                     initial.push(bytes);
                     count += 1;
+                    cx.counters.announcements_sent += 1;
                 }
             }
             // Before -05 there is no ANNOUNCE_OK: the initial set is just the first
@@ -392,6 +393,7 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
                     self.encode_announcement(announcement, announced.prefix(), version, own)
                 {
                     self.writer.queue(bytes);
+                    cx.counters.announcements_sent += 1;
                 }
             }
             if !taken {
