@@ -30,11 +30,19 @@ pub(crate) struct Connection {
     /// [default: 05, 04, 03; the relay picks].
     #[arg(long = "version", value_name = "VERSION")]
     versions: Vec<Version>,
+    /// Keep the session up: when the relay goes away (GOAWAY, shutdown) or the connection
+    /// is lost, connect again (to the relay the GOAWAY names, else the next of the URL and
+    /// the --fallback relays), with backoff, carrying the broadcast and subscription over.
+    #[arg(long)]
+    pub(crate) reconnect: bool,
+    /// Another relay to move to with --reconnect (repeatable; tried in order after URL).
+    #[arg(long, value_name = "URL", requires = "reconnect")]
+    fallback: Vec<String>,
 }
 
 impl Connection {
-    /// Connects with `session` as the session's configuration.
-    pub(crate) async fn connect(&self, session: SessionConfig) -> Result<Session, String> {
+    /// The client configuration for `session`.
+    fn config(&self, session: SessionConfig) -> Result<ClientConfig, String> {
         let fingerprint = match (&self.fingerprint, &self.fingerprint_file) {
             (Some(text), _) => Some(parse_fingerprint(text)?),
             (None, Some(path)) => {
@@ -44,7 +52,7 @@ impl Connection {
             }
             (None, None) => None,
         };
-        let config = ClientConfig {
+        Ok(ClientConfig {
             session,
             versions: match self.versions.is_empty() {
                 true => Version::DEFAULT_OFFER.to_vec(),
@@ -53,7 +61,29 @@ impl Connection {
             insecure_skip_verify: self.insecure,
             fingerprint,
             ..ClientConfig::default()
-        };
+        })
+    }
+
+    /// With --reconnect: a session kept up over the URL and the fallbacks, once the first
+    /// one is up.
+    pub(crate) async fn keep_connected(
+        &self,
+        session: SessionConfig,
+    ) -> Result<moq_tokio::Reconnect, String> {
+        let config = self.config(session)?;
+        let mut urls = vec![self.url.clone()];
+        urls.extend(self.fallback.iter().cloned());
+        let reconnect = moq_tokio::Reconnect::new(urls, config);
+        reconnect
+            .connected()
+            .await
+            .ok_or("the session closed before it started")?;
+        Ok(reconnect)
+    }
+
+    /// Connects with `session` as the session's configuration.
+    pub(crate) async fn connect(&self, session: SessionConfig) -> Result<Session, String> {
+        let config = self.config(session)?;
         // Resolves once the relay answered SETUP: a relay checking tokens does that only
         // after letting this session in, and a refusal is an error with its code.
         moq_tokio::connect(&self.url, config)

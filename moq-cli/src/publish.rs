@@ -50,6 +50,27 @@ pub(crate) async fn run(args: PublishArgs) -> Result<(), String> {
     origin
         .publish(Path::new(&args.path), &broadcast)
         .map_err(|e| format!("publishing {}: {e}", args.path))?;
+    if args.connection.reconnect {
+        // The broadcast is announced on every session the relays give it; its groups
+        // are numbered on, so subscribers that follow it lose nothing as it moves.
+        let reconnect = args
+            .connection
+            .keep_connected(SessionConfig {
+                publish: Some(origin),
+                ..SessionConfig::default()
+            })
+            .await?;
+        let outcome = tokio::select! {
+            outcome = send(track, &args) => match (outcome, reconnect.session()) {
+                (Ok(track), Some(session)) => finish(&session, &broadcast, track, &args).await,
+                (Ok(_), None) => Ok(()),
+                (Err(error), _) => Err(error),
+            },
+            _ = tokio::signal::ctrl_c() => Ok(()),
+        };
+        reconnect.close();
+        return outcome;
+    }
     let session = args
         .connection
         .connect(SessionConfig {

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use clap::Args;
-use moq_net::model::{Announcement, BroadcastConsumer, Origin, Path};
+use moq_net::model::{Announcement, BroadcastConsumer, FollowedTrack, Origin, Path};
 use moq_net::session::SessionConfig;
 
 use crate::client::{Connection, close, ended};
@@ -29,6 +29,23 @@ pub(crate) struct SubscribeArgs {
 pub(crate) async fn run(args: SubscribeArgs) -> Result<(), String> {
     let origin = Origin::new();
     let path = Path::new(&args.path);
+    if args.connection.reconnect {
+        let reconnect = args
+            .connection
+            .keep_connected(SessionConfig {
+                subscribe: Some(origin.clone()),
+                subscribe_prefix: path.clone(),
+                ..SessionConfig::default()
+            })
+            .await?;
+        // The track follows the broadcast from session to session.
+        let outcome = tokio::select! {
+            outcome = read_followed(&origin, &path, &args) => outcome,
+            _ = tokio::signal::ctrl_c() => Ok(()),
+        };
+        reconnect.close();
+        return outcome;
+    }
     let session = args
         .connection
         .connect(SessionConfig {
@@ -57,10 +74,24 @@ pub(crate) async fn run(args: SubscribeArgs) -> Result<(), String> {
 /// Waits for the broadcast, then copies its track to stdout until it ends.
 async fn read(origin: &Origin, path: &Path, args: &SubscribeArgs) -> Result<(), String> {
     let broadcast = announced(origin, path).await;
-    let mut track = broadcast
+    let track = broadcast
         .subscribe_track(&args.track)
         .await
         .map_err(|error| format!("subscribing to {path}/{}: {error}", args.track))?;
+    copy(FollowedTrack::fixed(track), args).await
+}
+
+/// As [`read`], following the broadcast across sessions (--reconnect).
+async fn read_followed(origin: &Origin, path: &Path, args: &SubscribeArgs) -> Result<(), String> {
+    let track = origin
+        .follow_track(path.clone(), &args.track)
+        .await
+        .map_err(|error| format!("subscribing to {path}/{}: {error}", args.track))?;
+    copy(track, args).await
+}
+
+/// Copies `track` to stdout until it ends.
+async fn copy(mut track: FollowedTrack, args: &SubscribeArgs) -> Result<(), String> {
     let mut stdout = std::io::stdout();
     let mut frames = 0u64;
     loop {
