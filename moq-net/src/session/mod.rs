@@ -19,7 +19,11 @@
 //! The machine is a named state machine (no `async` blocks inside), so it is `Send` exactly
 //! when the transport is.
 
+mod announce;
+mod context;
+mod discover;
 mod machine;
+mod own_wake;
 mod publisher;
 mod remote;
 mod setup;

@@ -10,10 +10,12 @@ use std::task::Poll;
 use kio::Waiter;
 
 use super::Side;
+use super::announce::AnnounceServe;
+use super::discover::AnnounceDiscover;
 use super::machine::{Context, Open, Step, Task};
-use super::publisher::{AnnounceServe, FetchServe, RequestSlot, SubscribeServe, TrackServe};
+use super::publisher::{FetchServe, RequestSlot, SubscribeServe, TrackServe};
 use super::stream::{ReadError, Reader, Writer, encoded};
-use super::subscriber::{AnnounceDiscover, GroupRead};
+use super::subscriber::GroupRead;
 use crate::Error;
 use crate::coding::{BidiStream, GoAway, Message, Setup, UniStream};
 use crate::transport::{self, RecvStream, SendStream};

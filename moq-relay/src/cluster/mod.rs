@@ -156,7 +156,7 @@ impl Cluster {
 
     /// Records that the session `id` from `remote` is a peer (its grant said so).
     pub fn inbound_opened(&self, id: u64, remote: Option<SocketAddr>) {
-        tracing::info!(?remote, id, "a cluster peer connected");
+        tracing::info!(?remote, session = id, "a cluster peer connected");
         lock(&self.inbound).insert(
             id,
             InboundPeer {
@@ -178,7 +178,7 @@ impl Cluster {
     /// Forgets the session `id` if it was a peer (it ended).
     pub fn inbound_closed(&self, id: u64) {
         if let Some(peer) = lock(&self.inbound).remove(&id) {
-            tracing::info!(remote = ?peer.remote, id, "a cluster peer left");
+            tracing::info!(remote = ?peer.remote, session = id, "a cluster peer left");
         }
     }
 }
