@@ -95,18 +95,24 @@ pub fn metric(port: u16, name: &str) -> Result<u64, String> {
 
 /// The relay's `/metrics` page on `port`.
 fn metrics_page(port: u16) -> Result<String, String> {
+    http_get(port, "/metrics")
+}
+
+/// The whole response (status line, headers, body) to `GET path` on the relay's HTTP
+/// side on `port`.
+pub fn http_get(port: u16, path: &str) -> Result<String, String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port))
         .map_err(|e| format!("connecting to the relay's HTTP port {port}: {e}"))?;
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
         .map_err(|e| e.to_string())?;
     stream
-        .write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        .map_err(|e| format!("asking for /metrics: {e}"))?;
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .map_err(|e| format!("asking for {path}: {e}"))?;
     let mut text = String::new();
     stream
         .read_to_string(&mut text)
-        .map_err(|e| format!("reading /metrics: {e}"))?;
+        .map_err(|e| format!("reading {path}: {e}"))?;
     Ok(text)
 }
 

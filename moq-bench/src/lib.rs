@@ -8,13 +8,15 @@
 //! calls, datagrams per send and per receive), every delivery is timed end to end, and the results are [`record`]s (a
 //! table row and a JSON line each), compared pair by pair with [`stats`], and drawn by
 //! [`chart`]. A [`soak`] runs chat load with churn for many minutes and checks that the
-//! relay loses nothing and does not grow.
+//! relay loses nothing and does not grow. [`cluster`] measures how long a network of
+//! relays takes to carry on when one is killed or drained.
 //!
 //! It speaks plain moq-lite-05 through `moq-tokio`, so it can drive any moq-lite relay.
 //! It **is not** a test: it asserts nothing about speed, it prints figures.
 
 pub mod ablation;
 pub mod chart;
+pub mod cluster;
 pub mod io;
 pub mod load;
 pub mod record;

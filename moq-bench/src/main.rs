@@ -59,6 +59,9 @@ enum Command {
     /// sample, then the verdict (nothing lost, no session ended by the relay, RSS drift
     /// after the warm-up within --max-drift). Exits non-zero if it failed.
     Soak(SoakArgs),
+    /// Relays as a network: the failover window when one is killed, the drain window
+    /// when one is stopped, over --trials trials (p50, p99, groups lost).
+    Cluster(moq_bench::cluster::ClusterArgs),
     /// One round in this process, its record printed as JSON (what the other commands
     /// run in a fresh process per round).
     #[command(hide = true)]
@@ -393,6 +396,7 @@ fn main() -> std::process::ExitCode {
             Command::Chart(args) => chart_from(&args.json, &args.out),
             Command::Ablation(args) => ablation(args).await,
             Command::Soak(args) => soak(args).await,
+            Command::Cluster(args) => moq_bench::cluster::run(args).await,
             Command::Round(args) => {
                 let record = measure_round(
                     &args.load.workload(),

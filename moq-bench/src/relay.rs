@@ -277,7 +277,7 @@ fn read_nonempty(path: &Path) -> Option<String> {
 }
 
 /// A loopback port free for UDP (the relay) and TCP (an HTTP side on the same port).
-fn free_port() -> Result<u16, String> {
+pub fn free_port() -> Result<u16, String> {
     for _ in 0..50 {
         let udp = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
         let port = udp.local_addr().map_err(|e| e.to_string())?.port();

@@ -138,7 +138,7 @@ struct ServeArgs {
     /// A file holding the token presented to peers whose URL has none.
     #[arg(long, value_name = "FILE", env = "MOQ_CLUSTER_TOKEN")]
     cluster_token: Option<PathBuf>,
-    /// Seconds of silence after which a peer link is dead [default: 3].
+    /// Seconds of silence after which a peer link is dead [default: 2].
     #[arg(long, value_name = "SECONDS", env = "MOQ_CLUSTER_PEER_TIMEOUT")]
     cluster_peer_timeout: Option<f64>,
     /// Skip verifying peers' certificates (private networks of self-signed relays).

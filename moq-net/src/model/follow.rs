@@ -56,10 +56,11 @@ struct Follow {
     seen: u64,
     /// The track on a better route of the same publisher, while it resolves.
     next: Option<Next>,
-    /// Set by a splice: only groups above it are new to the subscriber.
-    floor: Option<u64>,
-    /// The highest sequence delivered.
-    highest: Option<u64>,
+    /// The groups delivered lately: after a splice, the ones the new route sends again
+    /// are skipped, and it is asked for the first one missing.
+    delivered: Delivered,
+    /// Set by a splice: groups the new route sends are checked against `delivered`.
+    spliced_once: bool,
     /// The current track ended with this error; waiting for another route.
     failed: Option<Error>,
     /// Spliced, and no group read from the new route yet.
@@ -122,8 +123,8 @@ impl FollowedTrack {
                 changes,
                 seen,
                 next: None,
-                floor: None,
-                highest: None,
+                delivered: Delivered::default(),
+                spliced_once: false,
                 failed: None,
                 spliced: false,
                 persistent: false,
@@ -171,14 +172,14 @@ impl FollowedTrack {
                                 track = %follow.name,
                                 from = ?follow.route.hops,
                                 to = ?next.route.hops,
-                                after = ?follow.highest,
+                                resume = ?follow.delivered.first_missing(),
                                 "the subscription moves to another route"
                             );
                             self.lagged_before += self.track.lagged();
                             self.track = track;
                             follow.source = next.broadcast;
                             follow.route = next.route;
-                            follow.floor = follow.highest;
+                            follow.spliced_once = true;
                             follow.failed = None;
                             follow.spliced = true;
                         }
@@ -206,20 +207,21 @@ impl FollowedTrack {
                 Poll::Ready(Ok(Some(group))) => {
                     if let Some(follow) = self.follow.as_deref_mut() {
                         let sequence = group.sequence();
+                        let highest = follow.delivered.highest;
                         if std::mem::take(&mut follow.spliced)
-                            && follow.floor.is_some_and(|floor| {
-                                sequence.saturating_add(REORDER_WINDOW) < floor
+                            && highest.is_some_and(|highest| {
+                                sequence.saturating_add(REORDER_WINDOW) < highest
                             })
                         {
                             // Its sequence started over: a new generation at the path,
                             // which the subscriber hears of as a new announcement.
-                            tracing::debug!(path = %follow.path, track = %follow.name, sequence, floor = ?follow.floor, "the new route's groups restarted: the subscription ends");
+                            tracing::debug!(path = %follow.path, track = %follow.name, sequence, ?highest, "the new route's groups restarted: the subscription ends");
                             return Poll::Ready(Ok(None));
                         }
-                        if follow.floor.is_some_and(|floor| sequence <= floor) {
+                        if follow.spliced_once && follow.delivered.contains(sequence) {
                             continue; // delivered from the route before
                         }
-                        follow.highest = Some(follow.highest.map_or(sequence, |h| h.max(sequence)));
+                        follow.delivered.record(sequence);
                     }
                     return Poll::Ready(Ok(Some(group)));
                 }
@@ -334,8 +336,8 @@ impl Follow {
         }
         // From the first group not delivered: the new route's caches hold what was
         // published while the old one was failing.
-        let pending = match self.highest {
-            Some(highest) => best.resume_track(&self.properties, highest.saturating_add(1)),
+        let pending = match self.delivered.first_missing() {
+            Some(start) => best.resume_track(&self.properties, start),
             None => best.subscribe_track(&self.name),
         };
         self.next = Some(Next {
@@ -343,5 +345,84 @@ impl Follow {
             route,
             pending,
         });
+    }
+}
+
+/// The groups a followed track delivered lately: the first and the highest, and which of
+/// the [`WINDOW`] below the highest (groups travel on their own streams and arrive out of
+/// order, so a route can fail with a hole below the highest).
+#[derive(Debug, Default, Clone, Copy)]
+struct Delivered {
+    first: Option<u64>,
+    highest: Option<u64>,
+    /// Bit `i` set: group `highest - 1 - i` was delivered.
+    below: u64,
+}
+
+/// How many groups below the highest [`Delivered`] remembers.
+const WINDOW: u64 = 64;
+
+impl Delivered {
+    fn record(&mut self, sequence: u64) {
+        self.first = Some(self.first.map_or(sequence, |first| first.min(sequence)));
+        match self.highest {
+            None => self.highest = Some(sequence),
+            Some(highest) if sequence > highest => {
+                let shift = sequence - highest;
+                self.below = match shift {
+                    WINDOW.. => 0,
+                    _ => (self.below << shift) | (1 << (shift - 1)),
+                };
+                self.highest = Some(sequence);
+            }
+            Some(highest) if sequence < highest && highest - sequence <= WINDOW => {
+                self.below |= 1 << (highest - sequence - 1);
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Whether `sequence` was delivered (or is older than the window: given up on).
+    fn contains(&self, sequence: u64) -> bool {
+        match self.highest {
+            None => false,
+            Some(highest) if sequence >= highest => sequence == highest,
+            Some(highest) => {
+                let below = highest - sequence;
+                below > WINDOW || self.below & (1 << (below - 1)) != 0
+            }
+        }
+    }
+
+    /// The first group to ask a new route for: the oldest one missing since the first
+    /// delivered, within the window; else the one after the highest. `None` before any.
+    fn first_missing(&self) -> Option<u64> {
+        let (first, highest) = (self.first?, self.highest?);
+        let lowest = first.max(highest.saturating_sub(WINDOW));
+        (lowest..highest)
+            .find(|sequence| !self.contains(*sequence))
+            .or(Some(highest.saturating_add(1)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hole_below_the_highest_is_where_a_new_route_starts() {
+        let mut delivered = Delivered::default();
+        assert_eq!(delivered.first_missing(), None);
+        for sequence in [10, 11, 13, 14] {
+            delivered.record(sequence);
+        }
+        assert_eq!(delivered.first_missing(), Some(12), "12 was in flight");
+        assert!(delivered.contains(13) && !delivered.contains(12) && !delivered.contains(15));
+        delivered.record(12);
+        assert_eq!(delivered.first_missing(), Some(15));
+        delivered.record(200);
+        assert!(delivered.contains(100), "older than the window: given up");
+        assert!(!delivered.contains(199));
+        assert_eq!(delivered.first_missing(), Some(136));
     }
 }

@@ -29,8 +29,9 @@ pub struct ClusterSection {
     pub token: Option<PathBuf>,
     /// How long a peer link may go without hearing from the other side before it is
     /// declared dead (its routes withdrawn, the peer redialed), in seconds. Peer links
-    /// send a keep-alive three times per period, so this is how fast a dead relay is
-    /// noticed. Applies to links this relay dials (QUIC takes the smaller of both
+    /// send a keep-alive three times per period; QUIC restarts the idle timer at the
+    /// first keep-alive after the last packet heard, so a dead relay is noticed within
+    /// 4/3 of this. Applies to links this relay dials (QUIC takes the smaller of both
     /// sides' idle timeouts, so the peer's end of the link notices as fast).
     pub peer_timeout_secs: f64,
     /// Skip verifying peers' certificates. For a private network of relays with
@@ -39,13 +40,13 @@ pub struct ClusterSection {
 }
 
 impl Default for ClusterSection {
-    /// No peers, a random id, 3 s to notice a dead peer.
+    /// No peers, a random id, a dead peer noticed within 2⅔ s (2 s of silence).
     fn default() -> Self {
         Self {
             id: None,
             connect: Vec::new(),
             token: None,
-            peer_timeout_secs: 3.0,
+            peer_timeout_secs: 2.0,
             insecure_skip_verify: false,
         }
     }
