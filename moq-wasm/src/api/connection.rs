@@ -125,6 +125,21 @@ impl Connection {
         })
     }
 
+    /// Resolves with the URI the relay names (`""`: the same place, later) once it says
+    /// it is going away (GOAWAY: it is shutting down), or with `null` if the session ended
+    /// first. The session goes on until the relay closes it: a page should connect again
+    /// (to that URI, or another relay) and move its broadcasts and subscriptions there.
+    #[wasm_bindgen(js_name = goingAway)]
+    pub fn going_away(&self) -> js_sys::Promise {
+        let session = self.session.clone();
+        future_to_promise(async move {
+            Ok(match session.going_away().await {
+                Ok(uri) => JsValue::from_str(&uri),
+                Err(_) => JsValue::NULL,
+            })
+        })
+    }
+
     /// The connection's counters: `{ rttMs, bytesSent, bytesReceived, packetsLost }`
     /// (`rttMs` is `undefined` until measured).
     pub fn stats(&self) -> JsValue {
