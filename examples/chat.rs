@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use moq_examples::{RelayArgs, now_micros, quantile};
-use moq_net::model::{Announcement, BroadcastConsumer, BroadcastProducer, Origin, Track};
+use moq_net::model::{Announcement, BroadcastConsumer, BroadcastProducer, Origin};
 use moq_net::session::{Session, SessionConfig};
 
 /// N users chatting in one room through a relay; prints deliveries, rate and latency.
@@ -54,6 +54,18 @@ struct Args {
     /// way, in seconds.
     #[arg(long, default_value_t = 5.0)]
     patience: f64,
+    /// Another relay of the same network (repeatable): users are spread over the URL and
+    /// these, in turn.
+    #[arg(long = "relay", value_name = "URL")]
+    relays: Vec<String>,
+    /// Keep each user's session up across relays (`moq_tokio::Reconnect`): a user whose
+    /// relay goes away or is lost moves to the next one, its broadcast and subscriptions
+    /// carried over. Lost relays are noticed after --timeout seconds.
+    #[arg(long)]
+    reconnect: bool,
+    /// With --reconnect: seconds of silence after which a user's connection is lost.
+    #[arg(long, default_value_t = 2.0)]
+    timeout: f64,
 }
 
 /// What the users of this process share: the presence barrier and the deliveries.
@@ -71,6 +83,14 @@ struct Room {
 
 #[tokio::main]
 async fn main() {
+    // RUST_LOG=debug (or moq_net=debug, …) shows why a session ended or a subscription
+    // moved; nothing without it.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let args = Args::parse();
     if let Err(message) = run(args).await {
         eprintln!("chat: {message}");
@@ -85,9 +105,7 @@ async fn run(args: Args) -> Result<(), String> {
     let room = Arc::new(Room::default());
     let mut users = Vec::new();
     for index in 0..args.users {
-        users.push(Arc::new(
-            join(format!("user{index}"), &args, room.clone()).await?,
-        ));
+        users.push(Arc::new(join(index, &args, room.clone()).await?));
     }
     let offered = args.users as u64 * args.messages;
     let expected = offered * (args.users as u64 - 1);
@@ -115,7 +133,7 @@ async fn run(args: Args) -> Result<(), String> {
         eprintln!();
     }
     for user in &users {
-        user.session.close(moq_net::Error::Cancel);
+        user.session.close();
     }
     for user in &users {
         let _ = tokio::time::timeout(Duration::from_secs(1), user.session.closed()).await;
@@ -127,67 +145,135 @@ async fn run(args: Args) -> Result<(), String> {
 /// One user: its session, and the track it writes its messages to.
 struct User {
     name: String,
-    session: Session,
+    session: Link,
     /// Published for as long as the user exists.
     _broadcast: BroadcastProducer,
     track: Mutex<moq_net::model::TrackProducer>,
 }
 
-/// Connects a user: publishes its broadcast and starts following the room.
-async fn join(name: String, args: &Args, room: Arc<Room>) -> Result<User, String> {
+/// A user's connection: one session, or one kept up across relays.
+enum Link {
+    Session(Session),
+    Reconnect(moq_tokio::Reconnect),
+}
+
+impl Link {
+    fn close(&self) {
+        match self {
+            Link::Session(session) => session.close(moq_net::Error::Cancel),
+            Link::Reconnect(reconnect) => reconnect.close(),
+        }
+    }
+
+    async fn closed(&self) {
+        if let Link::Session(session) = self {
+            session.closed().await;
+        }
+    }
+}
+
+/// Connects user number `index`: publishes its broadcast and starts following the room.
+async fn join(index: usize, args: &Args, room: Arc<Room>) -> Result<User, String> {
+    let name = format!("user{index}");
     let published = Origin::new();
     let broadcast = BroadcastProducer::new();
-    let track = broadcast.create_track(Track {
+    let track = broadcast.create_track(moq_net::model::Track {
         timescale: 1_000_000, // frame timestamps are microseconds
-        ..Track::new("chat")
+        // A user that moves to another relay is asked for what its readers missed
+        // meanwhile: keep a few seconds of messages.
+        cache_groups: 512,
+        ..moq_net::model::Track::new("chat")
     });
     published
         .publish(name.as_str(), &broadcast)
         .map_err(|e| e.to_string())?;
     let others = Origin::new();
-    let session = args
-        .relay
-        .connect(SessionConfig {
-            publish: Some(published),
-            subscribe: Some(others.clone()),
-            ..SessionConfig::default()
-        })
-        .await?;
-    tokio::spawn(follow(name.clone(), others, args.users, room));
+    let session = SessionConfig {
+        publish: Some(published),
+        subscribe: Some(others.clone()),
+        ..SessionConfig::default()
+    };
+    // Users are spread over the relays in turn; each moves on to the next ones.
+    let mut relays = vec![args.relay.url.clone()];
+    relays.extend(args.relays.iter().cloned());
+    let turn = index % relays.len();
+    relays.rotate_left(turn);
+    let link = match args.reconnect {
+        true => {
+            let mut config = args.relay.client_config(session)?;
+            config.limits.idle_timeout = Duration::from_secs_f64(args.timeout.max(0.1));
+            let reconnect = moq_tokio::Reconnect::new(relays, config);
+            reconnect
+                .connected()
+                .await
+                .ok_or("the session closed before it started")?;
+            Link::Reconnect(reconnect)
+        }
+        false => Link::Session(args.relay.connect_to(&relays[0], session).await?),
+    };
+    tokio::spawn(follow(
+        name.clone(),
+        others,
+        args.users,
+        room,
+        args.reconnect,
+    ));
     Ok(User {
         name,
-        session,
+        session: link,
         _broadcast: broadcast,
         track: Mutex::new(track),
     })
 }
 
-/// Subscribes to every other user's `chat` track as they are announced.
-async fn follow(me: String, others: Origin, users: usize, room: Arc<Room>) {
+/// Subscribes to every other user's `chat` track as they are announced; with `follows`,
+/// once per user, following it across sessions and relays.
+async fn follow(me: String, others: Origin, users: usize, room: Arc<Room>, follows: bool) {
     let heard = Arc::new(Mutex::new(HashSet::new()));
     if users == 1 {
         room.ready.fetch_add(1, Ordering::Relaxed);
     }
+    let mut reading = HashSet::new();
     let mut announced = others.announced("");
     loop {
         if let Announcement::Active { path, broadcast } = announced.next().await {
-            if path.as_str() != me {
-                let (heard, room) = (heard.clone(), room.clone());
-                tokio::spawn(read(path.to_string(), broadcast, users, heard, room));
+            if path.as_str() == me || (follows && !reading.insert(path.clone())) {
+                continue;
             }
+            let (heard, room) = (heard.clone(), room.clone());
+            let track = match follows {
+                true => Track::Followed(others.clone(), path.to_string()),
+                false => Track::Once(broadcast),
+            };
+            tokio::spawn(read(path.to_string(), track, users, heard, room));
         }
     }
+}
+
+/// Which track a reader reads.
+enum Track {
+    /// The broadcast announced.
+    Once(BroadcastConsumer),
+    /// The broadcast at this path, followed across sessions and relays.
+    Followed(Origin, String),
 }
 
 /// Reads one other user's messages: hellos count toward presence, messages are timed.
 async fn read(
     sender: String,
-    broadcast: BroadcastConsumer,
+    track: Track,
     users: usize,
     heard: Arc<Mutex<HashSet<String>>>,
     room: Arc<Room>,
 ) {
-    let Ok(mut track) = broadcast.subscribe_track("chat").await else {
+    let track = match track {
+        Track::Once(broadcast) => broadcast
+            .subscribe_track("chat")
+            .await
+            .map(moq_net::model::FollowedTrack::fixed),
+        Track::Followed(origin, path) => origin.follow_track(path, "chat").await,
+    };
+    let Ok(mut track) = track else {
         return;
     };
     while let Ok(Some(mut group)) = track.next_group().await {

@@ -30,6 +30,21 @@ pub struct RelayArgs {
 impl RelayArgs {
     /// Connects with `session` as the session's configuration.
     pub async fn connect(&self, session: SessionConfig) -> Result<Session, String> {
+        self.connect_to(&self.url, session).await
+    }
+
+    /// Connects to `url` (another relay of the same network, trusted the same way).
+    pub async fn connect_to(&self, url: &str, session: SessionConfig) -> Result<Session, String> {
+        moq_tokio::connect(url, self.client_config(session)?)
+            .await
+            .map_err(|error| {
+                let url = moq_net::redact::Redacted(url);
+                format!("connecting to {url}: {error}")
+            })
+    }
+
+    /// The client configuration these arguments make, for `session`.
+    pub fn client_config(&self, session: SessionConfig) -> Result<ClientConfig, String> {
         let fingerprint = match &self.fingerprint {
             Some(text) => Some(
                 Fingerprint::parse(text)
@@ -37,18 +52,12 @@ impl RelayArgs {
             ),
             None => None,
         };
-        let config = ClientConfig {
+        Ok(ClientConfig {
             session,
             insecure_skip_verify: self.insecure,
             fingerprint,
             ..ClientConfig::default()
-        };
-        moq_tokio::connect(&self.url, config)
-            .await
-            .map_err(|error| {
-                let url = moq_net::redact::Redacted(&self.url);
-                format!("connecting to {url}: {error}")
-            })
+        })
     }
 }
 

@@ -16,25 +16,15 @@ const USERS: &str = "5";
 const MESSAGES: &str = "200";
 const RATE: &str = "20";
 
-pub(crate) fn run(root: &Path) -> Result<(), Failure> {
+pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), Failure> {
+    if args.iter().any(|arg| arg == "--cluster") {
+        return crate::demo_cluster::run(root);
+    }
     crate::prerequisites::ensure()?;
     println!(
         "building the relay and the chat example (release; the first build takes a few minutes)"
     );
-    cargo(
-        root,
-        &[
-            "build",
-            "--release",
-            "-p",
-            "moq-relay",
-            "-p",
-            "moq-examples",
-            "--bins",
-            "--examples",
-        ],
-    )
-    .run()?;
+    build(root)?;
     let release = root.join("target").join("release");
     let port = free_port()?;
     let scratch = std::env::temp_dir().join(format!("moq-demo-{}", std::process::id()));
@@ -117,19 +107,48 @@ pub(crate) fn run(root: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Builds the relay and the chat example (release).
+pub(crate) fn build(root: &Path) -> Result<(), Failure> {
+    cargo(
+        root,
+        &[
+            "build",
+            "--release",
+            "-p",
+            "moq-relay",
+            "-p",
+            "moq-examples",
+            "--bins",
+            "--examples",
+        ],
+    )
+    .run()
+}
+
 /// The relay process.
-struct Relay {
-    child: Child,
-    port: u16,
+pub(crate) struct Relay {
+    pub(crate) child: Child,
+    pub(crate) port: u16,
 }
 
 impl Relay {
     fn start(release: &Path, port: u16, fingerprint_file: &Path) -> Result<Self, Failure> {
+        Self::start_with(release, port, fingerprint_file, &[])
+    }
+
+    /// The relay with `extra` flags.
+    pub(crate) fn start_with(
+        release: &Path,
+        port: u16,
+        fingerprint_file: &Path,
+        extra: &[String],
+    ) -> Result<Self, Failure> {
         let _ = std::fs::remove_file(fingerprint_file);
         let child = Process::new(release.join("moq-relay"))
             .args(["--bind", &format!("127.0.0.1:{port}"), "--drain", "2"])
             .arg("--fingerprint-file")
             .arg(fingerprint_file)
+            .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -139,7 +158,7 @@ impl Relay {
     }
 
     /// Waits for the relay to write its fingerprint (it does once listening).
-    fn wait_ready(&mut self, fingerprint_file: &Path) -> Result<String, Failure> {
+    pub(crate) fn wait_ready(&mut self, fingerprint_file: &Path) -> Result<String, Failure> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Ok(text) = std::fs::read_to_string(fingerprint_file) {
@@ -178,7 +197,7 @@ impl Relay {
     }
 
     /// SIGTERM, then waits for the exit; says how it went.
-    fn stop(mut self) -> Result<String, Failure> {
+    pub(crate) fn stop(mut self) -> Result<String, Failure> {
         let pid = self.child.id().to_string();
         let signalled = Process::new("kill").args(["-TERM", &pid]).status();
         if !signalled.is_ok_and(|s| s.success()) {
@@ -212,7 +231,7 @@ impl Relay {
 }
 
 /// A UDP port free on loopback now (and, as the relay's HTTP side uses it too, over TCP).
-fn free_port() -> Result<u16, Failure> {
+pub(crate) fn free_port() -> Result<u16, Failure> {
     for _ in 0..20 {
         let udp =
             UdpSocket::bind("127.0.0.1:0").map_err(|e| Failure(format!("finding a port: {e}")))?;
@@ -237,7 +256,7 @@ fn clock_ticks_per_second() -> f64 {
 }
 
 /// A plain HTTP/1.0 GET on loopback; the body.
-fn http_get(port: u16, path: &str) -> Option<String> {
+pub(crate) fn http_get(port: u16, path: &str) -> Option<String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
@@ -256,7 +275,7 @@ fn metric(text: &str, name: &str) -> Option<String> {
 }
 
 /// The number after `"key":` in a flat JSON text (the chat example's summary).
-fn json_number(text: &str, key: &str) -> Option<f64> {
+pub(crate) fn json_number(text: &str, key: &str) -> Option<f64> {
     let start = text.find(&format!("\"{key}\":"))? + key.len() + 3;
     let rest = &text[start..];
     let end = rest

@@ -8,6 +8,7 @@
 mod bench;
 mod cmd;
 mod demo;
+mod demo_cluster;
 mod deps;
 mod fuzz;
 mod prerequisites;
@@ -23,7 +24,8 @@ const HELP: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  demo       the main job: a relay on loopback with a room of chat users through it, a summary
+  demo       the main job: a relay on loopback with a room of chat users through it, a summary;
+             --cluster: the room across three linked relays, one of them killed mid-run
   test       everything CI runs: setup, fmt, deps, wasm, clippy, page, tests (the browser
              tests among them), loom, docs, and every fuzz target briefly
   check      the fast static checks: fmt, deps, wasm, clippy, docs
@@ -201,7 +203,7 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
         .env("RUSTDOCFLAGS", "-D warnings")
         .run(),
         "bench" => bench::run(&root, args),
-        "demo" => demo::run(&root),
+        "demo" => demo::run(&root, args),
         "suite" => bench::suite(&root, args),
         "fuzz" => fuzz::run(&root, args),
         "web" => web::serve(&root, args),

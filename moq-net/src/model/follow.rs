@@ -258,6 +258,9 @@ impl Follow {
     fn poll_return(&mut self, waiter: &Waiter) -> Poll<()> {
         let path = self.path.clone();
         let origin = self.origin.clone();
+        if self.returning.is_none() {
+            tracing::debug!(path = %self.path, track = %self.name, "no route left: waiting for the publisher to come back");
+        }
         let returning = self
             .returning
             .get_or_insert_with(|| origin.announced(path.clone()));
@@ -325,6 +328,7 @@ impl Follow {
         }
         let route = best.route();
         if !route.same_publisher(&self.route) {
+            tracing::debug!(path = %self.path, track = %self.name, ours = ?self.route.hops, theirs = ?route.hops, "another publisher's broadcast at the path: not moving there");
             // Another publisher took the path: a replacement, not a splice. A track whose
             // route is gone has nothing left to wait for.
             self.next = None;
