@@ -5,8 +5,9 @@
 //! (the relay restarted, the network dropped) or the relay says it is going away
 //! (GOAWAY), dials again: the URL the GOAWAY named, else the next of the list, waiting
 //! between failed attempts with jittered backoff ([`moq_net::backoff`]: 1 s doubling to
-//! 10 s). After a GOAWAY the new session is made **before** the old one is closed, so
-//! that nothing is lost while it moves.
+//! 10 s). After a GOAWAY the new session is made **before** the old one is closed, and
+//! the two overlap for 2 s (or until the relay closes the old one), so that nothing is
+//! lost while it moves.
 //!
 //! Every session is made from the same [`ClientConfig`], so it serves the same publish
 //! origin and fills the same subscribe origin:
@@ -143,9 +144,14 @@ async fn run(
             status.session = Some(session.clone());
             status.connects += 1;
         });
-        // The new session is up: the one that said GOAWAY can go.
+        // The new session is up: the one that said GOAWAY goes once the new one has had
+        // time to take over what it carried (the relay closes it at the end of its drain
+        // anyway): groups still arriving on it are not cut off.
         if let Some(old) = leaving.take() {
-            old.close(Error::Cancel);
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(OVERLAP, old.closed()).await;
+                old.close(Error::Cancel);
+            });
         }
         match session.going_away().await {
             Ok(uri) => {
@@ -165,6 +171,9 @@ async fn run(
         }
     }
 }
+
+/// How long a session that said GOAWAY is kept once its replacement is up.
+const OVERLAP: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// 64 random bits from std's per-process hasher keys (no RNG dependency for a seed).
 fn random() -> u64 {
