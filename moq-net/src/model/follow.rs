@@ -52,7 +52,7 @@ struct Follow {
     source: BroadcastConsumer,
     route: Route,
     /// The path's changes, and the count last looked at; `None` once the path has none.
-    changes: Option<kio::Consumer<u64>>,
+    changes: Option<super::origin::RouteChanges>,
     seen: u64,
     /// The track on a better route of the same publisher, while it resolves.
     next: Option<Next>,
@@ -105,7 +105,7 @@ impl FollowedTrack {
     ) -> Self {
         let path = path.into();
         let changes = origin.route_changes(path.clone());
-        let seen = changes.as_ref().map_or(0, |changes| *changes.borrow());
+        let seen = changes.as_ref().map_or(0, |changes| changes.count());
         let properties = track.track().clone();
         let name = properties.name.clone();
         let route = source.route();
@@ -162,7 +162,12 @@ impl FollowedTrack {
     ) -> Poll<Result<Option<GroupConsumer>, Error>> {
         loop {
             if let Some(follow) = self.follow.as_deref_mut() {
-                follow.watch(waiter);
+                // A healthy route is checked without a lock (an atomic load per read); a
+                // failed one waits on the path's changes.
+                match follow.failed {
+                    None => follow.check(),
+                    Some(_) => follow.watch(waiter),
+                }
                 if let Some(next) = &mut follow.next {
                     match next.pending.poll_track(waiter) {
                         Poll::Ready(Ok(track)) => {
@@ -285,13 +290,25 @@ impl Follow {
         }
     }
 
-    /// Looks at the path again if it changed since last time.
+    /// Looks at the path again if it changed since last time, without waiting (no lock
+    /// unless it changed).
+    fn check(&mut self) {
+        let Some(changes) = &self.changes else {
+            return;
+        };
+        let count = changes.count();
+        if count != self.seen {
+            self.seen = count;
+            self.reconsider(true);
+        }
+    }
+
+    /// [`check`](Self::check), waiting for the next change (or the path's end).
     fn watch(&mut self, waiter: &Waiter) {
         let Some(changes) = &self.changes else {
             return;
         };
-        let seen = self.seen;
-        match changes.poll_until(waiter, |count| (*count != seen).then_some(*count)) {
+        match changes.poll_changed(waiter, self.seen) {
             Poll::Ready(Ok(count)) => {
                 self.seen = count;
                 self.reconsider(true);

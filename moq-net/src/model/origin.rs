@@ -139,7 +139,7 @@ struct PathState {
     /// Counts the changes to the path's publications, for the tracks following it
     /// ([`Origin::route_changes`]); made when the first one asks. Dropped with the path,
     /// which its followers see as closed.
-    changes: Option<kio::Producer<u64>>,
+    changes: Option<ChangeCount>,
 }
 
 #[derive(Debug)]
@@ -154,6 +154,36 @@ struct Listener {
     /// The hop id of the peer it serves: it is shown the best route not through it
     /// (0: the best route).
     exclude: u64,
+}
+
+/// A path's change count, in a cell to wait on and an atomic to read without a lock.
+#[derive(Debug)]
+struct ChangeCount {
+    cell: kio::Producer<u64>,
+    count: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// The changes to the publications at one path ([`Origin::route_changes`]): a count that a
+/// reader checks without a lock on every group it reads, and waits on only when it has
+/// nothing else to wait for.
+#[derive(Debug, Clone)]
+pub struct RouteChanges {
+    cell: kio::Consumer<u64>,
+    count: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl RouteChanges {
+    /// How many changes so far (no lock: an atomic load).
+    pub fn count(&self) -> u64 {
+        self.count.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Ready with the count once it differs from `seen`; `Err` once nothing is published
+    /// at the path any more.
+    pub fn poll_changed(&self, waiter: &Waiter, seen: u64) -> Poll<Result<u64, kio::Closed>> {
+        self.cell
+            .poll_until(waiter, |count| (*count != seen).then_some(*count))
+    }
 }
 
 /// One listener view of a path being changed: the best route for an exclusion, before
@@ -312,19 +342,21 @@ impl Origin {
             .collect()
     }
 
-    /// A cell counting the changes to the publications at `path` (a publication added,
+    /// The count of changes to the publications at `path` (a publication added,
     /// removed, or its route changed), closed once the path has none left; `None` if it has
     /// none now. What a track that follows its broadcast across routes watches.
-    pub fn route_changes(&self, path: impl Into<Path>) -> Option<kio::Consumer<u64>> {
+    pub fn route_changes(&self, path: impl Into<Path>) -> Option<RouteChanges> {
         let path = self.absolute(path.into());
         let mut state = self.shared.state.lock();
         let entry = state.broadcasts.get_mut(&path)?;
-        Some(
-            entry
-                .changes
-                .get_or_insert_with(|| kio::Producer::new(0))
-                .consume(),
-        )
+        let changes = entry.changes.get_or_insert_with(|| ChangeCount {
+            cell: kio::Producer::new(0),
+            count: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        });
+        Some(RouteChanges {
+            cell: changes.cell.consume(),
+            count: changes.count.clone(),
+        })
     }
 
     /// The paths of the active broadcasts under `prefix`, in byte order.
@@ -616,7 +648,11 @@ impl OriginState {
         }
         let result = mutate(&mut entry.publications);
         if let Some(changes) = &entry.changes {
-            changes.update(|count| *count += 1);
+            let count = changes
+                .count
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
+                + 1;
+            changes.cell.update(|cell| *cell = count);
         }
         for listener in self.listeners.iter().filter(|l| l.wants(path)) {
             let Some(view) = views.iter().find(|view| view.exclude == listener.exclude) else {
