@@ -387,3 +387,149 @@ fn sixteen_relays_in_a_random_mesh_with_failing_links_reach_every_broadcast_with
         drop(producers);
     });
 }
+
+/// A subscriber following a publisher that loses its session and comes back (the same
+/// hop id, as `Reconnect` keeps it) carries on where it stopped, with nothing lost: what
+/// the publisher wrote meanwhile comes from its own cache.
+#[test]
+fn a_follower_carries_on_when_its_publisher_comes_back_on_a_new_session() {
+    seeded(45, |runtime| {
+        let mut relay = Relay::with_id(1);
+        let published = Origin::new();
+        let broadcast = moq_net::model::BroadcastProducer::new();
+        let mut track = broadcast.create_track(moq_net::model::Track::new("chat"));
+        published.publish("alice", &broadcast).unwrap();
+        let publisher_config = moq_net::session::SessionConfig {
+            publish: Some(published),
+            origin_id: 77, // the publisher's own hop id, kept across its sessions
+            ..moq_net::session::SessionConfig::default()
+        };
+        let first = relay.connect(runtime, publisher_config.clone());
+        let (_viewer, seen) = subscriber(runtime, &mut relay);
+        assert!(runtime.run_until(SECOND, || seen.consume_broadcast("alice").is_some()));
+
+        let groups = Groups::default();
+        let out = groups.clone();
+        let origin = seen.clone();
+        runtime.spawn_task(async move {
+            let mut followed = origin.follow_track("alice", "chat").await.unwrap();
+            loop {
+                match followed.next_group().await {
+                    Ok(Some(group)) => out.sequences.borrow_mut().push(group.sequence()),
+                    other => {
+                        *out.ended.borrow_mut() = Some(other.map(|_| ()));
+                        break;
+                    }
+                }
+            }
+        });
+        assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
+        let send = |track: &mut moq_net::model::TrackProducer, n: u64| {
+            let mut group = track.append_group();
+            group.write(n, format!("{n}"));
+            group.finish();
+        };
+        for n in 0..10 {
+            send(&mut track, n);
+            runtime.advance(Duration::from_millis(50));
+        }
+        // The session is lost; the publisher goes on writing, then comes back.
+        first.close(moq_net::Error::Cancel);
+        for n in 10..20 {
+            send(&mut track, n);
+            runtime.advance(Duration::from_millis(50));
+        }
+        assert!(seen.consume_broadcast("alice").is_none(), "it was gone");
+        let _second = relay.connect(runtime, publisher_config);
+        runtime.advance(SECOND);
+        for n in 20..30 {
+            send(&mut track, n);
+            runtime.advance(Duration::from_millis(50));
+        }
+        runtime.advance(SECOND);
+        assert_eq!(missing(&groups, 30), Vec::<u64>::new(), "nothing lost");
+        assert!(
+            groups.ended.borrow().is_none(),
+            "{:?}",
+            groups.ended.borrow()
+        );
+    });
+}
+
+/// Relays A, B, C (B and C dial A, C dials B); a publisher on B, a subscriber on C
+/// following its track; B dies (its links and its publisher's session are lost at once)
+/// and the publisher comes back on C: the subscriber carries on, nothing lost (what the
+/// publisher wrote meanwhile comes from its own cache).
+#[test]
+fn a_follower_carries_on_when_its_publishers_relay_dies_and_it_comes_back_elsewhere() {
+    seeded(46, |runtime| {
+        let mut a = Relay::with_id(1);
+        let mut b = Relay::with_id(2);
+        let mut c = Relay::with_id(3);
+        let dies = LinkConfig {
+            drop_after: Some(Duration::from_millis(1500)),
+            ..LinkConfig::default()
+        };
+        a.link_over(runtime, &mut b, dies.clone());
+        a.link(runtime, &mut c);
+        b.link_over(runtime, &mut c, dies.clone());
+        let published = Origin::new();
+        let broadcast = moq_net::model::BroadcastProducer::new();
+        let mut track = broadcast.create_track(moq_net::model::Track::new("chat"));
+        published.publish("alice", &broadcast).unwrap();
+        let publisher_config = moq_net::session::SessionConfig {
+            publish: Some(published),
+            origin_id: 77,
+            ..moq_net::session::SessionConfig::default()
+        };
+        b.link = dies;
+        let _first = b.connect(runtime, publisher_config.clone());
+        let (_viewer, seen) = subscriber(runtime, &mut c);
+        assert!(runtime.run_until(SECOND, || seen.consume_broadcast("alice").is_some()));
+        let groups = Groups::default();
+        let out = groups.clone();
+        let origin = seen.clone();
+        runtime.spawn_task(async move {
+            let mut followed = origin.follow_track("alice", "chat").await.unwrap();
+            loop {
+                match followed.next_group().await {
+                    Ok(Some(group)) => out.sequences.borrow_mut().push(group.sequence()),
+                    other => {
+                        *out.ended.borrow_mut() = Some(other.map(|_| ()));
+                        break;
+                    }
+                }
+            }
+        });
+        assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
+        let send = |track: &mut moq_net::model::TrackProducer, n: u64| {
+            let mut group = track.append_group();
+            group.write(n, format!("{n}"));
+            group.finish();
+        };
+        let mut n = 0;
+        while runtime.elapsed() < Duration::from_millis(2000) {
+            send(&mut track, n);
+            n += 1;
+            runtime.advance(Duration::from_millis(50));
+        }
+        // B is gone; the publisher comes back on C.
+        let _second = c.connect(runtime, publisher_config);
+        for _ in 0..20 {
+            send(&mut track, n);
+            n += 1;
+            runtime.advance(Duration::from_millis(50));
+        }
+        runtime.advance(SECOND);
+        assert_eq!(
+            missing(&groups, n),
+            Vec::<u64>::new(),
+            "nothing lost of {n}"
+        );
+        assert!(
+            groups.ended.borrow().is_none(),
+            "{:?}",
+            groups.ended.borrow()
+        );
+    });
+}

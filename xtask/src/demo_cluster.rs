@@ -37,6 +37,11 @@ pub(crate) fn run(root: &Path) -> Result<(), Failure> {
             (index + 1).to_string(),
             // Self-signed relays on loopback: links do not verify certificates.
             "--cluster-insecure-skip-verify".to_owned(),
+            // What was sent while B's users moved is fetched again from caches: at 20
+            // messages a second and 2⅔ s to notice a dead relay, 32 groups a track (the
+            // default) would not hold it (README, "A network of relays").
+            "--cache-groups".to_owned(),
+            "256".to_owned(),
         ];
         for (_, peer) in &relays {
             extra.push("--cluster-connect".to_owned());

@@ -303,19 +303,32 @@ impl Follow {
         }
     }
 
-    /// [`check`](Self::check), waiting for the next change (or the path's end).
+    /// [`check`](Self::check), waiting for the next change (or the path's end): on
+    /// return, `waiter` is registered for it, or a move is under way (`next`), or the
+    /// path has nothing left (`changes` is `None`).
     fn watch(&mut self, waiter: &Waiter) {
-        let Some(changes) = &self.changes else {
-            return;
-        };
-        match changes.poll_changed(waiter, self.seen) {
-            Poll::Ready(Ok(count)) => {
-                self.seen = count;
-                self.reconsider(true);
+        loop {
+            let Some(changes) = &self.changes else {
+                return;
+            };
+            match changes.poll_changed(waiter, self.seen) {
+                Poll::Ready(Ok(count)) => {
+                    self.seen = count;
+                    self.reconsider(true);
+                    if self.next.is_some() {
+                        return; // the move's answer wakes the follower
+                    }
+                    // Regression: returning here left nothing to wake a failed follower
+                    // whose path then ended: a reader stuck for good (the cluster demo's
+                    // readers of a user whose relay died). Poll again, to register.
+                }
+                // Nothing is published at the path any more.
+                Poll::Ready(Err(_)) => {
+                    self.changes = None;
+                    return;
+                }
+                Poll::Pending => return,
             }
-            // Nothing is published at the path any more.
-            Poll::Ready(Err(_)) => self.changes = None,
-            Poll::Pending => {}
         }
     }
 
@@ -429,6 +442,67 @@ impl Delivered {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{BroadcastProducer, Track};
+
+    /// A waker that counts its wakes.
+    struct Counter(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Counter {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Regression (the cluster demo: readers of a user whose relay died never heard it
+    /// again): a persistent follower whose route failed while its broadcast still lived
+    /// (the relay's reset came before its announcement's end), and whose path then ended,
+    /// returned `Pending` registered nowhere: nothing woke it when the publisher came
+    /// back.
+    #[test]
+    fn a_failed_follower_whose_path_ends_is_woken_when_its_publisher_comes_back() {
+        let origin = Origin::new();
+        let first = BroadcastProducer::new();
+        first.set_hops(vec![77, 2]);
+        let mut writer = first.create_track(Track::new("chat"));
+        origin.publish("alice", &first).unwrap();
+        let source = origin.consume_broadcast("alice").unwrap();
+        let counter = std::sync::Arc::new(Counter(std::sync::atomic::AtomicUsize::new(0)));
+        let waker = std::task::Waker::from(counter.clone());
+        let waiter = Waiter::new(&waker);
+        let Poll::Ready(Ok(track)) = source.subscribe_track("chat").poll_track(&waiter) else {
+            panic!("a live track resolves at once");
+        };
+        let mut followed =
+            FollowedTrack::following(&origin, "alice", 0, source, track).persistent();
+        writer.append_group().finish();
+        assert!(matches!(
+            followed.poll_next_group(&waiter),
+            Poll::Ready(Ok(Some(_)))
+        ));
+
+        // The track fails while its broadcast lives, then the path ends.
+        writer.abort(Error::Dropped);
+        assert!(followed.poll_next_group(&waiter).is_pending());
+        drop(first);
+        assert!(followed.poll_next_group(&waiter).is_pending());
+
+        // The publisher comes back by another route.
+        let woken = counter.0.load(std::sync::atomic::Ordering::Relaxed);
+        let second = BroadcastProducer::new();
+        second.set_hops(vec![77, 3]);
+        let mut writer = second.create_track(Track::new("chat"));
+        origin.publish("alice", &second).unwrap();
+        assert!(
+            counter.0.load(std::sync::atomic::Ordering::Relaxed) > woken,
+            "the follower is woken when its publisher is back"
+        );
+        assert!(followed.poll_next_group(&waiter).is_pending(), "moving");
+        writer.create_group(1).finish();
+        assert!(matches!(
+            followed.poll_next_group(&waiter),
+            Poll::Ready(Ok(Some(group))) if group.sequence() == 1
+        ));
+    }
 
     #[test]
     fn a_hole_below_the_highest_is_where_a_new_route_starts() {
