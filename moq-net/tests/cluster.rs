@@ -533,3 +533,28 @@ fn a_follower_carries_on_when_its_publishers_relay_dies_and_it_comes_back_elsewh
         );
     });
 }
+
+/// A link's price (`?cost=N` on the dialing relay) is declared in SETUP, and the peer
+/// charges it too: both ends rank routes over the link at that cost.
+#[test]
+fn a_links_price_is_declared_in_setup_and_charged_at_both_ends() {
+    seeded(47, |runtime| {
+        let mut a = Relay::with_id(1);
+        let mut b = Relay::with_config(moq_net::session::SessionConfig {
+            link_cost: 5,
+            ..moq_net::session::SessionConfig::default()
+        });
+        b.id = 2;
+        a.link(runtime, &mut b); // B dials A
+        let (_on_a, _a_broadcast, _a_track) = publisher(runtime, &mut a, "on-a", "t");
+        let (_on_b, _b_broadcast, _b_track) = publisher(runtime, &mut b, "on-b", "t");
+        assert!(runtime.run_until(SECOND, || {
+            a.origin.consume_broadcast("on-b").is_some()
+                && b.origin.consume_broadcast("on-a").is_some()
+        }));
+        let cost =
+            |relay: &Relay, path: &str| relay.origin.consume_broadcast(path).unwrap().route().cost;
+        assert_eq!(cost(&b, "on-a"), 5, "B prices the link it dials");
+        assert_eq!(cost(&a, "on-b"), 5, "A charges what B declared");
+    });
+}

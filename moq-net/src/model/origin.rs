@@ -302,9 +302,9 @@ impl Origin {
     /// announced), following it across routes for as long as the subscriber reads: if
     /// the route it reads from fails (a relay restarted, a session lost), the track
     /// carries on from its first missing group once a route of the same publisher is
-    /// back (see [`FollowedTrack`]). What an application subscribing through a
-    /// reconnecting client wants; it fails only with the track's own error (its
-    /// publisher dropped or aborted it) or its end.
+    /// back (see [`FollowedTrack`](super::FollowedTrack)). What an application
+    /// subscribing through a reconnecting client wants; it fails only with the track's
+    /// own error (its publisher dropped or aborted it) or its end.
     pub async fn follow_track(
         &self,
         path: impl Into<Path>,

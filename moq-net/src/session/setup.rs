@@ -63,6 +63,8 @@ impl<S: SendStream> SetupSend<S> {
                 Side::Server => None,
             },
             origin: std::num::NonZeroU64::new(cx.config.origin_id),
+            // A link priced here tells the peer (absent: the default of 1).
+            cost: (cx.config.link_cost != 1).then_some(cx.config.link_cost),
             ..Setup::default()
         };
         let version = cx.version;
@@ -179,6 +181,14 @@ impl<R: RecvStream> SetupRead<R> {
                     cx.setup_received = true;
                     cx.sources_changed = true;
                     cx.peer_origin = setup.origin.map_or(0, |origin| origin.get());
+                    // spec (-06, "Cost Parameter"): a peer declares what subscribing
+                    // through it costs; a link priced here (`link_cost` set) keeps its
+                    // own price, as a receiver may.
+                    if let (Some(cost), true, 1) =
+                        (setup.cost, cx.config.trust_peer_routes, cx.config.link_cost)
+                    {
+                        cx.config.link_cost = cost;
+                    }
                     cx.peer_setup = Some(setup);
                 }
                 Poll::Ready(Ok(None)) => {
