@@ -13,6 +13,9 @@
 //!   (`cluster.peer_timeout_secs`) and moves its subscriptions to the other route.
 //! - `drain`: X and Y dial P. The publisher is on P, the subscribers on X with
 //!   [`moq_tokio::Reconnect`] over [X, Y]; X is stopped (SIGTERM: GOAWAY, then its drain).
+//! - `fanout`: no failure; a tier (A the origin, B, C and D its edges with the
+//!   subscribers) against one relay serving them all: each relay's CPU per frame it
+//!   delivered.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -52,6 +55,10 @@ pub enum Scenario {
     Failover,
     /// SIGTERM of the relay the subscribers are on.
     Drain,
+    /// A tiered fanout: one publisher on A; B, C and D dial A, each with --subscribers
+    /// viewers. Relay CPU per delivery on each relay, beside one relay serving all the
+    /// viewers alone.
+    Fanout,
 }
 
 /// How often the publisher sends a group.
@@ -66,6 +73,8 @@ pub async fn run(args: ClusterArgs) -> Result<(), String> {
         let outcome = match args.scenario {
             Scenario::Failover => failover(&args).await?,
             Scenario::Drain => drain(&args).await?,
+            // Rounds of its own, and its own report.
+            Scenario::Fanout => return fanout(&args).await,
         };
         println!(
             "trial {:>2}: window {:>6.0} ms (median subscriber {:>6.0} ms), {} groups lost",
@@ -147,6 +156,105 @@ async fn drain(args: &ClusterArgs) -> Result<Outcome, String> {
     Ok(outcome)
 }
 
+/// How long the fanout is measured, after a warm-up.
+const FANOUT_WINDOW: Duration = Duration::from_secs(10);
+
+/// `fanout`: each relay's CPU per frame it delivered, tiered and single.
+#[allow(clippy::print_stdout)]
+async fn fanout(args: &ClusterArgs) -> Result<(), String> {
+    let extra = cache_args(args);
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    println!(
+        "tiered fanout: 1 publisher (1 KB frames, a group each, 30 a second) on A; B, C and D dial A with {} subscribers each; {} s measured",
+        args.subscribers,
+        FANOUT_WINDOW.as_secs()
+    );
+    for round in 0..args.trials.max(1) {
+        let a = RelayNode::start_with(1, &args.driver, &[], &extra)?;
+        let edges = [
+            RelayNode::start_with(2, &args.driver, &[&a], &extra)?,
+            RelayNode::start_with(3, &args.driver, &[&a], &extra)?,
+            RelayNode::start_with(4, &args.driver, &[&a], &extra)?,
+        ];
+        let publisher = Publisher::start_media(&a).await?;
+        let mut subscribers = Vec::new();
+        for edge in &edges {
+            subscribers.extend(subscribe_all(edge, args.subscribers).await?);
+        }
+        let mut relays = vec![("A (origin)", &a)];
+        relays.extend(["B (edge)", "C (edge)", "D (edge)"].into_iter().zip(&edges));
+        let tiered = measure_cpu(&relays, &publisher, &subscribers).await?;
+        drop((publisher, subscribers, edges, a));
+
+        let single = RelayNode::start_with(1, &args.driver, &[], &extra)?;
+        let publisher = Publisher::start_media(&single).await?;
+        let subscribers = subscribe_all(&single, 3 * args.subscribers).await?;
+        let alone = measure_cpu(&[("single relay", &single)], &publisher, &subscribers).await?;
+        drop((publisher, subscribers, single));
+
+        println!("round {}:", round + 1);
+        let per_delivery = alone[0].1 * 1e6 / alone[0].2.max(1) as f64;
+        for (name, cpu, deliveries) in tiered.iter().chain(&alone) {
+            let us = cpu * 1e6 / (*deliveries).max(1) as f64;
+            println!(
+                "  {name:<14} {cpu:>6.2} s CPU, {deliveries:>8} frames delivered, {us:>6.2} us per delivery ({:.2}x the single relay's)",
+                us / per_delivery
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Each relay's CPU seconds over [`FANOUT_WINDOW`] and the frames it delivered: to the
+/// subscribers connected to it (an even share each), or, for a tier's origin (the first
+/// of several), one per edge per frame.
+async fn measure_cpu(
+    relays: &[(&'static str, &RelayNode)],
+    publisher: &Publisher,
+    subscribers: &[Subscriber],
+) -> Result<Vec<(&'static str, f64, u64)>, String> {
+    tokio::time::sleep(Duration::from_secs(2)).await; // warm-up: everyone subscribed
+    let count = |subscribers: &[Subscriber]| -> u64 {
+        subscribers
+            .iter()
+            .map(|s| s.received.lock().unwrap_or_else(|e| e.into_inner()).len() as u64)
+            .sum()
+    };
+    let sent = || {
+        publisher
+            .sent
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len() as u64
+    };
+    let before: Vec<f64> = relays
+        .iter()
+        .map(|(_, relay)| relay.cpu_seconds())
+        .collect::<Result<_, _>>()?;
+    let (received_before, sent_before) = (count(subscribers), sent());
+    tokio::time::sleep(FANOUT_WINDOW).await;
+    let after: Vec<f64> = relays
+        .iter()
+        .map(|(_, relay)| relay.cpu_seconds())
+        .collect::<Result<_, _>>()?;
+    let received = count(subscribers) - received_before;
+    let frames = sent() - sent_before;
+    let edges = relays.len().saturating_sub(1) as u64;
+    Ok(relays
+        .iter()
+        .zip(before.iter().zip(&after))
+        .enumerate()
+        .map(|(index, ((name, _), (before, after)))| {
+            let deliveries = match (relays.len(), index) {
+                (1, _) => received,
+                (_, 0) => frames * edges,
+                _ => received / edges.max(1),
+            };
+            (*name, after - before, deliveries)
+        })
+        .collect())
+}
+
 /// `--cache-groups N` for the relays, if set.
 fn cache_args(args: &ClusterArgs) -> Vec<String> {
     match args.cache_groups {
@@ -209,6 +317,15 @@ struct Publisher {
 
 impl Publisher {
     async fn start(relay: &RelayNode) -> Result<Self, String> {
+        Self::start_with(relay, INTERVAL, 7).await
+    }
+
+    /// A group of one `size`-byte frame every `interval`.
+    async fn start_with(
+        relay: &RelayNode,
+        interval: Duration,
+        size: usize,
+    ) -> Result<Self, String> {
         let origin = Origin::new();
         let broadcast = BroadcastProducer::new();
         let mut track = broadcast.create_track(Track::new("chat"));
@@ -228,15 +345,16 @@ impl Publisher {
         let times = sent.clone();
         let task = tokio::spawn(async move {
             let _broadcast = broadcast;
+            let payload = bytes::Bytes::from(vec![b'm'; size]);
             for n in 0u64.. {
                 let mut group = track.append_group();
-                group.write(n, "message");
+                group.write(n, payload.clone());
                 group.finish();
                 times
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push(Instant::now());
-                tokio::time::sleep(INTERVAL).await;
+                tokio::time::sleep(interval).await;
             }
         });
         Ok(Self {
@@ -244,6 +362,13 @@ impl Publisher {
             _session: session,
             task,
         })
+    }
+}
+
+impl Publisher {
+    /// A publisher of 1 KB frames, a group each, 30 a second (each send time kept).
+    async fn start_media(relay: &RelayNode) -> Result<Self, String> {
+        Self::start_with(relay, Duration::from_millis(33), 1000).await
     }
 }
 
@@ -411,6 +536,12 @@ impl RelayNode {
 
     fn url(&self) -> String {
         format!("moqt://127.0.0.1:{}/", self.port)
+    }
+
+    /// The process's CPU seconds so far (user and system).
+    fn cpu_seconds(&self) -> Result<f64, String> {
+        let child = self.child.as_ref().ok_or("the relay was stopped")?;
+        Ok(crate::relay::usage_of(child.id())?.cpu_seconds)
     }
 
     fn kill(&mut self) {
