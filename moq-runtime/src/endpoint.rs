@@ -32,7 +32,13 @@ use crate::cid::{CID_LEN, CidGenerator, ConnectionId};
 use crate::quic::QuicConnection;
 use crate::timer::TimerWheel;
 
+mod batch;
+mod cids;
+mod send_failures;
 mod spare;
+
+use batch::push_packet;
+use send_failures::SendFailureLog;
 use spare::SpareBuffers;
 
 /// The largest UDP payload a QUIC packet from us may have.
@@ -675,45 +681,6 @@ impl Endpoint {
     }
 }
 
-impl Endpoint {
-    /// Takes back the connection IDs the peer retired, and tops its spare ones up to what
-    /// it takes (at most [`MAX_SPARE_CIDS`]), each naming this worker: a client switching
-    /// IDs or moving to a new address, as RFC 9000 lets it at any time, still steers to
-    /// the worker that owns its connection.
-    fn rotate_cids(&mut self, index: usize, connection: &QuicConnection, wanted: usize) {
-        let Some(entry) = self.connections[index].as_mut() else {
-            return;
-        };
-        while let Some(retired) = connection.retired_cid() {
-            self.by_cid.remove(&retired);
-            entry.cids.retain(|cid| *cid != retired);
-        }
-        for _ in 0..wanted {
-            // The IDs routed to it: the client's first choice, ours, and the spares.
-            if entry.cids.len() >= MAX_SPARE_CIDS + 2 {
-                break;
-            }
-            let (Ok(cid), Ok(reset_token)) = (self.cids.generate(), random_u128()) else {
-                tracing::warn!("no random source: no more connection IDs for the peer");
-                return;
-            };
-            if connection.issue_cid(cid.as_bytes(), reset_token).is_err() {
-                return;
-            }
-            self.by_cid.insert(cid.as_bytes().to_vec(), index);
-            entry.cids.push(cid.as_bytes().to_vec());
-        }
-    }
-}
-
-/// A random stateless reset token. We never send stateless resets, but the peer must be
-/// unable to guess one.
-fn random_u128() -> Result<u128, getrandom::Error> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes)?;
-    Ok(u128::from_le_bytes(bytes))
-}
-
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
@@ -739,174 +706,4 @@ impl Wake for FlushWaker {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Appends `packet` to the open GSO batch for `destination` if it fits there (every datagram
-/// so far full-sized, this one no larger, fewer than [`MAX_SEGMENTS`], at most
-/// [`MAX_GSO_BYTES`] in all), or starts a batch
-/// in a buffer from `spare`. Packets to one destination stay in the order they were
-/// produced.
-fn push_packet(
-    open_batches: &mut HashMap<SocketAddr, usize>,
-    transmits: &mut Vec<Transmit>,
-    spare: &mut SpareBuffers,
-    destination: SocketAddr,
-    packet: &[u8],
-) {
-    if let Some(transmit) = open_batches
-        .get(&destination)
-        .and_then(|&index| transmits.get_mut(index))
-    {
-        let size = transmit.segment_size;
-        let all_full = transmit.contents.len() % size == 0;
-        let segments = transmit.contents.len() / size;
-        let fits = transmit.contents.len() + packet.len() <= MAX_GSO_BYTES;
-        if all_full && packet.len() <= size && segments < MAX_SEGMENTS && fits {
-            transmit.contents.extend_from_slice(packet);
-            return;
-        }
-    }
-    open_batches.insert(destination, transmits.len());
-    let mut contents = spare.take();
-    contents.extend_from_slice(packet);
-    transmits.push(Transmit {
-        destination,
-        contents,
-        segment_size: packet.len().max(1),
-    });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn addr(port: u16) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], port))
-    }
-
-    #[test]
-    fn packets_to_one_destination_form_gso_batches_of_one_size() {
-        let packets = vec![
-            (addr(1), vec![1; 100]),
-            (addr(2), vec![2; 100]),
-            (addr(1), vec![1; 100]),
-            (addr(1), vec![1; 40]), // shorter: ends the batch
-            (addr(1), vec![1; 100]),
-        ];
-        let mut transmits = Vec::new();
-        let mut open = HashMap::new();
-        for (destination, packet) in &packets {
-            push_packet(
-                &mut open,
-                &mut transmits,
-                &mut SpareBuffers::default(),
-                *destination,
-                packet,
-            );
-        }
-        let shape: Vec<(u16, usize, usize)> = transmits
-            .iter()
-            .map(|t| (t.destination.port(), t.contents.len(), t.segment_size))
-            .collect();
-        assert_eq!(shape, [(1, 240, 100), (2, 100, 100), (1, 100, 100)]);
-    }
-
-    #[test]
-    fn a_batch_holds_at_most_the_gso_segment_limit() {
-        let mut transmits = Vec::new();
-        let mut open = HashMap::new();
-        for _ in 0..MAX_SEGMENTS + 1 {
-            push_packet(
-                &mut open,
-                &mut transmits,
-                &mut SpareBuffers::default(),
-                addr(1),
-                &[7; 50],
-            );
-        }
-        let segments: Vec<usize> = transmits.iter().map(|t| t.contents.len() / 50).collect();
-        assert_eq!(segments, [MAX_SEGMENTS, 1]);
-    }
-
-    /// Review finding F4: full-size packets made batches of 64 × 1,350 B = 86,400 B, which
-    /// Linux refuses whole (`EMSGSIZE` from 49 segments up).
-    #[test]
-    fn a_batch_of_full_size_packets_stays_within_the_kernels_gso_payload() {
-        let mut transmits = Vec::new();
-        let mut open = HashMap::new();
-        for _ in 0..100 {
-            push_packet(
-                &mut open,
-                &mut transmits,
-                &mut SpareBuffers::default(),
-                addr(1),
-                &[7; MAX_DATAGRAM],
-            );
-        }
-        let segments: Vec<usize> = transmits
-            .iter()
-            .map(|t| t.contents.len() / MAX_DATAGRAM)
-            .collect();
-        assert_eq!(segments, [48, 48, 4]);
-        assert!(transmits.iter().all(|t| t.contents.len() <= MAX_GSO_BYTES));
-    }
-
-    /// The batches the endpoint builds are accepted by this kernel: one GSO send of the
-    /// largest batch on a real socket succeeds (and one byte more is refused, so the test
-    /// would see a wrong limit).
-    #[test]
-    fn the_kernel_accepts_the_largest_batch() {
-        let receiver = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
-        let socket = crate::udp::UdpSocket::bind(
-            "127.0.0.1:0".parse().expect("address"),
-            &crate::udp::UdpConfig::default(),
-        )
-        .expect("bind");
-        let destination = receiver.local_addr().expect("address");
-        let batch = vec![0u8; (MAX_GSO_BYTES / MAX_DATAGRAM) * MAX_DATAGRAM];
-        socket
-            .send(destination, &batch, MAX_DATAGRAM)
-            .expect("the kernel accepts the largest batch");
-        let over = vec![0u8; 49 * MAX_DATAGRAM];
-        assert!(socket.send(destination, &over, MAX_DATAGRAM).is_err());
-    }
-}
-
-/// Rate-limits the warning for refused sends: one line a second at most, naming how many
-/// failed since the last one.
-#[derive(Debug, Default)]
-struct SendFailureLog {
-    last_warned: Option<Instant>,
-    suppressed: u64,
-}
-
-impl SendFailureLog {
-    const INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
-
-    fn record(
-        &mut self,
-        error: &std::io::Error,
-        destination: SocketAddr,
-        datagrams: usize,
-        local: SocketAddr,
-        now: Instant,
-    ) {
-        if self
-            .last_warned
-            .is_some_and(|at| now.saturating_duration_since(at) < Self::INTERVAL)
-        {
-            self.suppressed += 1;
-            return;
-        }
-        tracing::warn!(
-            %error,
-            %local,
-            %destination,
-            datagrams,
-            more_since_last_warning = self.suppressed,
-            "a UDP send failed: its datagrams are lost until QUIC retransmits them"
-        );
-        self.last_warned = Some(now);
-        self.suppressed = 0;
-    }
 }
