@@ -525,6 +525,12 @@ impl Metrics {
             &one(sum(|c| c.datagrams_send_failed.load(Ordering::Relaxed))),
         );
         metric(
+            "stateless_resets_sent_total",
+            "counter",
+            "Stateless resets sent: answers to packets for connections this relay no longer has (after a restart, the peers of the connections it lost hear at once).",
+            &one(sum(|c| c.stateless_resets.load(Ordering::Relaxed))),
+        );
+        metric(
             "worker_misrouted_packets_total",
             "counter",
             "Packets that reached a worker other than their connection's (dropped): the steering missed, e.g. after a restart with another worker count.",

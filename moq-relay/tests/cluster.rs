@@ -487,3 +487,67 @@ async fn a_drained_relays_clients_move_to_another_with_no_group_lost() {
     assert!(!session.is_closed());
     drop(broadcast);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_relays_dialers_hear_a_stateless_reset_and_link_again() {
+    // Y dials X, with a peer timeout (60 s) longer than this test waits: only a stateless
+    // reset can tell Y quickly that X lost the link. A publisher on Y, a viewer on X, so
+    // that Y keeps sending to X. X is killed and started again with the same certificate
+    // (its reset key) on the same port; Y's next packet to it is answered with a reset.
+    let mut x = Node::new(1, &["--driver", "tokio-per-core", "--workers", "2"], &[]);
+    x.start();
+    let driver = ["--driver", "tokio", "--cluster-peer-timeout", "60"];
+    let mut y = Node::new(2, &driver, &[&x]);
+    y.start();
+    let link = |node: &Node| -> Option<serde_json::Value> {
+        let topology: serde_json::Value =
+            serde_json::from_str(&node.relay().http_get("/cluster")).ok()?;
+        topology["links"].as_array()?.first().cloned()
+    };
+    until(|| (link(&y)?["state"] == "up").then_some(()))
+        .await
+        .expect("Y links to X");
+    let (_publisher, _broadcast, mut producers) = publisher(y.relay(), "room/bob", &["chat"]).await;
+    let mut chat = producers.remove(0);
+    let (_viewer, received) = subscriber(x.relay(), "room/bob", &["chat"]).await;
+    let writer = tokio::spawn(async move {
+        for n in 0.. {
+            let mut group = chat.append_group();
+            group.write(0, format!("message {n}"));
+            group.finish();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    until(|| (!received[0].lock().unwrap().is_empty()).then_some(()))
+        .await
+        .expect("the viewer on X reads Y's publisher");
+
+    x.kill();
+    x.start();
+    let ended = until(|| {
+        let error = link(&y)?["last_error"].as_str()?.to_owned();
+        error.contains("stateless reset").then_some(error)
+    })
+    .await;
+    assert!(
+        ended.is_some(),
+        "Y's link to X ended by a stateless reset: {:?}",
+        link(&y)
+    );
+    let resets = sample(
+        &x.relay().http_get("/metrics"),
+        "moq_relay_stateless_resets_sent_total",
+        "",
+    );
+    assert!(resets >= Some(1), "X counted its resets: {resets:?}");
+
+    // Y links again, and a new viewer on X reads the publisher on Y through it.
+    until(|| (link(&y)?["state"] == "up").then_some(()))
+        .await
+        .expect("Y links to X again");
+    let (_viewer, received) = subscriber(x.relay(), "room/bob", &["chat"]).await;
+    until(|| (!received[0].lock().unwrap().is_empty()).then_some(()))
+        .await
+        .expect("the new viewer on X reads Y's publisher");
+    writer.abort();
+}

@@ -30,6 +30,7 @@ use std::time::Instant;
 use crate::admission::{Admission, Gate};
 use crate::cid::{CID_LEN, CidGenerator, ConnectionId};
 use crate::quic::QuicConnection;
+use crate::reset::StatelessResetKey;
 use crate::timer::TimerWheel;
 
 mod batch;
@@ -135,6 +136,9 @@ pub struct EndpointCounters {
     pub send_errors: AtomicU64,
     /// Datagrams in those refused sends.
     pub datagrams_send_failed: AtomicU64,
+    /// Stateless resets sent: answers to short-header packets for a connection this
+    /// endpoint no longer has (it restarted, or the connection closed).
+    pub stateless_resets: AtomicU64,
 }
 
 /// The connections on one UDP port.
@@ -180,6 +184,12 @@ pub struct Endpoint {
     send_failures: SendFailureLog,
     /// Set by [`stop`](Endpoint::stop): no new connection is admitted.
     stopping: bool,
+    /// What every stateless reset token of ours is derived from, if this endpoint sends
+    /// stateless resets (a server's); `None`: random tokens, no resets.
+    reset_key: Option<StatelessResetKey>,
+    /// Client connections by the stateless reset token their server gave: a reset carries
+    /// no connection ID of ours, only the token, so this is how one finds its connection.
+    by_reset_token: HashMap<u128, usize>,
 }
 
 struct Entry {
@@ -192,6 +202,8 @@ struct Entry {
     client: Option<IpAddr>,
     /// When to send a keep-alive PING if nothing happens before.
     keep_alive_at: Option<Instant>,
+    /// A client connection's server's stateless reset token, once established.
+    reset_token: Option<u128>,
 }
 
 #[derive(Default)]
@@ -249,6 +261,8 @@ impl Endpoint {
             spare_contents: SpareBuffers::default(),
             send_failures: SendFailureLog::default(),
             stopping: false,
+            reset_key: None,
+            by_reset_token: HashMap::new(),
         }
     }
 
@@ -304,6 +318,16 @@ impl Endpoint {
     /// included) and its counts, which the server's other endpoints may share.
     pub fn set_gate(&mut self, gate: Gate) {
         self.gate = gate;
+    }
+
+    /// Derives every stateless reset token from `key`, and answers a short-header packet
+    /// for a connection ID of this worker that it has no connection for with a stateless
+    /// reset: a peer of a restarted server (with the same key) hears at once that its
+    /// connection is gone, instead of after its idle timeout. A server's endpoints take
+    /// one key, which should outlive the process ([`crate::reset`]); without one, tokens
+    /// are random and nothing is reset.
+    pub fn set_stateless_reset_key(&mut self, key: StatelessResetKey) {
+        self.reset_key = Some(key);
     }
 
     /// Sends a PING on an established connection that has been quiet for `interval`, or
@@ -388,12 +412,23 @@ impl Endpoint {
                 }
             }
             None => {
-                // A stray packet: nothing to answer. One naming another worker was
-                // steered wrong.
+                // A stray packet: a stateless reset of one of our client connections, one
+                // steered wrong (it names another worker), or one for a connection of this
+                // worker that is gone, which the peer is told.
                 let owner = ConnectionId::from_bytes(&header.dcid).map(|cid| cid.worker());
-                if header.ty == quiche::Type::Short && owner.is_some_and(|w| w != self.worker) {
-                    self.counters.misrouted.fetch_add(1, Ordering::Relaxed);
-                    tracing::trace!(%from, ?owner, worker = self.worker, "a packet for another worker");
+                if header.ty == quiche::Type::Short {
+                    if let Some(index) = self.reset_for_us(datagram) {
+                        // The server of one of our client connections lost it.
+                        if let Some(entry) = self.connections.get(index).and_then(Option::as_ref) {
+                            let _ = entry.connection.recv(datagram, from, self.local);
+                            self.touched.push(index);
+                        }
+                    } else if owner.is_some_and(|w| w != self.worker) {
+                        self.counters.misrouted.fetch_add(1, Ordering::Relaxed);
+                        tracing::trace!(%from, ?owner, worker = self.worker, "a packet for another worker");
+                    } else if let Some(cid) = ConnectionId::from_bytes(&header.dcid) {
+                        self.answer_with_reset(cid, datagram.len(), from);
+                    }
                 }
                 return Ok(());
             }
@@ -548,6 +583,10 @@ impl Endpoint {
             }
         };
         let original = validated.as_deref().map(quiche::ConnectionId::from_ref);
+        // The token of our first connection ID goes in the transport parameters, the one
+        // a client checks a stateless reset against.
+        let token = self.reset_key.as_ref().map(|key| key.token(&scid));
+        self.config.set_stateless_reset_token(token);
         self.gate.begin_handshake()?;
         let conn = match quiche::accept(
             &quiche::ConnectionId::from_ref(&scid),
@@ -595,6 +634,7 @@ impl Endpoint {
             drained: 0,
             client: None,
             keep_alive_at: None,
+            reset_token: None,
         });
         self.len += 1;
         if let Some(after) = self.connections[index]
@@ -621,6 +661,9 @@ impl Endpoint {
                 for cid in &entry.cids {
                     self.by_cid.remove(cid);
                 }
+                if let Some(token) = entry.reset_token {
+                    self.by_reset_token.remove(&token);
+                }
                 if !entry.reported {
                     self.half_open -= 1;
                 }
@@ -637,6 +680,13 @@ impl Endpoint {
             self.rotate_cids(index, connection, status.cids_wanted);
         }
         if let Some(entry) = self.connections[index].as_mut() {
+            if entry.client.is_none() && status.established && entry.reset_token.is_none() {
+                // A client connection learned its server's reset token.
+                entry.reset_token = connection.peer_reset_token();
+                if let Some(token) = entry.reset_token {
+                    self.by_reset_token.insert(token, index);
+                }
+            }
             if !entry.reported && status.established {
                 tracing::debug!(
                     peer = ?connection.peer_address(),

@@ -30,6 +30,7 @@ pub mod cores;
 pub mod endpoint;
 pub mod quic;
 pub mod quiche_config;
+pub mod reset;
 pub mod server;
 pub mod steering;
 pub mod timer;

@@ -164,6 +164,8 @@ struct State {
     /// A FIN was queued with no bytes of its own and may not be in a packet yet; see
     /// [`State::emit_before_acks`].
     lone_fin: bool,
+    /// The peer ended the connection with a stateless reset: it no longer has it.
+    reset_by_peer: bool,
     /// Packets emitted ahead of the endpoint's next transmit pass; sent before any others.
     outbox: VecDeque<(Vec<u8>, quiche::SendInfo)>,
     /// Every waiter was told the connection closed.
@@ -265,6 +267,7 @@ impl QuicConnection {
                     datagrams_wanted: false,
                     datagrams_dropped: 0,
                     lone_fin: false,
+                    reset_by_peer: false,
                     outbox: VecDeque::new(),
                     close_announced: false,
                     urgencies: Urgencies::default(),
@@ -295,7 +298,19 @@ impl QuicConnection {
         if state.lone_fin {
             state.emit_before_acks();
         }
+        let was_closed = state.conn.is_closed();
         let result = state.conn.recv(datagram, quiche::RecvInfo { from, to });
+        // quiche closes a connection on a packet that ends in the server's stateless reset
+        // token without a word (no error, no timeout): that silence is how it is told
+        // apart, so that the reason says what happened.
+        if !was_closed
+            && state.conn.is_closed()
+            && !state.conn.is_timed_out()
+            && state.conn.peer_error().is_none()
+            && state.conn.local_error().is_none()
+        {
+            state.reset_by_peer = true;
+        }
         let wakes = state.process(true);
         drop(state);
         wakes.deliver(&self.shared);
@@ -350,6 +365,16 @@ impl QuicConnection {
     pub fn ping(&self) {
         let mut state = self.shared.state.lock();
         let _ = state.conn.send_ack_eliciting();
+    }
+
+    /// The stateless reset token the server gave for its first connection ID (its
+    /// transport parameters), once known: a client's way to recognise the server's reset.
+    pub fn peer_reset_token(&self) -> Option<u128> {
+        let state = self.shared.state.lock();
+        state
+            .conn
+            .peer_transport_params()
+            .and_then(|params| params.stateless_reset_token)
     }
 
     /// Whether it is closed, established, and when its timer is due, in one lock.
@@ -852,6 +877,11 @@ impl State {
         }
         if self.conn.is_timed_out() {
             return Some(TransportError::Lost("idle timeout".into()));
+        }
+        if self.reset_by_peer {
+            return Some(TransportError::Lost(
+                "stateless reset: the peer no longer has this connection (it restarted)".into(),
+            ));
         }
         Some(TransportError::Lost("connection closed".into()))
     }

@@ -28,6 +28,7 @@ use crate::binding::{Binding, BindingSession};
 use crate::endpoint::Endpoint;
 use crate::quic::QuicConnection;
 use crate::quiche_config::{ConfigError, QuicLimits, server_config};
+use crate::reset::StatelessResetKey;
 use crate::tls::Certificate;
 use crate::udp::UdpConfig;
 use crate::webtransport::{
@@ -66,6 +67,11 @@ pub struct ServerConfig {
     pub max_pending_handshakes: usize,
     /// The UDP socket's setup (GSO, GRO, buffers).
     pub udp: UdpConfig,
+    /// What its stateless reset tokens are derived from ([`crate::reset`]); `None`: a key
+    /// derived from the certificate's private key, so that the server restarted with the
+    /// same certificate resets the connections it lost at once, at their peers' next
+    /// packet.
+    pub stateless_reset_key: Option<StatelessResetKey>,
 }
 
 impl ServerConfig {
@@ -85,6 +91,7 @@ impl ServerConfig {
             handshake_timeout: Duration::from_secs(10),
             max_pending_handshakes: 1024,
             udp: UdpConfig::default(),
+            stateless_reset_key: None,
         }
     }
 
@@ -108,6 +115,11 @@ impl ServerConfig {
         let mut endpoint =
             Endpoint::new(quiche, local, worker, self.admission.max_connections, now);
         endpoint.set_gate(gate.clone());
+        endpoint.set_stateless_reset_key(
+            self.stateless_reset_key
+                .clone()
+                .unwrap_or_else(|| StatelessResetKey::for_certificate(&self.certificate)),
+        );
         Ok(endpoint)
     }
 

@@ -11,6 +11,7 @@ use moq_net::model::{BroadcastProducer, Origin, Track};
 use moq_net::session::{self, SessionConfig};
 use moq_runtime::cid::{CID_LEN, ConnectionId};
 use moq_runtime::endpoint::{Endpoint, Transmit};
+use moq_runtime::reset::StatelessResetKey;
 
 const CLIENT: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 5000);
@@ -57,6 +58,15 @@ fn run_until(
         }
     }
     false
+}
+
+/// Hands every datagram of `transmits` to `sink`, as from `from`.
+fn deliver(transmits: &[Transmit], sink: &mut Endpoint, from: SocketAddr, now: Instant) {
+    for transmit in transmits {
+        for datagram in transmit.contents.chunks(transmit.segment_size) {
+            let _ = sink.handle_datagram(&mut datagram.to_vec(), from, now);
+        }
+    }
 }
 
 fn endpoints(name: &str) -> (Endpoint, Endpoint) {
@@ -240,5 +250,77 @@ fn a_quiet_connection_sends_a_keep_alive_once_its_interval_passes() {
             keep_alive.is_some(),
             "a PING once the interval passed, and only with a keep-alive ({keep_alive:?})"
         );
+    }
+}
+
+/// A server that lost its connections (a restart: a new endpoint on the same address,
+/// with the same reset key) answers the next packet of each with a stateless reset, and
+/// its client closes at once, saying why. A reset made with another key is ignored, and a
+/// packet for another worker's connection ID is never answered (that connection may live
+/// on its own worker).
+#[test]
+fn a_restarted_server_resets_its_lost_connections_at_their_next_packet() {
+    let (chain, key_file) = certificate_files("stateless-reset");
+    let key = StatelessResetKey::from_secret(b"the server's persistent secret");
+    let other_key = StatelessResetKey::from_secret(b"another server's secret");
+    // (the restarted server's key, its worker, whether the client is reset)
+    for (restarted_key, worker, reset) in
+        [(&key, 3, true), (&other_key, 3, false), (&key, 4, false)]
+    {
+        let runtime = BusyRuntime::default();
+        let now = Instant::now();
+        let mut client = Endpoint::new(config(None), CLIENT, 0, 100, now);
+        client.set_keep_alive(Some(Duration::from_secs(5)));
+        let server_config = || config(Some((&chain, &key_file)));
+        let mut server = Endpoint::new(server_config(), SERVER, 3, 100, now);
+        server.set_stateless_reset_key(key.clone());
+        let connection = client.connect("localhost", SERVER, now).unwrap();
+        assert!(run_until(
+            &runtime,
+            &mut client,
+            &mut server,
+            |_, server| {
+                let _ = server.accept();
+                connection.is_established()
+            }
+        ));
+        for _ in 0..10 {
+            exchange(&mut client, &mut server);
+        }
+
+        let mut restarted = Endpoint::new(server_config(), SERVER, worker, 100, now);
+        restarted.set_stateless_reset_key(restarted_key.clone());
+        // The client's next packet (a keep-alive PING) reaches the restarted server.
+        let later = Instant::now() + Duration::from_secs(6);
+        client.handle_timeouts(later);
+        let mut pings = Vec::new();
+        client.poll_transmits(later, &mut pings);
+        assert!(!pings.is_empty(), "a keep-alive");
+        deliver(&pings, &mut restarted, CLIENT, later);
+        let mut answers = Vec::new();
+        restarted.poll_transmits(later, &mut answers);
+        deliver(&answers, &mut client, SERVER, later);
+        let counters = restarted.counters();
+        let resets = counters
+            .stateless_resets
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(resets, u64::from(worker == 3), "worker {worker}");
+        assert_eq!(answers.len() as u64, resets);
+        if let Some(answer) = answers.first() {
+            assert!(
+                answer.contents.len() < pings[0].contents.len(),
+                "shorter than its trigger"
+            );
+            assert!(answer.contents.len() >= moq_runtime::reset::MIN_RESET_LEN);
+        }
+        assert_eq!(
+            connection.is_closed(),
+            reset,
+            "worker {worker}, reset {reset}"
+        );
+        if reset {
+            let reason = connection.close_reason();
+            assert!(reason.contains("stateless reset"), "{reason}");
+        }
     }
 }

@@ -345,6 +345,10 @@ impl<R: Runtime> SessionMachine<R> {
             // The words of the peer's (or the transport's) close, before they are reduced
             // to a code: what a user diagnosing an interop failure needs.
             tracing::debug!(%error, "the connection closed");
+            let words = error.to_string();
+            self.shared.state.update(|state| {
+                state.transport_closed.get_or_insert(words);
+            });
             let error = match error {
                 transport::TransportError::Closed {
                     code, remote: true, ..

@@ -330,6 +330,8 @@ pub(crate) struct State {
     peer_setup: Option<Setup>,
     /// The URI of the peer's GOAWAY, once received ("" for "the same place, later").
     peer_goaway: Option<String>,
+    /// The transport's words for how the connection ended, if it ended on its own.
+    transport_closed: Option<String>,
 }
 
 /// Starts a client session over `transport`, run by `runtime`.
@@ -474,6 +476,14 @@ impl Session {
             })
             .await
             .unwrap_or(Err(Error::Closed))
+    }
+
+    /// How the connection under the session ended, in the transport's words, if it ended
+    /// on its own (the peer's close with its reason, an idle timeout, a stateless reset):
+    /// more than the code [`closed`](Self::closed) gives, for a log or a status page.
+    /// `None` while it is up, and when the session itself closed it.
+    pub fn transport_closed(&self) -> Option<String> {
+        self.shared.state.borrow().transport_closed.clone()
     }
 
     /// The transport's counters as of the machine's last turn.

@@ -48,7 +48,10 @@ pub(super) async fn supervise(
                 }
                 // A drain does not cut the link here: the relay sent GOAWAY, and the
                 // drain closes the session at its deadline.
-                let error = session.closed().await;
+                let error = match (session.closed().await, session.transport_closed()) {
+                    (error, Some(words)) => format!("{error}: {words}"),
+                    (error, None) => error.to_string(),
+                };
                 let lived = up.elapsed();
                 tracing::warn!(
                     peer = %url.display,
@@ -59,7 +62,7 @@ pub(super) async fn supervise(
                 let mut state = lock(&peer.state);
                 state.session = None;
                 state.failures += 1;
-                state.last_error = Some(error.to_string());
+                state.last_error = Some(error);
                 state.since = Some(Instant::now());
                 backoff.ended(lived)
             }

@@ -16,7 +16,7 @@
 //!   on a relay with no auth key) is a peer ([`crate::auth::Grant::peer`]): its routes
 //!   rank its broadcasts. A client's never do.
 //! - **Failure detection:** peer links keep alive three times per
-//!   `cluster.peer_timeout_secs` (3 s by default) and die after it, withdrawing their
+//!   `cluster.peer_timeout_secs` (2 s by default) and die after it, withdrawing their
 //!   routes; the relay's other routes take over.
 //!
 //! [`Cluster::topology`] is what `GET /cluster` shows and [`Cluster::render_metrics`]

@@ -1,7 +1,12 @@
-//! The connection IDs an endpoint gives its peers, beyond the first.
+//! The connection IDs an endpoint gives its peers beyond the first, their stateless reset
+//! tokens, and the stateless resets it answers packets for unknown IDs with
+//! ([`crate::reset`]).
 
-use super::{Endpoint, MAX_SPARE_CIDS};
+use super::{Endpoint, MAX_SPARE_CIDS, Transmit};
+use crate::cid::ConnectionId;
 use crate::quic::QuicConnection;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 
 impl Endpoint {
     /// Takes back the connection IDs the peer retired, and tops its spare ones up to what
@@ -21,7 +26,11 @@ impl Endpoint {
             if entry.cids.len() >= MAX_SPARE_CIDS + 2 {
                 break;
             }
-            let (Ok(cid), Ok(reset_token)) = (self.cids.generate(), random_u128()) else {
+            let Ok(cid) = self.cids.generate() else {
+                tracing::warn!("no random source: no more connection IDs for the peer");
+                return;
+            };
+            let Some(reset_token) = reset_token(self.reset_key.as_ref(), cid.as_bytes()) else {
                 tracing::warn!("no random source: no more connection IDs for the peer");
                 return;
             };
@@ -32,12 +41,63 @@ impl Endpoint {
             entry.cids.push(cid.as_bytes().to_vec());
         }
     }
+
+    /// Answers a short-header packet of `len` bytes from `from` to `cid`, an ID this
+    /// endpoint knows no connection for, with a stateless reset, if the ID is one this
+    /// worker would have issued and the endpoint has a reset key: the connection it named
+    /// is gone (the process restarted, or it closed), and the peer should hear so now.
+    ///
+    /// Never for another worker's ID: that connection may be alive on its own worker, and
+    /// a packet steered here by mistake must not kill it.
+    pub(super) fn answer_with_reset(&mut self, cid: ConnectionId, len: usize, from: SocketAddr) {
+        let Some(key) = &self.reset_key else { return };
+        if cid.worker() != self.worker {
+            return;
+        }
+        let mut contents = self.spare_contents.take();
+        if !key.write_reset(cid.as_bytes(), len, &mut contents) {
+            self.spare_contents.give_back(contents);
+            return;
+        }
+        self.counters
+            .stateless_resets
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::trace!(%from, "a stateless reset for a connection this endpoint does not have");
+        let segment_size = contents.len();
+        self.stateless.push(Transmit {
+            destination: from,
+            contents,
+            segment_size,
+        });
+    }
 }
 
-/// A random stateless reset token. We never send stateless resets, but the peer must be
-/// unable to guess one.
-fn random_u128() -> Result<u128, getrandom::Error> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes)?;
-    Ok(u128::from_le_bytes(bytes))
+impl Endpoint {
+    /// The client connection a short-header packet for no known connection ID is a
+    /// stateless reset of, judged by its last 16 bytes (RFC 9000 §10.3.1); the connection
+    /// itself checks again when it receives it.
+    pub(super) fn reset_for_us(&self, datagram: &[u8]) -> Option<usize> {
+        if self.by_reset_token.is_empty() || datagram.len() < crate::reset::MIN_RESET_LEN {
+            return None;
+        }
+        let tail: [u8; 16] = datagram.get(datagram.len() - 16..)?.try_into().ok()?;
+        self.by_reset_token.get(&u128::from_be_bytes(tail)).copied()
+    }
+}
+
+/// The stateless reset token of connection ID `cid`: the key's, or a random one (which the
+/// peer cannot guess, and no reset of ours will ever carry) for an endpoint without a key.
+/// `None` only when there is no key and no randomness.
+pub(super) fn reset_token(
+    key: Option<&crate::reset::StatelessResetKey>,
+    cid: &[u8],
+) -> Option<u128> {
+    match key {
+        Some(key) => Some(key.token(cid)),
+        None => {
+            let mut bytes = [0u8; 16];
+            getrandom::fill(&mut bytes).ok()?;
+            Some(u128::from_le_bytes(bytes))
+        }
+    }
 }
