@@ -450,3 +450,47 @@ fn on_lite06_dropped_announcements_count_against_the_path_bytes_bound() {
         );
     });
 }
+
+/// Found peering with the deployed relay on -06: it re-announces a broadcast whose
+/// publisher it cannot name (hop 0) at a new cost once it carries it (RESTART). Passed on
+/// as an END and a START, a downstream subscriber dropped the broadcast, and the TRACK
+/// it had asked for came back "not found". The same route re-priced is a RESTART.
+#[test]
+fn on_lite06_an_unnamed_publishers_route_re_priced_is_a_restart() {
+    seeded(50, |runtime| {
+        let mut relay = Relay::with_id(9);
+        let mut raw = raw_at(runtime, &mut relay, Version::Lite06Wip);
+        write_uni(&mut raw, SETUP);
+        let broadcast = BroadcastProducer::new();
+        let route = |cost| moq_net::model::Route {
+            hops: vec![0, 7],
+            cost,
+        };
+        broadcast.set_route(route(1));
+        relay.origin.publish("a", &broadcast).unwrap();
+        let mut announces = request(&mut raw, announce_request(Version::Lite06Wip));
+        let bytes = read_all(runtime, &mut announces, |bytes| bytes.len() >= 4);
+        let mut cursor = &bytes[..];
+        AnnounceOk::decode(&mut cursor, Version::Lite06Wip).unwrap();
+        assert_eq!(
+            TypedAnnounce::decode(&mut cursor, Version::Lite06Wip),
+            Ok(TypedAnnounce::Start {
+                suffix: Path::new("a"),
+                hops: vec![0, 7],
+                cost: 1,
+            })
+        );
+        broadcast.set_route(route(0));
+        let bytes = read_all(runtime, &mut announces, |bytes| !bytes.is_empty());
+        let mut cursor = &bytes[..];
+        assert_eq!(
+            TypedAnnounce::decode(&mut cursor, Version::Lite06Wip),
+            Ok(TypedAnnounce::Restart {
+                id: 0,
+                hops: vec![0, 7],
+                cost: 0,
+            })
+        );
+        assert!(cursor.is_empty(), "nothing else: no END, no START");
+    });
+}

@@ -30,8 +30,9 @@ pub(crate) struct AnnounceServe<S, R> {
     /// Paths announced active on this stream (an end is sent only for these), with the
     /// id -06 gives each START (the count of STARTs before it on the stream) and the
     /// original publisher's relay as the subscriber sees it (the route's first hop, or
-    /// this side's id for a broadcast published here).
-    active: std::collections::HashMap<crate::model::Path, (u64, u64)>,
+    /// this side's id for a broadcast published here), and, when that publisher is
+    /// unknown (0), the hops it was announced with.
+    active: std::collections::HashMap<crate::model::Path, AnnouncedPath>,
     /// The id of the next START (-06).
     next_id: u64,
     /// Counts this stream against the session's bound while it lives.
@@ -201,23 +202,32 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
             Announcement::Ended { path } => (path, None),
         };
         let suffix: crate::model::Path = path.strip_prefix(prefix)?.into();
-        let previous = self.active.get(&path).copied();
+        let previous = self.active.get(&path).map(|announced| {
+            // The same route as announced, from a publisher nobody named (a deployed
+            // relay's clients have no id): the same broadcast re-priced, as a deployed
+            // relay re-announces one that turned warm, not another taking the path.
+            let same_unknown_chain = announced.publisher == 0
+                && route.as_ref().is_some_and(|(hops, _, _)| {
+                    !hops.is_empty() && announced.unknown_publisher_hops == *hops
+                });
+            (announced.id, announced.publisher, same_unknown_chain)
+        });
         let mut messages = Vec::with_capacity(2);
         let mut id = self.next_id;
         match (&route, previous) {
             (None, None) => return None,
-            (None, Some((previous, _))) => messages.push(ended(&suffix, previous, version)),
-            // The same publisher by another route: in place.
-            (Some((hops, cost, publisher)), Some((previous, previous_publisher)))
+            (None, Some((previous, _, _))) => messages.push(ended(&suffix, previous, version)),
+            // The same publisher by another route, or the same unnamed publisher's route
+            // re-priced: in place.
+            (Some((hops, cost, publisher)), Some((previous, previous_publisher, same_chain)))
                 if version.has_announce_ok()
-                    && *publisher != 0
-                    && *publisher == previous_publisher =>
+                    && ((*publisher != 0 && *publisher == previous_publisher) || same_chain) =>
             {
                 id = previous;
                 messages.push(rerouted(&suffix, previous, hops, *cost, version));
             }
             (Some((hops, cost, _)), previous) => {
-                if let Some((previous, _)) = previous {
+                if let Some((previous, _, _)) = previous {
                     messages.push(ended(&suffix, previous, version));
                 }
                 messages.push(active(&suffix, hops, *cost, version));
@@ -235,15 +245,36 @@ impl<S: SendStream, R: RecvStream> AnnounceServe<S, R> {
             None => {
                 self.active.remove(&path);
             }
-            Some((_, _, publisher)) => {
+            Some((hops, _, publisher)) => {
                 if id == self.next_id {
                     self.next_id += 1;
                 }
-                self.active.insert(path, (id, publisher));
+                let unknown_publisher_hops = match publisher {
+                    0 => hops,
+                    _ => Vec::new(),
+                };
+                self.active.insert(
+                    path,
+                    AnnouncedPath {
+                        id,
+                        publisher,
+                        unknown_publisher_hops,
+                    },
+                );
             }
         }
         Some(bytes)
     }
+}
+
+/// What an announce stream told its subscriber of one active path.
+struct AnnouncedPath {
+    /// The id of its START (-06).
+    id: u64,
+    /// The original publisher's relay (0: unknown).
+    publisher: u64,
+    /// The hops announced, kept only for an unknown publisher (else empty).
+    unknown_publisher_hops: Vec<u64>,
 }
 
 /// One message of an announce stream, untyped (-03 to -05) or typed (-06).

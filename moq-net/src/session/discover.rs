@@ -141,6 +141,7 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
             match incoming {
                 Incoming::Untyped(announce) => {
                     let path = self.prefix.join(announce.suffix.as_str());
+                    tracing::debug!(%path, status = ?announce.status, hops = ?announce.hops, "the peer announced");
                     match announce.status {
                         AnnounceStatus::Active => {
                             // Active again at an active path: the same publisher's
@@ -152,6 +153,7 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                     }
                 }
                 Incoming::Typed(TypedAnnounce::Start { suffix, hops, cost }) => {
+                    tracing::debug!(%suffix, ?hops, cost, id = self.next_id, "the peer started an announcement");
                     // Every START takes the next id, the ones this side drops too: the
                     // sender counts them.
                     let id = self.next_id;
@@ -180,6 +182,7 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                 }
                 Incoming::Typed(TypedAnnounce::End { id }) => match self.ids.remove(&id) {
                     Some((path, true)) => {
+                        tracing::debug!(id, %path, "the peer ended an announcement");
                         self.open_paths.remove(&path);
                         cx.remote.remove(&path);
                     }
@@ -193,6 +196,7 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                     }
                 },
                 Incoming::Typed(TypedAnnounce::Restart { id, hops, cost }) => {
+                    tracing::debug!(id, ?hops, cost, "the peer restarted an announcement");
                     // One this side dropped (its route looped) may be good now: it starts.
                     let (path, was_kept) = match self.ids.get(&id) {
                         Some((path, kept)) => (path.clone(), *kept),
@@ -216,6 +220,7 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                     )?;
                     if was_kept && !kept {
                         // The new route loops: what was announced is gone.
+                        tracing::debug!(%path, "a restarted announcement's route loops: dropped");
                         cx.remote.remove(&path);
                     }
                     track_dropped(&mut self.dropped_bytes, &path, Some(was_kept), kept, cx)?;
