@@ -144,6 +144,13 @@ struct ServeArgs {
     /// Skip verifying peers' certificates (private networks of self-signed relays).
     #[arg(long, env = "MOQ_CLUSTER_INSECURE_SKIP_VERIFY")]
     cluster_insecure_skip_verify: bool,
+    /// This relay's own URL as peers dial it (moqt://host:port/), advertised by gossip.
+    #[arg(long, value_name = "URL", env = "MOQ_CLUSTER_NODE")]
+    cluster_node: Option<String>,
+    /// Gossip: advertise --cluster-node and dial the nodes advertised (needs
+    /// --cluster-node).
+    #[arg(long, env = "MOQ_CLUSTER_MESH")]
+    cluster_mesh: bool,
 }
 
 #[derive(Debug, Args)]
@@ -326,6 +333,12 @@ fn configure(args: &ServeArgs) -> Result<Config, String> {
     }
     if args.cluster_insecure_skip_verify {
         config.cluster.insecure_skip_verify = true;
+    }
+    if args.cluster_node.is_some() {
+        config.cluster.node = args.cluster_node.clone();
+    }
+    if args.cluster_mesh {
+        config.cluster.mesh = true;
     }
     config.validate().map_err(|e| e.to_string())?;
     Ok(config)

@@ -318,7 +318,7 @@ fn cluster(config: &Config, id: u64, session: &SessionConfig) -> Result<Cluster,
         ..ClientConfig::default()
     };
     client.limits.idle_timeout = config.cluster.peer_timeout();
-    if !peers.is_empty() {
+    if !peers.is_empty() || config.cluster.mesh {
         tracing::info!(
             id,
             peers = peers.len(),
@@ -329,5 +329,6 @@ fn cluster(config: &Config, id: u64, session: &SessionConfig) -> Result<Cluster,
             tracing::warn!("cluster.insecure_skip_verify: peers' certificates are not checked");
         }
     }
-    Ok(Cluster::new(id, peers, client))
+    let node = config.cluster.gossip_node();
+    Ok(Cluster::new(id, peers, client, token, node))
 }

@@ -551,3 +551,78 @@ async fn a_restarted_relays_dialers_hear_a_stateless_reset_and_link_again() {
         .expect("the new viewer on X reads Y's publisher");
     writer.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gossip_links_relays_that_know_only_a_rendezvous_and_the_link_outlives_it() {
+    // A is a rendezvous (node and mesh, no peers); B and C dial only A. Each learns of the
+    // other from A's gossip, and the one whose URL sorts first dials the other. A viewer
+    // on C then reads a publisher on B over that direct link, and goes on reading it
+    // after A is killed.
+    let gossiping = |id: u64, peers: &[&Node]| {
+        let flags = [
+            "--driver",
+            "tokio",
+            "--cluster-mesh",
+            "--cluster-insecure-skip-verify",
+        ];
+        let mut node = Node::new(id, &flags, peers);
+        let url = format!("moqt://127.0.0.1:{}/", node.port);
+        node.args.extend(["--cluster-node".to_owned(), url]);
+        node
+    };
+    let mut a = gossiping(1, &[]);
+    a.start();
+    let mut b = gossiping(2, &[&a]);
+    b.start();
+    let mut c = gossiping(3, &[&a]);
+    c.start();
+    let topology = |node: &Node| -> serde_json::Value {
+        serde_json::from_str(&node.relay().http_get("/cluster")).unwrap()
+    };
+    let discovered_links = |node: &Node| -> usize {
+        topology(node)["links"].as_array().map_or(0, |links| {
+            links
+                .iter()
+                .filter(|link| link["discovered"] == true && link["state"] == "up")
+                .count()
+        })
+    };
+    until(|| (discovered_links(&b) + discovered_links(&c) == 1).then_some(()))
+        .await
+        .expect("B or C dials the other, found by gossip");
+    let (lower, higher) = match b.port.to_string() < c.port.to_string() {
+        true => (&b, &c),
+        false => (&c, &b),
+    };
+    assert_eq!(
+        (discovered_links(lower), discovered_links(higher)),
+        (1, 0),
+        "the node whose URL sorts first dials"
+    );
+
+    let (_publisher, _broadcast, mut producers) =
+        publisher(b.relay(), "room/gossip", &["chat"]).await;
+    let direct = until(|| {
+        let topology = topology(&c);
+        let route = topology["routes"]
+            .as_array()?
+            .iter()
+            .find(|route| route["path"] == "room/gossip")?
+            .clone();
+        (route["hops"] == serde_json::json!([2])).then_some(())
+    })
+    .await;
+    assert!(direct.is_some(), "C reaches B directly: {}", topology(&c));
+    let (_viewer, received) = subscriber(c.relay(), "room/gossip", &["chat"]).await;
+    a.kill();
+    for n in 0..20u64 {
+        send(&mut producers, &format!("message {n}"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let arrived = until(|| (received[0].lock().unwrap().len() >= 20).then_some(())).await;
+    assert!(
+        arrived.is_some(),
+        "the viewer on C read everything after A died: {:?}",
+        received[0].lock().unwrap()
+    );
+}

@@ -37,6 +37,16 @@ pub struct ClusterSection {
     /// Skip verifying peers' certificates. For a private network of relays with
     /// self-signed certificates only: anyone on the path can then pose as a peer.
     pub insecure_skip_verify: bool,
+    /// This relay's own URL, as its peers dial it (`moqt://relay-a:4443/`), for gossip
+    /// ([`mesh`](Self::mesh)). It is advertised to every relay and client that can read
+    /// the origin's root, so it carries no query: the token for dials is
+    /// [`token`](Self::token).
+    pub node: Option<String>,
+    /// Gossip discovery: advertise [`node`](Self::node) as an empty broadcast at
+    /// `.internal/origins/<node>`, and dial every node advertised there whose URL sorts
+    /// after this one's (so that each pair opens one link). A relay with `node` and
+    /// `mesh` and no `connect` is a rendezvous the others dial first. Requires `node`.
+    pub mesh: bool,
 }
 
 impl Default for ClusterSection {
@@ -48,6 +58,8 @@ impl Default for ClusterSection {
             token: None,
             peer_timeout_secs: 2.0,
             insecure_skip_verify: false,
+            node: None,
+            mesh: false,
         }
     }
 }
@@ -101,12 +113,31 @@ impl ClusterSection {
                 problem,
             })?;
         }
+        if let Some(node) = &self.node {
+            NodeUrl::parse(node).map_err(|problem| ConfigError::Invalid {
+                key: "cluster.node",
+                problem,
+            })?;
+        }
+        if self.mesh && self.node.is_none() {
+            return Err(ConfigError::Invalid {
+                key: "cluster.mesh",
+                problem: "gossip needs this relay's own URL: set cluster.node (--cluster-node)"
+                    .to_owned(),
+            });
+        }
         Ok(())
     }
 
-    /// Whether this relay takes part in a cluster: it dials peers.
+    /// This relay's node URL, when it gossips.
+    pub fn gossip_node(&self) -> Option<NodeUrl> {
+        let node = self.node.as_deref().filter(|_| self.mesh)?;
+        NodeUrl::parse(node).ok()
+    }
+
+    /// Whether this relay takes part in a cluster: it dials peers, or gossips.
     pub fn dials(&self) -> bool {
-        !self.connect.is_empty()
+        !self.connect.is_empty() || self.mesh
     }
 
     /// How long a peer link may stay silent.
@@ -125,6 +156,70 @@ impl ClusterSection {
                 })
             })
             .collect()
+    }
+}
+
+/// Where gossip advertisements live: an empty broadcast per node, at
+/// `.internal/origins/<node URL>` (the prefix and the layout deployed relays use).
+pub const MESH_PREFIX: &str = ".internal/origins";
+
+/// A relay's own URL as gossip carries it: a scheme, a host, a port, no query.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeUrl(String);
+
+impl NodeUrl {
+    /// Parses `text` into its one spelling (`moqt://host:port/`), or says what is wrong.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let display = moq_net::redact::redact(text).into_owned();
+        let url =
+            url::Url::parse(text).map_err(|error| format!("{display:?} is not a URL: {error}"))?;
+        if !matches!(url.scheme(), "moqt" | "moql" | "https") {
+            return Err(format!(
+                "{display:?}: a node is reached by moqt:// (raw QUIC) or https:// (WebTransport)"
+            ));
+        }
+        let Some(host) = url.host_str() else {
+            return Err(format!("{display:?} names no host"));
+        };
+        if url.query().is_some() {
+            return Err(format!(
+                "{display:?}: a node URL is shown to every peer, so it carries no query \
+                 (the token for dials is cluster.token)"
+            ));
+        }
+        if !matches!(url.path(), "" | "/") {
+            return Err(format!("{display:?}: a node URL has no path"));
+        }
+        let port = url
+            .port()
+            .map(|port| format!(":{port}"))
+            .unwrap_or_default();
+        Ok(Self(format!("{}://{host}{port}/", url.scheme())))
+    }
+
+    /// The node a gossip path names (its part under [`MESH_PREFIX`]): paths collapse
+    /// `//`, so `moqt:/relay-a:4443` is `moqt://relay-a:4443/` again. `None` for one that
+    /// is not a node URL.
+    pub fn from_advertised(suffix: &str) -> Option<Self> {
+        let (scheme, rest) = suffix.split_once('/')?;
+        let scheme = scheme.strip_suffix(':')?;
+        Self::parse(&format!("{scheme}://{rest}/")).ok()
+    }
+
+    /// The path this node is advertised at.
+    pub fn advertised_path(&self) -> moq_net::model::Path {
+        moq_net::model::Path::new(MESH_PREFIX).join(self.0.as_str())
+    }
+
+    /// The URL.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for NodeUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -232,6 +327,41 @@ mod tests {
     }
 
     #[test]
+    fn a_node_url_round_trips_through_its_gossip_path_and_bad_ones_are_named() {
+        for text in [
+            "moqt://relay-a:4443/",
+            "moqt://relay-a:4443",
+            "https://10.0.0.2:443/",
+        ] {
+            let node = NodeUrl::parse(text).unwrap();
+            let path = node.advertised_path();
+            let suffix = path
+                .strip_prefix(&moq_net::model::Path::new(MESH_PREFIX))
+                .unwrap();
+            assert_eq!(
+                NodeUrl::from_advertised(suffix),
+                Some(node.clone()),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            NodeUrl::parse("moqt://relay-a:4443").unwrap().as_str(),
+            "moqt://relay-a:4443/"
+        );
+        for (text, problem) in [
+            ("relay-a:4443", "moqt://"),
+            ("moqt://relay-a:4443/?jwt=hunter2", "no query"),
+            ("moqt://relay-a:4443/room", "no path"),
+        ] {
+            let error = NodeUrl::parse(text).unwrap_err();
+            assert!(error.contains(problem), "{text}: {error}");
+            assert!(!error.contains("hunter2"), "{error}");
+        }
+        assert_eq!(NodeUrl::from_advertised("not-a-url"), None);
+        assert_eq!(NodeUrl::from_advertised("room/alice"), None);
+    }
+
+    #[test]
     fn the_section_names_the_key_at_fault() {
         for (section, key) in [
             (
@@ -261,6 +391,20 @@ mod tests {
                     ..ClusterSection::default()
                 },
                 "cluster.peer_timeout_secs",
+            ),
+            (
+                ClusterSection {
+                    mesh: true,
+                    ..ClusterSection::default()
+                },
+                "cluster.mesh",
+            ),
+            (
+                ClusterSection {
+                    node: Some("moqt://a:1/?jwt=x".into()),
+                    ..ClusterSection::default()
+                },
+                "cluster.node",
             ),
         ] {
             let error = section.validate().unwrap_err().to_string();

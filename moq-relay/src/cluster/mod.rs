@@ -15,6 +15,11 @@
 //! - **Inbound:** a session whose token grants everything at the root (or any session,
 //!   on a relay with no auth key) is a peer ([`crate::auth::Grant::peer`]): its routes
 //!   rank its broadcasts. A client's never do.
+//! - **Gossip** (`cluster.node` + `cluster.mesh`): the relay advertises its own URL as an
+//!   empty broadcast at `.internal/origins/<node>`, which every link carries like any
+//!   other, and dials each node advertised there whose URL sorts after its own, so that
+//!   each pair of relays opens one link ([`gossip`]). A node gone from the advertisements
+//!   for a minute is no longer dialed.
 //! - **Failure detection:** peer links keep alive three times per
 //!   `cluster.peer_timeout_secs` (2 s by default) and die after it, withdrawing their
 //!   routes; the relay's other routes take over.
@@ -24,6 +29,7 @@
 
 mod config;
 mod dial;
+mod gossip;
 mod view;
 
 use std::collections::BTreeMap;
@@ -35,15 +41,21 @@ use moq_net::model::Origin;
 use moq_net::session::{Session, SessionConfig};
 use moq_runtime::client::ClientConfig;
 
-pub use config::{ClusterSection, MAX_CLUSTER_ID, PeerUrl};
+pub use config::{ClusterSection, MAX_CLUSTER_ID, MESH_PREFIX, NodeUrl, PeerUrl};
 pub use view::{LinkView, Topology};
 
 /// This relay's cluster: its id, the peers it dials and the peers that dialed it.
 #[derive(Debug)]
 pub struct Cluster {
     id: u64,
-    outbound: Vec<Arc<OutboundPeer>>,
+    /// The peers it dials: those configured, then those gossip found.
+    outbound: Mutex<Vec<Arc<OutboundPeer>>>,
     inbound: Mutex<BTreeMap<u64, InboundPeer>>,
+    /// How every dial is configured (a discovered peer's too), and the token for dials.
+    base: ClientConfig,
+    token: Option<String>,
+    /// This relay's own URL, when it gossips.
+    node: Option<NodeUrl>,
     /// Set when the relay drains: no more dials, GOAWAY to the links up now.
     stopping: tokio::sync::watch::Sender<bool>,
 }
@@ -52,9 +64,15 @@ pub struct Cluster {
 #[derive(Debug)]
 struct OutboundPeer {
     url: PeerUrl,
+    /// The peer's URL without its query: what gossip names it by.
+    identity: Option<NodeUrl>,
+    /// Found by gossip (else configured).
+    discovered: bool,
     /// How its dials are configured.
     client: ClientConfig,
     state: Mutex<OutboundState>,
+    /// Set to stop dialing it: the relay drains, or gossip forgot the peer.
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 /// Where an outbound link stands.
@@ -84,27 +102,27 @@ struct InboundPeer {
 
 impl Cluster {
     /// The cluster of a relay with hop id `id`, dialing `peers` with `base` (the relay's
-    /// session limits, its accepted versions, the peer links' QUIC limits) once started.
-    pub fn new(id: u64, peers: Vec<PeerUrl>, base: ClientConfig) -> Self {
+    /// session limits, its accepted versions, the peer links' QUIC limits) once started,
+    /// presenting `token` to the peers gossip finds, and advertising `node` if it
+    /// gossips.
+    pub fn new(
+        id: u64,
+        peers: Vec<PeerUrl>,
+        base: ClientConfig,
+        token: Option<String>,
+        node: Option<NodeUrl>,
+    ) -> Self {
         let outbound = peers
             .into_iter()
-            .map(|url| {
-                let mut client = base.clone();
-                client.fingerprint = url.fingerprint.or(base.fingerprint);
-                if let Some(cost) = url.cost {
-                    client.session.link_cost = cost;
-                }
-                Arc::new(OutboundPeer {
-                    url,
-                    client,
-                    state: Mutex::default(),
-                })
-            })
+            .map(|url| OutboundPeer::new(url, &base, false))
             .collect();
         Self {
             id,
-            outbound,
+            outbound: Mutex::new(outbound),
             inbound: Mutex::default(),
+            base,
+            token,
+            node,
             stopping: tokio::sync::watch::Sender::new(false),
         }
     }
@@ -115,23 +133,77 @@ impl Cluster {
     }
 
     /// Starts dialing every peer, each link publishing into and serving from `origin`,
-    /// on the current tokio runtime; each redials until [`stop`](Self::stop).
-    pub fn start(&self, origin: &Origin) {
-        for peer in &self.outbound {
-            let mut client = peer.client.clone();
-            client.session = SessionConfig {
-                publish: Some(origin.clone()),
-                subscribe: Some(origin.clone()),
-                origin_id: self.id,
-                trust_peer_routes: true,
-                ..client.session
-            };
-            tokio::spawn(dial::supervise(
-                peer.clone(),
-                client,
+    /// on the current tokio runtime; each redials until [`stop`](Self::stop). A gossiping
+    /// relay also advertises itself and dials the nodes it discovers.
+    pub fn start(self: &Arc<Self>, origin: &Origin) {
+        let peers = lock(&self.outbound).clone();
+        for peer in peers {
+            self.dial(&peer, origin);
+        }
+        if let Some(node) = &self.node {
+            tracing::info!(%node, "cluster: gossiping (advertising this node, dialing those found)");
+            tokio::spawn(gossip::run(
+                self.clone(),
+                origin.clone(),
+                node.clone(),
                 self.stopping.subscribe(),
             ));
         }
+    }
+
+    /// Starts the supervised dial of `peer`, its link on `origin`.
+    fn dial(&self, peer: &Arc<OutboundPeer>, origin: &Origin) {
+        let mut client = peer.client.clone();
+        client.session = SessionConfig {
+            publish: Some(origin.clone()),
+            subscribe: Some(origin.clone()),
+            origin_id: self.id,
+            trust_peer_routes: true,
+            ..client.session
+        };
+        tokio::spawn(dial::supervise(peer.clone(), client, peer.stop.subscribe()));
+    }
+
+    /// Whether a peer named `node` is dialed now (configured or discovered).
+    fn dials_node(&self, node: &NodeUrl) -> bool {
+        lock(&self.outbound)
+            .iter()
+            .any(|peer| peer.identity.as_ref() == Some(node))
+    }
+
+    /// Starts dialing `node`, found by gossip, unless it is dialed already.
+    fn add_discovered(&self, node: &NodeUrl, origin: &Origin) {
+        if self.dials_node(node) || *self.stopping.borrow() {
+            return;
+        }
+        let url = match PeerUrl::parse(node.as_str(), self.token.as_deref()) {
+            Ok(url) => url,
+            Err(problem) => {
+                tracing::warn!(%node, %problem, "cluster: cannot dial a node gossip found");
+                return;
+            }
+        };
+        tracing::info!(%node, "cluster: dialing a node gossip found");
+        let peer = OutboundPeer::new(url, &self.base, true);
+        lock(&self.outbound).push(peer.clone());
+        self.dial(&peer, origin);
+    }
+
+    /// Stops dialing `node`, found by gossip and advertised no more (a node configured
+    /// in `cluster.connect` is dialed whatever gossip says).
+    fn forget_discovered(&self, node: &NodeUrl) {
+        let mut outbound = lock(&self.outbound);
+        outbound.retain(|peer| {
+            let forget = peer.discovered && peer.identity.as_ref() == Some(node);
+            if forget {
+                tracing::info!(%node, "cluster: a node gossip found is gone: no longer dialed");
+                peer.stop.send_replace(true);
+                if let Some(session) = lock(&peer.state).session.take() {
+                    session.close(moq_net::Error::Cancel);
+                }
+            }
+            !forget
+        });
     }
 
     /// Stops redialing, and tells every peer linked now that this relay is going away
@@ -139,7 +211,8 @@ impl Cluster {
     /// the links.
     pub fn stop(&self) {
         self.stopping.send_replace(true);
-        for peer in &self.outbound {
+        for peer in lock(&self.outbound).iter() {
+            peer.stop.send_replace(true);
             if let Some(session) = lock(&peer.state).session.clone() {
                 session.goaway("");
             }
@@ -148,7 +221,7 @@ impl Cluster {
 
     /// The outbound links up now.
     pub fn outbound_sessions(&self) -> Vec<Session> {
-        self.outbound
+        lock(&self.outbound)
             .iter()
             .filter_map(|peer| lock(&peer.state).session.clone())
             .collect()
@@ -180,6 +253,29 @@ impl Cluster {
         if let Some(peer) = lock(&self.inbound).remove(&id) {
             tracing::info!(remote = ?peer.remote, session = id, "a cluster peer left");
         }
+    }
+}
+
+impl OutboundPeer {
+    /// A peer at `url`, dialed with `base` (its pinned certificate and price from the URL).
+    fn new(url: PeerUrl, base: &ClientConfig, discovered: bool) -> Arc<Self> {
+        let mut client = base.clone();
+        client.fingerprint = url.fingerprint.or(base.fingerprint);
+        if let Some(cost) = url.cost {
+            client.session.link_cost = cost;
+        }
+        let identity = url::Url::parse(&url.dial).ok().and_then(|mut bare| {
+            bare.set_query(None);
+            NodeUrl::parse(bare.as_str()).ok()
+        });
+        Arc::new(Self {
+            url,
+            identity,
+            discovered,
+            client,
+            state: Mutex::default(),
+            stop: tokio::sync::watch::Sender::new(false),
+        })
     }
 }
 

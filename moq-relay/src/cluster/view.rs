@@ -15,6 +15,8 @@ use super::{Cluster, lock};
 pub struct Topology {
     /// This relay's hop id.
     pub id: u64,
+    /// This relay's own URL, when it gossips (`cluster.node` with `cluster.mesh`).
+    pub node: Option<String>,
     /// Its links to other relays, the ones it dials first.
     pub links: Vec<LinkView>,
     /// Every broadcast this relay knows, with the route it serves it by: the hop ids
@@ -32,6 +34,8 @@ pub struct LinkView {
     pub peer: String,
     /// `"up"`, `"dialing"` or `"waiting"` (to redial).
     pub state: &'static str,
+    /// Whether gossip found this peer (else it is configured, or it dialed in).
+    pub discovered: bool,
     /// Seconds in that state.
     pub for_secs: f64,
     /// The moq-lite version of the session, while up.
@@ -70,56 +74,33 @@ impl Cluster {
     pub fn topology(&self, origin: &Origin) -> Topology {
         let now = Instant::now();
         let mut links = Vec::new();
-        for peer in &self.outbound {
+        for peer in lock(&self.outbound).iter() {
             let state = lock(&peer.state);
             let status = match (&state.session, state.dialing) {
                 (Some(_), _) => "up",
                 (None, true) => "dialing",
                 (None, false) => "waiting",
             };
-            let mut link = LinkView {
-                direction: "out",
-                peer: peer.url.display.clone(),
-                state: status,
-                for_secs: state
-                    .since
-                    .map_or(0.0, |since| now.duration_since(since).as_secs_f64()),
-                version: None,
-                rtt_ms: None,
-                routes: 0,
-                upstream_subscriptions: 0,
-                downstream_subscriptions: 0,
-                bytes_sent: 0,
-                bytes_received: 0,
-                connects: state.connects,
-                failures: state.failures,
-                last_error: state.last_error.clone(),
-            };
+            let mut link = LinkView::new("out", peer.url.display.clone(), status);
+            link.discovered = peer.discovered;
+            link.for_secs = state
+                .since
+                .map_or(0.0, |since| now.duration_since(since).as_secs_f64());
+            link.connects = state.connects;
+            link.failures = state.failures;
+            link.last_error = state.last_error.clone();
             if let Some(session) = &state.session {
                 fill(&mut link, session);
             }
             links.push(link);
         }
         for (peer_id, peer) in lock(&self.inbound).iter() {
-            let mut link = LinkView {
-                direction: "in",
-                peer: peer.remote.map_or_else(
-                    || format!("session {}", peer_id),
-                    |remote| remote.to_string(),
-                ),
-                state: "up",
-                for_secs: now.duration_since(peer.since).as_secs_f64(),
-                version: None,
-                rtt_ms: None,
-                routes: 0,
-                upstream_subscriptions: 0,
-                downstream_subscriptions: 0,
-                bytes_sent: 0,
-                bytes_received: 0,
-                connects: 0,
-                failures: 0,
-                last_error: None,
-            };
+            let remote = peer.remote.map_or_else(
+                || format!("session {}", peer_id),
+                |remote| remote.to_string(),
+            );
+            let mut link = LinkView::new("in", remote, "up");
+            link.for_secs = now.duration_since(peer.since).as_secs_f64();
             if let Some(session) = &peer.session {
                 fill(&mut link, session);
             }
@@ -135,6 +116,7 @@ impl Cluster {
             .collect();
         Topology {
             id: self.id,
+            node: self.node.as_ref().map(|node| node.as_str().to_owned()),
             links,
             routes,
         }
@@ -210,6 +192,29 @@ impl Cluster {
             "Dials of the peer that failed, and its sessions that ended (outbound links).",
             &|link| link.failures as f64,
         );
+    }
+}
+
+impl LinkView {
+    /// A link with nothing measured yet.
+    fn new(direction: &'static str, peer: String, state: &'static str) -> Self {
+        Self {
+            direction,
+            peer,
+            state,
+            discovered: false,
+            for_secs: 0.0,
+            version: None,
+            rtt_ms: None,
+            routes: 0,
+            upstream_subscriptions: 0,
+            downstream_subscriptions: 0,
+            bytes_sent: 0,
+            bytes_received: 0,
+            connects: 0,
+            failures: 0,
+            last_error: None,
+        }
     }
 }
 
