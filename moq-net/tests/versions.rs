@@ -253,6 +253,15 @@ fn announce_to_relay(
     runtime: &TestRuntime,
     raw: &mut TestTransport,
 ) -> moq_net::runtime::test::TestSendStream {
+    announce_to_relay_at(runtime, raw, Version::Lite06Wip)
+}
+
+/// [`announce_to_relay`] at `version`.
+fn announce_to_relay_at(
+    runtime: &TestRuntime,
+    raw: &mut TestTransport,
+    version: Version,
+) -> moq_net::runtime::test::TestSendStream {
     let waiter = Waiter::new(Waker::noop());
     let mut asked = None;
     runtime.run_until(SECOND, || {
@@ -267,7 +276,7 @@ fn announce_to_relay(
         hop_id: 5,
         active_count: 0,
     }
-    .to_vec(Version::Lite06Wip)
+    .to_vec(version)
     .unwrap();
     let _ = send.poll_write(&waiter, &mut Bytes::from(ok));
     send
@@ -492,5 +501,56 @@ fn on_lite06_an_unnamed_publishers_route_re_priced_is_a_restart() {
             })
         );
         assert!(cursor.is_empty(), "nothing else: no END, no START");
+    });
+}
+
+/// The -05 form of the same: a second ANNOUNCE of the same hops, from a publisher nobody
+/// named (hop 0), keeps the broadcast (and the TRACK and SUBSCRIBE requests on it); other
+/// hops are another broadcast taking the path.
+#[test]
+fn on_lite05_an_unnamed_publishers_route_announced_again_keeps_the_broadcast() {
+    seeded(51, |runtime| {
+        let mut relay = Relay::with_id(9);
+        let mut raw = raw_at(runtime, &mut relay, Version::Lite05);
+        write_uni(&mut raw, SETUP);
+        let mut send = announce_to_relay_at(runtime, &mut raw, Version::Lite05);
+        let waiter = Waiter::new(Waker::noop());
+        let mut announce = |path: &str, hops: Vec<u64>| {
+            let bytes = Announce {
+                status: AnnounceStatus::Active,
+                suffix: Path::new(path),
+                hops,
+            }
+            .to_vec(Version::Lite05)
+            .unwrap();
+            let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
+        };
+        announce("a", vec![0]);
+        assert!(runtime.run_until(SECOND, || relay.origin.consume_broadcast("a").is_some()));
+        let before = relay.origin.consume_broadcast("a").unwrap();
+        assert_eq!(before.hops(), [0, 5]);
+        // Announcements are taken in order: once "b" is in, the repeat of "a" was read.
+        announce("a", vec![0]);
+        announce("b", vec![]);
+        assert!(runtime.run_until(SECOND, || relay.origin.consume_broadcast("b").is_some()));
+        let again = relay.origin.consume_broadcast("a").unwrap();
+        assert!(
+            again.same_broadcast(&before),
+            "the same route: the same broadcast"
+        );
+        assert!(!before.is_closed());
+
+        announce("a", vec![0, 3]);
+        assert!(runtime.run_until(SECOND, || {
+            relay
+                .origin
+                .consume_broadcast("a")
+                .is_some_and(|b| b.hops() == [0, 3, 5])
+        }));
+        let other = relay.origin.consume_broadcast("a").unwrap();
+        assert!(
+            !other.same_broadcast(&before),
+            "another route: another broadcast"
+        );
     });
 }

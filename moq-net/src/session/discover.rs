@@ -311,8 +311,14 @@ fn activate(
         },
     };
     if let Some(live) = cx.remote.get(&path) {
-        let untyped_same_publisher =
-            !cx.version.has_typed_announce() && live.broadcast.route().same_publisher(&route);
+        let live_route = live.broadcast.route();
+        // Before -06 a re-announcement is in place when it is the same publisher by
+        // another route, or the same route of a publisher nobody named (a deployed
+        // relay re-announces a broadcast it re-priced, and its clients have no id).
+        let same_unnamed_chain =
+            live_route.publisher() == 0 && !route.hops.is_empty() && live_route.hops == route.hops;
+        let untyped_same_publisher = !cx.version.has_typed_announce()
+            && (live_route.same_publisher(&route) || same_unnamed_chain);
         if in_place || untyped_same_publisher {
             live.broadcast.set_route(route);
             return Ok(true);
