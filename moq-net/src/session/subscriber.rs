@@ -114,13 +114,7 @@ impl BroadcastRequests {
                 // at once. A track that is not there fails when the SUBSCRIBE is refused.
                 Poll::Ready(Some(request)) if !cx.version.has_track_stream() => {
                     let track = Track::new(request.name());
-                    let start = request.start();
-                    let producer = serve_received(request, track, cx);
-                    cx.opens.push_back(Open::Subscribe(SubscribePlan {
-                        path: self.path.clone(),
-                        track: producer,
-                        start,
-                    }));
+                    subscribe_upstream(&self.path, request, track, cx);
                 }
                 // A subscription moved from another route of the same publisher knows
                 // the track: no TRACK round trip, SUBSCRIBE from its first missing group
@@ -130,13 +124,7 @@ impl BroadcastRequests {
                         .properties()
                         .cloned()
                         .unwrap_or_else(|| Track::new(request.name()));
-                    let start = request.start();
-                    let producer = serve_received(request, track, cx);
-                    cx.opens.push_back(Open::Subscribe(SubscribePlan {
-                        path: self.path.clone(),
-                        track: producer,
-                        start,
-                    }));
+                    subscribe_upstream(&self.path, request, track, cx);
                 }
                 Poll::Ready(Some(request)) => {
                     cx.opens.push_back(Open::TrackQuery(TrackQuery::plan(
@@ -236,13 +224,7 @@ impl<S: SendStream, R: RecvStream> TrackQuery<S, R> {
         track.ordered = info.ordered;
         track.max_latency = info.max_latency;
         track.timescale = info.timescale.get();
-        let start = request.start();
-        let producer = serve_received(request, track, cx);
-        cx.opens.push_back(Open::Subscribe(SubscribePlan {
-            path: self.path.clone(),
-            track: producer,
-            start,
-        }));
+        subscribe_upstream(&self.path, request, track, cx);
         Poll::Ready(Ok(()))
     }
 
@@ -251,6 +233,23 @@ impl<S: SendStream, R: RecvStream> TrackQuery<S, R> {
             request.reject(error);
         }
     }
+}
+
+/// Answers `request` with `track` (served from what the peer sends) and queues the
+/// SUBSCRIBE for it, from the group the request starts at.
+fn subscribe_upstream(
+    path: &Path,
+    request: crate::model::TrackRequest,
+    track: Track,
+    cx: &mut Context,
+) {
+    let start = request.start();
+    let producer = serve_received(request, track, cx);
+    cx.opens.push_back(Open::Subscribe(SubscribePlan {
+        path: path.clone(),
+        track: producer,
+        start,
+    }));
 }
 
 /// Serves `request` with a track received from the peer, cached as the session is
