@@ -534,6 +534,88 @@ fn a_follower_carries_on_when_its_publishers_relay_dies_and_it_comes_back_elsewh
     });
 }
 
+/// A relay that lingers keeps the broadcast of a publisher whose session was lost
+/// announced, and the subscriptions it serves waiting; the publisher back within the
+/// linger (a new session, its own hop id) is taken in place. A viewer on another relay,
+/// with a plain subscription, reads on with nothing lost and its relay never hears the
+/// broadcast end. Without lingering the same subscription ends.
+#[test]
+fn a_lingering_relay_keeps_a_lost_publishers_broadcast_for_its_return() {
+    for linger in [true, false] {
+        seeded(47, |runtime| {
+            let mut a = Relay::with_id(1);
+            let mut c = Relay::with_id(3);
+            a.link(runtime, &mut c);
+            let _lingering = linger.then(|| a.origin.linger());
+            let published = Origin::new();
+            let broadcast = moq_net::model::BroadcastProducer::new();
+            let mut track = broadcast.create_track(moq_net::model::Track::new("chat"));
+            published.publish("alice", &broadcast).unwrap();
+            let publisher_config = moq_net::session::SessionConfig {
+                publish: Some(published),
+                origin_id: 77,
+                ..moq_net::session::SessionConfig::default()
+            };
+            a.link = LinkConfig {
+                drop_after: Some(Duration::from_millis(1500)),
+                ..LinkConfig::default()
+            };
+            let _first = a.connect(runtime, publisher_config.clone());
+            a.link = LinkConfig::default();
+            let (_viewer, seen) = subscriber(runtime, &mut c);
+            assert!(runtime.run_until(SECOND, || seen.consume_broadcast("alice").is_some()));
+            let mut on_c = c.origin.announced("");
+            let groups = read_groups(runtime, &seen, "alice", "chat");
+            assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
+            let send = |track: &mut TrackProducer, n: u64| {
+                let mut group = track.append_group();
+                group.write(n, format!("{n}"));
+                group.finish();
+            };
+            // What C hears, read as it comes (unread changes of one path coalesce).
+            let mut ended_on_c = false;
+            let mut step = |track: &mut TrackProducer, n: &mut u64| {
+                send(track, *n);
+                *n += 1;
+                runtime.advance(Duration::from_millis(50));
+                ended_on_c |= std::iter::from_fn(|| on_c.try_next()).any(|announcement| {
+                    matches!(announcement, moq_net::model::Announcement::Ended { .. })
+                });
+            };
+            let mut n = 0;
+            while runtime.elapsed() < Duration::from_millis(2500) {
+                step(&mut track, &mut n);
+            }
+            // The first session was lost at 1.5 s; the publisher comes back on A.
+            let _second = a.connect(runtime, publisher_config);
+            for _ in 0..20 {
+                step(&mut track, &mut n);
+            }
+            runtime.advance(SECOND);
+            if linger {
+                assert_eq!(
+                    missing(&groups, n),
+                    Vec::<u64>::new(),
+                    "nothing lost of {n}"
+                );
+                assert!(
+                    groups.ended.borrow().is_none(),
+                    "{:?}",
+                    groups.ended.borrow()
+                );
+                assert!(!ended_on_c, "C never heard the broadcast end");
+            } else {
+                assert!(
+                    matches!(*groups.ended.borrow(), Some(Err(_))),
+                    "without lingering the subscription ends: {:?}",
+                    groups.ended.borrow()
+                );
+                assert!(ended_on_c);
+            }
+        });
+    }
+}
+
 /// A link's price (`?cost=N` on the dialing relay) is declared in SETUP, and the peer
 /// charges it too: both ends rank routes over the link at that cost.
 #[test]

@@ -151,6 +151,10 @@ struct ServeArgs {
     /// --cluster-node).
     #[arg(long, env = "MOQ_CLUSTER_MESH")]
     cluster_mesh: bool,
+    /// Seconds a broadcast whose last route was lost stays announced, for its publisher
+    /// to come back [default: 5; 0: none].
+    #[arg(long, value_name = "SECONDS", env = "MOQ_CLUSTER_LINGER")]
+    cluster_linger: Option<f64>,
 }
 
 #[derive(Debug, Args)]
@@ -339,6 +343,9 @@ fn configure(args: &ServeArgs) -> Result<Config, String> {
     }
     if args.cluster_mesh {
         config.cluster.mesh = true;
+    }
+    if let Some(seconds) = args.cluster_linger {
+        config.cluster.linger_secs = seconds;
     }
     config.validate().map_err(|e| e.to_string())?;
     Ok(config)

@@ -330,5 +330,12 @@ fn cluster(config: &Config, id: u64, session: &SessionConfig) -> Result<Cluster,
         }
     }
     let node = config.cluster.gossip_node();
-    Ok(Cluster::new(id, peers, client, token, node))
+    Ok(Cluster::new(
+        id,
+        peers,
+        client,
+        token,
+        node,
+        config.cluster.linger(),
+    ))
 }

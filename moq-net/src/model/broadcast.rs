@@ -141,6 +141,8 @@ struct BroadcastState {
     /// Run after every change of `route`: the origins it is published in re-rank it.
     on_route: Vec<RouteHook>,
     closed: bool,
+    /// Dropped as lost (its session was lost): an origin that lingers keeps its path.
+    lost: bool,
     next_request: u64,
     /// Run when the producer drops: origins withdrawing their announcements.
     on_close: Vec<DropHook>,
@@ -278,6 +280,15 @@ impl BroadcastProducer {
     /// The route last recorded.
     pub fn route(&self) -> Route {
         self.source.route()
+    }
+
+    /// Drops the producer as lost rather than withdrawn: its publisher's session went
+    /// away without ending it. An origin that lingers ([`Origin::linger`](super::Origin::linger))
+    /// keeps the path announced for a while, for the publisher to come back by some
+    /// route; a producer merely dropped is withdrawn at once.
+    pub fn drop_as_lost(self) {
+        self.source.shared.state.lock().lost = true;
+        drop(self);
     }
 
     /// A consumer of this broadcast.
@@ -595,6 +606,11 @@ impl BroadcastSource {
             shared: self.shared.clone(),
             presence: self.presence.consume(),
         }
+    }
+
+    /// Whether its producer was dropped as lost ([`BroadcastProducer::drop_as_lost`]).
+    pub(crate) fn is_lost(&self) -> bool {
+        self.shared.state.lock().lost
     }
 
     /// The broadcast's route (see [`BroadcastProducer::set_route`]).

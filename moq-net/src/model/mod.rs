@@ -86,7 +86,9 @@ pub use budget::{BudgetStats, MemoryBudget};
 pub use follow::FollowedTrack;
 pub use frame::{Frame, FrameConsumer, FrameProducer};
 pub use group::{GroupConsumer, GroupProducer};
-pub use origin::{Announced, Announcement, ListenerStats, Origin, RouteChanges};
+pub use origin::{
+    Announced, Announcement, Lingering, LingeringPath, ListenerStats, Origin, RouteChanges,
+};
 pub use path::Path;
 pub use route::Route;
 pub use track::{Track, TrackConsumer, TrackProducer};

@@ -15,6 +15,13 @@
 //! A listener for a peer relay ([`Origin::announced_excluding`]) is shown the best route
 //! that does not pass through that peer.
 //!
+//! **Lingering** ([`Origin::linger`]): a relay can keep a path whose last publication
+//! went (its session was lost) announced for a while, so that a publisher that comes back
+//! soon, by any route, is taken in place: subscriptions that follow the path
+//! ([`FollowedTrack`](super::FollowedTrack)) wait for it and carry on at their first
+//! missing group, and no peer hears the path end and start again. The origin keeps no
+//! clock: whoever holds the [`Lingering`] handle ends each path when its time is up.
+//!
 //! Announcements are queued per listener under the origin's lock, so that every listener sees
 //! every path's changes in the order they happened; publishing costs one queue push per
 //! listener whose prefix matches. A listener's queue holds at most one change per path:
@@ -126,15 +133,46 @@ struct OriginShared {
 
 #[derive(Debug, Default)]
 struct OriginState {
-    /// Every path with a live publication.
+    /// Every path with a live publication, and the lingering ones.
     broadcasts: BTreeMap<Path, PathState>,
     listeners: Vec<Listener>,
     next_id: u64,
+    /// While lingering is on ([`Origin::linger`]): where paths that lost their last
+    /// publication go, for the handle's holder to end.
+    linger: Option<Arc<kio::Queue<LingeringPath>>>,
+    /// Paths lingering now (in `broadcasts`, with no publication).
+    lingering_paths: usize,
+    /// A path that began lingering in the last change, to queue once the lock is released.
+    began_lingering: Option<LingeringPath>,
+    /// The change under way removes a publication that was lost: its path may linger.
+    removing_lost: bool,
+}
+
+/// A path that lost its last publication while lingering is on: it stays announced, and
+/// the tracks following it wait, until [`Lingering::end`] ends it (unless a publication
+/// came back first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LingeringPath {
+    path: Path,
+    /// Which time the path lingers (a publication that came back and went again makes
+    /// another).
+    ticket: u64,
+}
+
+/// The holder's side of lingering ([`Origin::linger`]): the paths that lose their last
+/// publication, each to end once its linger is over. Dropping it turns lingering off and
+/// ends every lingering path at once.
+#[derive(Debug)]
+pub struct Lingering {
+    origin: Arc<OriginShared>,
+    queue: Arc<kio::Queue<LingeringPath>>,
 }
 
 /// One path's publications, and who follows changes to them.
 #[derive(Debug, Default)]
 struct PathState {
+    /// Set while the path lingers with no publication: its ticket.
+    lingering: Option<u64>,
     publications: Publications,
     /// Counts the changes to the path's publications, for the tracks following it
     /// ([`Origin::route_changes`]); made when the first one asks. Dropped with the path,
@@ -385,11 +423,11 @@ impl Origin {
 
     /// How many broadcasts this view sees: O(1) on the whole origin, a walk of its part on a
     /// [scoped](Origin::scope) view. Copies no path (what `/metrics` needs, under the
-    /// origin's lock for as short a time as it can).
+    /// origin's lock for as short a time as it can). Lingering paths are not counted.
     pub fn broadcast_count(&self) -> usize {
         let state = self.shared.state.lock();
         match &self.scope {
-            None => state.broadcasts.len(),
+            None => state.broadcasts.len() - state.lingering_paths,
             Some(scope) => {
                 let root = scope.absolute(&Path::root());
                 state
@@ -397,6 +435,20 @@ impl Origin {
                     .filter(|(path, _)| scope.allows(path))
                     .count()
             }
+        }
+    }
+
+    /// Turns lingering on (see the module docs): from now on a path whose last
+    /// publication goes stays announced, with its followers waiting, until the returned
+    /// handle's holder [ends](Lingering::end) it, or a publication comes back to it first.
+    /// A relay takes each path from [`Lingering::next`] and ends it after its linger (5 s
+    /// by default). Only one handle is live: a second call replaces the first.
+    pub fn linger(&self) -> Lingering {
+        let queue = Arc::new(kio::Queue::unbounded());
+        self.shared.state.lock().linger = Some(queue.clone());
+        Lingering {
+            origin: self.shared.clone(),
+            queue,
         }
     }
 
@@ -571,17 +623,91 @@ impl Announcement {
     }
 }
 
+impl LingeringPath {
+    /// The path (absolute).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Lingering {
+    /// The next path that lost its last publication, or `Pending` until one does.
+    pub fn poll_next(&self, waiter: &Waiter) -> Poll<LingeringPath> {
+        match self.queue.poll_pop(waiter) {
+            Poll::Ready(Some(path)) => Poll::Ready(path),
+            // The queue is closed only by this handle's drop.
+            Poll::Ready(None) | Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Waits for the next path that loses its last publication.
+    pub async fn next(&self) -> LingeringPath {
+        kio::wait(|waiter| self.poll_next(waiter)).await
+    }
+
+    /// Ends `lingering` now, unless a publication came back to it meanwhile: its
+    /// listeners hear it end, and the tracks following it end.
+    pub fn end(&self, lingering: &LingeringPath) {
+        let mut state = self.origin.state.lock();
+        let still = state
+            .broadcasts
+            .get(&lingering.path)
+            .is_some_and(|entry| entry.lingering == Some(lingering.ticket));
+        if still {
+            state.end_lingering(&lingering.path);
+        }
+    }
+}
+
+impl Drop for Lingering {
+    fn drop(&mut self) {
+        self.queue.close();
+        let mut state = self.origin.state.lock();
+        if state
+            .linger
+            .as_ref()
+            .is_some_and(|queue| Arc::ptr_eq(queue, &self.queue))
+        {
+            state.linger = None;
+            let lingering: Vec<Path> = state
+                .broadcasts
+                .iter()
+                .filter(|(_, entry)| entry.lingering.is_some())
+                .map(|(path, _)| path.clone())
+                .collect();
+            for path in lingering {
+                state.end_lingering(&path);
+            }
+        }
+    }
+}
+
 impl OriginShared {
     /// Withdraws publication `id` at `path`, announcing the change to whoever it was the
-    /// best route for.
+    /// best route for; if lingering is on and it was the path's last, the path lingers.
     fn unpublish(&self, path: &Path, id: u64) {
         let mut state = self.state.lock();
         if !state.broadcasts.contains_key(path) {
             return;
         }
+        state.removing_lost = state.linger.is_some()
+            && state
+                .broadcasts
+                .get(path)
+                .and_then(|entry| entry.publications.get(id))
+                .is_some_and(|publication| publication.broadcast.is_lost());
         let removed = state.change(path, |publications| publications.remove(id));
+        state.removing_lost = false;
+        let began = state
+            .began_lingering
+            .take()
+            .and_then(|lingering| Some((state.linger.clone()?, lingering)));
         drop(state);
         drop(removed);
+        if let Some((queue, lingering)) = began {
+            tracing::debug!(path = %lingering.path, "no route left: the path lingers");
+            let _ = queue.try_push(lingering);
+        }
     }
 
     /// Gives publication `id` at `path` its broadcast's new route (version `version`),
@@ -646,7 +772,31 @@ impl OriginState {
                 });
             }
         }
+        // Its listeners were told it active, and never told it ended.
+        let was_lingering = entry.lingering.is_some();
         let result = mutate(&mut entry.publications);
+        // The last publication went, with lingering on: the path stays, announced as it
+        // was, until its linger ends; one coming back takes it in place.
+        let lingers = entry.publications.is_empty()
+            && self.linger.is_some()
+            && (self.removing_lost || was_lingering);
+        match (lingers, entry.lingering) {
+            (true, None) => {
+                let ticket = self.next_id;
+                self.next_id += 1;
+                entry.lingering = Some(ticket);
+                self.lingering_paths += 1;
+                self.began_lingering = Some(LingeringPath {
+                    path: path.clone(),
+                    ticket,
+                });
+            }
+            (false, Some(_)) if !entry.publications.is_empty() => {
+                entry.lingering = None;
+                self.lingering_paths -= 1;
+            }
+            _ => {}
+        }
         if let Some(changes) = &entry.changes {
             let count = changes
                 .count
@@ -659,19 +809,39 @@ impl OriginState {
                 continue;
             };
             let after = entry.publications.best(listener.exclude);
+            if lingers {
+                continue; // no end while it lingers
+            }
             if after.map(|p| (p.id, p.version)) != view.before {
                 listener.events.push(
                     path,
-                    view.before.is_some(),
+                    view.before.is_some() || was_lingering,
                     after.map(|p| p.broadcast.clone()),
                 );
             }
         }
-        if entry.publications.is_empty() {
+        if entry.publications.is_empty() && !lingers {
             // Followers see the path's changes closed: nothing serves it any more.
             self.broadcasts.remove(path);
         }
         result
+    }
+
+    /// Ends the lingering `path`: every listener that follows it hears it end, and its
+    /// followers see its changes closed.
+    fn end_lingering(&mut self, path: &Path) {
+        let Some(entry) = self.broadcasts.get(path) else {
+            return;
+        };
+        if entry.lingering.is_none() || !entry.publications.is_empty() {
+            return;
+        }
+        tracing::debug!(%path, "the linger is over: the path ends");
+        for listener in self.listeners.iter().filter(|l| l.wants(path)) {
+            listener.events.push(path, true, None);
+        }
+        self.broadcasts.remove(path);
+        self.lingering_paths -= 1;
     }
 }
 

@@ -217,3 +217,89 @@ fn a_parked_listener_is_woken_from_another_thread() {
     assert_eq!(handle.join().unwrap(), ["chat/a", "chat/b"]);
     drop(users);
 }
+
+#[test]
+fn a_lost_publication_lingers_announced_until_its_linger_ends_or_a_publisher_comes_back() {
+    let origin = Origin::new();
+    let lingering = origin.linger();
+    let waiter = kio::Waiter::new(Waker::noop());
+    let mut room = origin.announced("room");
+
+    // Dropped, not lost: withdrawn at once, as without lingering.
+    let left = BroadcastProducer::new();
+    origin.publish("room/left", &left).unwrap();
+    assert_eq!(drain(&mut room), ["+room/left"]);
+    drop(left);
+    assert_eq!(drain(&mut room), ["-room/left"]);
+    assert!(lingering.poll_next(&waiter).is_pending());
+
+    // Lost: the path stays announced, its followers' changes stay open, nothing serves it.
+    let alice = BroadcastProducer::new();
+    origin.publish("room/alice", &alice).unwrap();
+    let changes = origin.route_changes("room/alice").unwrap();
+    assert_eq!(drain(&mut room), ["+room/alice"]);
+    alice.drop_as_lost();
+    assert_eq!(
+        drain(&mut room),
+        Vec::<String>::new(),
+        "no end while it lingers"
+    );
+    assert!(origin.consume_broadcast("room/alice").is_none());
+    assert_eq!(origin.broadcast_count(), 0);
+    assert!(origin.paths("").is_empty());
+    let Poll::Ready(first) = lingering.poll_next(&waiter) else {
+        panic!("the path lingers");
+    };
+    assert_eq!(first.path().as_str(), "room/alice");
+    assert!(changes.poll_changed(&waiter, changes.count()).is_pending());
+
+    // The publisher comes back within the linger: taken in place, no end in between.
+    let back = BroadcastProducer::new();
+    origin.publish("room/alice", &back).unwrap();
+    assert_eq!(drain(&mut room), ["+room/alice"]);
+    lingering.end(&first);
+    assert!(
+        origin.consume_broadcast("room/alice").is_some(),
+        "a stale end does nothing"
+    );
+
+    // Lost again, and its linger ends this time: the listener hears the end (it was
+    // told the path active), and the followers see the path closed.
+    back.drop_as_lost();
+    let Poll::Ready(second) = lingering.poll_next(&waiter) else {
+        panic!("the path lingers again");
+    };
+    assert_ne!(first, second);
+    assert_eq!(drain(&mut room), Vec::<String>::new());
+    lingering.end(&second);
+    assert_eq!(drain(&mut room), ["-room/alice"]);
+    assert!(matches!(
+        changes.poll_changed(&waiter, changes.count()),
+        Poll::Ready(Err(_))
+    ));
+    assert!(origin.route_changes("room/alice").is_none());
+}
+
+#[test]
+fn dropping_the_linger_handle_ends_every_lingering_path_and_turns_lingering_off() {
+    let origin = Origin::new();
+    let lingering = origin.linger();
+    let mut everything = origin.announced("");
+    let a = BroadcastProducer::new();
+    origin.publish("a", &a).unwrap();
+    a.drop_as_lost();
+    assert_eq!(drain(&mut everything), ["+a"]);
+    drop(lingering);
+    assert_eq!(drain(&mut everything), ["-a"]);
+
+    let b = BroadcastProducer::new();
+    origin.publish("b", &b).unwrap();
+    assert_eq!(drain(&mut everything), ["+b"]);
+    b.drop_as_lost();
+    assert_eq!(
+        drain(&mut everything),
+        ["-b"],
+        "no lingering without a handle"
+    );
+    assert_eq!(origin.broadcast_count(), 0);
+}

@@ -140,6 +140,11 @@ impl Publications {
     }
 
     /// Removes publication `id`, if it is here.
+    /// Publication `id`, if it is here.
+    pub(crate) fn get(&self, id: u64) -> Option<&Publication> {
+        self.ranked.iter().find(|p| p.id == id)
+    }
+
     pub(crate) fn remove(&mut self, id: u64) -> Option<Publication> {
         let index = self.ranked.iter().position(|p| p.id == id)?;
         Some(self.ranked.remove(index))

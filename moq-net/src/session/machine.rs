@@ -349,6 +349,11 @@ impl<R: Runtime> SessionMachine<R> {
             self.shared.state.update(|state| {
                 state.transport_closed.get_or_insert(words);
             });
+            if matches!(error, transport::TransportError::Lost(_)) {
+                // Not closed but lost: what the peer published may come back by another
+                // route, and a lingering origin waits for it.
+                self.context.remote.lose_all();
+            }
             let error = match error {
                 transport::TransportError::Closed {
                     code, remote: true, ..

@@ -93,6 +93,16 @@ impl RemoteBroadcasts {
         self.path_bytes = 0;
     }
 
+    /// Ends them all as lost: the session's connection was lost, not closed, so an origin
+    /// that lingers keeps their paths for the publisher to come back
+    /// ([`BroadcastProducer::drop_as_lost`]).
+    pub(crate) fn lose_all(&mut self) {
+        for (_, remote) in self.by_path.drain() {
+            remote.broadcast.drop_as_lost();
+        }
+        self.path_bytes = 0;
+    }
+
     /// The broadcast at `path`.
     pub(crate) fn get(&self, path: &Path) -> Option<&Remote> {
         self.by_path.get(path)

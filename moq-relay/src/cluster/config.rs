@@ -47,6 +47,12 @@ pub struct ClusterSection {
     /// after this one's (so that each pair opens one link). A relay with `node` and
     /// `mesh` and no `connect` is a rendezvous the others dial first. Requires `node`.
     pub mesh: bool,
+    /// How long a broadcast whose last route was lost (a link or its publisher's session
+    /// died, rather than closed) stays announced, in seconds, for its publisher to come
+    /// back by any route: subscriptions to it wait and carry on at their first missing
+    /// group. 0 ends it at once. Applies to a relay in a cluster (one with an `id`, peers
+    /// or gossip).
+    pub linger_secs: f64,
 }
 
 impl Default for ClusterSection {
@@ -60,6 +66,7 @@ impl Default for ClusterSection {
             insecure_skip_verify: false,
             node: None,
             mesh: false,
+            linger_secs: 5.0,
         }
     }
 }
@@ -119,6 +126,12 @@ impl ClusterSection {
                 problem,
             })?;
         }
+        if !(self.linger_secs.is_finite() && self.linger_secs >= 0.0) {
+            return Err(ConfigError::Invalid {
+                key: "cluster.linger_secs",
+                problem: "must be a number of seconds, 0 or more".to_owned(),
+            });
+        }
         if self.mesh && self.node.is_none() {
             return Err(ConfigError::Invalid {
                 key: "cluster.mesh",
@@ -138,6 +151,15 @@ impl ClusterSection {
     /// Whether this relay takes part in a cluster: it dials peers, or gossips.
     pub fn dials(&self) -> bool {
         !self.connect.is_empty() || self.mesh
+    }
+
+    /// How long a broadcast whose last route was lost lingers: `linger_secs` for a relay
+    /// in a cluster (an id, peers or gossip), else zero.
+    pub fn linger(&self) -> Duration {
+        match self.id.is_some() || self.dials() {
+            true => Duration::from_secs_f64(self.linger_secs.max(0.0)),
+            false => Duration::ZERO,
+        }
     }
 
     /// How long a peer link may stay silent.

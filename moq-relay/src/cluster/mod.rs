@@ -20,6 +20,10 @@
 //!   other, and dials each node advertised there whose URL sorts after its own, so that
 //!   each pair of relays opens one link ([`gossip`]). A node gone from the advertisements
 //!   for a minute is no longer dialed.
+//! - **Linger** (`cluster.linger_secs`, 5 s): a broadcast whose last route was lost (a
+//!   link or a publisher's session died, not closed) stays announced that long, and the
+//!   subscriptions to it wait: a publisher back by any route within it is taken in place
+//!   ([`moq_net::model::Origin::linger`]).
 //! - **Failure detection:** peer links keep alive three times per
 //!   `cluster.peer_timeout_secs` (2 s by default) and die after it, withdrawing their
 //!   routes; the relay's other routes take over.
@@ -30,6 +34,7 @@
 mod config;
 mod dial;
 mod gossip;
+mod linger;
 mod view;
 
 use std::collections::BTreeMap;
@@ -56,6 +61,8 @@ pub struct Cluster {
     token: Option<String>,
     /// This relay's own URL, when it gossips.
     node: Option<NodeUrl>,
+    /// How long a broadcast whose last route was lost stays announced (zero: not at all).
+    linger: std::time::Duration,
     /// Set when the relay drains: no more dials, GOAWAY to the links up now.
     stopping: tokio::sync::watch::Sender<bool>,
 }
@@ -103,14 +110,15 @@ struct InboundPeer {
 impl Cluster {
     /// The cluster of a relay with hop id `id`, dialing `peers` with `base` (the relay's
     /// session limits, its accepted versions, the peer links' QUIC limits) once started,
-    /// presenting `token` to the peers gossip finds, and advertising `node` if it
-    /// gossips.
+    /// presenting `token` to the peers gossip finds, advertising `node` if it gossips,
+    /// and keeping a broadcast whose last route was lost announced for `linger`.
     pub fn new(
         id: u64,
         peers: Vec<PeerUrl>,
         base: ClientConfig,
         token: Option<String>,
         node: Option<NodeUrl>,
+        linger: std::time::Duration,
     ) -> Self {
         let outbound = peers
             .into_iter()
@@ -123,6 +131,7 @@ impl Cluster {
             base,
             token,
             node,
+            linger,
             stopping: tokio::sync::watch::Sender::new(false),
         }
     }
@@ -139,6 +148,13 @@ impl Cluster {
         let peers = lock(&self.outbound).clone();
         for peer in peers {
             self.dial(&peer, origin);
+        }
+        if !self.linger.is_zero() {
+            tokio::spawn(linger::run(
+                origin.clone(),
+                self.linger,
+                self.stopping.subscribe(),
+            ));
         }
         if let Some(node) = &self.node {
             tracing::info!(%node, "cluster: gossiping (advertising this node, dialing those found)");
