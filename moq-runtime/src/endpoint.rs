@@ -584,8 +584,15 @@ impl Endpoint {
         };
         let original = validated.as_deref().map(quiche::ConnectionId::from_ref);
         // The token of our first connection ID goes in the transport parameters, the one
-        // a client checks a stateless reset against.
-        let token = self.reset_key.as_ref().map(|key| key.token(&scid));
+        // a client checks a stateless reset against. Not after a Retry: quiche (0.30)
+        // encodes a server's transport parameters into 128 bytes, and the Retry's
+        // connection ID (18 bytes) with the token (18) and a long original ID overflow
+        // it: the handshake would fail (BufferTooShort). A connection let in under Retry
+        // pressure goes without resets.
+        let token = match validated {
+            None => self.reset_key.as_ref().map(|key| key.token(&scid)),
+            Some(_) => None,
+        };
         self.config.set_stateless_reset_token(token);
         self.gate.begin_handshake()?;
         let conn = match quiche::accept(
