@@ -126,20 +126,26 @@ fn sample(metrics: &str, metric: &str, labels: &str) -> Option<u64> {
         .map(|value| value as u64)
 }
 
-/// The relay's `?fingerprint=` peer URL.
-fn peer_url(relay: &Relay) -> String {
+/// The relay's `?fingerprint=` peer URL, with `scheme` (`moqt` for raw QUIC, `https` for
+/// WebTransport).
+fn peer_url(relay: &Relay, scheme: &str) -> String {
     format!(
-        "moqt://127.0.0.1:{}/?fingerprint={}",
+        "{scheme}://127.0.0.1:{}/?fingerprint={}",
         relay.port, relay.fingerprint
     )
 }
 
-/// A relay of a cluster with hop id `id`, on `driver`, dialing `peers`.
+/// A relay of a cluster with hop id `id`, on `driver`, dialing `peers` over raw QUIC.
 fn cluster_relay(id: u64, driver: &[&str], peers: &[&Relay]) -> Relay {
+    cluster_relay_over("moqt", id, driver, peers)
+}
+
+/// [`cluster_relay`], dialing its peers with URLs of `scheme`.
+fn cluster_relay_over(scheme: &str, id: u64, driver: &[&str], peers: &[&Relay]) -> Relay {
     let id = id.to_string();
     let mut args = vec!["--cluster-id", &id];
     args.extend_from_slice(driver);
-    let urls: Vec<String> = peers.iter().map(|peer| peer_url(peer)).collect();
+    let urls: Vec<String> = peers.iter().map(|peer| peer_url(peer, scheme)).collect();
     for url in &urls {
         args.extend(["--cluster-connect", url]);
     }
@@ -149,10 +155,12 @@ fn cluster_relay(id: u64, driver: &[&str], peers: &[&Relay]) -> Relay {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chain_of_three_relays_on_every_driver_delivers_with_one_upstream_subscription_per_track()
 {
-    // A (tokio) <- B (tokio thread per core) <- C (io_uring): each dials the one before.
+    // A (tokio) <- B (tokio thread per core) <- C (io_uring): each dials the one before,
+    // B over raw QUIC, C over WebTransport.
     let a = cluster_relay(1, &["--driver", "tokio"], &[]);
     let b = cluster_relay(2, &["--driver", "tokio-per-core", "--workers", "2"], &[&a]);
-    let c = cluster_relay(3, &["--driver", "uring", "--workers", "2"], &[&b]);
+    let uring = ["--driver", "uring", "--workers", "2"];
+    let c = cluster_relay_over("https", 3, &uring, &[&b]);
     let tracks = ["chat", "video"];
     let (_publisher, _broadcast, mut producers) = publisher(&a, "room/alice", &tracks).await;
 
@@ -226,6 +234,10 @@ async fn a_chain_of_three_relays_on_every_driver_delivers_with_one_upstream_subs
     assert_eq!(links.len(), 1, "viewers are not peers: {links:?}");
     assert_eq!(links[0]["direction"], "out");
     assert_eq!(links[0]["state"], "up");
+    assert!(
+        links[0]["peer"].as_str().unwrap().starts_with("https://"),
+        "over WebTransport: {links:?}"
+    );
     assert_eq!(links[0]["upstream_subscriptions"], 2);
     let route = topology["routes"]
         .as_array()
