@@ -12,7 +12,8 @@
 // the same sender with a lower sequence number.
 //
 // For tests and scripts, `window.chat` holds the state: `status`, `error`, `people`,
-// `received` (every message, in that order: `{ from, group, text, latencyMs }`), and
+// `received` (every message, in that order: `{ from, group, text, latencyMs }`),
+// `goingAway` (the URI of the relay's GOAWAY once it sent one: it is shutting down), and
 // `send(text)`.
 
 import init, { Connection, setLogLevel } from "./pkg/moq_wasm.js";
@@ -24,6 +25,7 @@ const decoder = new TextDecoder();
 const chat = {
   status: "loading",
   error: null,
+  goingAway: null,
   people: [],
   received: [],
   sent: 0,
@@ -84,6 +86,13 @@ async function join(name, room) {
   $("room-view").hidden = false;
   addPerson(name, true);
   $("text").focus();
+  // A relay that shuts down says so first (GOAWAY): tell the person, before the session
+  // ends, that it is the relay going away and not their network.
+  connection.goingAway().then((uri) => {
+    if (uri === null || chat.status !== "connected") return;
+    chat.goingAway = uri;
+    $("status").textContent = "The relay is shutting down: this session ends soon.";
+  });
   connection.closed().then((end) => {
     if (chat.status === "connected") showError(`The session ended: ${end.reason} (code ${end.code})`);
   });

@@ -147,6 +147,15 @@ impl Relay {
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+
+    /// Sends it SIGTERM: it sends GOAWAY to every session, drains, and exits.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "SIGTERM was delivered");
+    }
 }
 
 impl Drop for Relay {

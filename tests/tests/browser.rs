@@ -7,7 +7,9 @@
 //! 4. a page with a wrong certificate fingerprint fails with a clear error, and the relay
 //!    goes on serving;
 //! 5. the page after a chat shows what a person should see, and its screenshot is saved
-//!    (`target/browser/chat.png`).
+//!    (`target/browser/chat.png`);
+//! 6. a relay shutting down (SIGTERM) tells the page first: `Connection.goingAway()`
+//!    resolves before the session ends.
 //!
 //! Run by `cargo xtask browser` (part of `cargo xtask test`), which installs Chromium,
 //! builds the page and sets `MOQ_WEB_ROOT`. The tests run one at a time: each starts
@@ -382,5 +384,25 @@ async fn a_wrong_fingerprint_fails_on_the_page_and_the_relay_keeps_serving() {
     assert!(lines.seen()[0].starts_with("warm-up"), "{:?}", lines.seen());
     let _ = subscriber.kill();
     let _ = subscriber.wait();
+    page.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_shutting_down_tells_the_page_before_the_session_ends() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let relay = relay();
+    let chromium = Chromium::start();
+    let page = chromium
+        .open(&relay.page_url("name=alice&room=drain&autojoin=1"))
+        .await;
+    page.wait_connected().await;
+    relay.terminate();
+    let state = page
+        .wait_until("the page to hear the relay go away", |state| {
+            !state["goingAway"].is_null()
+        })
+        .await;
+    // The page records it only while connected: it was heard before the session ended.
+    assert_eq!(state["goingAway"], "", "GOAWAY to the same place, later");
     page.close().await;
 }
