@@ -1,0 +1,412 @@
+//! The connection's state under its lock: what happens after a packet, a timer or a
+//! write (streams surfaced, waiters woken, credit and close noticed), and reading.
+
+use bytes::{Bytes, BytesMut};
+use kio::Waiter;
+use moq_net::transport::TransportError;
+
+use super::{
+    MAX_CLOSING_LONG_HEADERS, MAX_QUEUED_DATAGRAMS, READ_CHUNK, SMALL_READ, State, StreamEntry,
+    Wakes,
+};
+
+impl State {
+    /// After the connection changed (`received`: a datagram arrived, the only thing that
+    /// gives writers credit or brings a STOP_SENDING): surface new streams, wake parked
+    /// readers and writers whose stream changed, stream credit, datagrams, the close.
+    pub(super) fn process(&mut self, received: bool) -> Wakes {
+        let mut wakes = Wakes::default();
+        while let Some(id) = self.conn.stream_readable_next() {
+            let peer_initiated = (id & 1 == 1) != self.server;
+            if peer_initiated && self.surface(id, &mut wakes) {
+                continue;
+            }
+            let Some(entry) = self.streams.get_mut(&id) else {
+                continue;
+            };
+            if entry.discarding {
+                self.discard(id);
+                continue;
+            }
+            wakes.streams.extend(entry.reader.take());
+        }
+        if received && !self.credit_waiters.is_empty() {
+            self.wake_writers_with_credit(&mut wakes);
+        }
+        if received && !self.stop_watchers.is_empty() {
+            let stops = self.conn.stats().stopped_stream_count_remote;
+            if stops != self.stops_seen {
+                self.stops_seen = stops;
+                self.wake_stopped_writers(&mut wakes);
+            }
+        }
+        wakes.credit =
+            self.conn.peer_streams_left_bidi() > 0 || self.conn.peer_streams_left_uni() > 0;
+        // Sized to each queued datagram: no buffer to zero on the (many) calls with none.
+        while let Some(len) = self.conn.dgram_recv_front_len() {
+            if !self.datagrams_wanted {
+                // Nobody reads datagrams on this connection: none is kept.
+                let mut discard = [0u8; SMALL_READ];
+                let taken = match discard.get_mut(..len) {
+                    Some(slot) => self.conn.dgram_recv(slot),
+                    None => self.conn.dgram_recv(&mut vec![0u8; len]),
+                };
+                if taken.is_err() {
+                    break;
+                }
+                self.datagrams_dropped += 1;
+                continue;
+            }
+            let mut datagram = vec![0u8; len];
+            match self.conn.dgram_recv(&mut datagram) {
+                Ok(read) => {
+                    datagram.truncate(read);
+                    if self.received_datagrams.len() == MAX_QUEUED_DATAGRAMS {
+                        self.received_datagrams.pop_front();
+                        self.datagrams_dropped += 1;
+                    }
+                    self.received_datagrams.push_back(Bytes::from(datagram));
+                    wakes.datagrams = true;
+                }
+                Err(_) => break,
+            }
+        }
+        if !self.close_announced && (self.is_closed() || self.conn.is_draining()) {
+            self.close_announced = true;
+            wakes.closed = true;
+            wakes.accept_uni = true;
+            wakes.accept_bidi = true;
+            wakes.credit = true;
+            wakes.datagrams = true;
+            for entry in self.streams.values_mut() {
+                wakes.streams.extend(entry.reader.take());
+                wakes.streams.extend(entry.writer.take());
+            }
+        }
+        wakes
+    }
+
+    /// Reads and drops what stream `id` has (its receive half is no longer wanted); once
+    /// the peer's FIN or reset is reached, quiche frees the stream and its entry goes.
+    pub(super) fn discard(&mut self, id: u64) {
+        let ended = loop {
+            match self.conn.stream_discard(id, usize::MAX) {
+                Ok((_, true)) => break true,
+                Ok((_, false)) => {}
+                Err(quiche::Error::Done) => break false,
+                // Reset, or already gone: either way it is over.
+                Err(_) => break true,
+            }
+        };
+        if ended {
+            if let Some(entry) = self.streams.get_mut(&id) {
+                entry.discarding = false;
+            }
+            self.forget_if_done(id);
+        }
+    }
+
+    /// Drops stream `id`'s entry once no handle and no discarding needs it.
+    pub(super) fn forget_if_done(&mut self, id: u64) {
+        let Some(entry) = self.streams.get(&id) else {
+            return;
+        };
+        if entry.handles > 0 || entry.discarding {
+            return;
+        }
+        let parked = (entry.awaiting_credit, entry.watching_stop);
+        self.streams.remove(&id);
+        // Writers park rarely and briefly, so these lists stay short.
+        if parked.0 {
+            self.credit_waiters.retain(|&waiting| waiting != id);
+        }
+        if parked.1 {
+            self.stop_watchers.retain(|&watching| watching != id);
+        }
+    }
+
+    /// Queues peer stream `id` for accepting if it is new; returns whether it was.
+    pub(super) fn surface(&mut self, id: u64, wakes: &mut Wakes) -> bool {
+        let bidi = id & 2 == 0;
+        let (known, queue) = if bidi {
+            (&mut self.peer_bidi, &mut self.incoming_bidi)
+        } else {
+            (&mut self.peer_uni, &mut self.incoming_uni)
+        };
+        if !known.first_sight(id) {
+            return false;
+        }
+        queue.push_back(id);
+        if bidi {
+            wakes.accept_bidi = true;
+        } else {
+            wakes.accept_uni = true;
+        }
+        self.streams.insert(
+            id,
+            StreamEntry {
+                handles: if bidi { 2 } else { 1 },
+                ..StreamEntry::default()
+            },
+        );
+        true
+    }
+
+    /// Wakes the writers waiting for credit whose stream can take bytes again (or failed).
+    pub(super) fn wake_writers_with_credit(&mut self, wakes: &mut Wakes) {
+        let mut waiting = std::mem::take(&mut self.credit_waiters);
+        self.wake_parked(
+            &mut waiting,
+            wakes,
+            |capacity| capacity > 0,
+            |entry| {
+                entry.awaiting_credit = false;
+            },
+        );
+        self.credit_waiters = waiting;
+    }
+
+    /// Wakes the writers watching for STOP_SENDING whose stream the peer stopped.
+    pub(super) fn wake_stopped_writers(&mut self, wakes: &mut Wakes) {
+        let mut watching = std::mem::take(&mut self.stop_watchers);
+        self.wake_parked(
+            &mut watching,
+            wakes,
+            |_| false,
+            |entry| {
+                entry.watching_stop = false;
+            },
+        );
+        self.stop_watchers = watching;
+    }
+
+    /// Wakes and drops from `parked` each writer whose stream has enough `capacity` or
+    /// failed (stopped by the peer, or gone), recording a STOP_SENDING's code; `unpark`
+    /// clears the entry's mark for this list. Writers whose stream went away are dropped.
+    pub(super) fn wake_parked(
+        &mut self,
+        parked: &mut Vec<u64>,
+        wakes: &mut Wakes,
+        enough: impl Fn(usize) -> bool,
+        unpark: impl Fn(&mut StreamEntry),
+    ) {
+        parked.retain(|&id| {
+            let Some(entry) = self.streams.get_mut(&id) else {
+                return false;
+            };
+            let ready = match self.conn.stream_capacity(id) {
+                Ok(capacity) => enough(capacity),
+                Err(quiche::Error::StreamStopped(code)) => {
+                    entry.stopped = Some(code);
+                    true
+                }
+                Err(_) => true,
+            };
+            if ready {
+                unpark(entry);
+                wakes.streams.extend(entry.writer.take());
+            }
+            !ready
+        });
+    }
+
+    /// Parks `waiter` as stream `id`'s writer until it gets credit.
+    pub(super) fn park_for_credit(&mut self, id: u64, waiter: &Waiter) {
+        let entry = self.streams.entry(id).or_default();
+        entry.writer.register(waiter);
+        if !entry.awaiting_credit {
+            entry.awaiting_credit = true;
+            self.credit_waiters.push(id);
+        }
+    }
+
+    /// Parks `waiter` as stream `id`'s writer until the peer stops the stream.
+    pub(super) fn park_for_stop(&mut self, id: u64, waiter: &Waiter) {
+        let entry = self.streams.entry(id).or_default();
+        entry.writer.register(waiter);
+        if !entry.watching_stop {
+            entry.watching_stop = true;
+            self.stop_watchers.push(id);
+        }
+    }
+
+    /// The peer's STOP_SENDING code for stream `id`, if it was seen.
+    pub(super) fn stopped(&self, id: u64) -> Option<u64> {
+        self.streams.get(&id).and_then(|entry| entry.stopped)
+    }
+
+    /// After a write that took nothing: whether stream `id`'s send half is gone (the peer
+    /// stopped it), with the code when known (0 when quiche collected the stream before
+    /// the code was seen here).
+    pub(super) fn gone(&mut self, id: u64) -> Option<u64> {
+        match self.conn.stream_capacity(id) {
+            Ok(_) => None,
+            Err(quiche::Error::StreamStopped(code)) => {
+                self.note_stopped(id, code);
+                Some(code)
+            }
+            Err(_) => Some(self.stopped(id).unwrap_or(0)),
+        }
+    }
+
+    /// Records that the peer stopped stream `id`.
+    pub(super) fn note_stopped(&mut self, id: u64, code: u64) {
+        if let Some(entry) = self.streams.get_mut(&id) {
+            entry.stopped = Some(code);
+        }
+    }
+
+    /// Why the connection is gone, if it is.
+    pub(super) fn closed(&self) -> Option<TransportError> {
+        if !(self.is_closed() || self.conn.is_draining()) {
+            return None;
+        }
+        if let Some(error) = self.conn.peer_error() {
+            return Some(TransportError::Closed {
+                code: error.error_code,
+                reason: String::from_utf8_lossy(&error.reason).into_owned(),
+                remote: true,
+            });
+        }
+        if let Some(error) = self.conn.local_error() {
+            return Some(TransportError::Closed {
+                code: error.error_code,
+                reason: String::from_utf8_lossy(&error.reason).into_owned(),
+                remote: false,
+            });
+        }
+        if self.conn.is_timed_out() {
+            return Some(TransportError::Lost("idle timeout".into()));
+        }
+        if self.reset_by_peer {
+            return Some(TransportError::Lost(
+                "stateless reset: the peer no longer has this connection (it restarted)".into(),
+            ));
+        }
+        Some(TransportError::Lost("connection closed".into()))
+    }
+
+    /// Puts whatever is queued (a lone FIN in particular) into packets now, before the
+    /// next received datagram's ACKs are processed. The packets wait in the outbox for the
+    /// endpoint's next transmit pass, which the receive schedules anyway.
+    ///
+    /// Why: quiche (up to at least 0.30, cloudflare/quiche#2525) counts a stream's sending
+    /// side complete once its *bytes* are acknowledged, ignoring whether the FIN was. A
+    /// FIN written with no bytes after all the bytes were sent is then lost if an ACK for
+    /// those bytes arrives before the FIN is in a packet: the stream is collected with the
+    /// FIN still queued, and the peer waits for the end of the stream forever. Writing the
+    /// FIN with the last bytes (`poll_write_final`) avoids a lone FIN where the end is
+    /// known in time; this closes the window for the rest. What it cannot close: a packet
+    /// carrying a lone FIN that is lost after the bytes' ACK (quiche no longer has the
+    /// stream to retransmit it from), or a congestion window too full to emit it.
+    pub(super) fn emit_before_acks(&mut self) {
+        self.lone_fin = false;
+        let size = self.conn.max_send_udp_payload_size();
+        loop {
+            let mut packet = vec![0; size];
+            match self.next_packet(&mut packet) {
+                Ok(Some((len, info))) => {
+                    packet.truncate(len);
+                    self.outbox.push_back((packet, info));
+                }
+                Ok(None) | Err(_) => break,
+            }
+        }
+    }
+
+    /// quiche's next packet, or `None` once it has nothing to send.
+    ///
+    /// A client that closes with an application error after its handshake completed but
+    /// before it was confirmed, with a Handshake-space probe due (its Finished not yet
+    /// acknowledged: a lossy or slow path), makes quiche 0.30 produce Handshake-space
+    /// probes forever: every `send` returns another packet, none carries the close, and
+    /// the draining timer is never set. A connection that produced more long-header
+    /// packets while closing than a close can take is abandoned here: it sends nothing
+    /// more and counts as closed (its peer, which never learns the close code, times
+    /// out). `tests/quiche_close_loop.rs` reproduces the state.
+    pub(super) fn next_packet(
+        &mut self,
+        out: &mut [u8],
+    ) -> Result<Option<(usize, quiche::SendInfo)>, quiche::Error> {
+        if self.abandoned {
+            return Ok(None);
+        }
+        match self.conn.send(out) {
+            Ok((len, info)) => {
+                let long_header = out.first().is_some_and(|byte| byte & 0x80 != 0);
+                if long_header && self.conn.local_error().is_some() {
+                    self.closing_long_headers += 1;
+                    if self.closing_long_headers > MAX_CLOSING_LONG_HEADERS {
+                        tracing::debug!(
+                            "quiche keeps sending handshake probes after the close; abandoning the connection"
+                        );
+                        self.abandoned = true;
+                        return Ok(None);
+                    }
+                }
+                Ok(Some((len, info)))
+            }
+            Err(quiche::Error::Done) => {
+                // Everything that could go out went out, a lone FIN included.
+                self.lone_fin = false;
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Closed for good: by quiche, or abandoned ([`State::next_packet`]).
+    pub(super) fn is_closed(&self) -> bool {
+        self.conn.is_closed() || self.abandoned
+    }
+
+    /// Opens the next local stream. quiche counts a stream against the peer's limit only
+    /// once it exists, so it is made to exist now (an empty write puts nothing on the
+    /// wire): opening several before writing any cannot overrun the limit.
+    pub(super) fn open(&mut self, bidi: bool) -> u64 {
+        let counter = if bidi {
+            &mut self.next_bidi
+        } else {
+            &mut self.next_uni
+        };
+        let id = *counter;
+        *counter += 4;
+        let _ = self.conn.stream_send(id, &[], false);
+        self.streams.insert(
+            id,
+            StreamEntry {
+                handles: if bidi { 2 } else { 1 },
+                ..StreamEntry::default()
+            },
+        );
+        id
+    }
+
+    /// Reads what stream `id` has: `Ok(None)` when nothing is there yet.
+    pub(super) fn read(&mut self, id: u64) -> Result<Option<(Bytes, bool)>, quiche::Error> {
+        let mut small = [0u8; SMALL_READ];
+        let (len, fin) = match self.conn.stream_recv(id, &mut small) {
+            Ok(read) => read,
+            Err(quiche::Error::Done) => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        if len < SMALL_READ || fin {
+            return Ok(Some((Bytes::copy_from_slice(&small[..len]), fin)));
+        }
+        // More than a small read's worth: take up to a chunk in this call.
+        let mut chunk = BytesMut::with_capacity(READ_CHUNK);
+        chunk.extend_from_slice(&small);
+        let mut fin = false;
+        while chunk.len() + SMALL_READ <= READ_CHUNK && !fin {
+            match self.conn.stream_recv(id, &mut small) {
+                Ok((len, end)) => {
+                    chunk.extend_from_slice(&small[..len]);
+                    fin = end;
+                }
+                // What was read stands; an error (a reset) shows on the next read.
+                Err(_) => break,
+            }
+        }
+        Ok(Some((chunk.freeze(), fin)))
+    }
+}
