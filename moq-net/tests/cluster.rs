@@ -51,6 +51,28 @@ fn read_groups(runtime: &TestRuntime, origin: &Origin, path: &str, name: &str) -
     groups
 }
 
+/// Spawns a task that records every group of `path`/`name` read from `origin` with
+/// [`Origin::follow_track`]: across sessions, as an application that reconnects reads.
+fn follow_groups(runtime: &TestRuntime, origin: &Origin, path: &str, name: &str) -> Groups {
+    let groups = Groups::default();
+    let out = groups.clone();
+    let origin = origin.clone();
+    let (path, name) = (path.to_owned(), name.to_owned());
+    runtime.spawn_task(async move {
+        let mut followed = origin.follow_track(path.as_str(), &name).await.unwrap();
+        loop {
+            match followed.next_group().await {
+                Ok(Some(group)) => out.sequences.borrow_mut().push(group.sequence()),
+                other => {
+                    *out.ended.borrow_mut() = Some(other.map(|_| ()));
+                    break;
+                }
+            }
+        }
+    });
+    groups
+}
+
 /// Publishes one group (of one frame) every `interval` for `count` groups.
 fn publish_every(
     runtime: &TestRuntime,
@@ -408,21 +430,7 @@ fn a_follower_carries_on_when_its_publisher_comes_back_on_a_new_session() {
         let (_viewer, seen) = subscriber(runtime, &mut relay);
         assert!(runtime.run_until(SECOND, || seen.consume_broadcast("alice").is_some()));
 
-        let groups = Groups::default();
-        let out = groups.clone();
-        let origin = seen.clone();
-        runtime.spawn_task(async move {
-            let mut followed = origin.follow_track("alice", "chat").await.unwrap();
-            loop {
-                match followed.next_group().await {
-                    Ok(Some(group)) => out.sequences.borrow_mut().push(group.sequence()),
-                    other => {
-                        *out.ended.borrow_mut() = Some(other.map(|_| ()));
-                        break;
-                    }
-                }
-            }
-        });
+        let groups = follow_groups(runtime, &seen, "alice", "chat");
         assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
         let send = |track: &mut moq_net::model::TrackProducer, n: u64| {
             let mut group = track.append_group();
@@ -486,21 +494,7 @@ fn a_follower_carries_on_when_its_publishers_relay_dies_and_it_comes_back_elsewh
         let _first = b.connect(runtime, publisher_config.clone());
         let (_viewer, seen) = subscriber(runtime, &mut c);
         assert!(runtime.run_until(SECOND, || seen.consume_broadcast("alice").is_some()));
-        let groups = Groups::default();
-        let out = groups.clone();
-        let origin = seen.clone();
-        runtime.spawn_task(async move {
-            let mut followed = origin.follow_track("alice", "chat").await.unwrap();
-            loop {
-                match followed.next_group().await {
-                    Ok(Some(group)) => out.sequences.borrow_mut().push(group.sequence()),
-                    other => {
-                        *out.ended.borrow_mut() = Some(other.map(|_| ()));
-                        break;
-                    }
-                }
-            }
-        });
+        let groups = follow_groups(runtime, &seen, "alice", "chat");
         assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
         let send = |track: &mut moq_net::model::TrackProducer, n: u64| {
             let mut group = track.append_group();
