@@ -73,6 +73,33 @@ fn follow_groups(runtime: &TestRuntime, origin: &Origin, path: &str, name: &str)
     groups
 }
 
+/// Alice's chat, published by a client that keeps its own hop id (77) across its
+/// sessions, as `moq_tokio::Reconnect` does: its session configuration, its broadcast and
+/// its track.
+fn alice_with_hop_id() -> (
+    moq_net::session::SessionConfig,
+    moq_net::model::BroadcastProducer,
+    TrackProducer,
+) {
+    let published = Origin::new();
+    let broadcast = moq_net::model::BroadcastProducer::new();
+    let track = broadcast.create_track(moq_net::model::Track::new("chat"));
+    published.publish("alice", &broadcast).unwrap();
+    let config = moq_net::session::SessionConfig {
+        publish: Some(published),
+        origin_id: 77,
+        ..moq_net::session::SessionConfig::default()
+    };
+    (config, broadcast, track)
+}
+
+/// Writes group `n` (one frame, its number) on `track`.
+fn send(track: &mut TrackProducer, n: u64) {
+    let mut group = track.append_group();
+    group.write(n, format!("{n}"));
+    group.finish();
+}
+
 /// Publishes one group (of one frame) every `interval` for `count` groups.
 fn publish_every(
     runtime: &TestRuntime,
@@ -417,26 +444,13 @@ fn sixteen_relays_in_a_random_mesh_with_failing_links_reach_every_broadcast_with
 fn a_follower_carries_on_when_its_publisher_comes_back_on_a_new_session() {
     seeded(45, |runtime| {
         let mut relay = Relay::with_id(1);
-        let published = Origin::new();
-        let broadcast = moq_net::model::BroadcastProducer::new();
-        let mut track = broadcast.create_track(moq_net::model::Track::new("chat"));
-        published.publish("alice", &broadcast).unwrap();
-        let publisher_config = moq_net::session::SessionConfig {
-            publish: Some(published),
-            origin_id: 77, // the publisher's own hop id, kept across its sessions
-            ..moq_net::session::SessionConfig::default()
-        };
+        let (publisher_config, _broadcast, mut track) = alice_with_hop_id();
         let first = relay.connect(runtime, publisher_config.clone());
         let (_viewer, seen) = subscriber(runtime, &mut relay);
         assert!(runtime.run_until(SECOND, || seen.consume_broadcast("alice").is_some()));
 
         let groups = follow_groups(runtime, &seen, "alice", "chat");
         assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
-        let send = |track: &mut moq_net::model::TrackProducer, n: u64| {
-            let mut group = track.append_group();
-            group.write(n, format!("{n}"));
-            group.finish();
-        };
         for n in 0..10 {
             send(&mut track, n);
             runtime.advance(Duration::from_millis(50));
@@ -481,26 +495,13 @@ fn a_follower_carries_on_when_its_publishers_relay_dies_and_it_comes_back_elsewh
         a.link_over(runtime, &mut b, dies.clone());
         a.link(runtime, &mut c);
         b.link_over(runtime, &mut c, dies.clone());
-        let published = Origin::new();
-        let broadcast = moq_net::model::BroadcastProducer::new();
-        let mut track = broadcast.create_track(moq_net::model::Track::new("chat"));
-        published.publish("alice", &broadcast).unwrap();
-        let publisher_config = moq_net::session::SessionConfig {
-            publish: Some(published),
-            origin_id: 77,
-            ..moq_net::session::SessionConfig::default()
-        };
+        let (publisher_config, _broadcast, mut track) = alice_with_hop_id();
         b.link = dies;
         let _first = b.connect(runtime, publisher_config.clone());
         let (_viewer, seen) = subscriber(runtime, &mut c);
         assert!(runtime.run_until(SECOND, || seen.consume_broadcast("alice").is_some()));
         let groups = follow_groups(runtime, &seen, "alice", "chat");
         assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
-        let send = |track: &mut moq_net::model::TrackProducer, n: u64| {
-            let mut group = track.append_group();
-            group.write(n, format!("{n}"));
-            group.finish();
-        };
         let mut n = 0;
         while runtime.elapsed() < Duration::from_millis(2000) {
             send(&mut track, n);
@@ -541,15 +542,7 @@ fn a_lingering_relay_keeps_a_lost_publishers_broadcast_for_its_return() {
             let mut c = Relay::with_id(3);
             a.link(runtime, &mut c);
             let _lingering = linger.then(|| a.origin.linger());
-            let published = Origin::new();
-            let broadcast = moq_net::model::BroadcastProducer::new();
-            let mut track = broadcast.create_track(moq_net::model::Track::new("chat"));
-            published.publish("alice", &broadcast).unwrap();
-            let publisher_config = moq_net::session::SessionConfig {
-                publish: Some(published),
-                origin_id: 77,
-                ..moq_net::session::SessionConfig::default()
-            };
+            let (publisher_config, _broadcast, mut track) = alice_with_hop_id();
             a.link = LinkConfig {
                 drop_after: Some(Duration::from_millis(1500)),
                 ..LinkConfig::default()
@@ -561,11 +554,6 @@ fn a_lingering_relay_keeps_a_lost_publishers_broadcast_for_its_return() {
             let mut on_c = c.origin.announced("");
             let groups = read_groups(runtime, &seen, "alice", "chat");
             assert!(runtime.run_until(SECOND, || track.consumer_count() > 0));
-            let send = |track: &mut TrackProducer, n: u64| {
-                let mut group = track.append_group();
-                group.write(n, format!("{n}"));
-                group.finish();
-            };
             // What C hears, read as it comes (unread changes of one path coalesce).
             let mut ended_on_c = false;
             let mut step = |track: &mut TrackProducer, n: &mut u64| {
