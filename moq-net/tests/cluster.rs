@@ -125,6 +125,20 @@ fn publish_every(
     sent
 }
 
+/// Every group of `0..sent` arrived, and the track is still going.
+fn assert_every_group_arrived(groups: &Groups, sent: u64) {
+    assert_eq!(
+        missing(groups, sent),
+        Vec::<u64>::new(),
+        "nothing lost of {sent}"
+    );
+    assert!(
+        groups.ended.borrow().is_none(),
+        "{:?}",
+        groups.ended.borrow()
+    );
+}
+
 /// The groups in `0..sent` that never arrived.
 fn missing(groups: &Groups, sent: u64) -> Vec<u64> {
     let seen = groups.sequences.borrow();
@@ -516,16 +530,7 @@ fn a_follower_carries_on_when_its_publishers_relay_dies_and_it_comes_back_elsewh
             runtime.advance(Duration::from_millis(50));
         }
         runtime.advance(SECOND);
-        assert_eq!(
-            missing(&groups, n),
-            Vec::<u64>::new(),
-            "nothing lost of {n}"
-        );
-        assert!(
-            groups.ended.borrow().is_none(),
-            "{:?}",
-            groups.ended.borrow()
-        );
+        assert_every_group_arrived(&groups, n);
     });
 }
 
@@ -575,16 +580,7 @@ fn a_lingering_relay_keeps_a_lost_publishers_broadcast_for_its_return() {
             }
             runtime.advance(SECOND);
             if linger {
-                assert_eq!(
-                    missing(&groups, n),
-                    Vec::<u64>::new(),
-                    "nothing lost of {n}"
-                );
-                assert!(
-                    groups.ended.borrow().is_none(),
-                    "{:?}",
-                    groups.ended.borrow()
-                );
+                assert_every_group_arrived(&groups, n);
                 assert!(!ended_on_c, "C never heard the broadcast end");
             } else {
                 assert!(
