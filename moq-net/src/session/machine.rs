@@ -279,6 +279,12 @@ impl<R: Runtime> SessionMachine<R> {
 
     /// Records the session's end and drops every sub-machine (ending their tracks).
     fn finish(&mut self, error: Error) {
+        self.finish_as(error, false);
+    }
+
+    /// [`finish`](Self::finish); `lost`: the connection was lost rather than closed, so
+    /// the peer's broadcasts are dropped as lost (a lingering origin keeps their paths).
+    fn finish_as(&mut self, error: Error, lost: bool) {
         tracing::debug!(code = error.to_code(), %error, "session ended");
         self.done = true;
         self.closing = None;
@@ -287,6 +293,9 @@ impl<R: Runtime> SessionMachine<R> {
         self.shared.state.update(|state| {
             state.closed.get_or_insert(error);
         });
+        if lost {
+            self.context.remote.lose_all();
+        }
         self.end_tasks();
     }
 
@@ -349,11 +358,9 @@ impl<R: Runtime> SessionMachine<R> {
             self.shared.state.update(|state| {
                 state.transport_closed.get_or_insert(words);
             });
-            if matches!(error, transport::TransportError::Lost(_)) {
-                // Not closed but lost: what the peer published may come back by another
-                // route, and a lingering origin waits for it.
-                self.context.remote.lose_all();
-            }
+            // Not closed but lost: what the peer published may come back by another route,
+            // and a lingering origin waits for it.
+            let lost = matches!(error, transport::TransportError::Lost(_));
             let error = match error {
                 transport::TransportError::Closed {
                     code, remote: true, ..
@@ -361,7 +368,7 @@ impl<R: Runtime> SessionMachine<R> {
                 transport::TransportError::Closed { code, .. } => Error::from_code(code),
                 _ => Error::Transport,
             };
-            self.finish(error);
+            self.finish_as(error, lost);
             return true;
         }
 
