@@ -18,7 +18,7 @@
 //! - **Gossip** (`cluster.node` + `cluster.mesh`): the relay advertises its own URL as an
 //!   empty broadcast at `.internal/origins/<node>`, which every link carries like any
 //!   other, and dials each node advertised there whose URL sorts after its own, so that
-//!   each pair of relays opens one link ([`gossip`]). A node gone from the advertisements
+//!   each pair of relays opens one link (`gossip.rs`). A node gone from the advertisements
 //!   for a minute is no longer dialed.
 //! - **Linger** (`cluster.linger_secs`, 5 s): a broadcast whose last route was lost (a
 //!   link or a publisher's session died, not closed) stays announced that long, and the
