@@ -73,6 +73,7 @@ mod follow;
 mod frame;
 mod group;
 mod hook;
+mod linger;
 mod origin;
 mod path;
 mod pending;
@@ -86,9 +87,8 @@ pub use budget::{BudgetStats, MemoryBudget};
 pub use follow::FollowedTrack;
 pub use frame::{Frame, FrameConsumer, FrameProducer};
 pub use group::{GroupConsumer, GroupProducer};
-pub use origin::{
-    Announced, Announcement, Lingering, LingeringPath, ListenerStats, Origin, RouteChanges,
-};
+pub use linger::{Lingering, LingeringPath};
+pub use origin::{Announced, Announcement, ListenerStats, Origin, RouteChanges};
 pub use path::Path;
 pub use route::Route;
 pub use track::{Track, TrackConsumer, TrackProducer};

@@ -38,6 +38,7 @@ use kio::sync::{Arc, Mutex};
 use super::broadcast::{BroadcastConsumer, BroadcastProducer, BroadcastSource};
 use super::budget::MemoryBudget;
 use super::hook::{DropHook, RouteHook};
+use super::linger::LingeringPath;
 use super::path::Path;
 use super::pending::PendingAnnouncements;
 use super::route::{Best, Publication, Publications, Route};
@@ -77,7 +78,7 @@ use crate::Error;
 /// root: what a relay hands a session whose token allows only some paths.
 #[derive(Debug, Clone, Default)]
 pub struct Origin {
-    shared: Arc<OriginShared>,
+    pub(super) shared: Arc<OriginShared>,
     /// `None` for the whole origin.
     scope: Option<Arc<Scope>>,
 }
@@ -125,55 +126,35 @@ pub enum Announcement {
 }
 
 #[derive(Debug, Default)]
-struct OriginShared {
-    state: Mutex<OriginState>,
+pub(super) struct OriginShared {
+    pub(super) state: Mutex<OriginState>,
     /// What the announcements waiting for listeners are charged to.
     memory: Option<MemoryBudget>,
 }
 
 #[derive(Debug, Default)]
-struct OriginState {
+pub(super) struct OriginState {
     /// Every path with a live publication, and the lingering ones.
-    broadcasts: BTreeMap<Path, PathState>,
-    listeners: Vec<Listener>,
-    next_id: u64,
+    pub(super) broadcasts: BTreeMap<Path, PathState>,
+    pub(super) listeners: Vec<Listener>,
+    pub(super) next_id: u64,
     /// While lingering is on ([`Origin::linger`]): where paths that lost their last
     /// publication go, for the handle's holder to end.
-    linger: Option<Arc<kio::Queue<LingeringPath>>>,
+    pub(super) linger: Option<Arc<kio::Queue<LingeringPath>>>,
     /// Paths lingering now (in `broadcasts`, with no publication).
-    lingering_paths: usize,
+    pub(super) lingering_paths: usize,
     /// A path that began lingering in the last change, to queue once the lock is released.
-    began_lingering: Option<LingeringPath>,
+    pub(super) began_lingering: Option<LingeringPath>,
     /// The change under way removes a publication that was lost: its path may linger.
-    removing_lost: bool,
-}
-
-/// A path that lost its last publication while lingering is on: it stays announced, and
-/// the tracks following it wait, until [`Lingering::end`] ends it (unless a publication
-/// came back first).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LingeringPath {
-    path: Path,
-    /// Which time the path lingers (a publication that came back and went again makes
-    /// another).
-    ticket: u64,
-}
-
-/// The holder's side of lingering ([`Origin::linger`]): the paths that lose their last
-/// publication, each to end once its linger is over. Dropping it turns lingering off and
-/// ends every lingering path at once.
-#[derive(Debug)]
-pub struct Lingering {
-    origin: Arc<OriginShared>,
-    queue: Arc<kio::Queue<LingeringPath>>,
+    pub(super) removing_lost: bool,
 }
 
 /// One path's publications, and who follows changes to them.
 #[derive(Debug, Default)]
-struct PathState {
+pub(super) struct PathState {
     /// Set while the path lingers with no publication: its ticket.
-    lingering: Option<u64>,
-    publications: Publications,
+    pub(super) lingering: Option<u64>,
+    pub(super) publications: Publications,
     /// Counts the changes to the path's publications, for the tracks following it
     /// ([`Origin::route_changes`]); made when the first one asks. Dropped with the path,
     /// which its followers see as closed.
@@ -181,17 +162,17 @@ struct PathState {
 }
 
 #[derive(Debug)]
-struct Listener {
-    id: u64,
+pub(super) struct Listener {
+    pub(super) id: u64,
     /// Absolute.
-    prefix: Path,
-    events: Arc<PendingAnnouncements>,
+    pub(super) prefix: Path,
+    pub(super) events: Arc<PendingAnnouncements>,
     /// Set when the listener's view allows only part of its prefix: events for paths
     /// outside it are not queued.
-    filter: Option<Arc<Scope>>,
+    pub(super) filter: Option<Arc<Scope>>,
     /// The hop id of the peer it serves: it is shown the best route not through it
     /// (0: the best route).
-    exclude: u64,
+    pub(super) exclude: u64,
 }
 
 /// A path's change count, in a cell to wait on and an atomic to read without a lock.
@@ -232,7 +213,7 @@ struct View {
 }
 
 impl Listener {
-    fn wants(&self, path: &Path) -> bool {
+    pub(super) fn wants(&self, path: &Path) -> bool {
         path.has_prefix(&self.prefix) && self.filter.as_ref().is_none_or(|s| s.allows(path))
     }
 }
@@ -438,20 +419,6 @@ impl Origin {
         }
     }
 
-    /// Turns lingering on (see the module docs): from now on a path whose last
-    /// publication goes stays announced, with its followers waiting, until the returned
-    /// handle's holder [ends](Lingering::end) it, or a publication comes back to it first.
-    /// A relay takes each path from [`Lingering::next`] and ends it after its linger (5 s
-    /// by default). Only one handle is live: a second call replaces the first.
-    pub fn linger(&self) -> Lingering {
-        let queue = Arc::new(kio::Queue::unbounded());
-        self.shared.state.lock().linger = Some(queue.clone());
-        Lingering {
-            origin: self.shared.clone(),
-            queue,
-        }
-    }
-
     /// The origin's announcement listeners ([`announced`](Self::announced) streams alive
     /// on any view of it), and the changes waiting for them to read, in all. A listener
     /// holds at most one waiting change per path it must still hear about, so the second
@@ -623,65 +590,6 @@ impl Announcement {
     }
 }
 
-impl LingeringPath {
-    /// The path (absolute).
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Lingering {
-    /// The next path that lost its last publication, or `Pending` until one does.
-    pub fn poll_next(&self, waiter: &Waiter) -> Poll<LingeringPath> {
-        match self.queue.poll_pop(waiter) {
-            Poll::Ready(Some(path)) => Poll::Ready(path),
-            // The queue is closed only by this handle's drop.
-            Poll::Ready(None) | Poll::Pending => Poll::Pending,
-        }
-    }
-
-    /// Waits for the next path that loses its last publication.
-    pub async fn next(&self) -> LingeringPath {
-        kio::wait(|waiter| self.poll_next(waiter)).await
-    }
-
-    /// Ends `lingering` now, unless a publication came back to it meanwhile: its
-    /// listeners hear it end, and the tracks following it end.
-    pub fn end(&self, lingering: &LingeringPath) {
-        let mut state = self.origin.state.lock();
-        let still = state
-            .broadcasts
-            .get(&lingering.path)
-            .is_some_and(|entry| entry.lingering == Some(lingering.ticket));
-        if still {
-            state.end_lingering(&lingering.path);
-        }
-    }
-}
-
-impl Drop for Lingering {
-    fn drop(&mut self) {
-        self.queue.close();
-        let mut state = self.origin.state.lock();
-        if state
-            .linger
-            .as_ref()
-            .is_some_and(|queue| Arc::ptr_eq(queue, &self.queue))
-        {
-            state.linger = None;
-            let lingering: Vec<Path> = state
-                .broadcasts
-                .iter()
-                .filter(|(_, entry)| entry.lingering.is_some())
-                .map(|(path, _)| path.clone())
-                .collect();
-            for path in lingering {
-                state.end_lingering(&path);
-            }
-        }
-    }
-}
-
 impl OriginShared {
     /// Withdraws publication `id` at `path`, announcing the change to whoever it was the
     /// best route for; if lingering is on and it was the path's last, the path lingers.
@@ -825,23 +733,6 @@ impl OriginState {
             self.broadcasts.remove(path);
         }
         result
-    }
-
-    /// Ends the lingering `path`: every listener that follows it hears it end, and its
-    /// followers see its changes closed.
-    fn end_lingering(&mut self, path: &Path) {
-        let Some(entry) = self.broadcasts.get(path) else {
-            return;
-        };
-        if entry.lingering.is_none() || !entry.publications.is_empty() {
-            return;
-        }
-        tracing::debug!(%path, "the linger is over: the path ends");
-        for listener in self.listeners.iter().filter(|l| l.wants(path)) {
-            listener.events.push(path, true, None);
-        }
-        self.broadcasts.remove(path);
-        self.lingering_paths -= 1;
     }
 }
 
