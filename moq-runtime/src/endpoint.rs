@@ -725,10 +725,15 @@ impl Endpoint {
             entry.keep_alive_at = keep_alive_at;
         }
         let quiche_at = status.timeout.map(|after| now + after);
-        match [quiche_at, keep_alive_at, status.close_at]
-            .into_iter()
-            .flatten()
-            .min()
+        match [
+            quiche_at,
+            keep_alive_at,
+            status.close_at,
+            status.held_fin_at,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
         {
             Some(at) => self.timers.insert(index, at),
             None => {

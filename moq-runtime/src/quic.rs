@@ -49,6 +49,7 @@ use kio::{WaiterList, WaiterSlot};
 
 use crate::urgency::Urgencies;
 
+mod fins;
 mod state;
 mod streams;
 
@@ -101,6 +102,9 @@ pub struct ConnectionStatus {
     pub peer_idle_timeout: Option<Duration>,
     /// When a scheduled close is due ([`QuicConnection::close_at`]).
     pub close_at: Option<Instant>,
+    /// When a FIN held back until its stream's bytes are acknowledged is due to be looked
+    /// at again ([`QuicConnection::on_timeout`] writes it).
+    pub held_fin_at: Option<Instant>,
     /// How many more connection IDs the peer would take from us (its
     /// `active_connection_id_limit` less those it holds): [`QuicConnection::issue_cid`].
     pub cids_wanted: usize,
@@ -165,6 +169,9 @@ struct State {
     /// A FIN was queued with no bytes of its own and may not be in a packet yet; see
     /// [`State::emit_before_acks`].
     lone_fin: bool,
+    /// FINs with no bytes of their own, held until the bytes before them are
+    /// acknowledged (see `fins.rs`).
+    held_fins: fins::HeldFins,
     /// The peer ended the connection with a stateless reset: it no longer has it.
     reset_by_peer: bool,
     /// Packets emitted ahead of the endpoint's next transmit pass; sent before any others.
@@ -268,6 +275,7 @@ impl QuicConnection {
                     datagrams_wanted: false,
                     datagrams_dropped: 0,
                     lone_fin: false,
+                    held_fins: fins::HeldFins::default(),
                     reset_by_peer: false,
                     outbox: VecDeque::new(),
                     close_announced: false,
@@ -345,11 +353,18 @@ impl QuicConnection {
         self.shared.state.lock().conn.timeout()
     }
 
-    /// Runs the connection's timers (loss recovery, idle timeout), and a scheduled close
-    /// ([`close_at`](Self::close_at)) once `now` reaches it.
+    /// Runs the connection's timers (loss recovery, idle timeout), a scheduled close
+    /// ([`close_at`](Self::close_at)) once `now` reaches it, and writes the held FINs
+    /// that are due ([`ConnectionStatus::held_fin_at`]).
     pub fn on_timeout(&self, now: Instant) {
         let mut state = self.shared.state.lock();
         state.conn.on_timeout();
+        if !state.held_fins.is_empty() {
+            let state = &mut *state;
+            if state.held_fins.release_due(&mut state.conn, now) {
+                state.lone_fin = true;
+            }
+        }
         if state.close_at.as_ref().is_some_and(|(at, ..)| *at <= now) {
             if let Some((_, code, reason)) = state.close_at.take() {
                 tracing::debug!(code, %reason, "closing after lingering");
@@ -392,6 +407,7 @@ impl QuicConnection {
                 .filter(|millis| *millis > 0)
                 .map(Duration::from_millis),
             close_at: state.close_at.as_ref().map(|(at, ..)| *at),
+            held_fin_at: state.held_fins.next_due(),
             // Only once established: the handshake gives the peer our first one.
             cids_wanted: if state.conn.is_established() {
                 state.conn.scids_left()

@@ -269,18 +269,25 @@ impl SendStream for QuicSendStream {
         if std::mem::replace(&mut self.ended, true) {
             return Ok(());
         }
+        // A FIN with no bytes of its own waits until the bytes before it are
+        // acknowledged (`fins.rs`: quiche would otherwise lose it for good if its packet
+        // is lost). Refused now what a write would be refused now.
         self.connection
-            .with(|state| match state.conn.stream_send(id, &[], true) {
+            .with(|state| match state.conn.stream_capacity(id) {
                 Ok(_) => {
-                    state.lone_fin = true;
+                    state
+                        .held_fins
+                        .hold(id, &state.conn, std::time::Instant::now());
                     Ok(())
                 }
-                Err(quiche::Error::Done) => match state.gone(id) {
+                Err(quiche::Error::StreamStopped(code)) => {
+                    state.note_stopped(id, code);
+                    Err(StreamError::Stopped(code))
+                }
+                Err(_) => match state.gone(id) {
                     Some(code) => Err(StreamError::Stopped(code)),
                     None => Ok(()),
                 },
-                Err(quiche::Error::StreamStopped(code)) => Err(StreamError::Stopped(code)),
-                Err(error) => Err(TransportError::Lost(format!("stream finish: {error}")).into()),
             })
     }
 

@@ -1,0 +1,140 @@
+//! Lone FINs, held back until the bytes before them are acknowledged.
+//!
+//! quiche (up to at least 0.30, cloudflare/quiche#2525, fixed upstream by the unreleased
+//! cloudflare/quiche#2665) counts a stream's sending side complete once its *bytes* are
+//! acknowledged and its final size known, whether or not the FIN was acknowledged. A FIN
+//! written with no bytes of its own (a group that ends after its last frame went out)
+//! while some of those bytes are still in flight is then lost for good if its packet is
+//! lost: the ACK for the bytes, which arrives first, lets quiche collect the stream, and
+//! the lost FIN has no stream left to be retransmitted from. The peer reads every byte
+//! and waits for the end of the stream forever. Under 5 % loss, a group whose end comes
+//! after its frames never ends at a few percent of subscribers (the impaired conformance
+//! suite, `tests/src/impaired.rs`, shows it on every driver).
+//!
+//! A FIN written once every byte before it is acknowledged is safe: quiche then keeps the
+//! stream until the FIN itself is acknowledged, and resends it if it is lost. quiche
+//! does not tell which bytes of a stream are acknowledged, so the FIN waits a little
+//! longer than an acknowledgement can take (one and a half probe timeouts: smoothed RTT,
+//! four deviations, the peer's ACK delay), and again while the connection keeps
+//! detecting losses or firing probe timeouts (the stream's bytes may be among what was
+//! lost, or be the lost tail a probe is for, and their retransmission needs another
+//! round), up to a bound after which it goes anyway. Only the end of such a group is delayed, by about a round trip;
+//! a FIN written with the last bytes (`poll_write_final`, a chat message's one frame)
+//! carries data and is never held.
+
+use std::time::{Duration, Instant};
+
+/// How long a held FIN may wait for the connection to stop losing packets, in probe
+/// timeouts, before it is written anyway.
+const MAX_WAITS: u32 = 8;
+
+/// The ACK delay a peer that announced none is assumed to use (RFC 9000 §18.2's default).
+const DEFAULT_MAX_ACK_DELAY: Duration = Duration::from_millis(25);
+
+/// The FINs a connection holds back.
+#[derive(Debug, Default)]
+pub(super) struct HeldFins {
+    held: Vec<HeldFin>,
+}
+
+#[derive(Debug)]
+struct HeldFin {
+    stream: u64,
+    /// When to look again.
+    due: Instant,
+    /// The connection's count of lost packets and probe timeouts when it was last looked
+    /// at.
+    losses: usize,
+    /// Written by then, whatever the losses.
+    deadline: Instant,
+}
+
+impl HeldFins {
+    /// Holds the FIN of `stream`, written at `now` on `conn`.
+    pub(super) fn hold(&mut self, stream: u64, conn: &quiche::Connection, now: Instant) {
+        let wait = wait(conn);
+        tracing::trace!(stream, ?wait, "FIN held");
+        self.held.push(HeldFin {
+            stream,
+            due: now + wait,
+            losses: losses(conn),
+            deadline: now + wait * MAX_WAITS,
+        });
+    }
+
+    /// When the next held FIN is due, if any.
+    pub(super) fn next_due(&self) -> Option<Instant> {
+        self.held.iter().map(|fin| fin.due).min()
+    }
+
+    /// Whether any FIN is held.
+    pub(super) fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// Writes the FINs whose bytes are acknowledged by `now` (or whose wait ran out), and
+    /// holds the rest longer if the connection lost packets since they were last looked
+    /// at; true if any FIN was written.
+    pub(super) fn release_due(&mut self, conn: &mut quiche::Connection, now: Instant) -> bool {
+        if self.held.iter().all(|fin| fin.due > now) {
+            return false;
+        }
+        let losses = losses(conn);
+        let wait = wait(conn);
+        let mut wrote = false;
+        self.held.retain_mut(|fin| {
+            if fin.due > now {
+                return true;
+            }
+            if losses != fin.losses && now < fin.deadline {
+                tracing::trace!(
+                    stream = fin.stream,
+                    "held FIN: packets lost since, waiting longer"
+                );
+                fin.losses = losses;
+                fin.due = (now + wait).min(fin.deadline);
+                return true;
+            }
+            // A stream stopped or reset since, or a connection closing: no FIN to write.
+            let written = conn.stream_send(fin.stream, &[], true);
+            tracing::trace!(
+                stream = fin.stream,
+                ?written,
+                late = now >= fin.deadline,
+                "held FIN written"
+            );
+            wrote |= written.is_ok();
+            false
+        });
+        wrote
+    }
+}
+
+/// How many packets the connection declared lost and how many probe timeouts fired, so
+/// far: what says that some bytes may not be acknowledged yet.
+fn losses(conn: &quiche::Connection) -> usize {
+    let probes = conn
+        .path_stats()
+        .map(|path| path.total_pto_count)
+        .sum::<usize>();
+    conn.stats().lost + probes
+}
+
+/// How long a held FIN waits before it is looked at: one and a half times the longest an
+/// acknowledgement of a packet sent now should take to come back (RFC 9002 §6.2.1's
+/// probe timeout: smoothed RTT, four times its variation, and the peer's ACK delay), so
+/// that a probe timeout due for the same bytes fires first.
+fn wait(conn: &quiche::Connection) -> Duration {
+    let (rtt, rttvar) = conn
+        .path_stats()
+        .next()
+        .map_or((Duration::from_millis(333), Duration::ZERO), |path| {
+            (path.rtt, path.rttvar)
+        });
+    let ack_delay = conn
+        .peer_transport_params()
+        .map_or(DEFAULT_MAX_ACK_DELAY, |params| {
+            Duration::from_millis(params.max_ack_delay)
+        });
+    (rtt + (rttvar * 4).max(Duration::from_millis(1)) + ack_delay) * 3 / 2
+}
