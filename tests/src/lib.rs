@@ -20,8 +20,12 @@
 //! real headless Chromium against the relay (`tests/browser.rs`, and the page latency
 //! benchmark `browser-latency`).
 //!
+//! And the [`impaired`] scenario: the same sessions through the `moq-impair` proxy (loss,
+//! reordering, duplication, corruption, delay, a bottleneck), under each of its
+//! conditions ([`impaired_tests!`]), on every real driver.
+//!
 //! It **is not** a place for driver-specific tests (those live beside each driver) nor
-//! for fault injection, which only the test runtime can script.
+//! for scripted faults inside a session, which only the test runtime can script.
 //!
 //! To add a driver: implement [`Harness`] for it and invoke [`conformance_tests!`] in a
 //! test file.
@@ -29,6 +33,7 @@
 #[cfg(feature = "browser")]
 pub mod browser;
 pub mod hostile;
+pub mod impaired;
 pub mod scenarios;
 pub mod strict;
 

@@ -15,13 +15,13 @@ use crate::Harness;
 const PATIENCE: Duration = Duration::from_secs(5);
 
 /// A relay: server sessions whose halves share one origin.
-struct Relay {
+pub(crate) struct Relay {
     origin: Origin,
     sessions: Vec<Session>,
 }
 
 impl Relay {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             origin: Origin::new(),
             sessions: Vec::new(),
@@ -46,7 +46,7 @@ impl Relay {
 }
 
 /// A publisher client with one broadcast at `path` and one track `name`.
-fn publisher(
+pub(crate) fn publisher(
     harness: &mut dyn Harness,
     relay: &mut Relay,
     path: &str,
@@ -79,7 +79,7 @@ fn publisher_at(
 }
 
 /// A subscriber client: its session and the origin it fills.
-fn subscriber(harness: &mut dyn Harness, relay: &mut Relay) -> (Session, Origin) {
+pub(crate) fn subscriber(harness: &mut dyn Harness, relay: &mut Relay) -> (Session, Origin) {
     subscriber_at(harness, relay, Version::default())
 }
 
@@ -185,7 +185,7 @@ fn send(track: &mut TrackProducer, timestamp: u64, payload: impl Into<Bytes>) {
 }
 
 /// Runs until `done`, failing the scenario with `what` if it does not happen.
-fn expect(harness: &mut dyn Harness, what: &str, mut done: impl FnMut() -> bool) {
+pub(crate) fn expect(harness: &mut dyn Harness, what: &str, mut done: impl FnMut() -> bool) {
     assert!(harness.run_until(PATIENCE, &mut done), "{what}");
 }
 

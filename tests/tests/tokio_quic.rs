@@ -8,3 +8,10 @@ moq_conformance::conformance_tests!(support::TokioHarness::new("moqt"));
 mod across_versions {
     moq_conformance::cross_version_tests!(super::support::TokioHarness::new("moqt"));
 }
+
+/// Through the impairment proxy, under each condition of `moq_conformance::impaired`.
+mod impaired {
+    moq_conformance::impaired_tests!(|impairment, seed| {
+        super::support::TokioHarness::new("moqt").impaired(impairment, seed)
+    });
+}

@@ -7,12 +7,18 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use moq_conformance::{Harness, Task};
+use moq_impair::{Impairment, Proxy, ProxyConfig};
 use moq_net::session::{Session, SessionConfig};
 use moq_runtime::tls::Certificate;
 use moq_uring::{Client, ClientConfig, Server, ServerConfig, UringConfig, WorkerSnapshot};
 
 /// The bound on any one step over real sockets: against hangs, not a speed threshold.
 const REAL_PATIENCE: Duration = Duration::from_secs(10);
+
+/// The bound on a handshake through an impairment proxy: a handshake that loses a burst
+/// of packets waits out exponentially backed-off probe timeouts (1, 2, 4, 8 s …). Against
+/// hangs, not a speed threshold.
+const IMPAIRED_HANDSHAKE: Duration = Duration::from_secs(30);
 
 /// Real-time scenarios run one at a time (see tests/support/mod.rs).
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -28,6 +34,10 @@ struct UringHarness {
     client: Client,
     /// Kept alive for the scenario.
     servers: Vec<Server>,
+    /// Every client reaches its server through an impairment proxy of its own with this
+    /// impairment, seeded with the seed plus the connection's number (`None`: directly).
+    impairment: Option<(Impairment, u64)>,
+    proxies: Vec<Proxy>,
     _turn: MutexGuard<'static, ()>,
 }
 
@@ -55,8 +65,31 @@ impl UringHarness {
             certificate: Certificate::self_signed(&["localhost".into()]).expect("a certificate"),
             client,
             servers: Vec::new(),
+            impairment: None,
+            proxies: Vec::new(),
             _turn: turn,
         }
+    }
+
+    /// The same harness, every connection through an impairment proxy (see
+    /// `moq_conformance::impaired`).
+    fn impaired(mut self, impairment: Impairment, seed: u64) -> Self {
+        self.impairment = Some((impairment, seed));
+        self
+    }
+
+    /// Where a client connects to reach `server`: the server itself, or a new proxy in
+    /// front of it.
+    fn path_to(&mut self, server: std::net::SocketAddr) -> std::net::SocketAddr {
+        let Some((impairment, seed)) = &self.impairment else {
+            return server;
+        };
+        let seed = seed + self.proxies.len() as u64;
+        let proxy = Proxy::start(ProxyConfig::new(server, impairment.clone(), seed))
+            .expect("the impairment proxy starts");
+        let address = proxy.local_addr();
+        self.proxies.push(proxy);
+        address
     }
 }
 
@@ -85,11 +118,12 @@ impl Harness for UringHarness {
             }
         })
         .unwrap_or_else(|error| panic!("the server binds: {error}"));
-        let url = format!(
-            "{}://localhost:{}/",
-            self.scheme,
-            server.local_addr().port()
-        );
+        let port = self.path_to(server.local_addr()).port();
+        let (handshake_timeout, patience) = match self.impairment {
+            Some(_) => (IMPAIRED_HANDSHAKE, IMPAIRED_HANDSHAKE + REAL_PATIENCE),
+            None => (Duration::from_secs(5), REAL_PATIENCE),
+        };
+        let url = format!("{}://localhost:{port}/", self.scheme);
         let client = self
             .client
             .connect(
@@ -99,16 +133,14 @@ impl Harness for UringHarness {
                     session: client,
                     versions,
                     insecure_skip_verify: true,
-                    handshake_timeout: Duration::from_secs(5),
+                    handshake_timeout,
                     ..ClientConfig::default()
                 },
             )
             .wait()
             .expect("the client's worker runs")
             .expect("the client connects");
-        let server_session = sessions
-            .recv_timeout(REAL_PATIENCE)
-            .expect("the server accepts");
+        let server_session = sessions.recv_timeout(patience).expect("the server accepts");
         self.servers.push(server);
         (client, server_session)
     }
@@ -166,6 +198,13 @@ mod webtransport_one_worker {
 
 mod webtransport_two_workers {
     moq_conformance::conformance_tests!(super::UringHarness::new("https", 2));
+}
+
+/// Through the impairment proxy, under each condition of `moq_conformance::impaired`.
+mod impaired_quic {
+    moq_conformance::impaired_tests!(|impairment, seed| {
+        super::UringHarness::new("moqt", 2).impaired(impairment, seed)
+    });
 }
 
 mod quic_across_versions {

@@ -6,6 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use moq_conformance::{Harness, Task};
+use moq_impair::{Impairment, Proxy, ProxyConfig};
 use moq_net::coding::Version;
 use moq_net::session::{Session, SessionConfig};
 use moq_runtime::tls::Certificate;
@@ -13,6 +14,11 @@ use moq_tokio::{ClientConfig, Server, ServerConfig, connect};
 
 /// The bound on any one step over real sockets: against hangs, not a speed threshold.
 const REAL_PATIENCE: Duration = Duration::from_secs(10);
+
+/// The bound on a handshake through an impairment proxy: a handshake that loses a burst
+/// of packets waits out exponentially backed-off probe timeouts (1, 2, 4, 8 s …). Against
+/// hangs, not a speed threshold.
+const IMPAIRED_HANDSHAKE: Duration = Duration::from_secs(30);
 
 /// Real-time scenarios run one at a time: on a 2-core machine, nine of them at once (each
 /// with its runtime, servers and clients) starve each other into timeouts that say
@@ -28,6 +34,10 @@ pub(crate) struct TokioHarness {
     certificate: Certificate,
     /// Kept alive for the scenario: dropping a server stops its endpoint.
     servers: Vec<Server>,
+    /// Every client reaches its server through an impairment proxy of its own with this
+    /// impairment, seeded with the seed plus the connection's number (`None`: directly).
+    impairment: Option<(Impairment, u64)>,
+    proxies: Vec<Proxy>,
     _turn: MutexGuard<'static, ()>,
 }
 
@@ -45,6 +55,11 @@ impl TokioHarness {
     }
 
     fn with_workers(scheme: &'static str, workers: Option<usize>) -> Self {
+        // RUST_LOG=debug shows the sessions' and connections' events in a failing test.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
         // A scenario that panicked poisoned the lock; the next one runs anyway.
         let turn = ONE_AT_A_TIME
             .lock()
@@ -59,8 +74,32 @@ impl TokioHarness {
             workers,
             certificate: Certificate::self_signed(&["localhost".into()]).expect("a certificate"),
             servers: Vec::new(),
+            impairment: None,
+            proxies: Vec::new(),
             _turn: turn,
         }
+    }
+
+    /// The same harness, every connection through an impairment proxy (see
+    /// `moq_conformance::impaired`).
+    #[allow(dead_code)] // not every test file runs impaired
+    pub(crate) fn impaired(mut self, impairment: Impairment, seed: u64) -> Self {
+        self.impairment = Some((impairment, seed));
+        self
+    }
+
+    /// Where a client connects to reach `server`: the server itself, or a new proxy in
+    /// front of it.
+    fn path_to(&mut self, server: std::net::SocketAddr) -> std::net::SocketAddr {
+        let Some((impairment, seed)) = &self.impairment else {
+            return server;
+        };
+        let seed = seed + self.proxies.len() as u64;
+        let proxy = Proxy::start(ProxyConfig::new(server, impairment.clone(), seed))
+            .expect("the impairment proxy starts");
+        let address = proxy.local_addr();
+        self.proxies.push(proxy);
+        address
     }
 }
 
@@ -78,17 +117,26 @@ impl Harness for TokioHarness {
         };
         let versions = vec![client.version];
         let (url_scheme, workers) = (self.scheme, self.workers);
-        let (client, server_session, server) = self.runtime.block_on(async move {
-            let mut server = match workers {
-                None => Server::bind(config).await,
-                Some(workers) => Server::bind_per_core(config, workers).await,
-            }
+        let mut server = self
+            .runtime
+            .block_on(async move {
+                match workers {
+                    None => Server::bind(config).await,
+                    Some(workers) => Server::bind_per_core(config, workers).await,
+                }
+            })
             .expect("the server binds");
-            let url = format!("{url_scheme}://localhost:{}/", server.local_addr().port());
+        let port = self.path_to(server.local_addr()).port();
+        let (handshake_timeout, patience) = match self.impairment {
+            Some(_) => (IMPAIRED_HANDSHAKE, IMPAIRED_HANDSHAKE + REAL_PATIENCE),
+            None => (Duration::from_secs(5), REAL_PATIENCE),
+        };
+        let (client, server_session, server) = self.runtime.block_on(async move {
+            let url = format!("{url_scheme}://localhost:{port}/");
             // Concurrently: a WebTransport client's CONNECT is answered only once the
             // server's application accepts its request.
             let accepting = async {
-                let request = tokio::time::timeout(REAL_PATIENCE, server.accept())
+                let request = tokio::time::timeout(patience, server.accept())
                     .await
                     .expect("no hang")
                     .expect("the server accepts");
@@ -96,14 +144,14 @@ impl Harness for TokioHarness {
             };
             let connecting = async {
                 tokio::time::timeout(
-                    REAL_PATIENCE,
+                    patience,
                     connect(
                         &url,
                         ClientConfig {
                             session: client,
                             versions,
                             insecure_skip_verify: true,
-                            handshake_timeout: Duration::from_secs(5),
+                            handshake_timeout,
                             ..ClientConfig::default()
                         },
                     ),
