@@ -20,7 +20,7 @@ use crate::scenarios::{Relay, expect, publisher, subscriber};
 
 /// The conditions of the impaired suite: (test name, impairment in both directions).
 ///
-/// [`impaired_tests!`] runs all but `loss_5_percent` and `loss_10_percent`: under those,
+/// [`impaired_tests!`](crate::impaired_tests) runs all but `loss_5_percent` and `loss_10_percent`: under those,
 /// a group whose end comes after its frames still never ends at some subscriber for
 /// some seeds (about one run in three at 10 %; review finding F17, quiche's lone FIN).
 /// The held FINs of `moq-runtime` (`quic/fins.rs`) make it rarer, not impossible; until
