@@ -18,9 +18,13 @@
 //! four deviations, the peer's ACK delay), and again while the connection keeps
 //! detecting losses or firing probe timeouts (the stream's bytes may be among what was
 //! lost, or be the lost tail a probe is for, and their retransmission needs another
-//! round), up to a bound after which it goes anyway. Only the end of such a group is delayed, by about a round trip;
-//! a FIN written with the last bytes (`poll_write_final`, a chat message's one frame)
-//! carries data and is never held.
+//! round), up to a bound after which it goes anyway.
+//!
+//! Only a FIN whose stream's last bytes already left in a packet is held (a group that
+//! ends after its last frame went out), and its end is delayed by about a round trip. A
+//! FIN written with the last bytes (`poll_write_final`, a chat message's one frame), or
+//! after bytes no packet has taken yet (a request answered and ended in one go), rides
+//! with them and is never held.
 
 use std::time::{Duration, Instant};
 

@@ -14,6 +14,7 @@ use super::{QuicRecvStream, QuicSendStream, QuicSession};
 impl QuicSession {
     pub(super) fn send_half(&self, id: u64) -> QuicSendStream {
         QuicSendStream {
+            last_write: None,
             connection: self.connection.clone(),
             id,
             ended: false,
@@ -181,12 +182,14 @@ impl QuicSendStream {
         let id = self.id;
         let finished = self.connection.with(|state| {
             let Ok(written) = state.conn.stream_send(id, data, fin) else {
-                return false;
+                return (false, None);
             };
             data.advance(written);
-            fin && data.is_empty()
+            (fin && data.is_empty(), Some(state.packets_emitted))
         });
+        let (finished, wrote_at) = finished;
         self.ended |= finished;
+        self.last_write = wrote_at.or(self.last_write);
     }
 
     /// Writes what fits of `data`, with the FIN behind its last byte if `fin`; `Pending`
@@ -216,6 +219,7 @@ impl QuicSendStream {
                 Ok(written) if written > 0 => {
                     data.advance(written);
                     wrote = true;
+                    self.last_write = Some(state.packets_emitted);
                 }
                 Ok(_) | Err(quiche::Error::Done) => {
                     // No room now, or no stream any more: quiche answers a write to a
@@ -269,11 +273,30 @@ impl SendStream for QuicSendStream {
         if std::mem::replace(&mut self.ended, true) {
             return Ok(());
         }
-        // A FIN with no bytes of its own waits until the bytes before it are
-        // acknowledged (`fins.rs`: quiche would otherwise lose it for good if its packet
-        // is lost). Refused now what a write would be refused now.
-        self.connection
-            .with(|state| match state.conn.stream_capacity(id) {
+        let last_write = self.last_write;
+        self.connection.with(|state| {
+            // No packet left since the last bytes were written: they are still queued,
+            // and the FIN goes out with them. Otherwise it would go alone, and waits
+            // until the bytes before it are acknowledged (`fins.rs`: quiche would lose it
+            // for good if its packet were lost).
+            if last_write.is_none_or(|at| at == state.packets_emitted) {
+                return match state.conn.stream_send(id, &[], true) {
+                    Ok(_) => {
+                        state.lone_fin = true;
+                        Ok(())
+                    }
+                    Err(quiche::Error::Done) => match state.gone(id) {
+                        Some(code) => Err(StreamError::Stopped(code)),
+                        None => Ok(()),
+                    },
+                    Err(quiche::Error::StreamStopped(code)) => Err(StreamError::Stopped(code)),
+                    Err(error) => {
+                        Err(TransportError::Lost(format!("stream finish: {error}")).into())
+                    }
+                };
+            }
+            // Refused now what a write would be refused now.
+            match state.conn.stream_capacity(id) {
                 Ok(_) => {
                     state
                         .held_fins
@@ -288,7 +311,8 @@ impl SendStream for QuicSendStream {
                     Some(code) => Err(StreamError::Stopped(code)),
                     None => Ok(()),
                 },
-            })
+            }
+        })
     }
 
     fn reset(&mut self, code: u64) {
