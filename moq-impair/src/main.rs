@@ -54,6 +54,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         to_client: args.to_client.unwrap_or_else(|| args.impair.clone()),
         seed: args.seed,
         flow_idle_timeout: Duration::from_secs(60),
+        upstream_bind: None,
     };
     let mut out = std::io::stdout();
     writeln!(

@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io;
-use std::net::{SocketAddr, UdpSocket as StdUdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket as StdUdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -34,6 +34,10 @@ pub struct ProxyConfig {
     /// A flow that sent nothing either way for this long is forgotten (its upstream
     /// socket closed); its next packet starts a new flow, from a new port.
     pub flow_idle_timeout: Duration,
+    /// The local address the proxy's upstream sockets bind (`None`: the kernel chooses).
+    /// Upstream sockets are connected to the server, so the kernel drops any reply that
+    /// does not come from the server's address, as a strict client does.
+    pub upstream_bind: Option<IpAddr>,
 }
 
 impl ProxyConfig {
@@ -51,6 +55,7 @@ impl ProxyConfig {
             to_client: impairment,
             seed,
             flow_idle_timeout: Duration::from_secs(60),
+            upstream_bind: None,
         }
     }
 }
@@ -501,9 +506,10 @@ impl Forwarder {
     }
 
     fn connect_upstream(&self) -> io::Result<UdpSocket> {
-        let local: SocketAddr = match self.config.upstream {
-            SocketAddr::V4(_) => ([0, 0, 0, 0], 0).into(),
-            SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+        let local: SocketAddr = match (self.config.upstream_bind, self.config.upstream) {
+            (Some(ip), _) => (ip, 0).into(),
+            (None, SocketAddr::V4(_)) => ([0, 0, 0, 0], 0).into(),
+            (None, SocketAddr::V6(_)) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
         };
         let socket = UdpSocket::from_std(bind(local)?)?;
         let std = socket.into_std()?;

@@ -525,6 +525,12 @@ impl Metrics {
             &one(sum(|c| c.datagrams_send_failed.load(Ordering::Relaxed))),
         );
         metric(
+            "mtu_probes_refused_total",
+            "counter",
+            "Path MTU probes the kernel refused as larger than the interface's MTU (EMSGSIZE): the path is smaller than the probe, which QUIC takes as a lost probe. Not errors.",
+            &one(sum(|c| c.oversize_refused.load(Ordering::Relaxed))),
+        );
+        metric(
             "stateless_resets_sent_total",
             "counter",
             "Stateless resets sent: answers to packets for connections this relay no longer has (after a restart, the peers of the connections it lost hear at once).",

@@ -42,8 +42,13 @@ use batch::push_packet;
 use send_failures::SendFailureLog;
 use spare::SpareBuffers;
 
-/// The largest UDP payload a QUIC packet from us may have.
-pub const MAX_DATAGRAM: usize = 1350;
+/// The largest UDP payload a QUIC packet from us may have: the ceiling path MTU discovery
+/// probes up to (a 1,500-byte Ethernet MTU less the IPv6 and UDP headers). Every
+/// connection starts at QUIC's minimum of 1,200 bytes, which any path carries, and
+/// raises its packets to the largest size a probe got through (quiche's DPLPMTUD, RFC
+/// 8899); sockets set Don't Fragment, so a path that cannot carry a size drops the
+/// probe instead of fragmenting it (review finding F9).
+pub const MAX_DATAGRAM: usize = 1452;
 
 /// The most spare connection IDs a peer gets from us at once (besides the one in use):
 /// enough to move between networks a few times, without a routing entry per ID the peer
@@ -77,6 +82,12 @@ const _: () = assert!(MAX_DATAGRAM <= MAX_GSO_BYTES);
 pub struct Transmit {
     /// Where the datagrams go.
     pub destination: SocketAddr,
+    /// The local address they leave from, on a socket bound to a wildcard address: the
+    /// address the peer's packets arrived at (`IP_PKTINFO` / `IPV6_PKTINFO` both ways), so
+    /// that a client that reached a secondary address or a VIP hears back from it (RFC
+    /// 9000 §9: it discards anything else). `None`: the kernel's choice (a socket bound
+    /// to one address, or a connection we dialed).
+    pub source: Option<IpAddr>,
     /// The datagrams, back to back.
     pub contents: Vec<u8>,
     /// The size of every datagram but the last.
@@ -136,6 +147,10 @@ pub struct EndpointCounters {
     pub send_errors: AtomicU64,
     /// Datagrams in those refused sends.
     pub datagrams_send_failed: AtomicU64,
+    /// Lone datagrams the kernel refused as larger than the interface's MTU (`EMSGSIZE`):
+    /// path MTU probes past what the local link carries. Not counted in `send_errors`:
+    /// quiche takes such a probe as lost and probes smaller.
+    pub oversize_refused: AtomicU64,
     /// Stateless resets sent: answers to short-header packets for a connection this
     /// endpoint no longer has (it restarted, or the connection closed).
     pub stateless_resets: AtomicU64,
@@ -179,7 +194,7 @@ pub struct Endpoint {
     pending: Vec<usize>,
     expired: Vec<usize>,
     packet: Box<[u8]>,
-    open_batches: HashMap<SocketAddr, usize>,
+    open_batches: HashMap<(SocketAddr, Option<IpAddr>), usize>,
     spare_contents: SpareBuffers,
     send_failures: SendFailureLog,
     /// Set by [`stop`](Endpoint::stop): no new connection is admitted.
@@ -306,6 +321,16 @@ impl Endpoint {
         datagrams: usize,
         now: Instant,
     ) {
+        if datagrams == 1 && error.raw_os_error() == Some(nix::errno::Errno::EMSGSIZE as i32) {
+            // A lone datagram larger than the local interface carries: a path MTU probe
+            // (they go alone), which quiche counts lost, as it would a probe a router
+            // dropped. Not a failure of the path.
+            self.counters
+                .oversize_refused
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::trace!(%destination, "a path MTU probe is larger than the interface MTU");
+            return;
+        }
         self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
         self.counters
             .datagrams_send_failed
@@ -388,21 +413,29 @@ impl Endpoint {
         Ok(connection)
     }
 
-    /// Handles one datagram received from `from`. A datagram for no known connection is
-    /// an Initial starting a new one (on a server), or is dropped. The connection is
-    /// drained and its timer re-armed by the next [`poll_transmits`](Self::poll_transmits).
+    /// Handles one datagram received from `from` at local address `to` (the packet info
+    /// of a socket bound to a wildcard address; `None` where the driver has none). A
+    /// datagram for no known connection is an Initial starting a new one (on a server),
+    /// or is dropped. The connection is drained and its timer re-armed by the next
+    /// [`poll_transmits`](Self::poll_transmits).
     pub fn handle_datagram(
         &mut self,
         datagram: &mut [u8],
         from: SocketAddr,
+        to: Option<IpAddr>,
         now: Instant,
     ) -> Result<(), EndpointError> {
+        // The address this packet reached: what a server connection answers from.
+        let local = match to {
+            Some(ip) if self.local.ip().is_unspecified() => SocketAddr::new(ip, self.local.port()),
+            _ => self.local,
+        };
         self.counters.datagrams.fetch_add(1, Ordering::Relaxed);
         let header = quiche::Header::from_slice(datagram, CID_LEN)?;
         let index = match self.by_cid.get(header.dcid.as_ref()) {
             Some(&index) => index,
             None if header.ty == quiche::Type::Initial => {
-                match self.admit(&header, from, now) {
+                match self.admit(&header, from, local, now) {
                     Ok(Some(index)) => index,
                     Ok(None) => return Ok(()), // answered with a Retry, or dropped
                     Err(error) => {
@@ -427,7 +460,7 @@ impl Endpoint {
                         self.counters.misrouted.fetch_add(1, Ordering::Relaxed);
                         tracing::trace!(%from, ?owner, worker = self.worker, "a packet for another worker");
                     } else if let Some(cid) = ConnectionId::from_bytes(&header.dcid) {
-                        self.answer_with_reset(cid, datagram.len(), from);
+                        self.answer_with_reset(cid, datagram.len(), from, local);
                     }
                 }
                 return Ok(());
@@ -436,7 +469,14 @@ impl Endpoint {
         let Some(entry) = self.connections.get(index).and_then(Option::as_ref) else {
             return Ok(());
         };
-        let result = entry.connection.recv(datagram, from, self.local);
+        // A connection we dialed keeps the address it was created with: quiche takes
+        // another local address for a new path.
+        let to = if entry.client.is_some() {
+            local
+        } else {
+            self.local
+        };
+        let result = entry.connection.recv(datagram, from, to);
         // Receiving may have produced packets (ACKs, the handshake) and moved the timer.
         self.touched.push(index);
         result.map(|_| ()).map_err(EndpointError::Quic)
@@ -462,21 +502,30 @@ impl Endpoint {
             }
             entry.drained = self.pass;
             let connection = entry.connection.clone();
-            while let Ok(Some((len, info))) = connection.send(&mut self.packet) {
-                let packet = &self.packet[..len];
+            while let Ok(Some(sent)) = connection.send_datagram(&mut self.packet) {
+                let source = self.source(sent.info.from);
+                let packet = &self.packet[..sent.len];
                 let batches = &mut self.open_batches;
                 push_packet(
                     batches,
                     transmits,
                     &mut self.spare_contents,
-                    info.to,
+                    (sent.info.to, source),
                     packet,
+                    sent.mtu_probe,
                 );
             }
             self.settle(index, &connection, now);
         }
         pending.clear();
         self.pending = pending;
+    }
+
+    /// The source address to ask the kernel for, for packets of a path whose local end is
+    /// `local`: its address when the socket is bound to a wildcard and the path's is a
+    /// particular one.
+    fn source(&self, local: SocketAddr) -> Option<IpAddr> {
+        (self.local.ip().is_unspecified() && !local.ip().is_unspecified()).then(|| local.ip())
     }
 
     /// Takes back transmits the driver sent: their buffers carry the next pass's packets.
@@ -529,6 +578,7 @@ impl Endpoint {
         &mut self,
         header: &quiche::Header<'_>,
         from: SocketAddr,
+        local: SocketAddr,
         now: Instant,
     ) -> Result<Option<usize>, EndpointError> {
         if self.stopping {
@@ -566,6 +616,7 @@ impl Endpoint {
                 tracing::debug!(%from, half_open = self.gate.half_open(), "asking for address validation (Retry)");
                 self.stateless.push(Transmit {
                     destination: from,
+                    source: self.source(local),
                     contents,
                     segment_size: len,
                 });
@@ -598,7 +649,7 @@ impl Endpoint {
         let conn = match quiche::accept(
             &quiche::ConnectionId::from_ref(&scid),
             original.as_ref(),
-            self.local,
+            local,
             from,
             &mut self.config,
         ) {

@@ -75,6 +75,10 @@ pub struct QuicSendStream {
     id: u64,
     /// Finished or reset: nothing to do when the handle drops.
     ended: bool,
+    /// The connection's count of emitted packets when bytes were last written here
+    /// (`None`: never): if none left since, those bytes are still queued and a FIN rides
+    /// with them, so it need not be held (see `quic/fins.rs`).
+    last_write: Option<u64>,
 }
 
 /// The receiving half of a QUIC stream. Dropping it before the stream's end discards the
@@ -85,6 +89,17 @@ pub struct QuicRecvStream {
     id: u64,
     /// The FIN or a reset was read, or the stream was stopped.
     ended: bool,
+}
+
+/// One packet [`QuicConnection::send_datagram`] put in the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Datagram {
+    /// Its length.
+    pub len: usize,
+    /// Where it goes (and from which local address).
+    pub info: quiche::SendInfo,
+    /// A path MTU probe: larger than the path is known to carry, so it leaves alone.
+    pub mtu_probe: bool,
 }
 
 /// What the endpoint needs to know about a connection after it changed, read under one
@@ -172,6 +187,12 @@ struct State {
     /// FINs with no bytes of their own, held until the bytes before them are
     /// acknowledged (see `fins.rs`).
     held_fins: fins::HeldFins,
+    /// The largest UDP payload the path is known to carry (quiche's PMTU discovery
+    /// reports each change): a larger packet is a probe.
+    path_mtu: usize,
+    /// Packets quiche produced so far: a stream written to after the last of them has
+    /// its bytes still queued.
+    packets_emitted: u64,
     /// The peer ended the connection with a stateless reset: it no longer has it.
     reset_by_peer: bool,
     /// Packets emitted ahead of the endpoint's next transmit pass; sent before any others.
@@ -234,6 +255,9 @@ struct Wakes {
     closed: bool,
 }
 
+/// The UDP payload every QUIC path carries (RFC 9000 §14): where PMTU discovery starts.
+const MIN_DATAGRAM: usize = 1200;
+
 /// The largest chunk one stream read hands out.
 const READ_CHUNK: usize = 16 * 1024;
 
@@ -276,6 +300,8 @@ impl QuicConnection {
                     datagrams_dropped: 0,
                     lone_fin: false,
                     held_fins: fins::HeldFins::default(),
+                    path_mtu: MIN_DATAGRAM,
+                    packets_emitted: 0,
                     reset_by_peer: false,
                     outbox: VecDeque::new(),
                     close_announced: false,
@@ -331,6 +357,13 @@ impl QuicConnection {
     /// Call it until it returns `None` once the flush waker fired (or a packet arrived, or
     /// a timer ran): the flush waker is armed again by the first write after this call.
     pub fn send(&self, out: &mut [u8]) -> Result<Option<(usize, quiche::SendInfo)>, quiche::Error> {
+        Ok(self.send_datagram(out)?.map(|sent| (sent.len, sent.info)))
+    }
+
+    /// [`send`](Self::send), also saying whether the packet is a path MTU probe (larger
+    /// than the path is known to carry): such a packet must leave alone, not in a GSO
+    /// batch with others, since a path that cannot carry it refuses the whole batch.
+    pub fn send_datagram(&self, out: &mut [u8]) -> Result<Option<Datagram>, quiche::Error> {
         self.shared.flush_pending.store(false, Ordering::Release);
         let mut state = self.shared.state.lock();
         if let Some((packet, info)) = state.outbox.pop_front() {
@@ -338,9 +371,20 @@ impl QuicConnection {
                 return Err(quiche::Error::BufferTooShort);
             };
             slot.copy_from_slice(&packet);
-            return Ok(Some((packet.len(), info)));
+            let mtu_probe = packet.len() > state.path_mtu;
+            return Ok(Some(Datagram {
+                len: packet.len(),
+                info,
+                mtu_probe,
+            }));
         }
-        let result = state.next_packet(out);
+        let result = state.next_packet(out).map(|sent| {
+            sent.map(|(len, info)| Datagram {
+                len,
+                info,
+                mtu_probe: len > state.path_mtu,
+            })
+        });
         // Sending may close the connection (an idle timeout noticed, a close flushed).
         let wakes = state.process(false);
         drop(state);
@@ -348,9 +392,23 @@ impl QuicConnection {
         result
     }
 
-    /// How long until [`on_timeout`](Self::on_timeout) is due, if a timer is set.
+    /// How long until [`on_timeout`](Self::on_timeout) is due, if a timer is set: quiche's
+    /// own, a held FIN's or a scheduled close's, whichever comes first.
     pub fn timeout(&self) -> Option<Duration> {
-        self.shared.state.lock().conn.timeout()
+        let state = self.shared.state.lock();
+        let now = Instant::now();
+        let ours = [
+            state.held_fins.next_due(),
+            state.close_at.as_ref().map(|(at, ..)| *at),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .map(|at| at.saturating_duration_since(now));
+        match (state.conn.timeout(), ours) {
+            (Some(quiche), Some(ours)) => Some(quiche.min(ours)),
+            (quiche, ours) => quiche.or(ours),
+        }
     }
 
     /// Runs the connection's timers (loss recovery, idle timeout), a scheduled close

@@ -127,7 +127,9 @@ pub fn client_config(
 fn apply(config: &mut quiche::Config, limits: &QuicLimits) {
     config.set_max_idle_timeout(u64::try_from(limits.idle_timeout.as_millis()).unwrap_or(u64::MAX));
     config.set_max_recv_udp_payload_size(MAX_DATAGRAM);
+    // Packets start at 1,200 bytes and grow to what the path carries, up to MAX_DATAGRAM.
     config.set_max_send_udp_payload_size(MAX_DATAGRAM);
+    config.discover_pmtu(true);
     config.set_initial_max_data(limits.connection_window);
     config.set_initial_max_stream_data_bidi_local(limits.stream_window);
     config.set_initial_max_stream_data_bidi_remote(limits.stream_window);

@@ -12,7 +12,7 @@
 //! default (DESIGN.md, "UDP batching").
 
 use std::io::{self, IoSliceMut};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use nix::sys::socket::{setsockopt, sockopt};
 pub use quinn_udp::RecvMeta;
@@ -147,6 +147,19 @@ impl UdpSocket {
     /// `sendmsg` calls it made. `WouldBlock` means the socket buffer is full: retry when
     /// it is writable.
     pub fn send(&self, to: SocketAddr, contents: &[u8], segment_size: usize) -> io::Result<usize> {
+        self.send_from(None, to, contents, segment_size)
+    }
+
+    /// [`send`](Self::send) from local address `source` (an `IP_PKTINFO` /
+    /// `IPV6_PKTINFO` control message), for a socket bound to a wildcard address; `None`:
+    /// the kernel chooses.
+    pub fn send_from(
+        &self,
+        source: Option<IpAddr>,
+        to: SocketAddr,
+        contents: &[u8],
+        segment_size: usize,
+    ) -> io::Result<usize> {
         let segment_size = segment_size.max(1);
         let segments = contents.len().div_ceil(segment_size);
         if segments <= 1 || (self.gso && segments <= self.max_segments()) {
@@ -157,14 +170,14 @@ impl UdpSocket {
                     ecn: None,
                     contents,
                     segment_size: (segments > 1).then_some(segment_size),
-                    src_ip: None,
+                    src_ip: source,
                 },
             )?;
             return Ok(1);
         }
         let mut calls = 0;
         for chunk in contents.chunks(segment_size) {
-            calls += self.send(to, chunk, segment_size)?;
+            calls += self.send_from(source, to, chunk, segment_size)?;
         }
         Ok(calls)
     }

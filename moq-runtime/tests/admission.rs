@@ -47,7 +47,7 @@ fn flight(
         client.poll_transmits(now, &mut transmits);
         for transmit in &transmits {
             for datagram in transmit.contents.chunks(transmit.segment_size) {
-                let result = server.handle_datagram(&mut datagram.to_vec(), *address, now);
+                let result = server.handle_datagram(&mut datagram.to_vec(), *address, None, now);
                 results.push((*address, result));
             }
         }
@@ -58,7 +58,7 @@ fn flight(
     for transmit in &transmits {
         if let Some((client, _)) = clients.iter_mut().find(|(_, a)| *a == transmit.destination) {
             for datagram in transmit.contents.chunks(transmit.segment_size) {
-                let _ = client.handle_datagram(&mut datagram.to_vec(), SERVER, now);
+                let _ = client.handle_datagram(&mut datagram.to_vec(), SERVER, None, now);
             }
         }
     }
@@ -128,7 +128,7 @@ fn handshakes_past_the_half_open_cap_are_refused() {
         client.poll_transmits(now, &mut transmits);
         for transmit in &transmits {
             for datagram in transmit.contents.chunks(transmit.segment_size) {
-                let result = server.handle_datagram(&mut datagram.to_vec(), *address, now);
+                let result = server.handle_datagram(&mut datagram.to_vec(), *address, None, now);
                 if let Err(EndpointError::HalfOpenFull(2)) = result {
                     refused.insert(*address);
                 }

@@ -35,7 +35,7 @@ fn exchange(client: &mut Endpoint, server: &mut Endpoint) -> Vec<Transmit> {
         for transmit in &transmits {
             for datagram in transmit.contents.chunks(transmit.segment_size) {
                 let mut datagram = datagram.to_vec();
-                let _ = sink.handle_datagram(&mut datagram, from_addr, now);
+                let _ = sink.handle_datagram(&mut datagram, from_addr, None, now);
             }
         }
         sent.extend(transmits);
@@ -64,7 +64,7 @@ fn run_until(
 fn deliver(transmits: &[Transmit], sink: &mut Endpoint, from: SocketAddr, now: Instant) {
     for transmit in transmits {
         for datagram in transmit.contents.chunks(transmit.segment_size) {
-            let _ = sink.handle_datagram(&mut datagram.to_vec(), from, now);
+            let _ = sink.handle_datagram(&mut datagram.to_vec(), from, None, now);
         }
     }
 }

@@ -180,7 +180,7 @@ async fn run(
                         {
                             let len = meta.len.min(buffer.len());
                             for datagram in buffer[..len].chunks_mut(meta.stride.max(1)) {
-                                let _ = endpoint.handle_datagram(datagram, meta.addr, now);
+                                let _ = endpoint.handle_datagram(datagram, meta.addr, meta.dst_ip, now);
                             }
                         }
                     }
@@ -281,7 +281,8 @@ async fn send(
     counters: &EndpointCounters,
 ) -> std::io::Result<()> {
     loop {
-        match socket.get_ref().send(
+        match socket.get_ref().send_from(
+            transmit.source,
             transmit.destination,
             &transmit.contents,
             transmit.segment_size,

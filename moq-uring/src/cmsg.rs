@@ -1,5 +1,6 @@
 //! The bytes a ring's `recvmsg` leaves beside each datagram (its source address and control
-//! messages), and the one control message every send carries (`UDP_SEGMENT`).
+//! messages), and the control messages a send carries (`UDP_SEGMENT`, and the source
+//! address as packet info).
 //!
 //! Written by hand: `quinn-udp` and `nix` parse control messages only for receives they
 //! make themselves; a multishot `recvmsg` on a ring leaves them in a provided buffer, as
@@ -101,33 +102,72 @@ pub(crate) fn parse_address(name: &[u8]) -> Option<SocketAddr> {
     }
 }
 
-/// The control buffer of one send: a `UDP_SEGMENT` message (the GSO segment size), aligned
-/// as the kernel reads it.
+/// The control buffer of one send: a `UDP_SEGMENT` message (the GSO segment size) and a
+/// packet info message (the source address, on a socket bound to a wildcard address),
+/// each when wanted, aligned as the kernel reads them.
 #[repr(C, align(8))]
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct SegmentControl {
-    bytes: [u8; SEGMENT_SPACE],
+pub(crate) struct SendControl {
+    bytes: [u8; SEND_SPACE],
+    len: usize,
 }
 
 /// `CMSG_SPACE(sizeof(u16))`.
-pub(crate) const SEGMENT_SPACE: usize = HEADER + align(size_of::<u16>());
+const SEGMENT_SPACE: usize = HEADER + align(size_of::<u16>());
 
-impl SegmentControl {
-    /// A `UDP_SEGMENT` control message saying `segment_size`.
-    pub(crate) fn new(segment_size: u16) -> Self {
-        let mut bytes = [0u8; SEGMENT_SPACE];
+/// Room for both messages: the segment size and the larger packet info (IPv6's).
+const SEND_SPACE: usize = SEGMENT_SPACE + HEADER + align(size_of::<libc::in6_pktinfo>());
+
+impl SendControl {
+    /// The messages saying `segment_size` (`UDP_SEGMENT`) and `source` (`IP_PKTINFO` or
+    /// `IPV6_PKTINFO`: the address the datagrams leave from), each if given.
+    pub(crate) fn new(segment_size: Option<u16>, source: Option<IpAddr>) -> Self {
+        let mut control = Self {
+            bytes: [0u8; SEND_SPACE],
+            len: 0,
+        };
+        if let Some(size) = segment_size {
+            control.push(libc::SOL_UDP, libc::UDP_SEGMENT, &size.to_ne_bytes());
+        }
+        match source {
+            Some(IpAddr::V4(address)) => {
+                // struct in_pktinfo { int ifindex; in_addr spec_dst; in_addr addr; }: on a
+                // send, spec_dst is the source address (ifindex 0: any interface).
+                let mut info = [0u8; size_of::<libc::in_pktinfo>()];
+                info[4..8].copy_from_slice(&address.octets());
+                control.push(libc::IPPROTO_IP, libc::IP_PKTINFO, &info);
+            }
+            Some(IpAddr::V6(address)) => {
+                // struct in6_pktinfo { in6_addr addr; unsigned ifindex; }.
+                let mut info = [0u8; size_of::<libc::in6_pktinfo>()];
+                info[..16].copy_from_slice(&address.octets());
+                control.push(libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, &info);
+            }
+            None => {}
+        }
+        control
+    }
+
+    /// Appends one message: its header (`cmsg_len` is `CMSG_LEN`: without the trailing
+    /// padding), its data, and the padding to the next message (`CMSG_SPACE`).
+    fn push(&mut self, level: i32, kind: i32, data: &[u8]) {
+        let at = self.len;
         let word = size_of::<usize>();
-        // cmsg_len is CMSG_LEN(2): the header and the data, without trailing padding.
-        bytes[..word].copy_from_slice(&(HEADER + size_of::<u16>()).to_ne_bytes());
-        bytes[word..word + 4].copy_from_slice(&libc::SOL_UDP.to_ne_bytes());
-        bytes[word + 4..word + 8].copy_from_slice(&libc::UDP_SEGMENT.to_ne_bytes());
-        bytes[HEADER..HEADER + 2].copy_from_slice(&segment_size.to_ne_bytes());
-        Self { bytes }
+        self.bytes[at..at + word].copy_from_slice(&(HEADER + data.len()).to_ne_bytes());
+        self.bytes[at + word..at + word + 4].copy_from_slice(&level.to_ne_bytes());
+        self.bytes[at + word + 4..at + word + 8].copy_from_slice(&kind.to_ne_bytes());
+        self.bytes[at + HEADER..at + HEADER + data.len()].copy_from_slice(data);
+        self.len = at + HEADER + align(data.len());
     }
 
     /// The buffer, for `msg_control`.
     pub(crate) fn as_ptr(&self) -> *const u8 {
         self.bytes.as_ptr()
+    }
+
+    /// Its length, for `msg_controllen`: 0 with no message.
+    pub(crate) fn len(&self) -> usize {
+        self.len
     }
 }
 
@@ -232,11 +272,36 @@ mod tests {
 
     #[test]
     fn the_segment_message_reads_back() {
-        let control = SegmentControl::new(1350);
+        let control = SendControl::new(Some(1350), None);
         let bytes = &control.bytes;
+        assert_eq!(control.len(), SEGMENT_SPACE);
         assert_eq!(read_usize(bytes, 0), Some(HEADER + 2));
         assert_eq!(read_i32(bytes, 8), Some(libc::SOL_UDP));
         assert_eq!(read_i32(bytes, 12), Some(libc::UDP_SEGMENT));
         assert_eq!(u16::from_ne_bytes([bytes[HEADER], bytes[HEADER + 1]]), 1350);
+    }
+
+    #[test]
+    fn a_source_address_follows_the_segment_message_as_packet_info() {
+        let v4 = SendControl::new(Some(1200), Some("192.0.2.7".parse().unwrap()));
+        let bytes = &v4.bytes[..v4.len()];
+        assert_eq!(v4.len(), SEGMENT_SPACE + HEADER + align(12));
+        assert_eq!(read_usize(bytes, SEGMENT_SPACE), Some(HEADER + 12));
+        assert_eq!(read_i32(bytes, SEGMENT_SPACE + 8), Some(libc::IPPROTO_IP));
+        assert_eq!(read_i32(bytes, SEGMENT_SPACE + 12), Some(libc::IP_PKTINFO));
+        let spec_dst = SEGMENT_SPACE + HEADER + 4;
+        assert_eq!(&bytes[spec_dst..spec_dst + 4], &[192, 0, 2, 7]);
+
+        let v6 = SendControl::new(None, Some(Ipv6Addr::LOCALHOST.into()));
+        let bytes = &v6.bytes[..v6.len()];
+        assert_eq!(read_i32(bytes, 12), Some(libc::IPV6_PKTINFO));
+        assert_eq!(&bytes[HEADER..HEADER + 16], &Ipv6Addr::LOCALHOST.octets());
+        // What the receive side reads back (the same layout).
+        assert_eq!(
+            parse(bytes).destination,
+            Some(IpAddr::V6(Ipv6Addr::LOCALHOST))
+        );
+
+        assert_eq!(SendControl::new(None, None).len(), 0);
     }
 }

@@ -138,9 +138,12 @@ impl Port {
             let mut count = 0;
             for datagram in datagrams.payload.chunks_mut(stride.max(1)) {
                 count += 1;
-                let _ = self
-                    .endpoint
-                    .handle_datagram(datagram, datagrams.source, now);
+                let _ = self.endpoint.handle_datagram(
+                    datagram,
+                    datagrams.source,
+                    datagrams.control.destination,
+                    now,
+                );
             }
             counters.add(&counters.datagrams_received, count);
             if count > 1 {

@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 
 use moq_runtime::endpoint::Transmit;
 
-use crate::cmsg::SegmentControl;
+use crate::cmsg::SendControl;
 
 /// The batches in flight on one worker.
 pub(crate) struct Sends {
@@ -31,7 +31,7 @@ pub(crate) struct Sends {
 struct SendSlot {
     transmit: Transmit,
     address: Address,
-    control: SegmentControl,
+    control: SendControl,
     /// One per `sendmsg`: the whole batch with GSO, each datagram without.
     parts: Vec<Part>,
     /// Parts whose completion has not arrived.
@@ -85,7 +85,9 @@ impl Sends {
         let segment_size = transmit.segment_size.clamp(1, usize::from(u16::MAX));
         let mut slot = Box::new(SendSlot {
             address: Address::from(transmit.destination),
-            control: SegmentControl::new(segment_size as u16),
+            // One GSO send per batch says its segment size; a send per datagram needs
+            // none. Either says the source address where one is chosen.
+            control: SendControl::new(self.gso.then_some(segment_size as u16), transmit.source),
             parts: Vec::new(),
             remaining: 0,
             transmit,
@@ -120,15 +122,15 @@ impl Sends {
         let address_len = address_len(slot.transmit.destination);
         let address: *mut Address = &mut slot.address;
         let control = slot.control.as_ptr();
-        let gso = self.gso;
+        let control_len = slot.control.len();
         for part in &mut slot.parts {
             part.header.msg_name = address.cast();
             part.header.msg_namelen = address_len;
             part.header.msg_iov = &mut part.iov;
             part.header.msg_iovlen = 1;
-            if gso {
+            if control_len > 0 {
                 part.header.msg_control = control.cast_mut().cast();
-                part.header.msg_controllen = crate::cmsg::SEGMENT_SPACE;
+                part.header.msg_controllen = control_len;
             }
         }
         slot.remaining = slot.parts.len();
@@ -261,6 +263,7 @@ mod tests {
     fn transmit(datagrams: usize, segment_size: usize) -> Transmit {
         Transmit {
             destination: "127.0.0.1:4433".parse().unwrap(),
+            source: None,
             contents: vec![7; datagrams * segment_size - 10],
             segment_size,
         }
@@ -275,7 +278,10 @@ mod tests {
         // SAFETY: the slot is alive until its completion below.
         let header = unsafe { &*out[0].header };
         assert_eq!(header.msg_iovlen, 1);
-        assert_eq!(header.msg_controllen, crate::cmsg::SEGMENT_SPACE);
+        assert_eq!(
+            header.msg_controllen,
+            crate::cmsg::SendControl::new(Some(1200), None).len()
+        );
         // SAFETY: as above.
         assert_eq!(unsafe { &*header.msg_iov }.iov_len, 5 * 1200 - 10);
         assert_eq!(sends.in_flight(), 1);

@@ -36,6 +36,9 @@ pub const CONDITIONS: &[(&str, &str)] = &[
     ("corruption", "corrupt=1%"),
     ("rtt_100ms_with_jitter", "delay=50ms,jitter=10ms"),
     ("bottleneck_10_mbit", "rate=10mbit,queue=50ms,delay=5ms"),
+    // A router in the path drops what is over 1,280 bytes and says nothing (a PMTU black
+    // hole): packets start at 1,200 and the probes past the MTU are lost (review F9).
+    ("path_mtu_1280_black_hole", "mtu=1280"),
 ];
 
 /// The impairment of condition `name` of [`CONDITIONS`].
@@ -71,6 +74,7 @@ macro_rules! impaired_tests {
             corruption,
             rtt_100ms_with_jitter,
             bottleneck_10_mbit,
+            path_mtu_1280_black_hole,
         );
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {

@@ -2,23 +2,24 @@
 //! of 2 workers, clients on a worker of their own. Where io_uring is refused or the kernel
 //! is too old, every test fails with the probe's message naming what is missing.
 
+#[path = "support/netns.rs"]
+mod netns;
+#[path = "support/paths.rs"]
+mod paths;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use moq_conformance::{Harness, Task};
-use moq_impair::{Impairment, Proxy, ProxyConfig};
+use moq_impair::Impairment;
 use moq_net::session::{Session, SessionConfig};
 use moq_runtime::tls::Certificate;
 use moq_uring::{Client, ClientConfig, Server, ServerConfig, UringConfig, WorkerSnapshot};
 
 /// The bound on any one step over real sockets: against hangs, not a speed threshold.
 const REAL_PATIENCE: Duration = Duration::from_secs(10);
-
-/// The bound on a handshake through an impairment proxy: a handshake that loses a burst
-/// of packets waits out exponentially backed-off probe timeouts (1, 2, 4, 8 s …). Against
-/// hangs, not a speed threshold.
-const IMPAIRED_HANDSHAKE: Duration = Duration::from_secs(30);
 
 /// Real-time scenarios run one at a time (see tests/support/mod.rs).
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -34,10 +35,8 @@ struct UringHarness {
     client: Client,
     /// Kept alive for the scenario.
     servers: Vec<Server>,
-    /// Every client reaches its server through an impairment proxy of its own with this
-    /// impairment, seeded with the seed plus the connection's number (`None`: directly).
-    impairment: Option<(Impairment, u64)>,
-    proxies: Vec<Proxy>,
+    /// How clients reach servers.
+    paths: paths::Paths,
     _turn: MutexGuard<'static, ()>,
 }
 
@@ -65,8 +64,7 @@ impl UringHarness {
             certificate: Certificate::self_signed(&["localhost".into()]).expect("a certificate"),
             client,
             servers: Vec::new(),
-            impairment: None,
-            proxies: Vec::new(),
+            paths: paths::Paths::new(),
             _turn: turn,
         }
     }
@@ -74,22 +72,34 @@ impl UringHarness {
     /// The same harness, every connection through an impairment proxy (see
     /// `moq_conformance::impaired`).
     fn impaired(mut self, impairment: Impairment, seed: u64) -> Self {
-        self.impairment = Some((impairment, seed));
+        self.paths.impair(impairment, seed);
         self
     }
 
-    /// Where a client connects to reach `server`: the server itself, or a new proxy in
-    /// front of it.
-    fn path_to(&mut self, server: std::net::SocketAddr) -> std::net::SocketAddr {
-        let Some((impairment, seed)) = &self.impairment else {
-            return server;
-        };
-        let seed = seed + self.proxies.len() as u64;
-        let proxy = Proxy::start(ProxyConfig::new(server, impairment.clone(), seed))
-            .expect("the impairment proxy starts");
-        let address = proxy.local_addr();
-        self.proxies.push(proxy);
-        address
+    /// The same harness over another loopback address (`::1` for IPv6).
+    fn on(mut self, address: IpAddr) -> Self {
+        self.paths.bind_to(address);
+        self
+    }
+
+    /// The same harness with servers bound to `bound` (a wildcard address) and reached at
+    /// `reached` through a proxy that takes replies only from `reached`.
+    fn reached_at(mut self, bound: IpAddr, reached: IpAddr) -> Self {
+        self.paths.reach_at(bound, reached);
+        self
+    }
+
+    /// Path MTU probes the servers' kernel refused as larger than the interface carries.
+    fn mtu_probes_refused(&self) -> u64 {
+        self.servers
+            .iter()
+            .flat_map(Server::counters)
+            .map(|counters| {
+                counters
+                    .oversize_refused
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            })
+            .sum()
     }
 }
 
@@ -99,7 +109,7 @@ impl Harness for UringHarness {
         let mut config = ServerConfig {
             versions: moq_net::coding::Version::ALL.to_vec(),
             ..ServerConfig::new(
-                "127.0.0.1:0".parse().expect("an address"),
+                self.paths.server_address(),
                 self.certificate.clone(),
                 server,
             )
@@ -118,12 +128,9 @@ impl Harness for UringHarness {
             }
         })
         .unwrap_or_else(|error| panic!("the server binds: {error}"));
-        let port = self.path_to(server.local_addr()).port();
-        let (handshake_timeout, patience) = match self.impairment {
-            Some(_) => (IMPAIRED_HANDSHAKE, IMPAIRED_HANDSHAKE + REAL_PATIENCE),
-            None => (Duration::from_secs(5), REAL_PATIENCE),
-        };
-        let url = format!("{}://localhost:{port}/", self.scheme);
+        let url = self.paths.url(self.scheme, server.local_addr());
+        let handshake_timeout = self.paths.handshake_timeout();
+        let patience = handshake_timeout + REAL_PATIENCE;
         let client = self
             .client
             .connect(
@@ -205,6 +212,59 @@ mod impaired_quic {
     moq_conformance::impaired_tests!(|impairment, seed| {
         super::UringHarness::new("moqt", 2).impaired(impairment, seed)
     });
+}
+
+/// Review finding F9 on io_uring (see `tokio_quic.rs`, `small_path_mtu`): on a loopback
+/// of MTU 1,300 (IPv4) and 1,280 (IPv6), the handshake and a megabyte frame, no send
+/// refused, and probes past the MTU refused and given up.
+#[test]
+fn a_path_mtu_of_1300_bytes_over_ipv4_carries_a_megabyte_frame() {
+    netns::loopback_with_mtu(1300);
+    let mut harness = UringHarness::new("moqt", 1);
+    moq_conformance::scenarios::a_burst_of_groups_and_a_megabyte_frame_arrive_intact_and_in_order(
+        &mut harness,
+    );
+    assert!(
+        harness.mtu_probes_refused() > 0,
+        "PMTU discovery probed past 1,300"
+    );
+}
+
+#[test]
+fn a_path_mtu_of_1280_bytes_over_ipv6_carries_a_megabyte_frame() {
+    netns::loopback_with_mtu(1280);
+    let mut harness = UringHarness::new("moqt", 1).on(Ipv6Addr::LOCALHOST.into());
+    moq_conformance::scenarios::a_burst_of_groups_and_a_megabyte_frame_arrive_intact_and_in_order(
+        &mut harness,
+    );
+    assert!(
+        harness.mtu_probes_refused() > 0,
+        "PMTU discovery probed past 1,280"
+    );
+}
+
+/// Review finding F10 on io_uring (see `tokio_quic.rs`, `source_address`): a server bound
+/// to a wildcard address answers from the address each client reached.
+#[test]
+fn replies_come_from_the_second_ipv4_address_the_client_reached() {
+    let mut harness = UringHarness::new("moqt", 2).reached_at(
+        Ipv4Addr::UNSPECIFIED.into(),
+        Ipv4Addr::new(127, 0, 0, 2).into(),
+    );
+    moq_conformance::scenarios::a_burst_of_groups_and_a_megabyte_frame_arrive_intact_and_in_order(
+        &mut harness,
+    );
+}
+
+#[test]
+fn replies_come_from_the_second_ipv6_address_the_client_reached() {
+    netns::loopback_with_address("fd00::2/128");
+    let reached: Ipv6Addr = "fd00::2".parse().unwrap();
+    let mut harness =
+        UringHarness::new("moqt", 1).reached_at(Ipv6Addr::UNSPECIFIED.into(), reached.into());
+    moq_conformance::scenarios::a_burst_of_groups_and_a_megabyte_frame_arrive_intact_and_in_order(
+        &mut harness,
+    );
 }
 
 mod quic_across_versions {
@@ -334,29 +394,6 @@ fn running_out_of_receive_buffers_under_a_burst_loses_nothing() {
     assert_eq!(server.truncated + client.truncated, 0);
 }
 
-/// Moves the calling thread, and the threads it starts after, into a network namespace of
-/// its own whose loopback sends at `rate` through a token bucket (`tc tbf`): egress slower
-/// than the offered load, as on a saturated link. Needs root and iproute2.
-fn shaped_loopback(rate: &str) {
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
-        .expect("a network namespace of the test's own (run as root)");
-    let run = |program: &str, args: &[&str]| {
-        let status = std::process::Command::new(program)
-            .args(args)
-            .status()
-            .unwrap_or_else(|error| panic!("{program}: {error} (iproute2 installed?)"));
-        assert!(status.success(), "{program} {args:?}: {status}");
-    };
-    run("ip", &["link", "set", "lo", "up"]);
-    run(
-        "tc",
-        &[
-            "qdisc", "add", "dev", "lo", "root", "tbf", "rate", rate, "burst", "16kb", "latency",
-            "400ms",
-        ],
-    );
-}
-
 /// Review finding F8: io_uring sends had no backpressure (every turn queued a `sendmsg`
 /// per batch, whatever the kernel had not taken yet), and sends completing late, after
 /// the socket's buffer filled, had no test. On a loopback shaped to 20 Mbit/s, with the
@@ -365,7 +402,7 @@ fn shaped_loopback(rate: &str) {
 /// (counted), sends complete late, and everything arrives intact with no send refused.
 #[test]
 fn a_slow_egress_holds_packets_back_and_loses_nothing() {
-    shaped_loopback("20mbit");
+    netns::loopback_with_rate("20mbit");
     let mut harness = UringHarness::with(
         "moqt",
         1,

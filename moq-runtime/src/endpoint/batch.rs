@@ -2,25 +2,41 @@
 //! may be shorter), become one GSO send.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use super::spare::SpareBuffers;
 use super::{MAX_GSO_BYTES, MAX_SEGMENTS, Transmit};
 
-/// Appends `packet` to the open GSO batch for `destination` if it fits there (every datagram
+/// Appends `packet` to the open GSO batch for `path` (the destination, and the source
+/// address when one is chosen) if it fits there (every datagram
 /// so far full-sized, this one no larger, fewer than [`MAX_SEGMENTS`], at most
 /// [`MAX_GSO_BYTES`] in all), or starts a batch
 /// in a buffer from `spare`. Packets to one destination stay in the order they were
-/// produced.
+/// produced. A path MTU probe (`alone`) goes in a batch of its own that nothing joins: a
+/// path too small for it refuses its whole batch.
 pub(super) fn push_packet(
-    open_batches: &mut HashMap<SocketAddr, usize>,
+    open_batches: &mut HashMap<(SocketAddr, Option<IpAddr>), usize>,
     transmits: &mut Vec<Transmit>,
     spare: &mut SpareBuffers,
-    destination: SocketAddr,
+    path: (SocketAddr, Option<IpAddr>),
     packet: &[u8],
+    alone: bool,
 ) {
+    let (destination, source) = path;
+    if alone {
+        open_batches.remove(&path);
+        let mut contents = spare.take();
+        contents.extend_from_slice(packet);
+        transmits.push(Transmit {
+            destination,
+            source,
+            contents,
+            segment_size: packet.len().max(1),
+        });
+        return;
+    }
     if let Some(transmit) = open_batches
-        .get(&destination)
+        .get(&path)
         .and_then(|&index| transmits.get_mut(index))
     {
         let size = transmit.segment_size;
@@ -32,11 +48,12 @@ pub(super) fn push_packet(
             return;
         }
     }
-    open_batches.insert(destination, transmits.len());
+    open_batches.insert(path, transmits.len());
     let mut contents = spare.take();
     contents.extend_from_slice(packet);
     transmits.push(Transmit {
         destination,
+        source,
         contents,
         segment_size: packet.len().max(1),
     });
@@ -67,8 +84,9 @@ mod tests {
                 &mut open,
                 &mut transmits,
                 &mut SpareBuffers::default(),
-                *destination,
+                (*destination, None),
                 packet,
+                false,
             );
         }
         let shape: Vec<(u16, usize, usize)> = transmits
@@ -76,6 +94,30 @@ mod tests {
             .map(|t| (t.destination.port(), t.contents.len(), t.segment_size))
             .collect();
         assert_eq!(shape, [(1, 240, 100), (2, 100, 100), (1, 100, 100)]);
+    }
+
+    /// A path MTU probe goes alone: had a smaller packet joined its batch as the last
+    /// segment, a path too small for the probe would have refused both.
+    #[test]
+    fn a_path_mtu_probe_travels_in_a_batch_of_its_own() {
+        let mut transmits = Vec::new();
+        let mut open = HashMap::new();
+        let mut spare = SpareBuffers::default();
+        for (packet, probe) in [(1200, false), (1452, true), (1200, false), (1200, false)] {
+            push_packet(
+                &mut open,
+                &mut transmits,
+                &mut spare,
+                (addr(1), None),
+                &vec![7; packet],
+                probe,
+            );
+        }
+        let shape: Vec<(usize, usize)> = transmits
+            .iter()
+            .map(|t| (t.contents.len(), t.segment_size))
+            .collect();
+        assert_eq!(shape, [(1200, 1200), (1452, 1452), (2400, 1200)]);
     }
 
     #[test]
@@ -87,8 +129,9 @@ mod tests {
                 &mut open,
                 &mut transmits,
                 &mut SpareBuffers::default(),
-                addr(1),
+                (addr(1), None),
                 &[7; 50],
+                false,
             );
         }
         let segments: Vec<usize> = transmits.iter().map(|t| t.contents.len() / 50).collect();
@@ -96,7 +139,7 @@ mod tests {
     }
 
     /// Review finding F4: full-size packets made batches of 64 × 1,350 B = 86,400 B, which
-    /// Linux refuses whole (`EMSGSIZE` from 49 segments up).
+    /// Linux refused whole (`EMSGSIZE` from 49 segments of that size up).
     #[test]
     fn a_batch_of_full_size_packets_stays_within_the_kernels_gso_payload() {
         let mut transmits = Vec::new();
@@ -106,15 +149,17 @@ mod tests {
                 &mut open,
                 &mut transmits,
                 &mut SpareBuffers::default(),
-                addr(1),
+                (addr(1), None),
                 &[7; MAX_DATAGRAM],
+                false,
             );
         }
         let segments: Vec<usize> = transmits
             .iter()
             .map(|t| t.contents.len() / MAX_DATAGRAM)
             .collect();
-        assert_eq!(segments, [48, 48, 4]);
+        let per_batch = MAX_GSO_BYTES / MAX_DATAGRAM; // 45 of 1,452 B
+        assert_eq!(segments, [per_batch, per_batch, 100 - 2 * per_batch]);
         assert!(transmits.iter().all(|t| t.contents.len() <= MAX_GSO_BYTES));
     }
 

@@ -42,14 +42,20 @@ impl Endpoint {
         }
     }
 
-    /// Answers a short-header packet of `len` bytes from `from` to `cid`, an ID this
+    /// Answers a short-header packet of `len` bytes from `from` to `cid` (at `local`), an ID this
     /// endpoint knows no connection for, with a stateless reset, if the ID is one this
     /// worker would have issued and the endpoint has a reset key: the connection it named
     /// is gone (the process restarted, or it closed), and the peer should hear so now.
     ///
     /// Never for another worker's ID: that connection may be alive on its own worker, and
     /// a packet steered here by mistake must not kill it.
-    pub(super) fn answer_with_reset(&mut self, cid: ConnectionId, len: usize, from: SocketAddr) {
+    pub(super) fn answer_with_reset(
+        &mut self,
+        cid: ConnectionId,
+        len: usize,
+        from: SocketAddr,
+        local: SocketAddr,
+    ) {
         let Some(key) = &self.reset_key else { return };
         if cid.worker() != self.worker {
             return;
@@ -66,6 +72,7 @@ impl Endpoint {
         let segment_size = contents.len();
         self.stateless.push(Transmit {
             destination: from,
+            source: self.source(local),
             contents,
             segment_size,
         });

@@ -71,6 +71,14 @@ impl State {
                 Err(_) => break,
             }
         }
+        while let Some(event) = self.conn.path_event_next() {
+            if let quiche::PathEvent::PmtuUpdated { pmtu, .. } = event {
+                tracing::debug!(pmtu, "path MTU");
+                self.path_mtu = pmtu;
+            } else {
+                tracing::trace!(?event, "path event");
+            }
+        }
         if !self.close_announced && (self.is_closed() || self.conn.is_draining()) {
             self.close_announced = true;
             wakes.closed = true;
@@ -333,6 +341,7 @@ impl State {
         }
         match self.conn.send(out) {
             Ok((len, info)) => {
+                self.packets_emitted += 1;
                 let long_header = out.first().is_some_and(|byte| byte & 0x80 != 0);
                 if long_header && self.conn.local_error().is_some() {
                     self.closing_long_headers += 1;

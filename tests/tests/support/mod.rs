@@ -2,23 +2,26 @@
 //! loopback port and a real client, over the binding a URL scheme picks, with the server
 //! work-stealing or thread per core.
 
+pub(crate) mod netns;
+mod paths;
+
+use std::net::IpAddr;
+use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use moq_conformance::{Harness, Task};
-use moq_impair::{Impairment, Proxy, ProxyConfig};
+use moq_impair::Impairment;
 use moq_net::coding::Version;
 use moq_net::session::{Session, SessionConfig};
+use moq_runtime::endpoint::EndpointCounters;
 use moq_runtime::tls::Certificate;
 use moq_tokio::{ClientConfig, Server, ServerConfig, connect};
 
+use paths::Paths;
+
 /// The bound on any one step over real sockets: against hangs, not a speed threshold.
 const REAL_PATIENCE: Duration = Duration::from_secs(10);
-
-/// The bound on a handshake through an impairment proxy: a handshake that loses a burst
-/// of packets waits out exponentially backed-off probe timeouts (1, 2, 4, 8 s …). Against
-/// hangs, not a speed threshold.
-const IMPAIRED_HANDSHAKE: Duration = Duration::from_secs(30);
 
 /// Real-time scenarios run one at a time: on a 2-core machine, nine of them at once (each
 /// with its runtime, servers and clients) starve each other into timeouts that say
@@ -34,10 +37,8 @@ pub(crate) struct TokioHarness {
     certificate: Certificate,
     /// Kept alive for the scenario: dropping a server stops its endpoint.
     servers: Vec<Server>,
-    /// Every client reaches its server through an impairment proxy of its own with this
-    /// impairment, seeded with the seed plus the connection's number (`None`: directly).
-    impairment: Option<(Impairment, u64)>,
-    proxies: Vec<Proxy>,
+    /// How clients reach servers.
+    paths: Paths,
     _turn: MutexGuard<'static, ()>,
 }
 
@@ -74,8 +75,7 @@ impl TokioHarness {
             workers,
             certificate: Certificate::self_signed(&["localhost".into()]).expect("a certificate"),
             servers: Vec::new(),
-            impairment: None,
-            proxies: Vec::new(),
+            paths: Paths::new(),
             _turn: turn,
         }
     }
@@ -84,22 +84,40 @@ impl TokioHarness {
     /// `moq_conformance::impaired`).
     #[allow(dead_code)] // not every test file runs impaired
     pub(crate) fn impaired(mut self, impairment: Impairment, seed: u64) -> Self {
-        self.impairment = Some((impairment, seed));
+        self.paths.impair(impairment, seed);
         self
     }
 
-    /// Where a client connects to reach `server`: the server itself, or a new proxy in
-    /// front of it.
-    fn path_to(&mut self, server: std::net::SocketAddr) -> std::net::SocketAddr {
-        let Some((impairment, seed)) = &self.impairment else {
-            return server;
-        };
-        let seed = seed + self.proxies.len() as u64;
-        let proxy = Proxy::start(ProxyConfig::new(server, impairment.clone(), seed))
-            .expect("the impairment proxy starts");
-        let address = proxy.local_addr();
-        self.proxies.push(proxy);
-        address
+    /// The same harness over another loopback address (`::1` for IPv6).
+    #[allow(dead_code)] // not every test file runs IPv6
+    pub(crate) fn on(mut self, address: IpAddr) -> Self {
+        self.paths.bind_to(address);
+        self
+    }
+
+    /// The same harness with servers bound to `bound` (a wildcard address) and reached at
+    /// `reached` through a proxy that takes replies only from `reached` (see
+    /// [`Paths::reach_at`]).
+    #[allow(dead_code)] // not every test file looks
+    pub(crate) fn reached_at(mut self, bound: IpAddr, reached: IpAddr) -> Self {
+        self.paths.reach_at(bound, reached);
+        self
+    }
+
+    /// Path MTU probes the servers' kernel refused as larger than the interface carries
+    /// (not send errors: the probe's way of failing on a small local link).
+    #[allow(dead_code)] // not every test file looks
+    pub(crate) fn mtu_probes_refused(&self) -> u64 {
+        self.sum(|counters| counters.oversize_refused.load(Ordering::Relaxed))
+    }
+
+    /// A counter summed over every server's endpoints.
+    fn sum(&self, read: impl Fn(&EndpointCounters) -> u64) -> u64 {
+        self.servers
+            .iter()
+            .flat_map(Server::counters)
+            .map(|counters| read(counters))
+            .sum()
     }
 }
 
@@ -110,13 +128,13 @@ impl Harness for TokioHarness {
         let config = ServerConfig {
             versions: Version::ALL.to_vec(),
             ..ServerConfig::new(
-                "127.0.0.1:0".parse().expect("an address"),
+                self.paths.server_address(),
                 self.certificate.clone(),
                 server,
             )
         };
         let versions = vec![client.version];
-        let (url_scheme, workers) = (self.scheme, self.workers);
+        let workers = self.workers;
         let mut server = self
             .runtime
             .block_on(async move {
@@ -126,13 +144,10 @@ impl Harness for TokioHarness {
                 }
             })
             .expect("the server binds");
-        let port = self.path_to(server.local_addr()).port();
-        let (handshake_timeout, patience) = match self.impairment {
-            Some(_) => (IMPAIRED_HANDSHAKE, IMPAIRED_HANDSHAKE + REAL_PATIENCE),
-            None => (Duration::from_secs(5), REAL_PATIENCE),
-        };
+        let url = self.paths.url(self.scheme, server.local_addr());
+        let handshake_timeout = self.paths.handshake_timeout();
+        let patience = handshake_timeout + REAL_PATIENCE;
         let (client, server_session, server) = self.runtime.block_on(async move {
-            let url = format!("{url_scheme}://localhost:{port}/");
             // Concurrently: a WebTransport client's CONNECT is answered only once the
             // server's application accepts its request.
             let accepting = async {
@@ -188,14 +203,6 @@ impl Harness for TokioHarness {
     }
 
     fn send_errors(&self) -> u64 {
-        self.servers
-            .iter()
-            .flat_map(Server::counters)
-            .map(|counters| {
-                counters
-                    .send_errors
-                    .load(std::sync::atomic::Ordering::Relaxed)
-            })
-            .sum()
+        self.sum(|counters| counters.send_errors.load(Ordering::Relaxed))
     }
 }
