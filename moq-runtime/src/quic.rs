@@ -50,6 +50,7 @@ use kio::{WaiterList, WaiterSlot};
 use crate::urgency::Urgencies;
 
 mod fins;
+mod parking;
 mod state;
 mod streams;
 
@@ -79,6 +80,9 @@ pub struct QuicSendStream {
     /// (`None`: never): if none left since, those bytes are still queued and a FIN rides
     /// with them, so it need not be held (see `quic/fins.rs`).
     last_write: Option<u64>,
+    /// The connection's park sweeps this handle has seen: when another ran, the stream
+    /// may be parked and gets its place back before its next write (`quic/parking.rs`).
+    park_sweeps_seen: u64,
 }
 
 /// The receiving half of a QUIC stream. Dropping it before the stream's end discards the
@@ -193,6 +197,14 @@ struct State {
     /// Packets quiche produced so far: a stream written to after the last of them has
     /// its bytes still queued.
     packets_emitted: u64,
+    /// The connection's lost packets and probe timeouts at the last look (see
+    /// `parking.rs`).
+    losses_seen: usize,
+    /// The connection's probe timeouts at the last look after its timers ran.
+    probes_seen: usize,
+    /// How many times streams were parked: a send handle that saw the last sweep has
+    /// nothing to unpark.
+    park_sweeps: u64,
     /// The peer ended the connection with a stateless reset: it no longer has it.
     reset_by_peer: bool,
     /// Packets emitted ahead of the endpoint's next transmit pass; sent before any others.
@@ -233,6 +245,8 @@ struct StreamEntry {
     /// Its receive half was dropped before the end: what arrives is discarded until the
     /// peer's FIN or reset, and the entry stays until then.
     discarding: bool,
+    /// Given the least urgent place after a loss (see `parking.rs`) until its next write.
+    parked: bool,
 }
 
 /// Which peer-initiated streams of one kind were surfaced already. Ids below `next` were
@@ -302,6 +316,9 @@ impl QuicConnection {
                     held_fins: fins::HeldFins::default(),
                     path_mtu: MIN_DATAGRAM,
                     packets_emitted: 0,
+                    losses_seen: 0,
+                    probes_seen: 0,
+                    park_sweeps: 0,
                     reset_by_peer: false,
                     outbox: VecDeque::new(),
                     close_announced: false,
@@ -346,6 +363,7 @@ impl QuicConnection {
         {
             state.reset_by_peer = true;
         }
+        state.park_if_lossy(false);
         let wakes = state.process(true);
         drop(state);
         wakes.deliver(&self.shared);
@@ -417,6 +435,7 @@ impl QuicConnection {
     pub fn on_timeout(&self, now: Instant) {
         let mut state = self.shared.state.lock();
         state.conn.on_timeout();
+        state.park_if_lossy(true);
         if !state.held_fins.is_empty() {
             let state = &mut *state;
             if state.held_fins.release_due(&mut state.conn, now) {

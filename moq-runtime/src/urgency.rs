@@ -81,6 +81,12 @@ impl Urgencies {
         }
     }
 
+    /// The urgency stream `id` has, if it was prioritized.
+    pub(crate) fn level(&self, id: u64) -> Option<u8> {
+        let priority = *self.priorities.get(&id)?;
+        self.order.get(&(Reverse(priority), id)).copied()
+    }
+
     /// Forgets stream `id` (it ended). Nothing else moves.
     pub(crate) fn remove(&mut self, id: u64) {
         if let Some(priority) = self.priorities.remove(&id) {

@@ -71,6 +71,11 @@ impl HeldFins {
         self.held.iter().map(|fin| fin.due).min()
     }
 
+    /// The streams whose FIN is held.
+    pub(super) fn streams(&self) -> impl Iterator<Item = u64> + '_ {
+        self.held.iter().map(|fin| fin.stream)
+    }
+
     /// Whether any FIN is held.
     pub(super) fn is_empty(&self) -> bool {
         self.held.is_empty()

@@ -15,6 +15,7 @@ impl QuicSession {
     pub(super) fn send_half(&self, id: u64) -> QuicSendStream {
         QuicSendStream {
             last_write: None,
+            park_sweeps_seen: 0,
             connection: self.connection.clone(),
             id,
             ended: false,
@@ -210,6 +211,10 @@ impl QuicSendStream {
         if let Some(code) = state.stopped(self.id) {
             return Poll::Ready(Err(StreamError::Stopped(code)));
         }
+        if self.park_sweeps_seen != state.park_sweeps {
+            self.park_sweeps_seen = state.park_sweeps;
+            state.unpark(self.id);
+        }
         let mut wrote = false;
         let result = loop {
             if data.is_empty() {
@@ -274,7 +279,12 @@ impl SendStream for QuicSendStream {
             return Ok(());
         }
         let last_write = self.last_write;
+        let park_sweeps_seen = std::mem::replace(&mut self.park_sweeps_seen, u64::MAX);
         self.connection.with(|state| {
+            // What is still queued goes at the stream's own place.
+            if park_sweeps_seen != state.park_sweeps {
+                state.unpark(id);
+            }
             // No packet left since the last bytes were written: they are still queued,
             // and the FIN goes out with them. Otherwise it would go alone, and waits
             // until the bytes before it are acknowledged (`fins.rs`: quiche would lose it
@@ -334,6 +344,10 @@ impl SendStream for QuicSendStream {
             .urgencies
             .set(id, priority, &mut state.urgency_changes);
         for (stream, urgency) in state.urgency_changes.drain(..) {
+            // A parked stream keeps its parking place; its next write gives it this one.
+            if state.streams.get(&stream).is_some_and(|entry| entry.parked) {
+                continue;
+            }
             // Not incremental: a group's stream goes whole before the next at its level.
             let _ = state.conn.stream_priority(stream, urgency, false);
         }
