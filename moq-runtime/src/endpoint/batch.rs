@@ -22,17 +22,10 @@ pub(super) fn push_packet(
     packet: &[u8],
     alone: bool,
 ) {
-    let (destination, source) = path;
     if alone {
+        // Closed at once: the next packet to this path starts a batch of its own.
         open_batches.remove(&path);
-        let mut contents = spare.take();
-        contents.extend_from_slice(packet);
-        transmits.push(Transmit {
-            destination,
-            source,
-            contents,
-            segment_size: packet.len().max(1),
-        });
+        transmits.push(start_batch(spare, path, packet));
         return;
     }
     if let Some(transmit) = open_batches
@@ -49,14 +42,23 @@ pub(super) fn push_packet(
         }
     }
     open_batches.insert(path, transmits.len());
+    transmits.push(start_batch(spare, path, packet));
+}
+
+/// A batch to `path` holding `packet`, in a buffer from `spare`.
+fn start_batch(
+    spare: &mut SpareBuffers,
+    (destination, source): (SocketAddr, Option<IpAddr>),
+    packet: &[u8],
+) -> Transmit {
     let mut contents = spare.take();
     contents.extend_from_slice(packet);
-    transmits.push(Transmit {
+    Transmit {
         destination,
         source,
         contents,
         segment_size: packet.len().max(1),
-    });
+    }
 }
 
 #[cfg(test)]
