@@ -54,7 +54,7 @@ async fn a_hand_built_peer_sees_the_spec_bytes() {
 
         // The server's SETUP: type 1, length 1, no parameters.
         let setup_stream = peer.next_uni(&[]);
-        let (setup, fin) = peer.read(setup_stream, 3);
+        let (setup, fin) = peer.read_to_end(setup_stream);
         assert_eq!(setup, hex("01 01 00"), "the server's SETUP");
         assert!(fin);
 
@@ -67,7 +67,7 @@ async fn a_hand_built_peer_sees_the_spec_bytes() {
         // TRACK "demo" / "video": type 6; length 11.
         peer.write(4, &hex("06 0b 04 64656d6f 05 766964656f"), true);
         // TRACK_INFO: priority 0, unordered, 5000 ms, timescale 1000; then FIN.
-        let (info, fin) = peer.read(4, 7);
+        let (info, fin) = peer.read_to_end(4);
         assert_eq!(info, hex("06 00 00 5388 43e8"));
         assert!(fin, "TRACK_INFO is the sole reply");
 
@@ -86,7 +86,7 @@ async fn a_hand_built_peer_sees_the_spec_bytes() {
         assert_eq!(start, hex("00 01 00"));
         // The group on its own uni stream: type 0, GROUP(id 0, seq 0), FRAME(ts 0, "hi").
         let group_stream = peer.next_uni(&[setup_stream]);
-        let (group, fin) = peer.read(group_stream, 7);
+        let (group, fin) = peer.read_to_end(group_stream);
         assert_eq!(group, hex("00 02 00 00 00 02 6869"));
         assert!(fin, "the group stream ends with the group");
     });

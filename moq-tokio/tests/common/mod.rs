@@ -109,6 +109,13 @@ impl RawPeer {
         (data, fin)
     }
 
+    /// Reads stream `id` to its FIN (for at most 10 s); returns its bytes and whether the
+    /// FIN came. A FIN may arrive a round trip after the bytes: the server holds a lone FIN
+    /// until its stream's bytes are acknowledged (`moq-runtime/src/quic/fins.rs`).
+    pub fn read_to_end(&mut self, id: u64) -> (Vec<u8>, bool) {
+        self.read(id, usize::MAX)
+    }
+
     /// The first server-opened uni stream other than `except` that has data.
     pub fn next_uni(&mut self, except: &[u64]) -> u64 {
         let mut found = None;
