@@ -148,6 +148,10 @@ pub struct Bookkeeping {
     pub queued_datagrams: usize,
     /// Received datagrams dropped: unread (nobody asked), or the oldest of a full queue.
     pub datagrams_dropped: u64,
+    /// Streams whose FIN is written, noted until quiche lets them go (so that they can be
+    /// parked after a loss, `quic/parking.rs`): pruned whenever the list doubles, so it
+    /// stays under twice the streams with bytes in flight (or 64), whatever the history.
+    pub finished_streams: usize,
 }
 
 struct Shared {
@@ -205,6 +209,18 @@ struct State {
     /// How many times streams were parked: a send handle that saw the last sweep has
     /// nothing to unpark.
     park_sweeps: u64,
+    /// Streams whose FIN is written that quiche may still keep (`parking.rs`).
+    finished: parking::FinishedStreams,
+    /// Open streams parked (`parking.rs`).
+    open_parked: usize,
+    /// The stream bytes the connection had resent at the last look (`parking.rs`).
+    resent_seen: u64,
+    /// The bytes the peer acknowledged at the last look.
+    acked_seen: u64,
+    /// The connection's probe timeouts when it last saw new bytes acknowledged.
+    probes_at_ack: usize,
+    /// The bytes the peer had acknowledged when the connection last lost packets.
+    acked_at_loss: u64,
     /// The peer ended the connection with a stateless reset: it no longer has it.
     reset_by_peer: bool,
     /// Packets emitted ahead of the endpoint's next transmit pass; sent before any others.
@@ -319,6 +335,12 @@ impl QuicConnection {
                     losses_seen: 0,
                     probes_seen: 0,
                     park_sweeps: 0,
+                    finished: parking::FinishedStreams::default(),
+                    open_parked: 0,
+                    resent_seen: 0,
+                    acked_seen: 0,
+                    probes_at_ack: 0,
+                    acked_at_loss: 0,
                     reset_by_peer: false,
                     outbox: VecDeque::new(),
                     close_announced: false,
@@ -438,7 +460,16 @@ impl QuicConnection {
         state.park_if_lossy(true);
         if !state.held_fins.is_empty() {
             let state = &mut *state;
-            if state.held_fins.release_due(&mut state.conn, now) {
+            let backoff = state.probe_backoff();
+            let acked_since_loss = state.acked_since_loss();
+            let finished = &mut state.finished;
+            if state.held_fins.release_due(
+                &mut state.conn,
+                backoff,
+                acked_since_loss,
+                now,
+                |id, conn| finished.add(id, conn),
+            ) {
                 state.lone_fin = true;
             }
         }
@@ -615,6 +646,7 @@ impl QuicConnection {
             skipped_peer_streams: state.peer_uni.skipped.len() + state.peer_bidi.skipped.len(),
             queued_datagrams: state.received_datagrams.len(),
             datagrams_dropped: state.datagrams_dropped,
+            finished_streams: state.finished.len(),
         }
     }
 

@@ -137,6 +137,22 @@ fn run_groups(
 
     publish(runtime, client, server, &mut track, &received, GROUPS);
     let after = (server.bookkeeping(), client.bookkeeping());
+    // The finished streams noted for parking are pruned as the list doubles: bounded by
+    // the streams in flight at a prune, never by the groups that went through.
+    for side in [&after.0, &after.1] {
+        assert!(
+            side.finished_streams <= 2 * BATCH as usize + 64,
+            "finished streams kept after {GROUPS} groups: {after:?}"
+        );
+    }
+    let settled = |side: Bookkeeping| Bookkeeping {
+        finished_streams: 0,
+        ..side
+    };
+    let (after, idle) = (
+        (settled(after.0), settled(after.1)),
+        (settled(idle.0), settled(idle.1)),
+    );
     assert_eq!(
         after, idle,
         "after {GROUPS} groups the bookkeeping (server, client) is back to its idle size"

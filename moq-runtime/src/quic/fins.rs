@@ -14,11 +14,15 @@
 //! A FIN written once every byte before it is acknowledged is safe: quiche then keeps the
 //! stream until the FIN itself is acknowledged, and resends it if it is lost. quiche
 //! does not tell which bytes of a stream are acknowledged, so the FIN waits a little
-//! longer than an acknowledgement can take (one and a half probe timeouts: smoothed RTT,
-//! four deviations, the peer's ACK delay), and again while the connection keeps
-//! detecting losses or firing probe timeouts (the stream's bytes may be among what was
-//! lost, or be the lost tail a probe is for, and their retransmission needs another
-//! round), up to a bound after which it goes anyway.
+//! longer than an acknowledgement can take: one and a half probe timeouts (smoothed RTT,
+//! four deviations, the peer's ACK delay), doubled for every probe timeout since the
+//! connection last saw an acknowledgement, as quiche backs its own off. It waits again
+//! while the connection keeps detecting losses or firing probe timeouts (the stream's
+//! bytes may be among what was lost, or be the lost tail a probe is for), and after
+//! losses until an acknowledgement of new data came (a peer whose ACKs are lost leaves
+//! the sender with nothing to detect), up to a bound after which it goes anyway. A FIN
+//! that goes while some bytes still wait to be resent is written again once they were
+//! (`parking.rs`).
 //!
 //! Only a FIN whose stream's last bytes already left in a packet is held (a group that
 //! ends after its last frame went out), and its end is delayed by about a round trip. A
@@ -28,9 +32,9 @@
 
 use std::time::{Duration, Instant};
 
-/// How long a held FIN may wait for the connection to stop losing packets, in probe
-/// timeouts, before it is written anyway.
-const MAX_WAITS: u32 = 8;
+/// How long a held FIN may wait for the connection to stop losing packets, in first
+/// waits, before it is written anyway.
+const MAX_WAITS: u32 = 32;
 
 /// The ACK delay a peer that announced none is assumed to use (RFC 9000 §18.2's default).
 const DEFAULT_MAX_ACK_DELAY: Duration = Duration::from_millis(25);
@@ -49,19 +53,29 @@ struct HeldFin {
     /// The connection's count of lost packets and probe timeouts when it was last looked
     /// at.
     losses: usize,
+    /// The connection lost packets while the FIN was held.
+    lossy: bool,
     /// Written by then, whatever the losses.
     deadline: Instant,
 }
 
 impl HeldFins {
-    /// Holds the FIN of `stream`, written at `now` on `conn`.
-    pub(super) fn hold(&mut self, stream: u64, conn: &quiche::Connection, now: Instant) {
-        let wait = wait(conn);
+    /// Holds the FIN of `stream`, written at `now` on `conn`, whose probe timeout is backed
+    /// off `backoff` times (probe timeouts since the last acknowledgement).
+    pub(super) fn hold(
+        &mut self,
+        stream: u64,
+        conn: &quiche::Connection,
+        backoff: u32,
+        now: Instant,
+    ) {
+        let wait = wait(conn, backoff);
         tracing::trace!(stream, ?wait, "FIN held");
         self.held.push(HeldFin {
             stream,
             due: now + wait,
             losses: losses(conn),
+            lossy: false,
             deadline: now + wait * MAX_WAITS,
         });
     }
@@ -81,28 +95,54 @@ impl HeldFins {
         self.held.is_empty()
     }
 
+    /// How many FINs are held.
+    pub(super) fn len(&self) -> usize {
+        self.held.len()
+    }
+
     /// Writes the FINs whose bytes are acknowledged by `now` (or whose wait ran out), and
     /// holds the rest longer if the connection lost packets since they were last looked
-    /// at; true if any FIN was written.
-    pub(super) fn release_due(&mut self, conn: &mut quiche::Connection, now: Instant) -> bool {
+    /// at; true if any FIN was written. Each stream whose FIN is written goes to
+    /// `written_to`.
+    pub(super) fn release_due(
+        &mut self,
+        conn: &mut quiche::Connection,
+        backoff: u32,
+        acked_since_loss: bool,
+        now: Instant,
+        mut written_to: impl FnMut(u64, &mut quiche::Connection),
+    ) -> bool {
         if self.held.iter().all(|fin| fin.due > now) {
             return false;
         }
         let losses = losses(conn);
-        let wait = wait(conn);
+        let probe_wait = wait(conn, backoff);
         let mut wrote = false;
         self.held.retain_mut(|fin| {
             if fin.due > now {
                 return true;
             }
-            if losses != fin.losses && now < fin.deadline {
-                tracing::trace!(
-                    stream = fin.stream,
-                    "held FIN: packets lost since, waiting longer"
-                );
-                fin.losses = losses;
-                fin.due = (now + wait).min(fin.deadline);
-                return true;
+            if now < fin.deadline {
+                if losses != fin.losses {
+                    tracing::trace!(
+                        stream = fin.stream,
+                        "held FIN: packets lost since, waiting longer"
+                    );
+                    fin.losses = losses;
+                    fin.lossy = true;
+                    fin.due = (now + probe_wait).min(fin.deadline);
+                    return true;
+                }
+                if fin.lossy && !acked_since_loss {
+                    // Nothing acknowledged since the losses: the probes may be lost too,
+                    // and quiche's next probe timeout is further out than our wait.
+                    tracing::trace!(
+                        stream = fin.stream,
+                        "held FIN: nothing acknowledged since the losses, waiting longer"
+                    );
+                    fin.due = (now + probe_wait).min(fin.deadline);
+                    return true;
+                }
             }
             // A stream stopped or reset since, or a connection closing: no FIN to write.
             let written = conn.stream_send(fin.stream, &[], true);
@@ -112,7 +152,10 @@ impl HeldFins {
                 late = now >= fin.deadline,
                 "held FIN written"
             );
-            wrote |= written.is_ok();
+            if written.is_ok() {
+                wrote = true;
+                written_to(fin.stream, conn);
+            }
             false
         });
         wrote
@@ -131,9 +174,10 @@ fn losses(conn: &quiche::Connection) -> usize {
 
 /// How long a held FIN waits before it is looked at: one and a half times the longest an
 /// acknowledgement of a packet sent now should take to come back (RFC 9002 §6.2.1's
-/// probe timeout: smoothed RTT, four times its variation, and the peer's ACK delay), so
+/// probe timeout: smoothed RTT, four times its variation, the peer's ACK delay, doubled
+/// for each probe timeout since the last acknowledgement, as quiche backs it off), so
 /// that a probe timeout due for the same bytes fires first.
-fn wait(conn: &quiche::Connection) -> Duration {
+fn wait(conn: &quiche::Connection, backoff: u32) -> Duration {
     let (rtt, rttvar) = conn
         .path_stats()
         .next()
@@ -145,5 +189,9 @@ fn wait(conn: &quiche::Connection) -> Duration {
         .map_or(DEFAULT_MAX_ACK_DELAY, |params| {
             Duration::from_millis(params.max_ack_delay)
         });
-    (rtt + (rttvar * 4).max(Duration::from_millis(1)) + ack_delay) * 3 / 2
+    let probe_timeout = rtt + (rttvar * 4).max(Duration::from_millis(1)) + ack_delay;
+    probe_timeout * 3 / 2 * (1 << backoff.min(MAX_BACKOFF))
 }
+
+/// The most doublings of a wait for a probe timeout that backed off.
+const MAX_BACKOFF: u32 = 6;

@@ -1,4 +1,5 @@
-//! Streams with nothing to send, kept from heading quiche's send queue.
+//! Streams with nothing to send, kept from heading quiche's send queue, and FINs that
+//! quiche's send queue drops.
 //!
 //! quiche 0.30's send loop takes the first stream of its queue of streams with data to
 //! send and, when that stream has nothing to emit (no bytes, no FIN), stops filling the
@@ -12,12 +13,27 @@
 //!
 //! quiche offers no way to take a stream off that queue, but a new priority moves it
 //! within it. So after a probe timeout or a loss, which is what it takes to get there,
-//! every open send stream that has not written its FIN (and every stream whose FIN is
-//! held, `fins.rs`) is *parked*: given the least
-//! urgent level there is, incrementally, which quiche orders after every other stream.
-//! A parked stream that is stuck then heads nothing but other parked streams. Its next
-//! write gives it its place back. What parking costs: until a parked stream is written
-//! again, bytes it still had queued go after every other stream's.
+//! every send stream quiche still has is *parked*: given the least urgent level there
+//! is, incrementally, which quiche orders after every other stream. That is every open
+//! send stream, every stream whose FIN is held (`fins.rs`), and every stream whose FIN
+//! is written that quiche has not let go: with no handle left, those are found through
+//! a list of their own ([`FinishedStreams`]). An open stream's next write gives it its
+//! place back. What parking costs: until a parked stream is written again, bytes it
+//! still had queued go after every other stream's.
+//!
+//! A parked stream that is stuck still heads the parked ones. quiche moves an incremental
+//! stream with nothing to emit to the back of its level, but ends the packet there: with
+//! nothing else to send, `send` says it is done though streams behind it have something.
+//! So while streams are parked, a "done" is asked again, once per parked stream at
+//! most ([`State::send_past_parked`]).
+//!
+//! quiche sends a FIN only with the stream's last bytes, or alone once the stream has
+//! nothing else queued. A FIN written while a range in the middle of the stream waits to
+//! be resent is lost for good: sending that range takes the stream off the queue with
+//! the FIN never sent, and the ACK that follows completes the stream. So after the
+//! connection resent stream data, every finished stream quiche still has gets its FIN
+//! written again: a stream with nothing else queued is queued for it, and sends one
+//! more FIN (an empty STREAM frame, which the peer ignores if it has the end already).
 
 use super::State;
 
@@ -28,7 +44,7 @@ const PARKED: u8 = u8::MAX;
 const DEFAULT_URGENCY: u8 = 127;
 
 impl State {
-    /// Parks every open send stream without its FIN if the connection lost a packet, or
+    /// Parks every send stream quiche has if the connection lost a packet, or
     /// (`probes`: after its timers ran, where probe timeouts fire) fired a probe timeout,
     /// since the last look. A packet's work is one counter read.
     pub(super) fn park_if_lossy(&mut self, probes: bool) {
@@ -39,20 +55,28 @@ impl State {
                 .map(|path| path.total_pto_count)
                 .sum::<usize>();
         }
-        let losses = self.conn.stats().lost + self.probes_seen;
+        let stats = self.conn.stats();
+        if stats.acked_bytes != self.acked_seen {
+            // quiche's probe timeout stops backing off with an acknowledgement.
+            self.acked_seen = stats.acked_bytes;
+            self.probes_at_ack = self.probes_seen;
+        }
+        let losses = stats.lost + self.probes_seen;
         if losses == self.losses_seen {
             return;
         }
         self.losses_seen = losses;
+        self.acked_at_loss = stats.acked_bytes;
         self.park_sweeps += 1;
         for (&id, entry) in &mut self.streams {
             // Peer-opened uni streams are ours to read only.
             let ours_to_write = id & 2 == 0 || (id & 1 == 1) == self.server;
-            if !ours_to_write || self.conn.stream_closed(id) {
+            if !ours_to_write || entry.parked || self.conn.stream_closed(id) {
                 continue;
             }
             if self.conn.stream_priority(id, PARKED, true).is_ok() {
                 entry.parked = true;
+                self.open_parked += 1;
             }
         }
         // A stream whose FIN is held has sent every byte and has no handle left: parked
@@ -60,6 +84,19 @@ impl State {
         for id in self.held_fins.streams() {
             let _ = self.conn.stream_priority(id, PARKED, true);
         }
+        self.finished.park(&mut self.conn);
+    }
+
+    /// How many times quiche's probe timeout is backed off: probe timeouts since the
+    /// last acknowledgement of new data.
+    pub(super) fn probe_backoff(&self) -> u32 {
+        u32::try_from(self.probes_seen - self.probes_at_ack).unwrap_or(u32::MAX)
+    }
+
+    /// Whether the peer acknowledged new bytes since the connection last lost packets or
+    /// fired a probe timeout: then what was lost got through, or is being declared lost.
+    pub(super) fn acked_since_loss(&self) -> bool {
+        self.acked_seen != self.acked_at_loss
     }
 
     /// Gives stream `id` its place back if it was parked (it is about to be written).
@@ -70,7 +107,103 @@ impl State {
         if !std::mem::take(&mut entry.parked) {
             return;
         }
+        self.open_parked = self.open_parked.saturating_sub(1);
         let urgency = self.urgencies.level(id).unwrap_or(DEFAULT_URGENCY);
         let _ = self.conn.stream_priority(id, urgency, false);
+    }
+
+    /// After quiche said it has nothing to send: writes again the FINs that resent data
+    /// may have cost, and asks again past every parked stream that may be stuck; the
+    /// next packet, if that gave one.
+    pub(super) fn send_past_parked(
+        &mut self,
+        out: &mut [u8],
+    ) -> Result<Option<(usize, quiche::SendInfo)>, quiche::Error> {
+        if !self.finished.is_empty() {
+            let resent = self.conn.stats().stream_retrans_bytes;
+            if resent != self.resent_seen {
+                self.resent_seen = resent;
+                self.finished.write_fins_again(&mut self.conn);
+            }
+        }
+        // The first "done" was asked already: once more per parked stream.
+        let parked = self.open_parked + self.held_fins.len() + self.finished.parked();
+        for _ in 0..parked {
+            match self.conn.send(out) {
+                Ok(sent) => return Ok(Some(sent)),
+                Err(quiche::Error::Done) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// The streams whose FIN is written and that quiche may still keep (some bytes, or the
+/// FIN, not acknowledged yet), for the sweep to park and for FINs to be written again.
+///
+/// A stream is added once, when its FIN is written, and the list is pruned of the
+/// streams quiche let go each time it doubles: what it holds stays near the streams with
+/// bytes in flight, at an amortized cost of one lookup per stream (chat ends a stream per
+/// message delivered, so nothing here may grow with history).
+#[derive(Debug, Default)]
+pub(super) struct FinishedStreams {
+    /// Each stream, and whether it is parked.
+    streams: Vec<(u64, bool)>,
+    /// How many of them are parked.
+    parked: usize,
+    /// The length at which the list is next pruned.
+    prune_at: usize,
+}
+
+/// The shortest list worth pruning.
+const MIN_PRUNE_AT: usize = 64;
+
+impl FinishedStreams {
+    /// Notes that the FIN of stream `id` of `conn` is written.
+    pub(super) fn add(&mut self, id: u64, conn: &mut quiche::Connection) {
+        self.streams.push((id, false));
+        if self.streams.len() < self.prune_at.max(MIN_PRUNE_AT) {
+            return;
+        }
+        // quiche has a stream until every byte and the FIN are acknowledged (or it was
+        // stopped, when nothing of it is sent any more): only those it still has stay.
+        self.streams
+            .retain(|&(id, _)| conn.stream_capacity(id).is_ok());
+        self.parked = self.streams.iter().filter(|(_, parked)| *parked).count();
+        self.prune_at = self.streams.len() * 2;
+    }
+
+    /// Parks every stream quiche still has, and forgets the others.
+    fn park(&mut self, conn: &mut quiche::Connection) {
+        self.streams.retain_mut(|(id, parked)| {
+            *parked = conn.stream_capacity(*id).is_ok()
+                && conn.stream_priority(*id, PARKED, true).is_ok();
+            *parked
+        });
+        self.parked = self.streams.len();
+    }
+
+    /// Writes the FIN of every stream quiche still has again, which queues it to be sent
+    /// where nothing else of the stream is queued.
+    fn write_fins_again(&mut self, conn: &mut quiche::Connection) {
+        for &(id, _) in &self.streams {
+            let _ = conn.stream_send(id, &[], true);
+        }
+    }
+
+    /// How many streams the list holds.
+    pub(super) fn len(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Whether it holds none.
+    fn is_empty(&self) -> bool {
+        self.streams.is_empty()
+    }
+
+    /// How many of them are parked.
+    fn parked(&self) -> usize {
+        self.parked
     }
 }

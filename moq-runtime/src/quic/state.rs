@@ -123,6 +123,9 @@ impl State {
             return;
         }
         let parked = (entry.awaiting_credit, entry.watching_stop);
+        if entry.parked {
+            self.open_parked = self.open_parked.saturating_sub(1);
+        }
         self.streams.remove(&id);
         // Writers park rarely and briefly, so these lists stay short.
         if parked.0 {
@@ -339,8 +342,12 @@ impl State {
         if self.abandoned {
             return Ok(None);
         }
-        match self.conn.send(out) {
-            Ok((len, info)) => {
+        let sent = match self.conn.send(out) {
+            Err(quiche::Error::Done) => self.send_past_parked(out),
+            sent => sent.map(Some),
+        };
+        match sent {
+            Ok(Some((len, info))) => {
                 self.packets_emitted += 1;
                 let long_header = out.first().is_some_and(|byte| byte & 0x80 != 0);
                 if long_header && self.conn.local_error().is_some() {
@@ -355,7 +362,7 @@ impl State {
                 }
                 Ok(Some((len, info)))
             }
-            Err(quiche::Error::Done) => {
+            Ok(None) => {
                 // Everything that could go out went out, a lone FIN included.
                 self.lone_fin = false;
                 Ok(None)

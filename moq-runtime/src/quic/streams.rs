@@ -186,7 +186,11 @@ impl QuicSendStream {
                 return (false, None);
             };
             data.advance(written);
-            (fin && data.is_empty(), Some(state.packets_emitted))
+            let finished = fin && data.is_empty();
+            if finished {
+                state.finished.add(id, &mut state.conn);
+            }
+            (finished, Some(state.packets_emitted))
         });
         let (finished, wrote_at) = finished;
         self.ended |= finished;
@@ -218,6 +222,10 @@ impl QuicSendStream {
         let mut wrote = false;
         let result = loop {
             if data.is_empty() {
+                if fin {
+                    let state = &mut *state;
+                    state.finished.add(self.id, &mut state.conn);
+                }
                 break Poll::Ready(Ok(()));
             }
             match state.conn.stream_send(self.id, data, fin) {
@@ -293,6 +301,7 @@ impl SendStream for QuicSendStream {
                 return match state.conn.stream_send(id, &[], true) {
                     Ok(_) => {
                         state.lone_fin = true;
+                        state.finished.add(id, &mut state.conn);
                         Ok(())
                     }
                     Err(quiche::Error::Done) => match state.gone(id) {
@@ -308,9 +317,10 @@ impl SendStream for QuicSendStream {
             // Refused now what a write would be refused now.
             match state.conn.stream_capacity(id) {
                 Ok(_) => {
+                    let backoff = state.probe_backoff();
                     state
                         .held_fins
-                        .hold(id, &state.conn, std::time::Instant::now());
+                        .hold(id, &state.conn, backoff, std::time::Instant::now());
                     Ok(())
                 }
                 Err(quiche::Error::StreamStopped(code)) => {
