@@ -460,16 +460,14 @@ impl QuicConnection {
         state.park_if_lossy(true);
         if !state.held_fins.is_empty() {
             let state = &mut *state;
-            let backoff = state.probe_backoff();
-            let acked_since_loss = state.acked_since_loss();
+            let recovery = state.recovery();
             let finished = &mut state.finished;
-            if state.held_fins.release_due(
-                &mut state.conn,
-                backoff,
-                acked_since_loss,
-                now,
-                |id, conn| finished.add(id, conn),
-            ) {
+            if state
+                .held_fins
+                .release_due(&mut state.conn, recovery, now, |id, conn| {
+                    finished.add(id, conn)
+                })
+            {
                 state.lone_fin = true;
             }
         }

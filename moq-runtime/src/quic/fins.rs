@@ -32,6 +32,8 @@
 
 use std::time::{Duration, Instant};
 
+use super::parking::Recovery;
+
 /// How long a held FIN may wait for the connection to stop losing packets, in first
 /// waits, before it is written anyway.
 const MAX_WAITS: u32 = 32;
@@ -60,21 +62,20 @@ struct HeldFin {
 }
 
 impl HeldFins {
-    /// Holds the FIN of `stream`, written at `now` on `conn`, whose probe timeout is backed
-    /// off `backoff` times (probe timeouts since the last acknowledgement).
+    /// Holds the FIN of `stream`, written at `now` on `conn`.
     pub(super) fn hold(
         &mut self,
         stream: u64,
         conn: &quiche::Connection,
-        backoff: u32,
+        recovery: Recovery,
         now: Instant,
     ) {
-        let wait = wait(conn, backoff);
+        let wait = wait(conn, recovery.probe_backoff);
         tracing::trace!(stream, ?wait, "FIN held");
         self.held.push(HeldFin {
             stream,
             due: now + wait,
-            losses: losses(conn),
+            losses: recovery.losses,
             lossy: false,
             deadline: now + wait * MAX_WAITS,
         });
@@ -107,16 +108,15 @@ impl HeldFins {
     pub(super) fn release_due(
         &mut self,
         conn: &mut quiche::Connection,
-        backoff: u32,
-        acked_since_loss: bool,
+        recovery: Recovery,
         now: Instant,
         mut written_to: impl FnMut(u64, &mut quiche::Connection),
     ) -> bool {
         if self.held.iter().all(|fin| fin.due > now) {
             return false;
         }
-        let losses = losses(conn);
-        let probe_wait = wait(conn, backoff);
+        let losses = recovery.losses;
+        let probe_wait = wait(conn, recovery.probe_backoff);
         let mut wrote = false;
         self.held.retain_mut(|fin| {
             if fin.due > now {
@@ -133,7 +133,7 @@ impl HeldFins {
                     fin.due = (now + probe_wait).min(fin.deadline);
                     return true;
                 }
-                if fin.lossy && !acked_since_loss {
+                if fin.lossy && !recovery.acked_since_loss {
                     // Nothing acknowledged since the losses: the probes may be lost too,
                     // and quiche's next probe timeout is further out than our wait.
                     tracing::trace!(
@@ -160,16 +160,6 @@ impl HeldFins {
         });
         wrote
     }
-}
-
-/// How many packets the connection declared lost and how many probe timeouts fired, so
-/// far: what says that some bytes may not be acknowledged yet.
-fn losses(conn: &quiche::Connection) -> usize {
-    let probes = conn
-        .path_stats()
-        .map(|path| path.total_pto_count)
-        .sum::<usize>();
-    conn.stats().lost + probes
 }
 
 /// How long a held FIN waits before it is looked at: one and a half times the longest an

@@ -87,16 +87,13 @@ impl State {
         self.finished.park(&mut self.conn);
     }
 
-    /// How many times quiche's probe timeout is backed off: probe timeouts since the
-    /// last acknowledgement of new data.
-    pub(super) fn probe_backoff(&self) -> u32 {
-        u32::try_from(self.probes_seen - self.probes_at_ack).unwrap_or(u32::MAX)
-    }
-
-    /// Whether the peer acknowledged new bytes since the connection last lost packets or
-    /// fired a probe timeout: then what was lost got through, or is being declared lost.
-    pub(super) fn acked_since_loss(&self) -> bool {
-        self.acked_seen != self.acked_at_loss
+    /// What the connection's loss recovery looks like now, as of the last packet or timer.
+    pub(super) fn recovery(&self) -> Recovery {
+        Recovery {
+            losses: self.losses_seen,
+            probe_backoff: u32::try_from(self.probes_seen - self.probes_at_ack).unwrap_or(u32::MAX),
+            acked_since_loss: self.acked_seen != self.acked_at_loss,
+        }
     }
 
     /// Gives stream `id` its place back if it was parked (it is about to be written).
@@ -137,6 +134,19 @@ impl State {
         }
         Ok(None)
     }
+}
+
+/// The connection's loss recovery, as the held FINs read it (`fins.rs`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Recovery {
+    /// Packets declared lost and probe timeouts fired, so far.
+    pub(super) losses: usize,
+    /// How many times quiche's probe timeout is backed off: probe timeouts since the last
+    /// acknowledgement of new bytes.
+    pub(super) probe_backoff: u32,
+    /// The peer acknowledged new bytes since the connection last lost packets or fired a
+    /// probe timeout: what was lost got through, or is being declared lost.
+    pub(super) acked_since_loss: bool,
 }
 
 /// The streams whose FIN is written and that quiche may still keep (some bytes, or the

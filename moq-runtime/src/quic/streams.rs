@@ -317,10 +317,10 @@ impl SendStream for QuicSendStream {
             // Refused now what a write would be refused now.
             match state.conn.stream_capacity(id) {
                 Ok(_) => {
-                    let backoff = state.probe_backoff();
+                    let recovery = state.recovery();
                     state
                         .held_fins
-                        .hold(id, &state.conn, backoff, std::time::Instant::now());
+                        .hold(id, &state.conn, recovery, std::time::Instant::now());
                     Ok(())
                 }
                 Err(quiche::Error::StreamStopped(code)) => {
