@@ -70,6 +70,10 @@ pub struct Relay<L: Listener = driver::Server> {
 /// closed (their close frames going out) before it returns anyway.
 const DRIVER_SHUTDOWN: Duration = Duration::from_secs(2);
 
+/// How long the sessions closed at the end of a drain get, all together, for their close
+/// frames to leave.
+const CLOSE_GRACE: Duration = Duration::from_millis(200);
+
 impl Relay {
     /// Loads the certificate and key, binds the UDP port (and the HTTP one), on the
     /// configured tokio mode; the caller's tokio runtime serves HTTP and the accept loop.
@@ -271,12 +275,31 @@ impl<L: Listener> Relay<L> {
             closed_at_deadline = remaining.len(),
             "drain over"
         );
-        for session in remaining {
-            session.close(moq_net::Error::Cancel);
-        }
-        // Give the close frames a moment to leave before the process ends.
-        for session in &sessions {
-            let _ = tokio::time::timeout(Duration::from_millis(200), session.closed()).await;
+        // Sessions serving subscriptions first, and the rest once those are closed: a
+        // subscriber whose publisher is on this relay learns of the shutdown from its own
+        // session's close, not from its track dropped a moment earlier because the
+        // publisher's session happened to close first (on another worker).
+        let (serving, rest): (Vec<_>, Vec<_>) = remaining
+            .into_iter()
+            .partition(|session| session.counters().subscriptions_active > 0);
+        close_all(&serving).await;
+        close_all(&rest).await;
+    }
+}
+
+/// Closes `sessions` and gives their close frames a moment (all together, not each) to
+/// leave before the caller goes on.
+async fn close_all(sessions: &[moq_net::session::Session]) {
+    for session in sessions {
+        session.close(moq_net::Error::Cancel);
+    }
+    let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
+    for session in sessions {
+        if tokio::time::timeout_at(deadline, session.closed())
+            .await
+            .is_err()
+        {
+            break;
         }
     }
 }

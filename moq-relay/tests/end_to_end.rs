@@ -508,15 +508,18 @@ fn a_bad_config_file_is_refused_naming_the_key() {
     }
 }
 
+/// A drain that reaches its deadline closes every session itself, and the subscribers end
+/// cleanly: they learn of the shutdown from their session's close. Regression (a CI run
+/// of 2026-12-03): the publisher's session, closed on another worker a moment earlier,
+/// ended the reading subscriber's track first ("producer dropped without finishing").
+/// The relay now closes the sessions serving subscriptions before the rest; the
+/// publisher connects first here, so that it is also first in the relay's list.
 #[test]
 fn sigterm_drains_live_sessions_exits_zero_and_ends_subscribers_cleanly() {
     let log_dir = tempfile::tempdir().unwrap();
     let log_path = log_dir.path().join("relay.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let mut relay = Relay::start_logging(&["--drain", "1", "--no-http"], "moq_relay=info", log);
-    // A subscriber waiting on a broadcast, and one reading a live one.
-    let waiting = subscribe(&relay, &relay.url("moqt", "demo"), "nobody", 1);
-    let reading = subscribe(&relay, &relay.url("https", "demo"), "live", 1000);
     let mut writer = relay
         .moq(&[
             "publish",
@@ -532,6 +535,10 @@ fn sigterm_drains_live_sessions_exits_zero_and_ends_subscribers_cleanly() {
         .spawn()
         .unwrap();
     let mut stdin = writer.stdin.take().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // A subscriber waiting on a broadcast, and one reading a live one.
+    let waiting = subscribe(&relay, &relay.url("moqt", "demo"), "nobody", 1);
+    let reading = subscribe(&relay, &relay.url("https", "demo"), "live", 1000);
     writeln!(stdin, "first").unwrap();
     std::thread::sleep(Duration::from_millis(500));
 
