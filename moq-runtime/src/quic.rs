@@ -51,6 +51,8 @@ use crate::urgency::Urgencies;
 
 mod fins;
 mod parking;
+
+pub use parking::LossWorkarounds;
 mod state;
 mod streams;
 
@@ -213,6 +215,12 @@ struct State {
     finished: parking::FinishedStreams,
     /// Open streams parked (`parking.rs`).
     open_parked: usize,
+    /// A parked stream may have something to send behind a stuck one: set by each park
+    /// sweep, cleared once asking past them found nothing with room to send it
+    /// (`parking.rs`).
+    parked_may_send: bool,
+    /// `send` calls made past parked streams after quiche said it was done.
+    sends_past_parked: u64,
     /// The stream bytes the connection had resent at the last look (`parking.rs`).
     resent_seen: u64,
     /// The bytes the peer acknowledged at the last look.
@@ -337,6 +345,8 @@ impl QuicConnection {
                     park_sweeps: 0,
                     finished: parking::FinishedStreams::default(),
                     open_parked: 0,
+                    parked_may_send: false,
+                    sends_past_parked: 0,
                     resent_seen: 0,
                     acked_seen: 0,
                     probes_at_ack: 0,
@@ -645,6 +655,19 @@ impl QuicConnection {
             queued_datagrams: state.received_datagrams.len(),
             datagrams_dropped: state.datagrams_dropped,
             finished_streams: state.finished.len(),
+        }
+    }
+
+    /// What working around quiche's lossy-path bugs cost this connection so far
+    /// (`quic/parking.rs`, `quic/fins.rs`): for diagnostics, and for the tests that keep
+    /// those costs bounded.
+    pub fn loss_workarounds(&self) -> LossWorkarounds {
+        let state = self.shared.state.lock();
+        LossWorkarounds {
+            park_sweeps: state.park_sweeps,
+            parked_streams: state.open_parked + state.held_fins.len() + state.finished.parked(),
+            sends_past_parked: state.sends_past_parked,
+            fins_held: state.held_fins.total(),
         }
     }
 

@@ -45,6 +45,8 @@ const DEFAULT_MAX_ACK_DELAY: Duration = Duration::from_millis(25);
 #[derive(Debug, Default)]
 pub(super) struct HeldFins {
     held: Vec<HeldFin>,
+    /// FINs held so far.
+    total: u64,
 }
 
 #[derive(Debug)]
@@ -72,6 +74,7 @@ impl HeldFins {
     ) {
         let wait = wait(conn, recovery.probe_backoff);
         tracing::trace!(stream, ?wait, "FIN held");
+        self.total += 1;
         self.held.push(HeldFin {
             stream,
             due: now + wait,
@@ -99,6 +102,11 @@ impl HeldFins {
     /// How many FINs are held.
     pub(super) fn len(&self) -> usize {
         self.held.len()
+    }
+
+    /// How many FINs were held so far.
+    pub(super) fn total(&self) -> u64 {
+        self.total
     }
 
     /// Writes the FINs whose bytes are acknowledged by `now` (or whose wait ran out), and

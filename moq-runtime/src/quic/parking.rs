@@ -25,7 +25,12 @@
 //! stream with nothing to emit to the back of its level, but ends the packet there: with
 //! nothing else to send, `send` says it is done though streams behind it have something.
 //! So while streams are parked, a "done" is asked again, once per parked stream at
-//! most ([`State::send_past_parked`]).
+//! most ([`State::send_past_parked`]). Only until a round of asking finds nothing behind
+//! them with room to send it: a parked stream gets bytes again only through a write,
+//! which unparks it first, so from then on nothing parked has anything to send until
+//! the next sweep. (Asking costs a whole `send` call; a connection on a busy host fires a
+//! spurious probe timeout now and then, and its parked streams, long-lived control
+//! streams among them, would otherwise cost one per stream on every flush for hours.)
 //!
 //! quiche sends a FIN only with the stream's last bytes, or alone once the stream has
 //! nothing else queued. A FIN written while a range in the middle of the stream waits to
@@ -68,6 +73,7 @@ impl State {
         self.losses_seen = losses;
         self.acked_at_loss = stats.acked_bytes;
         self.park_sweeps += 1;
+        self.parked_may_send = true;
         for (&id, entry) in &mut self.streams {
             // Peer-opened uni streams are ours to read only.
             let ours_to_write = id & 2 == 0 || (id & 1 == 1) == self.server;
@@ -123,17 +129,63 @@ impl State {
                 self.finished.write_fins_again(&mut self.conn);
             }
         }
+        if !self.parked_may_send {
+            return Ok(None);
+        }
         // The first "done" was asked already: once more per parked stream.
         let parked = self.open_parked + self.held_fins.len() + self.finished.parked();
         for _ in 0..parked {
+            self.sends_past_parked += 1;
             match self.conn.send(out) {
                 Ok(sent) => return Ok(Some(sent)),
                 Err(quiche::Error::Done) => {}
                 Err(error) => return Err(error),
             }
         }
+        // Every stuck stream was passed, and what is behind them had nothing to send,
+        // unless the congestion window (or the peer's credit) had no room for a packet.
+        if self.room_for_a_packet() {
+            self.parked_may_send = false;
+        }
         Ok(None)
     }
+
+    /// Whether the connection could send a full packet of stream data now: quiche's
+    /// sending capacity bounds every stream's, so a stream with room for a packet shows
+    /// that the connection has it. `false` when no stream shows it (a window too small
+    /// on each, or none known to read it by): asking again costs calls, never a stall.
+    fn room_for_a_packet(&mut self) -> bool {
+        let packet = self.conn.max_send_udp_payload_size();
+        let open = self
+            .streams
+            .iter()
+            .filter(|(_, entry)| entry.parked)
+            .map(|(&id, _)| id);
+        let known = open
+            .chain(self.held_fins.streams())
+            .chain(self.finished.ids());
+        let conn = &mut self.conn;
+        known.into_iter().any(|id| {
+            conn.stream_capacity(id)
+                .is_ok_and(|capacity| capacity >= packet)
+        })
+    }
+}
+
+/// What working around quiche's lossy-path bugs cost a connection so far:
+/// [`QuicConnection::loss_workarounds`](super::QuicConnection::loss_workarounds).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LossWorkarounds {
+    /// Times every send stream was parked, after a loss or a probe timeout.
+    pub park_sweeps: u64,
+    /// Streams parked now (open, with a held FIN, or finished and still in quiche).
+    pub parked_streams: usize,
+    /// `send` calls made past parked streams after quiche said it had nothing to send:
+    /// once per parked stream per flush after a sweep, until a round finds nothing
+    /// behind them.
+    pub sends_past_parked: u64,
+    /// FINs held until the bytes before them were acknowledged (`fins.rs`).
+    pub fins_held: u64,
 }
 
 /// The connection's loss recovery, as the held FINs read it (`fins.rs`).
@@ -202,6 +254,11 @@ impl FinishedStreams {
         }
     }
 
+    /// The streams it holds.
+    fn ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.streams.iter().map(|&(id, _)| id)
+    }
+
     /// How many streams the list holds.
     pub(super) fn len(&self) -> usize {
         self.streams.len()
@@ -213,7 +270,7 @@ impl FinishedStreams {
     }
 
     /// How many of them are parked.
-    fn parked(&self) -> usize {
+    pub(super) fn parked(&self) -> usize {
         self.parked
     }
 }

@@ -1,0 +1,171 @@
+//! What working around quiche's lossy-path bugs costs stays bounded once the loss is over.
+//!
+//! After a probe timeout every send stream is parked (`quic/parking.rs`), and each "done"
+//! from quiche is asked again once per parked stream, in case one of them is stuck at
+//! the head of quiche's queue. Long-lived control streams stay parked until they are
+//! written again, which may be never.
+//!
+//! Regression: every flush of such a connection went on asking again, once per parked
+//! stream, for the rest of its life; a relay on a busy host (where a late ACK fires a
+//! spurious probe timeout now and then) spent about a tenth more CPU per chat message
+//! (BENCHMARKS.md, issue 26). Now the asking stops once a round found nothing behind the
+//! parked streams.
+
+mod common;
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use common::{BusyRuntime, connected_pair, run_until};
+use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
+use moq_net::session::{self, Session, SessionConfig};
+use moq_runtime::binding::BindingSession;
+use moq_runtime::quic::QuicConnection;
+
+/// Chat-shaped groups published after the probe timeout.
+const GROUPS: u64 = 200;
+
+#[test]
+fn asking_past_parked_streams_stops_once_nothing_is_behind_them() {
+    let runtime = BusyRuntime::default();
+    let (client, server) = connected_pair(&runtime, "loss-workarounds", b"moq-lite-05");
+    let (mut track, received, _sessions) = subscribed(&runtime, &client, &server);
+    publish(&runtime, &client, &server, &mut track, &received, 10);
+
+    // One group whose packets are lost: the server's probe timeout fires and parks
+    // every send stream it has, the session's control streams among them.
+    let before = server.loss_workarounds();
+    send(&mut track, 10);
+    runtime.turn();
+    lose_until_probe_timeout(&server);
+    let swept = server.loss_workarounds();
+    assert!(
+        swept.park_sweeps > before.park_sweeps && swept.parked_streams > 0,
+        "the probe timeout parks the streams: {swept:?}"
+    );
+    assert!(
+        run_until(&runtime, &client, &server, || received.get() == 11),
+        "the lost group is sent again"
+    );
+
+    let settled = server.loss_workarounds();
+    assert!(settled.parked_streams <= MOST_PARKED, "{settled:?}");
+    publish(&runtime, &client, &server, &mut track, &received, GROUPS);
+    let after = server.loss_workarounds();
+    // One round per sweep: the first, and any spurious one a slow machine fires (an ACK
+    // delayed past the probe timeout), each past the few streams it parked.
+    let sweeps = after.park_sweeps - settled.park_sweeps;
+    let asked = after.sends_past_parked - settled.sends_past_parked;
+    assert!(
+        asked <= (sweeps + 1) * MOST_PARKED as u64,
+        "{asked} sends past parked streams over {GROUPS} groups and {sweeps} more sweeps: \
+         at most one round per sweep, not one per flush ({after:?})"
+    );
+}
+
+/// The most streams a sweep parks here: the session's control streams and the few
+/// groups in flight.
+const MOST_PARKED: usize = 16;
+
+/// Drops every packet the server sends until its probe timeout fired.
+fn lose_until_probe_timeout(server: &QuicConnection) {
+    let mut buf = [0u8; 65_536];
+    let start = Instant::now();
+    let sweeps = server.loss_workarounds().park_sweeps;
+    while server.loss_workarounds().park_sweeps == sweeps {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no probe timeout fired"
+        );
+        while let Ok(Some(_lost)) = server.send(&mut buf) {}
+        match server.timeout() {
+            Some(wait) if wait.is_zero() => server.on_timeout(Instant::now()),
+            Some(wait) => std::thread::sleep(wait.min(Duration::from_millis(10))),
+            None => panic!("nothing in flight: no probe timeout to wait for"),
+        }
+    }
+}
+
+/// The server publishes a chat track, the client subscribes to it; returns the track,
+/// the client's count of frames read, and the sessions (kept alive by the caller).
+fn subscribed(
+    runtime: &BusyRuntime,
+    client: &QuicConnection,
+    server: &QuicConnection,
+) -> (TrackProducer, Rc<Cell<u64>>, (Session, Session)) {
+    let published = Origin::new();
+    let broadcast = BroadcastProducer::new();
+    let track = broadcast.create_track(Track::new("chat"));
+    published.publish("room", &broadcast).unwrap();
+    std::mem::forget(broadcast); // published for the whole test
+    let server_session = session::accept(
+        runtime.clone(),
+        BindingSession::from(server.session()),
+        SessionConfig {
+            publish: Some(published),
+            ..SessionConfig::default()
+        },
+    );
+    let discovered = Origin::new();
+    let client_session = session::connect(
+        runtime.clone(),
+        BindingSession::from(client.session()),
+        SessionConfig {
+            subscribe: Some(discovered.clone()),
+            path: Some("/".into()),
+            ..SessionConfig::default()
+        },
+    );
+    assert!(
+        run_until(runtime, client, server, || discovered
+            .consume_broadcast("room")
+            .is_some()),
+        "the client discovers the broadcast"
+    );
+    let received = Rc::new(Cell::new(0u64));
+    let remote = discovered.consume_broadcast("room").unwrap();
+    let count = received.clone();
+    runtime.spawn_task(async move {
+        let Ok(mut track) = remote.subscribe_track("chat").await else {
+            return;
+        };
+        while let Ok(Some(mut group)) = track.next_group().await {
+            while let Ok(Some(_frame)) = group.read_frame().await {
+                count.set(count.get() + 1);
+            }
+        }
+    });
+    assert!(
+        run_until(runtime, client, server, || track.consumer_count() > 0),
+        "the subscription reaches the publisher"
+    );
+    (track, received, (server_session, client_session))
+}
+
+/// Publishes `groups` one-frame groups, one at a time, each read before the next.
+fn publish(
+    runtime: &BusyRuntime,
+    client: &QuicConnection,
+    server: &QuicConnection,
+    track: &mut TrackProducer,
+    received: &Rc<Cell<u64>>,
+    groups: u64,
+) {
+    for _ in 0..groups {
+        let goal = received.get() + 1;
+        send(track, goal);
+        assert!(
+            run_until(runtime, client, server, || received.get() >= goal),
+            "{} of {goal} groups arrived",
+            received.get()
+        );
+    }
+}
+
+/// Writes one chat message: a one-frame group.
+fn send(track: &mut TrackProducer, timestamp: u64) {
+    let mut group = track.append_group();
+    group.write(timestamp, "hello");
+    group.finish();
+}
