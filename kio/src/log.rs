@@ -182,6 +182,22 @@ impl<T> LogWriter<T> {
 
     /// Appends `value`, wakes parked readers, and returns its position (0 for the first entry).
     pub fn append(&mut self, value: T) -> u64 {
+        let position = self.publish(value);
+        self.shared.waiters.wake_all();
+        position
+    }
+
+    /// Appends `value` without waking parked readers, for a writer about to close the
+    /// log: the close ([`close`](Self::close), or dropping the writer) wakes them once,
+    /// and a reader woken by it sees the entry and the end together (one that happens to
+    /// be reading between the two may still see the entry first, then the end). Until the
+    /// close, a parked reader does not learn of the entry.
+    pub fn append_before_close(&mut self, value: T) -> u64 {
+        self.publish(value)
+    }
+
+    /// Appends `value` where readers find it, without waking them.
+    fn publish(&mut self, value: T) -> u64 {
         if self.tail_len == self.tail.capacity() {
             self.start_chunk();
         }
@@ -193,7 +209,6 @@ impl<T> LogWriter<T> {
         });
         self.tail_len += 1;
         self.tail.len.store(self.tail_len, Ordering::Release);
-        self.shared.waiters.wake_all();
         self.tail.start + index as u64
     }
 
@@ -650,6 +665,21 @@ mod tests {
         assert!(reader.poll_next(&waiter).is_pending());
         drop(writer);
         assert_eq!(count.count(), 2);
+        assert_eq!(reader.poll_next(&waiter), Poll::Ready(Next::Closed));
+    }
+
+    #[test]
+    fn an_entry_appended_before_the_close_is_seen_with_the_end_after_one_wake() {
+        let mut writer = LogWriter::new();
+        let mut reader = writer.reader(Start::Next);
+        let (waker, count) = CountingWaker::pair();
+        let waiter = Waiter::new(&waker);
+        assert!(reader.poll_next(&waiter).is_pending());
+        assert_eq!(writer.append_before_close(7), 0);
+        assert_eq!(count.count(), 0, "no wake before the close");
+        writer.close();
+        assert_eq!(count.count(), 1);
+        assert_eq!(reader.poll_next(&waiter), Poll::Ready(Next::Item(&7)));
         assert_eq!(reader.poll_next(&waiter), Poll::Ready(Next::Closed));
     }
 

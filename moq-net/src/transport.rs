@@ -180,6 +180,14 @@ pub trait RecvStream {
     /// The next chunk of data; `Ok(None)` at the end of the stream (FIN).
     fn poll_read(&mut self, waiter: &Waiter) -> Poll<Result<Option<Bytes>, StreamError>>;
 
+    /// Whether the end of the stream came with the data already read: the next
+    /// [`poll_read`](Self::poll_read) reports it. Lets a reader act on its last bytes and
+    /// the end at once (a relay forwards a group's last frame with its end, so that the
+    /// FIN rides with the bytes). `false` when not known, which is always correct.
+    fn at_end(&self) -> bool {
+        false
+    }
+
     /// Asks the peer to stop sending (STOP_SENDING) with an error code.
     fn stop(&mut self, code: u64);
 }

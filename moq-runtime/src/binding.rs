@@ -249,6 +249,10 @@ impl RecvStream for BindingRecvStream {
         either!(self, stream => stream.poll_read(waiter))
     }
 
+    fn at_end(&self) -> bool {
+        either!(self, stream => stream.at_end())
+    }
+
     fn stop(&mut self, code: u64) {
         either!(self, stream => stream.stop(code))
     }

@@ -175,6 +175,17 @@ impl GroupProducer {
         GroupConsumer::new(self.frames.reader(Start::Oldest), self.shared.clone())
     }
 
+    /// Appends a whole frame and completes the group: consumers woken by it see the frame
+    /// and the end at once (a relay that forwards the group writes them in one go, the
+    /// end riding with the frame's bytes).
+    pub fn finish_with(mut self, frame: Frame) {
+        self.note_timestamp(frame.timestamp);
+        self.note_bytes(frame.payload.len() as u64);
+        self.shared.status.set(Ok(()));
+        // `self` drops next: the frame log closes and wakes the readers.
+        self.frames.append_before_close(FrameEntry::whole(frame));
+    }
+
     /// Completes the group: consumers see the end after the last frame.
     pub fn finish(self) {
         // The status is published before the frame log closes (when `self` drops), so a
@@ -421,6 +432,44 @@ mod tests {
         let (first, end) = handle.join().unwrap();
         assert_eq!(first.unwrap().unwrap().timestamp, 9);
         assert_eq!(end, Ok(None));
+    }
+
+    /// What a relay forwarding a group relies on to write its last frame and its FIN in one
+    /// go: a consumer woken by `finish_with` finds the frame and the end together, where
+    /// `write` then `finish` woke it with the frame alone first.
+    #[test]
+    fn finish_with_shows_the_last_frame_and_the_end_at_once() {
+        let mut group = GroupProducer::new(0);
+        group.write(1, "first");
+        let mut consumer = group.consume();
+        let mut whole = group.consume();
+        let wakes = Arc::new(Wakes(AtomicU64::new(0)));
+        let waker = Waker::from(wakes.clone());
+        let waiter = Waiter::new(&waker);
+        assert!(matches!(
+            consumer.poll_read_frame(&waiter),
+            Poll::Ready(Ok(Some(_)))
+        ));
+        assert!(consumer.poll_read_frame(&waiter).is_pending());
+        group.finish_with(Frame {
+            timestamp: 2,
+            payload: "last".into(),
+        });
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "one wake, at the end");
+        let last = consumer.poll_read_frame(&waiter);
+        assert!(matches!(&last, Poll::Ready(Ok(Some(frame))) if frame.payload == "last"));
+        assert_eq!(consumer.poll_read_frame(&waiter), Poll::Ready(Ok(None)));
+        let (frames, end) = read_all(&mut whole);
+        assert_eq!((frames.len(), end), (2, Ok(())));
+    }
+
+    /// A waker that counts its wakes.
+    struct Wakes(AtomicU64);
+
+    impl std::task::Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     #[test]

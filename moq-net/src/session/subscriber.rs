@@ -15,7 +15,7 @@ use crate::coding::{
     BidiStream, GroupDecoder, GroupItem, Message, Subscribe, SubscribeResponse,
     Track as TrackMessage, TrackInfo,
 };
-use crate::model::{GroupProducer, Path, Track, TrackProducer, TrackRequest};
+use crate::model::{Frame, GroupProducer, Path, Track, TrackProducer, TrackRequest};
 use crate::transport::{RecvStream, SendStream};
 
 /// Turns a remote broadcast's track requests into TRACK queries.
@@ -524,8 +524,18 @@ impl<R: RecvStream> GroupRead<R> {
                         let since = cx.now.saturating_duration_since(cx.epoch);
                         u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
                     });
-                    if let Some(group) = self.group.as_mut() {
-                        group.write(timestamp, payload);
+                    let frame = Frame { timestamp, payload };
+                    // The group's last frame, with the stream's end already here (a chat
+                    // message: one frame, then the FIN, in one packet): the frame and the
+                    // end go to the group at once, and a relay forwarding it writes them
+                    // in one go, its FIN riding with the bytes rather than alone after them
+                    // (which quiche can lose; `moq-runtime/src/quic/fins.rs`).
+                    if self.decoder.buffered() == 0 && self.stream.at_end() {
+                        if let Some(group) = self.group.take() {
+                            group.finish_with(frame);
+                        }
+                    } else if let Some(group) = self.group.as_mut() {
+                        group.write_frame(frame);
                     }
                 }
                 Ok(None) if self.finished => {

@@ -417,6 +417,10 @@ impl QuicRecvStream {
 }
 
 impl RecvStream for QuicRecvStream {
+    fn at_end(&self) -> bool {
+        self.ended
+    }
+
     fn poll_read(&mut self, waiter: &Waiter) -> Poll<Result<Option<Bytes>, StreamError>> {
         if self.ended {
             return Poll::Ready(Ok(None));

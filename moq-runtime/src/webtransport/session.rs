@@ -401,6 +401,10 @@ impl RecvStream for WebTransportRecvStream {
         self.inner.poll_read(waiter).map_err(map_stream_error)
     }
 
+    fn at_end(&self) -> bool {
+        self.first.is_none() && self.inner.at_end()
+    }
+
     fn stop(&mut self, code: u64) {
         self.inner.stop(to_http3(clamp(code)));
     }

@@ -536,6 +536,14 @@ impl RecvStream for TestRecvStream {
         Poll::Pending
     }
 
+    fn at_end(&self) -> bool {
+        let link = self.link.borrow();
+        link.ends[self.side]
+            .recv
+            .get(&self.id)
+            .is_some_and(|state| state.chunks.is_empty() && state.fin && state.reset.is_none())
+    }
+
     fn stop(&mut self, code: u64) {
         let mut link = self.link.borrow_mut();
         let state = link.ends[self.side].recv.entry(self.id).or_default();
