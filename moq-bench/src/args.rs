@@ -114,6 +114,15 @@ pub(crate) struct RoundArgs {
     pub(crate) round: u32,
 }
 
+/// A seeded impairment proxy between the clients and the relay (`--impair`).
+#[derive(Debug, Clone)]
+pub(crate) struct ImpairedPath {
+    /// What it does to packets, both ways.
+    pub(crate) impairment: moq_impair::Impairment,
+    /// Its seed.
+    pub(crate) seed: u64,
+}
+
 /// The load shapes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Profile {
@@ -172,9 +181,27 @@ pub(crate) struct LoadArgs {
     /// rooms, where the relay translates) [default: offer -05, -04, -03; the relay picks].
     #[arg(long = "version", value_name = "VERSION")]
     pub(crate) versions: Vec<Version>,
+    /// Put a seeded impairment proxy (moq-impair) between the clients and the relay,
+    /// doing this to packets both ways: `loss=1%`, `loss=5%,burst=4`,
+    /// `delay=50ms,jitter=10ms`, `rate=10mbit,queue=50ms` … (`moq-impair --help`). It runs
+    /// in the load generator's process: its CPU counts as the clients'.
+    #[arg(long, value_name = "IMPAIRMENT")]
+    pub(crate) impair: Option<moq_impair::Impairment>,
+    /// The impairment proxy's seed: the same seed makes the same decisions for the same
+    /// packets of each flow.
+    #[arg(long, default_value_t = 1, value_name = "SEED")]
+    pub(crate) impair_seed: u64,
 }
 
 impl LoadArgs {
+    /// The impaired path the clients reach the relay through, if any.
+    pub(crate) fn path(&self) -> Option<ImpairedPath> {
+        self.impair.clone().map(|impairment| ImpairedPath {
+            impairment,
+            seed: self.impair_seed,
+        })
+    }
+
     /// These arguments as command-line arguments again (for a round's own process).
     pub(crate) fn to_args(&self) -> Vec<String> {
         let mut args = vec![
@@ -199,6 +226,14 @@ impl LoadArgs {
         }
         for version in &self.versions {
             args.extend(["--version".to_owned(), version.alpn().to_owned()]);
+        }
+        if let Some(impairment) = &self.impair {
+            args.extend([
+                "--impair".to_owned(),
+                impairment.to_string(),
+                "--impair-seed".into(),
+                self.impair_seed.to_string(),
+            ]);
         }
         args
     }

@@ -156,6 +156,17 @@ impl Target {
         })
     }
 
+    /// The same relay reached through `addr` (an impairment proxy in front of it).
+    pub fn through(mut self, addr: std::net::SocketAddr) -> Self {
+        let root = self
+            .url
+            .strip_prefix("moqt://")
+            .and_then(|rest| rest.split_once('/'))
+            .map_or("", |(_, root)| root);
+        self.url = format!("moqt://{addr}/{root}");
+        self
+    }
+
     /// A session to the relay configured by `session`, once the relay let it in, for the
     /// `member`th client; `name` says which member in an error.
     pub async fn join(
@@ -594,6 +605,18 @@ mod tests {
         // Each member hears every other member of its room.
         assert_eq!(workload.pairs(), 10 * 9 + 10 * 9 + 5 * 4);
         assert_eq!(Workload::audience(&workload.rooms[2], true), 4);
+    }
+
+    #[test]
+    fn a_target_reached_through_a_proxy_keeps_its_root_and_pins() {
+        let target = Target {
+            url: "moqt://127.0.0.1:4443/bench".into(),
+            fingerprint: None,
+            pins: vec![Version::Lite04],
+        };
+        let through = target.through("127.0.0.1:9000".parse().unwrap());
+        assert_eq!(through.url, "moqt://127.0.0.1:9000/bench");
+        assert_eq!(through.pins, [Version::Lite04]);
     }
 
     #[test]

@@ -53,6 +53,7 @@ fn main() -> std::process::ExitCode {
                     &args.load.workload(),
                     args.load.profile,
                     &args.load.versions,
+                    args.load.path().as_ref(),
                     &args.relay,
                     &args.label,
                     args.round,
@@ -358,6 +359,8 @@ async fn suite(args: SuiteArgs) -> Result<(), String> {
         group_seconds: 2.0,
         seconds: args.seconds,
         versions: Vec::new(),
+        impair: None,
+        impair_seed: 1,
     };
     // Sizes that fit a 2-core machine running relay and clients together.
     let mut plan = vec![
@@ -425,6 +428,17 @@ fn chart_from(json: &std::path::Path, out: &std::path::Path) -> Result<(), Strin
 
 fn emit_run(record: &RunRecord, output: &Output) -> Result<(), String> {
     println!("{}", record.table_row());
+    if let Some(path) = &record.path {
+        println!(
+            "              through `{}` (seed {}): {} of {} packets lost ({} to the relay, {} to the clients)",
+            path.impairment,
+            path.seed,
+            path.lost_to_relay + path.lost_to_clients,
+            path.packets,
+            path.lost_to_relay,
+            path.lost_to_clients,
+        );
+    }
     append_json(output, &record.to_json())
 }
 

@@ -59,6 +59,24 @@ pub struct RunRecord {
     /// The relay's I/O over the measured phase, where it serves `/metrics`.
     #[serde(default)]
     pub relay_io: Option<crate::io::RelayIo>,
+    /// The impaired path the clients reached the relay through (`--impair`), if any.
+    #[serde(default)]
+    pub path: Option<PathRecord>,
+}
+
+/// The impairment proxy a round's clients reached the relay through, and what it did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathRecord {
+    /// The impairment, both ways, in `moq-impair`'s text form.
+    pub impairment: String,
+    /// The proxy's seed.
+    pub seed: u64,
+    /// Packets to the relay lost (at random, or to a full bottleneck queue).
+    pub lost_to_relay: u64,
+    /// Packets to the clients lost.
+    pub lost_to_clients: u64,
+    /// Packets that reached the proxy, both ways.
+    pub packets: u64,
 }
 
 /// A process's resident memory at one moment of a run.
@@ -219,6 +237,7 @@ mod tests {
                 bytes: 49 << 20,
             }],
             relay_io: None,
+            path: None,
         }
     }
 

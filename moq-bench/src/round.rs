@@ -5,12 +5,13 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use moq_bench::load::{self, Target, Workload};
-use moq_bench::record::{ProcessCost, RssSample, RunRecord, SCHEMA};
+use moq_bench::record::{PathRecord, ProcessCost, RssSample, RunRecord, SCHEMA};
 use moq_bench::relay::{self, RelayProcess, Usage};
 use moq_bench::stats::Latency;
+use moq_impair::{Proxy, ProxyConfig};
 use moq_net::coding::Version;
 
-use crate::args::{LoadArgs, Output, Profile};
+use crate::args::{ImpairedPath, LoadArgs, Output, Profile};
 
 /// One round in a fresh `moq-bench` process (the hidden `round` command), so that no
 /// round inherits the previous one's client connections, tasks or memory: its record.
@@ -57,11 +58,13 @@ pub(crate) async fn round_of(
 /// One round in this process: a fresh relay, the clients, warm-up, the measured phase,
 /// the record. A relay that exits at any point fails the round at once, with its exit
 /// status and the tail of its stderr; connecting and warming up together may take at most
-/// `--warmup-limit`.
+/// `--warmup-limit`. With `path`, the clients reach the relay through an impairment
+/// proxy started for the round.
 pub(crate) async fn measure_round(
     workload: &Workload,
     profile: Profile,
     versions: &[Version],
+    path: Option<&ImpairedPath>,
     command: &str,
     label: &str,
     round: u32,
@@ -70,7 +73,7 @@ pub(crate) async fn measure_round(
     let template: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
     let relay = RelayProcess::start(&template, Duration::from_secs_f64(output.startup))?;
     let outcome = tokio::select! {
-        outcome = measure(workload, profile, versions, &relay, label, round, output) => outcome,
+        outcome = measure(workload, profile, versions, path, &relay, label, round, output) => outcome,
         report = relay.exited("during the round") => Err(report),
     };
     relay.stop();
@@ -78,16 +81,23 @@ pub(crate) async fn measure_round(
 }
 
 /// What [`measure_round`] does while its relay lives.
+#[allow(clippy::too_many_arguments)] // one round's whole description
 async fn measure(
     workload: &Workload,
     profile: Profile,
     versions: &[Version],
+    path: Option<&ImpairedPath>,
     relay: &RelayProcess,
     label: &str,
     round: u32,
     output: &Output,
 ) -> Result<RunRecord, String> {
     let target = Target::of(relay, "bench", versions)?;
+    let proxy = path.map(|path| impairment_proxy(relay, path)).transpose()?;
+    let target = match &proxy {
+        Some(proxy) => target.through(proxy.local_addr()),
+        None => target,
+    };
     let idle = relay.usage()?;
     let limit = Duration::from_secs_f64(output.warmup_limit);
     let setup_deadline = tokio::time::Instant::now() + limit;
@@ -201,7 +211,27 @@ async fn measure(
         relay_io: io_before
             .zip(io_after)
             .map(|(before, after)| moq_bench::io::RelayIo::of(before, after, syscalls, delivered)),
+        path: path.zip(proxy.as_ref()).map(|(path, proxy)| {
+            let stats = proxy.stats();
+            PathRecord {
+                impairment: path.impairment.to_string(),
+                seed: path.seed,
+                lost_to_relay: stats.to_server.lost + stats.to_server.overflowed,
+                lost_to_clients: stats.to_client.lost + stats.to_client.overflowed,
+                packets: stats.to_server.received + stats.to_client.received,
+            }
+        }),
     })
+}
+
+/// An impairment proxy in front of `relay`'s port, with `path`'s impairment both ways.
+fn impairment_proxy(relay: &RelayProcess, path: &ImpairedPath) -> Result<Proxy, String> {
+    let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], relay.port));
+    let mut config = ProxyConfig::new(upstream, path.impairment.clone(), path.seed);
+    // A round's clients may sit idle between frames longer than a lossy handshake takes,
+    // but never as long as this: a flow forgotten mid-round would look like a migration.
+    config.flow_idle_timeout = Duration::from_secs(3600);
+    Proxy::start(config).map_err(|e| format!("starting the impairment proxy: {e}"))
 }
 
 /// How often the relay's RSS is sampled during the measured phase.
