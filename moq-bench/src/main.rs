@@ -50,10 +50,7 @@ fn main() -> std::process::ExitCode {
             Command::Cluster(args) => moq_bench::cluster::run(args).await,
             Command::Round(args) => {
                 let record = measure_round(
-                    &args.load.workload(),
-                    args.load.profile,
-                    &args.load.versions,
-                    args.load.path().as_ref(),
+                    &args.load,
                     &args.relay,
                     &args.label,
                     args.round,

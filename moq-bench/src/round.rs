@@ -58,18 +58,18 @@ pub(crate) async fn round_of(
 /// One round in this process: a fresh relay, the clients, warm-up, the measured phase,
 /// the record. A relay that exits at any point fails the round at once, with its exit
 /// status and the tail of its stderr; connecting and warming up together may take at most
-/// `--warmup-limit`. With `path`, the clients reach the relay through an impairment
+/// `--warmup-limit`. With `--impair`, the clients reach the relay through an impairment
 /// proxy started for the round.
 pub(crate) async fn measure_round(
-    workload: &Workload,
-    profile: Profile,
-    versions: &[Version],
-    path: Option<&ImpairedPath>,
+    load: &LoadArgs,
     command: &str,
     label: &str,
     round: u32,
     output: &Output,
 ) -> Result<RunRecord, String> {
+    let (workload, profile, versions) = (&load.workload(), load.profile, &load.versions);
+    let path = load.path();
+    let path = path.as_ref();
     let template: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
     let relay = RelayProcess::start(&template, Duration::from_secs_f64(output.startup))?;
     let outcome = tokio::select! {
