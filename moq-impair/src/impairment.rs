@@ -10,7 +10,8 @@ use std::time::Duration;
 /// The text form (for flags and configuration) is a comma-separated list of `key=value`,
 /// any subset of: `loss=1%`, `burst=3`, `reorder=2%`, `reorder_delay=10ms`,
 /// `duplicate=1%`, `corrupt=1%`, `delay=50ms`, `jitter=5ms`, `rate=10mbit`,
-/// `queue=100ms`, `mtu=1280`, `blackhole=true`. An empty string is the perfect link.
+/// `queue=100ms`, `mtu=1280`, `blackhole=true`. An empty string (or `perfect`) is the
+/// perfect link.
 /// Fractions take `%` or a plain fraction (`0.01`); durations `us`, `ms` or `s`; rates
 /// `bit`, `kbit`, `mbit` or `gbit` per second.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,6 +118,10 @@ impl FromStr for Impairment {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let mut impairment = Self::default();
+        if text.trim() == "perfect" {
+            // What `Display` writes for it.
+            return Ok(impairment);
+        }
         for item in text
             .split(',')
             .map(str::trim)
@@ -335,13 +340,11 @@ mod tests {
         for text in [
             "loss=5%,burst=2,delay=50ms,jitter=5ms,rate=10mbit,mtu=1300",
             "",
+            "perfect",
+            "loss=0%",
         ] {
             let impairment: Impairment = text.parse().unwrap();
-            let again: Impairment = impairment
-                .to_string()
-                .replace("perfect", "")
-                .parse()
-                .unwrap();
+            let again: Impairment = impairment.to_string().parse().unwrap();
             assert_eq!(again, impairment, "{text}");
         }
     }
