@@ -479,6 +479,8 @@ impl QuicConnection {
                 })
             {
                 state.lone_fin = true;
+                // On parked streams: maybe behind a stuck one (`parking.rs`).
+                state.parked_may_send = true;
             }
         }
         if state.close_at.as_ref().is_some_and(|(at, ..)| *at <= now) {

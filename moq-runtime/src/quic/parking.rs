@@ -28,9 +28,11 @@
 //! most ([`State::send_past_parked`]). Only until a round of asking finds nothing behind
 //! them with room to send it: a parked stream gets bytes again only through a write,
 //! which unparks it first, so from then on nothing parked has anything to send until
-//! the next sweep. (Asking costs a whole `send` call; a connection on a busy host fires a
-//! spurious probe timeout now and then, and its parked streams, long-lived control
-//! streams among them, would otherwise cost one per stream on every flush for hours.)
+//! the next sweep, or until something is queued on a parked stream (a held FIN released,
+//! FINs written again, a last best-effort write), which sets the asking going again.
+//! (Asking costs a whole `send` call; a connection on a busy host fires a spurious probe
+//! timeout now and then, and its parked streams, long-lived control streams among them,
+//! would otherwise cost one per stream on every flush for hours.)
 //!
 //! quiche sends a FIN only with the stream's last bytes, or alone once the stream has
 //! nothing else queued. A FIN written while a range in the middle of the stream waits to
@@ -127,6 +129,8 @@ impl State {
             if resent != self.resent_seen {
                 self.resent_seen = resent;
                 self.finished.write_fins_again(&mut self.conn);
+                // Queued on parked streams, maybe behind a stuck one.
+                self.parked_may_send = true;
             }
         }
         if !self.parked_may_send {

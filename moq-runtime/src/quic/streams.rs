@@ -186,6 +186,8 @@ impl QuicSendStream {
                 return (false, None);
             };
             data.advance(written);
+            // Not unparked (nothing waits on it): maybe behind a stuck stream.
+            state.parked_may_send = true;
             let finished = fin && data.is_empty();
             if finished {
                 state.finished.add(id, &mut state.conn);
