@@ -78,10 +78,9 @@ pub struct QuicSendStream {
     id: u64,
     /// Finished or reset: nothing to do when the handle drops.
     ended: bool,
-    /// The connection's count of emitted packets when bytes were last written here
-    /// (`None`: never): if none left since, those bytes are still queued and a FIN rides
-    /// with them, so it need not be held (see `quic/fins.rs`).
-    last_write: Option<u64>,
+    /// When bytes were last written here (`None`: never): a FIN after them need not be
+    /// held if they are still queued, or acknowledged by now (see `quic/fins.rs`).
+    last_write: Option<fins::LastWrite>,
     /// The connection's park sweeps this handle has seen: when another ran, the stream
     /// may be parked and gets its place back before its next write (`quic/parking.rs`).
     park_sweeps_seen: u64,

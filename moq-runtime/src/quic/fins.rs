@@ -24,11 +24,14 @@
 //! that goes while some bytes still wait to be resent is written again once they were
 //! (`parking.rs`).
 //!
-//! Only a FIN whose stream's last bytes already left in a packet is held (a group that
-//! ends after its last frame went out), and its end is delayed by about a round trip. A
-//! FIN written with the last bytes (`poll_write_final`, a chat message's one frame), or
-//! after bytes no packet has taken yet (a request answered and ended in one go), rides
-//! with them and is never held.
+//! Only a FIN whose stream's last bytes already left in a packet, and may not be
+//! acknowledged yet, is held (a group that ends just after its last frame went out), and
+//! its end is delayed by about a round trip. A FIN written with the last bytes
+//! (`poll_write_final`, a chat message's one frame), or after bytes no packet has taken
+//! yet (a request answered and ended in one go), rides with them and is never held;
+//! nor is one written longer than a wait after its bytes with nothing lost since and
+//! acknowledgements come in ([`LastWrite::acknowledged`]: media, whose group ends when
+//! the next begins).
 
 use std::time::{Duration, Instant};
 
@@ -40,6 +43,50 @@ const MAX_WAITS: u32 = 32;
 
 /// The ACK delay a peer that announced none is assumed to use (RFC 9000 §18.2's default).
 const DEFAULT_MAX_ACK_DELAY: Duration = Duration::from_millis(25);
+
+/// When bytes were last written to a send stream: what tells whether a FIN after them
+/// must be held.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LastWrite {
+    /// The connection's count of emitted packets then.
+    packets_emitted: u64,
+    /// When.
+    at: Instant,
+    /// The connection's count of lost packets and probe timeouts then.
+    losses: usize,
+    /// The bytes the peer had acknowledged then.
+    acked: u64,
+}
+
+impl LastWrite {
+    /// A write to a stream of the connection `state` now.
+    pub(super) fn now(state: &super::State) -> Self {
+        Self {
+            packets_emitted: state.packets_emitted,
+            at: Instant::now(),
+            losses: state.losses_seen,
+            acked: state.acked_seen,
+        }
+    }
+
+    /// No packet left since: the bytes are still queued, and a FIN written now rides
+    /// with them.
+    pub(super) fn still_queued(&self, state: &super::State) -> bool {
+        self.packets_emitted == state.packets_emitted
+    }
+
+    /// The bytes are acknowledged by `now`, as far as the connection can tell: they were
+    /// written longer ago than a held FIN's wait, the peer acknowledged bytes since, and
+    /// nothing was lost or timed out since (a loss of their packet, or of its ACK, would
+    /// have shown by then). A group whose end comes long after its last frame (media: at
+    /// the next group) ends at once.
+    pub(super) fn acknowledged(&self, state: &super::State, now: Instant) -> bool {
+        let recovery = state.recovery();
+        recovery.losses == self.losses
+            && state.acked_seen != self.acked
+            && now.saturating_duration_since(self.at) >= wait(&state.conn, recovery.probe_backoff)
+    }
+}
 
 /// The FINs a connection holds back.
 #[derive(Debug, Default)]

@@ -2,6 +2,7 @@
 //! shared connection.
 
 use std::task::Poll;
+use std::time::Instant;
 
 use bytes::{Buf, Bytes};
 use kio::Waiter;
@@ -9,6 +10,7 @@ use moq_net::transport::{
     RecvStream, SendStream, Session, StreamError, StreamPriority, TransportError, TransportStats,
 };
 
+use super::fins::LastWrite;
 use super::{QuicRecvStream, QuicSendStream, QuicSession};
 
 impl QuicSession {
@@ -192,7 +194,7 @@ impl QuicSendStream {
             if finished {
                 state.finished.add(id, &mut state.conn);
             }
-            (finished, Some(state.packets_emitted))
+            (finished, Some(LastWrite::now(state)))
         });
         let (finished, wrote_at) = finished;
         self.ended |= finished;
@@ -234,7 +236,6 @@ impl QuicSendStream {
                 Ok(written) if written > 0 => {
                     data.advance(written);
                     wrote = true;
-                    self.last_write = Some(state.packets_emitted);
                 }
                 Ok(_) | Err(quiche::Error::Done) => {
                     // No room now, or no stream any more: quiche answers a write to a
@@ -256,6 +257,9 @@ impl QuicSendStream {
                 }
             }
         };
+        if wrote {
+            self.last_write = Some(LastWrite::now(&state));
+        }
         drop(state);
         if fin && matches!(result, Poll::Ready(Ok(()))) {
             self.ended = true;
@@ -296,10 +300,14 @@ impl SendStream for QuicSendStream {
                 state.unpark(id);
             }
             // No packet left since the last bytes were written: they are still queued,
-            // and the FIN goes out with them. Otherwise it would go alone, and waits
-            // until the bytes before it are acknowledged (`fins.rs`: quiche would lose it
-            // for good if its packet were lost).
-            if last_write.is_none_or(|at| at == state.packets_emitted) {
+            // and the FIN goes out with them. Or they left long enough ago, with nothing
+            // lost since, to be acknowledged: the FIN is safe alone. Otherwise it would
+            // go alone, and waits until the bytes before it are acknowledged (`fins.rs`:
+            // quiche would lose it for good if its packet were lost).
+            let fin_is_safe = last_write.is_none_or(|write| {
+                write.still_queued(state) || write.acknowledged(state, Instant::now())
+            });
+            if fin_is_safe {
                 return match state.conn.stream_send(id, &[], true) {
                     Ok(_) => {
                         state.lone_fin = true;
