@@ -325,9 +325,7 @@ impl User {
     /// One message: a group of one frame, stamped with the time it is sent.
     fn say(&self, text: &str) {
         let mut track = self.track.lock().unwrap_or_else(|e| e.into_inner());
-        let mut group = track.append_group();
-        group.write(now_micros(), text.to_owned());
-        group.finish();
+        track.write_group(now_micros(), text.to_owned());
     }
 }
 

@@ -92,9 +92,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     for text in ["relay embedded", "three messages", "then done"] {
-        let mut group = headlines.append_group();
-        group.write(0, text);
-        group.finish();
+        headlines.write_group(0, text);
     }
     headlines.finish();
 

@@ -347,9 +347,7 @@ impl Publisher {
             let _broadcast = broadcast;
             let payload = bytes::Bytes::from(vec![b'm'; size]);
             for n in 0u64.. {
-                let mut group = track.append_group();
-                group.write(n, payload.clone());
-                group.finish();
+                track.write_group(n, payload.clone());
                 times
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())

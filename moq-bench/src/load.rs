@@ -23,7 +23,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use moq_net::coding::Version;
-use moq_net::model::{Announcement, BroadcastConsumer, BroadcastProducer, Origin, Track};
+use moq_net::model::{Announcement, BroadcastConsumer, BroadcastProducer, Frame, Origin, Track};
 use moq_net::session::{Session, SessionConfig};
 use moq_runtime::tls::Fingerprint;
 use moq_tokio::ClientConfig;
@@ -475,10 +475,8 @@ impl Publisher {
                 return;
             }
             if tally.connected.load(Ordering::Relaxed) && heard(&tally) < self.audience {
-                let mut group = self.track.append_group();
                 let now = now_micros();
-                group.write(now, stamped(&warm, now));
-                group.finish();
+                self.track.write_group(now, stamped(&warm, now));
                 tokio::time::sleep(Duration::from_millis(200)).await;
             } else {
                 // Heard by everyone: wait for the measured phase, promptly.
@@ -518,15 +516,21 @@ impl Publisher {
             }
             let current = group.get_or_insert_with(|| self.track.append_group());
             let now = now_micros();
-            current.write(now, stamped(&measured, now));
+            let frame = Frame {
+                timestamp: now,
+                payload: stamped(&measured, now),
+            };
+            // The group's last frame and its end in one go (`finish_with`).
+            if current.frame_count() + 1 >= self.stream.frames_per_group.max(1) {
+                if let Some(full) = group.take() {
+                    full.finish_with(frame);
+                }
+            } else {
+                current.write_frame(frame);
+            }
             sent += 1;
             tally.offered.fetch_add(1, Ordering::Relaxed);
             tally.expected.fetch_add(self.audience, Ordering::Relaxed);
-            if current.frame_count() >= self.stream.frames_per_group.max(1) {
-                if let Some(full) = group.take() {
-                    full.finish();
-                }
-            }
         }
         if let Some(last) = group {
             last.finish();

@@ -640,9 +640,7 @@ async fn publish(
         let mut payload = vec![0u8; size];
         payload[..4].copy_from_slice(&stable.unwrap_or(u32::MAX).to_be_bytes());
         payload[4..12].copy_from_slice(&number.to_be_bytes());
-        let mut group = track.append_group();
-        group.write(0, Bytes::from(payload));
-        group.finish();
+        track.write_group(0, Bytes::from(payload));
         if let Some(index) = stable {
             counters.sent.fetch_add(1, Ordering::Relaxed);
             counters

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use clap::Args;
-use moq_net::model::{BroadcastProducer, GroupProducer, Origin, Path, Track, TrackProducer};
+use moq_net::model::{BroadcastProducer, Frame, GroupProducer, Origin, Path, Track, TrackProducer};
 use moq_net::session::{Session, SessionConfig};
 use tokio::io::AsyncBufReadExt;
 
@@ -100,9 +100,7 @@ async fn send(mut track: TrackProducer, args: &PublishArgs) -> Result<TrackProdu
             let bytes = tokio::fs::read(path)
                 .await
                 .map_err(|e| format!("reading {}: {e}", path.display()))?;
-            let mut group = track.append_group();
-            group.write(now_micros(), Bytes::from(bytes));
-            group.finish();
+            track.write_group(now_micros(), Bytes::from(bytes));
         }
         None => {
             let group_size = args.group_size.max(1);
@@ -114,11 +112,17 @@ async fn send(mut track: TrackProducer, args: &PublishArgs) -> Result<TrackProdu
                 .map_err(|e| format!("reading stdin: {e}"))?
             {
                 let current = group.get_or_insert_with(|| track.append_group());
-                current.write(now_micros(), Bytes::from(line));
-                if current.frame_count() >= group_size {
+                let frame = Frame {
+                    timestamp: now_micros(),
+                    payload: Bytes::from(line),
+                };
+                // A full group's last frame and its end in one go (`finish_with`).
+                if current.frame_count() + 1 >= group_size {
                     if let Some(full) = group.take() {
-                        full.finish();
+                        full.finish_with(frame);
                     }
+                } else {
+                    current.write_frame(frame);
                 }
             }
             if let Some(last) = group {

@@ -186,7 +186,11 @@ impl GroupProducer {
         self.frames.append_before_close(FrameEntry::whole(frame));
     }
 
-    /// Completes the group: consumers see the end after the last frame.
+    /// Completes the group: consumers see the end after the last frame. A group's last
+    /// frame and its end written apart may reach the wire apart: a session on another
+    /// thread can send the frame before the end is written, and the end then goes alone,
+    /// a round trip later over QUIC. Where the last frame is at hand, prefer
+    /// [`finish_with`](Self::finish_with).
     pub fn finish(self) {
         // The status is published before the frame log closes (when `self` drops), so a
         // reader that sees the end sees the outcome.

@@ -20,10 +20,12 @@ use kio::sync::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
+use bytes::Bytes;
 use kio::Waiter;
 use kio::log::{LogConfig, LogHandle, LogReader, LogWriter, Next, Start};
 
 use super::budget::MemoryBudget;
+use super::frame::Frame;
 use super::group::{GroupConsumer, GroupProducer};
 use super::hook::DropHook;
 use super::status::Status;
@@ -267,6 +269,19 @@ impl TrackProducer {
     /// Creates the group after the highest sequence created so far (0 for the first).
     pub fn append_group(&mut self) -> GroupProducer {
         self.create_group(self.next_sequence)
+    }
+
+    /// Appends a group of one frame and ends it, in one go (a chat message): its readers,
+    /// and a session sending it, see the frame and the end together, so that the group's
+    /// stream ends with its bytes ([`GroupProducer::finish_with`]). Returns its sequence.
+    pub fn write_group(&mut self, timestamp: u64, payload: impl Into<Bytes>) -> u64 {
+        let group = self.append_group();
+        let sequence = group.sequence();
+        group.finish_with(Frame {
+            timestamp,
+            payload: payload.into(),
+        });
+        sequence
     }
 
     /// Creates a group with this sequence. Sequences may arrive out of order; consumers

@@ -46,10 +46,7 @@ impl Publisher {
         let timestamp = timestamp
             .filter(|t| t.is_finite() && *t >= 0.0)
             .unwrap_or(0.0);
-        let mut group = track.append_group();
-        let sequence = group.sequence();
-        group.write(timestamp as u64, Bytes::copy_from_slice(payload));
-        group.finish();
+        let sequence = track.write_group(timestamp as u64, Bytes::copy_from_slice(payload));
         Ok(sequence as f64)
     }
 
