@@ -95,6 +95,27 @@ pub(crate) struct SoakArgs {
     /// soak, a frame a second: a log track beside the chat (0 for none).
     #[arg(long, default_value_t = 2)]
     pub(crate) long_groups: usize,
+    /// Subscribers of a media broadcast (4 KB frames at 60 fps, a group every 2 s) beside
+    /// the chat, every frame accounted (0 for none).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub(crate) media_subscribers: usize,
+    /// Put a seeded impairment proxy (moq-impair) between every client and the relay,
+    /// doing this to packets both ways (`loss=1%`; see `moq-bench run --help`).
+    #[arg(long, value_name = "IMPAIRMENT")]
+    pub(crate) impair: Option<moq_impair::Impairment>,
+    /// The impairment proxy's seed.
+    #[arg(long, default_value_t = 1, value_name = "SEED")]
+    pub(crate) impair_seed: u64,
+    /// With --impair: every this many seconds the proxy gives every client a new source
+    /// port toward the relay, as a NAT rebinding does: the relay sees each connection
+    /// migrate to a new address (0 for never).
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_name = "SECONDS",
+        requires = "impair"
+    )]
+    pub(crate) rebind_seconds: f64,
 }
 
 #[derive(Debug, Args)]

@@ -19,6 +19,7 @@ pub mod chart;
 pub mod cluster;
 pub mod io;
 pub mod load;
+pub mod media_soak;
 pub mod record;
 pub mod relay;
 pub mod soak;

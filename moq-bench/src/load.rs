@@ -25,6 +25,7 @@ use bytes::Bytes;
 use moq_net::coding::Version;
 use moq_net::model::{Announcement, BroadcastConsumer, BroadcastProducer, Frame, Origin, Track};
 use moq_net::session::{Session, SessionConfig};
+use moq_runtime::client::ConnectError;
 use moq_runtime::tls::Fingerprint;
 use moq_tokio::ClientConfig;
 
@@ -113,6 +114,9 @@ impl Workload {
     }
 }
 
+/// How many times a client tries a handshake that timed out.
+const HANDSHAKE_ATTEMPTS: u32 = 3;
+
 /// How to reach the relay.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -186,9 +190,21 @@ impl Target {
             fingerprint: self.fingerprint,
             ..ClientConfig::default()
         };
-        let session = moq_tokio::connect(&self.url, config)
-            .await
-            .map_err(|e| format!("connecting {name}: {e}"))?;
+        // A handshake that a lossy path (--impair) lost past its timeout is tried again, as
+        // a real client would; a refusal is not.
+        let mut attempt = 1;
+        let session = loop {
+            match moq_tokio::connect(&self.url, config.clone()).await {
+                Ok(session) => break session,
+                Err(moq_tokio::Error::Connect(ConnectError::Handshake(why)))
+                    if attempt < HANDSHAKE_ATTEMPTS =>
+                {
+                    tracing::debug!(name, attempt, %why, "handshake lost: trying again");
+                    attempt += 1;
+                }
+                Err(error) => return Err(format!("connecting {name}: {error}")),
+            }
+        };
         session
             .established()
             .await

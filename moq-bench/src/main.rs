@@ -7,6 +7,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
@@ -77,6 +78,40 @@ async fn soak(args: SoakArgs) -> Result<(), String> {
     let template: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
     let relay = RelayProcess::start(&template, Duration::from_secs_f64(args.startup))?;
     let target = Target::of(&relay, "soak", &args.versions)?;
+    // Through an impairment proxy, if asked: every client's packets, both ways.
+    let proxy = match &args.impair {
+        Some(impairment) => {
+            let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], relay.port));
+            let mut config =
+                moq_impair::ProxyConfig::new(upstream, impairment.clone(), args.impair_seed);
+            // Churners come back after seconds away: a flow is forgotten only well after.
+            config.flow_idle_timeout = Duration::from_secs(300);
+            let proxy = moq_impair::Proxy::start(config)
+                .map_err(|e| format!("starting the impairment proxy: {e}"))?;
+            println!("through `{impairment}` (seed {})", args.impair_seed);
+            Some(Arc::new(proxy))
+        }
+        None => None,
+    };
+    let target = match &proxy {
+        Some(proxy) => target.through(proxy.local_addr()),
+        None => target,
+    };
+    let rebinds = match (&proxy, args.rebind_seconds > 0.0) {
+        (Some(proxy), true) => {
+            let proxy = proxy.clone();
+            let every = Duration::from_secs_f64(args.rebind_seconds);
+            Some(tokio::spawn(async move {
+                let mut ticks =
+                    tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+                loop {
+                    ticks.tick().await;
+                    proxy.rebind();
+                }
+            }))
+        }
+        _ => None,
+    };
     let config = moq_bench::soak::SoakConfig {
         minutes: args.minutes,
         rooms: args.rooms,
@@ -87,10 +122,11 @@ async fn soak(args: SoakArgs) -> Result<(), String> {
         max_drift: args.max_drift,
         announce_churn: args.announce_churn,
         long_groups: args.long_groups,
+        media_subscribers: args.media_subscribers,
         ..moq_bench::soak::SoakConfig::default()
     };
     println!(
-        "{:>7} {:>10} {:>8} {:>9} {:>11} {:>6} {:>7} {:>9} {:>12}",
+        "{:>7} {:>10} {:>8} {:>9} {:>11} {:>6} {:>7} {:>9} {:>12} {:>11}",
         "minute",
         "rss_mib",
         "cpu_s",
@@ -99,11 +135,12 @@ async fn soak(args: SoakArgs) -> Result<(), String> {
         "lost",
         "churns",
         "announced",
-        "accounted_kib"
+        "accounted_kib",
+        "media"
     );
     let print = |sample: &moq_bench::soak::SoakSample| {
         println!(
-            "{:>7.1} {:>10.1} {:>8.2} {:>9} {:>11} {:>6} {:>7} {:>9} {:>12}",
+            "{:>7.1} {:>10.1} {:>8.2} {:>9} {:>11} {:>6} {:>7} {:>9} {:>12} {:>11}",
             sample.minute,
             sample.rss_bytes as f64 / (1 << 20) as f64,
             sample.cpu_seconds,
@@ -114,7 +151,8 @@ async fn soak(args: SoakArgs) -> Result<(), String> {
             sample.announcements,
             sample
                 .accounted_bytes
-                .map_or_else(|| "-".to_owned(), |bytes| (bytes / 1024).to_string())
+                .map_or_else(|| "-".to_owned(), |bytes| (bytes / 1024).to_string()),
+            sample.media_delivered
         );
     };
     let outcome = tokio::select! {
@@ -122,7 +160,33 @@ async fn soak(args: SoakArgs) -> Result<(), String> {
         report = relay.exited("during the soak") => Err(report),
     };
     relay.stop();
+    if let Some(rebinds) = rebinds {
+        rebinds.abort();
+    }
+    if let Some(proxy) = &proxy {
+        let stats = proxy.stats();
+        println!(
+            "the proxy lost {} of {} packets to the relay and {} of {} to the clients, over {} flows",
+            stats.to_server.lost + stats.to_server.overflowed,
+            stats.to_server.received,
+            stats.to_client.lost + stats.to_client.overflowed,
+            stats.to_client.received,
+            stats.flows
+        );
+    }
     let report = outcome?;
+    if let Some(media) = &report.media {
+        println!(
+            "media: sent {} frames, delivered {} (all subscribers), lost {}, errors {}",
+            media.sent,
+            media.delivered,
+            media.lost,
+            media.errors.len()
+        );
+        for error in media.errors.iter().take(20) {
+            println!("  media error: {error}");
+        }
+    }
     println!(
         "sent {} delivered {} lost {} churn cycles {} announcements {} long-group frames {} errors {} rss drift after minute {} {:+.2} % (max {:.1} %) accounted bytes {}",
         report.sent,

@@ -61,6 +61,9 @@ pub struct SoakConfig {
     pub announce_churn: f64,
     /// Rooms (from the first) with a member that keeps one group open the whole soak.
     pub long_groups: usize,
+    /// Subscribers of a media broadcast (4 KB frames at 60 fps) beside the chat
+    /// ([`crate::media_soak`]; 0 for none).
+    pub media_subscribers: usize,
 }
 
 impl Default for SoakConfig {
@@ -79,6 +82,7 @@ impl Default for SoakConfig {
             max_drift: 0.05,
             announce_churn: 20.0,
             long_groups: 2,
+            media_subscribers: 0,
         }
     }
 }
@@ -104,6 +108,8 @@ pub struct SoakSample {
     pub announcements: u64,
     /// Bytes the relay accounts against its memory budget now, if it serves `/metrics`.
     pub accounted_bytes: Option<u64>,
+    /// Media frames delivered so far, all subscribers together.
+    pub media_delivered: u64,
 }
 
 /// What a soak found.
@@ -134,6 +140,8 @@ pub struct SoakReport {
     pub accounted_range: Option<(u64, u64)>,
     /// Whether the accounted bytes stayed flat (see the module docs); true if not read.
     pub accounted_flat: bool,
+    /// The media part, if it ran.
+    pub media: Option<crate::media_soak::MediaReport>,
 }
 
 impl SoakReport {
@@ -144,22 +152,26 @@ impl SoakReport {
             && self.errors.is_empty()
             && self.drift < self.max_drift
             && self.accounted_flat
+            && self
+                .media
+                .as_ref()
+                .is_none_or(|media| media.lost == 0 && media.errors.is_empty())
     }
 }
 
 /// The counters every member shares.
-/// What one stable reader heard of one stable publisher.
+/// What one reader heard of one publisher's numbered messages.
 #[derive(Debug)]
-struct Heard {
+pub(crate) struct Heard {
     /// The highest number.
-    last: u64,
+    pub(crate) last: u64,
     /// Numbers below it not heard (yet).
-    missing: BTreeSet<u64>,
+    pub(crate) missing: BTreeSet<u64>,
 }
 
 impl Heard {
     /// Starting at the first number heard.
-    fn new(first: u64) -> Self {
+    pub(crate) fn new(first: u64) -> Self {
         Self {
             last: first,
             missing: BTreeSet::new(),
@@ -167,7 +179,7 @@ impl Heard {
     }
 
     /// Notes a number: one past `last + 1` leaves a gap, one in a gap fills it.
-    fn hear(&mut self, number: u64) {
+    pub(crate) fn hear(&mut self, number: u64) {
         if number > self.last {
             self.missing.extend(self.last + 1..number);
             self.last = number;
@@ -248,6 +260,17 @@ pub async fn run(
         ),
         false => None,
     };
+    let media = match config.media_subscribers > 0 {
+        true => Some(
+            crate::media_soak::MediaSoak::start(
+                target,
+                config.media_subscribers,
+                index as usize + config.rooms * (1 + config.churners_per_room),
+            )
+            .await?,
+        ),
+        false => None,
+    };
     let churners: Vec<_> = (0..config.rooms * config.churners_per_room)
         .map(|k| {
             let churner = Churner {
@@ -284,6 +307,7 @@ pub async fn run(
             churn_cycles: counters.churn_cycles.load(Ordering::Relaxed),
             announcements: counters.announcements.load(Ordering::Relaxed),
             accounted_bytes,
+            media_delivered: media.as_ref().map_or(0, |media| media.delivered()),
         };
         previous = usage;
         on_sample(&sample);
@@ -298,6 +322,10 @@ pub async fn run(
     if let Some(churn) = announce_churn {
         churn.stop(&counters).await;
     }
+    let media = match media {
+        Some(media) => Some(media.stop().await),
+        None => None,
+    };
     tokio::time::sleep(Duration::from_secs(5)).await;
     let tail_lost = {
         let sent = counters.last_sent.lock().unwrap_or_else(|e| e.into_inner());
@@ -386,6 +414,7 @@ pub async fn run(
         errors,
         drift,
         max_drift: config.max_drift,
+        media,
     })
 }
 

@@ -1,0 +1,221 @@
+//! The soak's media part: one publisher of 4 KB frames at 60 fps, a group every 2 s, to
+//! N subscribers, each on its own session. Every frame carries its number; a subscriber
+//! that skipped a number and has not received it by the end (a frame of a group the relay
+//! dropped or cut short counts too) lost a frame. Beside the chat of [`crate::soak`], it
+//! keeps long-lived streams of many packets going through the relay, which chat does not.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use moq_net::model::{Announcement, BroadcastProducer, Frame, Origin, Track};
+use moq_net::session::{Session, SessionConfig};
+
+use crate::load::Target;
+use crate::soak::Heard;
+
+/// Frames per second.
+const RATE: u64 = 60;
+/// Frames per group: a group every 2 s.
+const FRAMES_PER_GROUP: u64 = 120;
+/// Bytes per frame.
+const FRAME_BYTES: usize = 4096;
+/// Where the broadcast is published.
+const PATH: &str = "media/live";
+
+/// A running media soak: the publisher and its subscribers.
+#[derive(Debug)]
+pub struct MediaSoak {
+    publisher: Session,
+    subscribers: Vec<Session>,
+    task: tokio::task::JoinHandle<()>,
+    counters: Arc<MediaCounters>,
+}
+
+/// What the media part found.
+#[derive(Debug, Clone, Default)]
+pub struct MediaReport {
+    /// Frames published.
+    pub sent: u64,
+    /// Frames received, all subscribers together.
+    pub delivered: u64,
+    /// Frames a subscriber missed: gaps, and frames not there at the end.
+    pub lost: u64,
+    /// Sessions that ended during the soak, subscribers that never received a frame.
+    pub errors: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+struct MediaCounters {
+    sent: AtomicU64,
+    delivered: AtomicU64,
+    stop: AtomicBool,
+    /// Per subscriber: what it received, from its first frame on.
+    heard: Mutex<Vec<Option<Heard>>>,
+}
+
+impl MediaSoak {
+    /// Connects the publisher and `subscribers` subscribers (members from `first_member`
+    /// on, for the target's version pins) and starts publishing.
+    pub async fn start(
+        target: &Target,
+        subscribers: usize,
+        first_member: usize,
+    ) -> Result<Self, String> {
+        let counters = Arc::new(MediaCounters {
+            heard: Mutex::new((0..subscribers).map(|_| None).collect()),
+            ..MediaCounters::default()
+        });
+        let published = Origin::new();
+        let broadcast = BroadcastProducer::new();
+        let track = broadcast.create_track(Track::new("video"));
+        published
+            .publish(PATH, &broadcast)
+            .map_err(|e| e.to_string())?;
+        let publisher = target
+            .join(
+                SessionConfig {
+                    publish: Some(published),
+                    ..SessionConfig::default()
+                },
+                first_member,
+                "media publisher",
+            )
+            .await?;
+        let mut sessions = Vec::with_capacity(subscribers);
+        for index in 0..subscribers {
+            let seen = Origin::new();
+            let session = target
+                .join(
+                    SessionConfig {
+                        subscribe: Some(seen.clone()),
+                        subscribe_prefix: "media".into(),
+                        ..SessionConfig::default()
+                    },
+                    first_member + 1 + index,
+                    &format!("media subscriber {index}"),
+                )
+                .await?;
+            tokio::spawn(read(seen, index, counters.clone()));
+            sessions.push(session);
+        }
+        let task = tokio::spawn(publish(broadcast, track, counters.clone()));
+        Ok(Self {
+            publisher,
+            subscribers: sessions,
+            task,
+            counters,
+        })
+    }
+
+    /// Frames received so far, all subscribers together.
+    pub fn delivered(&self) -> u64 {
+        self.counters.delivered.load(Ordering::Relaxed)
+    }
+
+    /// Stops publishing, lets the last frames arrive, and counts what never did.
+    pub async fn stop(self) -> MediaReport {
+        self.counters.stop.store(true, Ordering::Relaxed);
+        let _ = self.task.await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let sent = self.counters.sent.load(Ordering::Relaxed);
+        let mut errors = Vec::new();
+        let mut lost = 0;
+        let heard = self
+            .counters
+            .heard
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for (index, heard) in heard.iter().enumerate() {
+            match heard {
+                // Numbers run from 0: the last sent is `sent - 1`.
+                Some(heard) => {
+                    lost += heard.missing.len() as u64 + (sent - 1).saturating_sub(heard.last)
+                }
+                None => errors.push(format!("media subscriber {index} received no frame")),
+            }
+        }
+        for (what, session) in std::iter::once(("publisher", &self.publisher)).chain(
+            self.subscribers
+                .iter()
+                .map(|session| ("subscriber", session)),
+        ) {
+            if session.is_closed() {
+                errors.push(format!("a media {what}'s session ended during the soak"));
+            }
+            session.close(moq_net::Error::Cancel);
+        }
+        MediaReport {
+            sent,
+            delivered: self.counters.delivered.load(Ordering::Relaxed),
+            lost,
+            errors,
+        }
+    }
+}
+
+/// Publishes numbered frames at [`RATE`] until the soak stops, each group's last frame
+/// with its end.
+async fn publish(
+    _broadcast: BroadcastProducer,
+    mut track: moq_net::model::TrackProducer,
+    counters: Arc<MediaCounters>,
+) {
+    let mut ticks = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut group = None;
+    let mut number = 0u64;
+    while !counters.stop.load(Ordering::Relaxed) {
+        ticks.tick().await;
+        let mut payload = vec![0u8; FRAME_BYTES];
+        payload[..8].copy_from_slice(&number.to_be_bytes());
+        let frame = Frame {
+            timestamp: number * 1000 / RATE,
+            payload: Bytes::from(payload),
+        };
+        let current = group.get_or_insert_with(|| track.append_group());
+        if number % FRAMES_PER_GROUP == FRAMES_PER_GROUP - 1 {
+            if let Some(full) = group.take() {
+                full.finish_with(frame);
+            }
+        } else {
+            current.write_frame(frame);
+        }
+        number += 1;
+        counters.sent.store(number, Ordering::Relaxed);
+    }
+    if let Some(last) = group {
+        last.finish();
+    }
+}
+
+/// Subscriber `index`: reads the broadcast once announced, every frame of every group.
+async fn read(seen: Origin, index: usize, counters: Arc<MediaCounters>) {
+    let mut announced = seen.announced("");
+    let broadcast = loop {
+        if let Announcement::Active { path, broadcast } = announced.next().await {
+            if path.as_str() == PATH {
+                break broadcast;
+            }
+        }
+    };
+    let Ok(mut track) = broadcast.subscribe_track("video").await else {
+        return;
+    };
+    while let Ok(Some(mut group)) = track.next_group().await {
+        while let Ok(Some(frame)) = group.read_frame().await {
+            let Some(header) = frame.payload.get(..8) else {
+                continue;
+            };
+            let mut number = [0u8; 8];
+            number.copy_from_slice(header);
+            let number = u64::from_be_bytes(number);
+            counters.delivered.fetch_add(1, Ordering::Relaxed);
+            let mut heard = counters.heard.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(slot) = heard.get_mut(index) {
+                slot.get_or_insert_with(|| Heard::new(number)).hear(number);
+            }
+        }
+    }
+}
