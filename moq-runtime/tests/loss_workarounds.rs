@@ -17,9 +17,9 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use common::chat::{ChatSubscription, chat_subscription};
 use common::{BusyRuntime, connected_pair, run_until};
-use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
-use moq_net::session::{self, Session, SessionConfig};
+use moq_net::model::TrackProducer;
 use moq_runtime::binding::BindingSession;
 use moq_runtime::quic::QuicConnection;
 
@@ -30,13 +30,14 @@ const GROUPS: u64 = 200;
 fn asking_past_parked_streams_stops_once_nothing_is_behind_them() {
     let runtime = BusyRuntime::default();
     let (client, server) = connected_pair(&runtime, "loss-workarounds", b"moq-lite-05");
-    let (mut track, received, _sessions) = subscribed(&runtime, &client, &server);
-    publish(&runtime, &client, &server, &mut track, &received, 10);
+    let mut chat = subscribed(&runtime, &client, &server);
+    let (track, received) = (&mut chat.track, chat.received.clone());
+    publish(&runtime, &client, &server, track, &received, 10);
 
     // One group whose packets are lost: the server's probe timeout fires and parks
     // every send stream it has, the session's control streams among them.
     let before = server.loss_workarounds();
-    send(&mut track, 10);
+    send(track, 10);
     runtime.turn();
     lose_until_probe_timeout(&server);
     let swept = server.loss_workarounds();
@@ -51,7 +52,7 @@ fn asking_past_parked_streams_stops_once_nothing_is_behind_them() {
 
     let settled = server.loss_workarounds();
     assert!(settled.parked_streams <= MOST_PARKED, "{settled:?}");
-    publish(&runtime, &client, &server, &mut track, &received, GROUPS);
+    publish(&runtime, &client, &server, track, &received, GROUPS);
     let after = server.loss_workarounds();
     // One round per sweep: the first, and any spurious one a slow machine fires (an ACK
     // delayed past the probe timeout), each past the few streams it parked.
@@ -78,8 +79,9 @@ const MOST_PARKED: usize = 16;
 fn a_group_that_ends_long_after_its_last_frame_ends_at_once() {
     let runtime = BusyRuntime::default();
     let (client, server) = connected_pair(&runtime, "late-end", b"moq-lite-05");
-    let (mut track, received, _sessions) = subscribed(&runtime, &client, &server);
-    publish(&runtime, &client, &server, &mut track, &received, 3);
+    let mut chat = subscribed(&runtime, &client, &server);
+    let (track, received) = (&mut chat.track, chat.received.clone());
+    publish(&runtime, &client, &server, track, &received, 3);
     // How long "long after" must be depends on the path's round trip, which a busy
     // machine stretches: waits from 50 ms, doubling, until a FIN goes unheld.
     let mut pause = Duration::from_millis(50);
@@ -127,60 +129,19 @@ fn lose_until_probe_timeout(server: &QuicConnection) {
     }
 }
 
-/// The server publishes a chat track, the client subscribes to it; returns the track,
-/// the client's count of frames read, and the sessions (kept alive by the caller).
+/// The server publishes a chat track, the client subscribes to it.
 fn subscribed(
     runtime: &BusyRuntime,
     client: &QuicConnection,
     server: &QuicConnection,
-) -> (TrackProducer, Rc<Cell<u64>>, (Session, Session)) {
-    let published = Origin::new();
-    let broadcast = BroadcastProducer::new();
-    let track = broadcast.create_track(Track::new("chat"));
-    published.publish("room", &broadcast).unwrap();
-    std::mem::forget(broadcast); // published for the whole test
-    let server_session = session::accept(
-        runtime.clone(),
+) -> ChatSubscription {
+    chat_subscription(
+        runtime,
+        client,
+        server,
         BindingSession::from(server.session()),
-        SessionConfig {
-            publish: Some(published),
-            ..SessionConfig::default()
-        },
-    );
-    let discovered = Origin::new();
-    let client_session = session::connect(
-        runtime.clone(),
         BindingSession::from(client.session()),
-        SessionConfig {
-            subscribe: Some(discovered.clone()),
-            path: Some("/".into()),
-            ..SessionConfig::default()
-        },
-    );
-    assert!(
-        run_until(runtime, client, server, || discovered
-            .consume_broadcast("room")
-            .is_some()),
-        "the client discovers the broadcast"
-    );
-    let received = Rc::new(Cell::new(0u64));
-    let remote = discovered.consume_broadcast("room").unwrap();
-    let count = received.clone();
-    runtime.spawn_task(async move {
-        let Ok(mut track) = remote.subscribe_track("chat").await else {
-            return;
-        };
-        while let Ok(Some(mut group)) = track.next_group().await {
-            while let Ok(Some(_frame)) = group.read_frame().await {
-                count.set(count.get() + 1);
-            }
-        }
-    });
-    assert!(
-        run_until(runtime, client, server, || track.consumer_count() > 0),
-        "the subscription reaches the publisher"
-    );
-    (track, received, (server_session, client_session))
+    )
 }
 
 /// Publishes `groups` one-frame groups, one at a time, each read before the next.

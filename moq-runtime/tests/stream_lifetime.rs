@@ -12,10 +12,10 @@ mod common;
 use std::cell::Cell;
 use std::rc::Rc;
 
+use common::chat::chat_subscription;
 use common::webtransport::established;
 use common::{BusyRuntime, connected_pair, run_until};
-use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
-use moq_net::session::{self, Session, SessionConfig};
+use moq_net::model::TrackProducer;
 use moq_runtime::binding::BindingSession;
 use moq_runtime::quic::{Bookkeeping, QuicConnection};
 
@@ -68,53 +68,10 @@ fn run_groups(
     server_transport: BindingSession,
     client_transport: BindingSession,
 ) {
-    let published = Origin::new();
-    let broadcast = BroadcastProducer::new();
-    let mut track = broadcast.create_track(Track::new("chat"));
-    published.publish("room", &broadcast).unwrap();
-    let _server_session: Session = session::accept(
-        runtime.clone(),
-        server_transport,
-        SessionConfig {
-            publish: Some(published),
-            ..SessionConfig::default()
-        },
-    );
-    let discovered = Origin::new();
-    let _client_session: Session = session::connect(
-        runtime.clone(),
-        client_transport,
-        SessionConfig {
-            subscribe: Some(discovered.clone()),
-            path: Some("/".into()),
-            ..SessionConfig::default()
-        },
-    );
-    assert!(
-        run_until(runtime, client, server, || discovered
-            .consume_broadcast("room")
-            .is_some()),
-        "the client discovers the broadcast"
-    );
-    let received = Rc::new(Cell::new(0u64));
-    let remote = discovered.consume_broadcast("room").unwrap();
-    let count = received.clone();
-    runtime.spawn_task(async move {
-        let Ok(mut track) = remote.subscribe_track("chat").await else {
-            return;
-        };
-        while let Ok(Some(mut group)) = track.next_group().await {
-            while let Ok(Some(_frame)) = group.read_frame().await {
-                count.set(count.get() + 1);
-            }
-        }
-    });
-    assert!(
-        run_until(runtime, client, server, || track.consumer_count() > 0),
-        "the subscription reaches the publisher"
-    );
+    let mut chat = chat_subscription(runtime, client, server, server_transport, client_transport);
+    let (track, received) = (&mut chat.track, chat.received.clone());
 
-    publish(runtime, client, server, &mut track, &received, WARM_UP);
+    publish(runtime, client, server, track, &received, WARM_UP);
     // A stream that ends with a FIN of its own keeps its entries until that FIN is
     // written, once its bytes are acknowledged (the adapter holds it: `quic/fins.rs`),
     // and read: the idle size is taken once no FIN is held and a few turns went by.
@@ -135,7 +92,7 @@ fn run_groups(
         "a settled session keeps a handful of control streams: {idle:?}"
     );
 
-    publish(runtime, client, server, &mut track, &received, GROUPS);
+    publish(runtime, client, server, track, &received, GROUPS);
     let after = (server.bookkeeping(), client.bookkeeping());
     // The finished streams noted for parking are pruned as the list doubles: bounded by
     // the streams in flight at a prune, never by the groups that went through.

@@ -2,6 +2,7 @@
 //! configurations, and a self-signed certificate on disk.
 #![allow(dead_code, missing_docs)] // each test file uses a part
 
+pub(crate) mod chat;
 pub(crate) mod webtransport;
 
 use std::cell::RefCell;

@@ -1,0 +1,84 @@
+//! A chat-shaped subscription over a connected pair: the server publishes a track of
+//! one-frame groups, the client subscribes and counts the frames it reads.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
+use moq_net::session::{self, Session, SessionConfig};
+use moq_runtime::binding::BindingSession;
+use moq_runtime::quic::QuicConnection;
+
+use super::{BusyRuntime, run_until};
+
+/// The server's track, the client's count of frames read, and both sessions (which the
+/// caller keeps alive).
+pub(crate) struct ChatSubscription {
+    pub(crate) track: TrackProducer,
+    pub(crate) received: Rc<Cell<u64>>,
+    pub(crate) sessions: (Session, Session),
+    /// Published for the whole test.
+    _broadcast: BroadcastProducer,
+}
+
+/// Sessions over `server_transport` (publishing `room`/`chat`) and `client_transport`
+/// (subscribed to it and reading every frame), once the subscription reached the server.
+pub(crate) fn chat_subscription(
+    runtime: &BusyRuntime,
+    client: &QuicConnection,
+    server: &QuicConnection,
+    server_transport: BindingSession,
+    client_transport: BindingSession,
+) -> ChatSubscription {
+    let published = Origin::new();
+    let broadcast = BroadcastProducer::new();
+    let track = broadcast.create_track(Track::new("chat"));
+    published.publish("room", &broadcast).unwrap();
+    let server_session = session::accept(
+        runtime.clone(),
+        server_transport,
+        SessionConfig {
+            publish: Some(published),
+            ..SessionConfig::default()
+        },
+    );
+    let discovered = Origin::new();
+    let client_session = session::connect(
+        runtime.clone(),
+        client_transport,
+        SessionConfig {
+            subscribe: Some(discovered.clone()),
+            path: Some("/".into()),
+            ..SessionConfig::default()
+        },
+    );
+    assert!(
+        run_until(runtime, client, server, || discovered
+            .consume_broadcast("room")
+            .is_some()),
+        "the client discovers the broadcast"
+    );
+    let received = Rc::new(Cell::new(0u64));
+    let remote = discovered.consume_broadcast("room").unwrap();
+    let count = received.clone();
+    runtime.spawn_task(async move {
+        let Ok(mut track) = remote.subscribe_track("chat").await else {
+            return;
+        };
+        while let Ok(Some(mut group)) = track.next_group().await {
+            while let Ok(Some(_frame)) = group.read_frame().await {
+                count.set(count.get() + 1);
+            }
+        }
+    });
+    assert!(
+        run_until(runtime, client, server, || track.consumer_count() > 0),
+        "the subscription reaches the publisher"
+    );
+    ChatSubscription {
+        track,
+        received,
+        sessions: (server_session, client_session),
+        _broadcast: broadcast,
+    }
+}
