@@ -278,6 +278,34 @@ fn log_reader_parked_while_an_entry_is_published_across_a_chunk_boundary() {
     });
 }
 
+/// `append_before_close`: a reader parked on the log, woken only by the close, sees the
+/// entry appended before it, then the end, whatever the interleaving.
+#[test]
+fn log_entry_appended_before_the_close_is_seen_by_a_parked_reader() {
+    loom::model(|| {
+        let mut writer = LogWriter::with_config(LogConfig {
+            first_chunk: 1,
+            max_chunk: 1,
+            retain: None,
+        });
+        let mut reader = writer.reader(Start::Oldest);
+        let publisher = thread::spawn(move || {
+            writer.append_before_close(7u8);
+            writer.close();
+        });
+        let mut seen = Vec::new();
+        loop {
+            match block_on(reader.next()) {
+                Next::Item(value) => seen.push(value),
+                Next::Closed => break,
+                Next::Lagged(_) => panic!("nothing is released without retention"),
+            }
+        }
+        assert_eq!(seen, [7]);
+        publisher.join().unwrap();
+    });
+}
+
 #[test]
 fn log_readers_joining_while_the_writer_finishes_see_every_entry() {
     loom::model(|| {
