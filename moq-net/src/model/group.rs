@@ -447,7 +447,8 @@ mod tests {
         group.write(1, "first");
         let mut consumer = group.consume();
         let mut whole = group.consume();
-        let wakes = Arc::new(Wakes(AtomicU64::new(0)));
+        // std's types, not kio's (which are loom's in the loom build): a waker needs them.
+        let wakes = std::sync::Arc::new(Wakes(std::sync::atomic::AtomicU64::new(0)));
         let waker = Waker::from(wakes.clone());
         let waiter = Waiter::new(&waker);
         assert!(matches!(
@@ -459,7 +460,11 @@ mod tests {
             timestamp: 2,
             payload: "last".into(),
         });
-        assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "one wake, at the end");
+        assert_eq!(
+            wakes.0.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "one wake, at the end"
+        );
         let last = consumer.poll_read_frame(&waiter);
         assert!(matches!(&last, Poll::Ready(Ok(Some(frame))) if frame.payload == "last"));
         assert_eq!(consumer.poll_read_frame(&waiter), Poll::Ready(Ok(None)));
@@ -468,11 +473,11 @@ mod tests {
     }
 
     /// A waker that counts its wakes.
-    struct Wakes(AtomicU64);
+    struct Wakes(std::sync::atomic::AtomicU64);
 
     impl std::task::Wake for Wakes {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
     }
 
