@@ -13,8 +13,6 @@
 
 mod common;
 
-use std::cell::Cell;
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use common::chat::{ChatSubscription, chat_subscription};
@@ -31,13 +29,12 @@ fn asking_past_parked_streams_stops_once_nothing_is_behind_them() {
     let runtime = BusyRuntime::default();
     let (client, server) = connected_pair(&runtime, "loss-workarounds", b"moq-lite-05");
     let mut chat = subscribed(&runtime, &client, &server);
-    let (track, received) = (&mut chat.track, chat.received.clone());
-    publish(&runtime, &client, &server, track, &received, 10);
+    chat.publish(&runtime, &client, &server, 10, 1);
 
     // One group whose packets are lost: the server's probe timeout fires and parks
     // every send stream it has, the session's control streams among them.
     let before = server.loss_workarounds();
-    send(track, 10);
+    send(&mut chat.track, 10);
     runtime.turn();
     lose_until_probe_timeout(&server);
     let swept = server.loss_workarounds();
@@ -46,13 +43,13 @@ fn asking_past_parked_streams_stops_once_nothing_is_behind_them() {
         "the probe timeout parks the streams: {swept:?}"
     );
     assert!(
-        run_until(&runtime, &client, &server, || received.get() == 11),
+        run_until(&runtime, &client, &server, || chat.received.get() == 11),
         "the lost group is sent again"
     );
 
     let settled = server.loss_workarounds();
     assert!(settled.parked_streams <= MOST_PARKED, "{settled:?}");
-    publish(&runtime, &client, &server, track, &received, GROUPS);
+    chat.publish(&runtime, &client, &server, GROUPS, 1);
     let after = server.loss_workarounds();
     // One round per sweep: the first, and any spurious one a slow machine fires (an ACK
     // delayed past the probe timeout), each past the few streams it parked.
@@ -80,8 +77,8 @@ fn a_group_that_ends_long_after_its_last_frame_ends_at_once() {
     let runtime = BusyRuntime::default();
     let (client, server) = connected_pair(&runtime, "late-end", b"moq-lite-05");
     let mut chat = subscribed(&runtime, &client, &server);
+    chat.publish(&runtime, &client, &server, 3, 1);
     let (track, received) = (&mut chat.track, chat.received.clone());
-    publish(&runtime, &client, &server, track, &received, 3);
     // How long "long after" must be depends on the path's round trip, which a busy
     // machine stretches: waits from 50 ms, doubling, until a FIN goes unheld.
     let mut pause = Duration::from_millis(50);
@@ -110,24 +107,32 @@ fn a_group_that_ends_long_after_its_last_frame_ends_at_once() {
     }
 }
 
-/// Drops every packet the server sends until its probe timeout fired.
+/// Drops every packet the server sends until its probe timeout fired: its timers run
+/// when due, and with its packets lost, one of the first of them is the probe timeout.
 fn lose_until_probe_timeout(server: &QuicConnection) {
     let mut buf = [0u8; 65_536];
-    let start = Instant::now();
     let sweeps = server.loss_workarounds().park_sweeps;
+    let mut timers_run = 0;
     while server.loss_workarounds().park_sweeps == sweeps {
         assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "no probe timeout fired"
+            timers_run < MOST_TIMERS_BEFORE_A_PROBE,
+            "no probe timeout fired in {timers_run} runs of the server's timers"
         );
         while let Ok(Some(_lost)) = server.send(&mut buf) {}
         match server.timeout() {
-            Some(wait) if wait.is_zero() => server.on_timeout(Instant::now()),
-            Some(wait) => std::thread::sleep(wait.min(Duration::from_millis(10))),
+            Some(wait) if wait.is_zero() => {
+                server.on_timeout(Instant::now());
+                timers_run += 1;
+            }
+            Some(wait) => std::thread::sleep(wait),
             None => panic!("nothing in flight: no probe timeout to wait for"),
         }
     }
 }
+
+/// Timer runs (an ACK delay, a held FIN, a probe) within which a connection whose
+/// packets are all lost fires a probe timeout.
+const MOST_TIMERS_BEFORE_A_PROBE: u32 = 16;
 
 /// The server publishes a chat track, the client subscribes to it.
 fn subscribed(
@@ -142,26 +147,6 @@ fn subscribed(
         BindingSession::from(server.session()),
         BindingSession::from(client.session()),
     )
-}
-
-/// Publishes `groups` one-frame groups, one at a time, each read before the next.
-fn publish(
-    runtime: &BusyRuntime,
-    client: &QuicConnection,
-    server: &QuicConnection,
-    track: &mut TrackProducer,
-    received: &Rc<Cell<u64>>,
-    groups: u64,
-) {
-    for _ in 0..groups {
-        let goal = received.get() + 1;
-        send(track, goal);
-        assert!(
-            run_until(runtime, client, server, || received.get() >= goal),
-            "{} of {goal} groups arrived",
-            received.get()
-        );
-    }
 }
 
 /// Writes one chat message: a one-frame group.

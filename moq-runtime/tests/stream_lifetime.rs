@@ -9,13 +9,9 @@
 
 mod common;
 
-use std::cell::Cell;
-use std::rc::Rc;
-
 use common::chat::chat_subscription;
 use common::webtransport::established;
 use common::{BusyRuntime, connected_pair, run_until};
-use moq_net::model::TrackProducer;
 use moq_runtime::binding::BindingSession;
 use moq_runtime::quic::{Bookkeeping, QuicConnection};
 
@@ -69,9 +65,8 @@ fn run_groups(
     client_transport: BindingSession,
 ) {
     let mut chat = chat_subscription(runtime, client, server, server_transport, client_transport);
-    let (track, received) = (&mut chat.track, chat.received.clone());
 
-    publish(runtime, client, server, track, &received, WARM_UP);
+    chat.publish(runtime, client, server, WARM_UP, BATCH);
     // A stream that ends with a FIN of its own keeps its entries until that FIN is
     // written, once its bytes are acknowledged (the adapter holds it: `quic/fins.rs`),
     // and read: the idle size is taken once no FIN is held and a few turns went by.
@@ -92,7 +87,7 @@ fn run_groups(
         "a settled session keeps a handful of control streams: {idle:?}"
     );
 
-    publish(runtime, client, server, track, &received, GROUPS);
+    chat.publish(runtime, client, server, GROUPS, BATCH);
     let after = (server.bookkeeping(), client.bookkeeping());
     // The finished streams noted for parking are pruned as the list doubles: bounded by
     // the streams in flight at a prune, never by the groups that went through.
@@ -122,32 +117,4 @@ fn run_groups(
             ..Bookkeeping::default()
         }
     );
-}
-
-/// Publishes `groups` one-frame groups (in batches) and pumps until all arrived.
-fn publish(
-    runtime: &BusyRuntime,
-    client: &QuicConnection,
-    server: &QuicConnection,
-    track: &mut TrackProducer,
-    received: &Rc<Cell<u64>>,
-    groups: u64,
-) {
-    let target = received.get() + groups;
-    let mut sent = 0;
-    while sent < groups {
-        for _ in 0..BATCH.min(groups - sent) {
-            let mut group = track.append_group();
-            group.write(sent, "hello");
-            group.finish();
-            sent += 1;
-        }
-        // The subscriber reads every group: a group left behind would be a lost message.
-        let goal = target - groups + sent;
-        assert!(
-            run_until(runtime, client, server, || received.get() >= goal),
-            "{} of {goal} groups arrived",
-            received.get()
-        );
-    }
 }

@@ -21,6 +21,38 @@ pub(crate) struct ChatSubscription {
     _broadcast: BroadcastProducer,
 }
 
+impl ChatSubscription {
+    /// Publishes `groups` one-frame groups, `batch` at a time (the publisher runs ahead of
+    /// the network by that much), pumping after each batch until all of it arrived: a
+    /// group left behind would be a lost message.
+    pub(crate) fn publish(
+        &mut self,
+        runtime: &BusyRuntime,
+        client: &QuicConnection,
+        server: &QuicConnection,
+        groups: u64,
+        batch: u64,
+    ) {
+        let start = self.received.get();
+        let mut sent = 0;
+        while sent < groups {
+            for _ in 0..batch.min(groups - sent) {
+                let mut group = self.track.append_group();
+                group.write(sent, "hello");
+                group.finish();
+                sent += 1;
+            }
+            let goal = start + sent;
+            let received = &self.received;
+            assert!(
+                run_until(runtime, client, server, || received.get() >= goal),
+                "{} of {goal} groups arrived",
+                received.get()
+            );
+        }
+    }
+}
+
 /// Sessions over `server_transport` (publishing `room`/`chat`) and `client_transport`
 /// (subscribed to it and reading every frame), once the subscription reached the server.
 pub(crate) fn chat_subscription(
