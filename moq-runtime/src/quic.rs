@@ -50,6 +50,7 @@ use kio::{WaiterList, WaiterSlot};
 use crate::urgency::Urgencies;
 
 mod fins;
+mod migration;
 mod parking;
 
 pub use parking::LossWorkarounds;
@@ -246,6 +247,8 @@ struct State {
     /// Given up on: quiche kept producing packets after a close without ever finishing.
     /// Sends nothing more, and counts as closed.
     abandoned: bool,
+    /// The connection's path and the paths its peer left (`migration.rs`).
+    migrations: migration::Migrations,
 }
 
 /// Long-header packets a closing connection may send before it is abandoned: a
@@ -309,6 +312,10 @@ impl QuicConnection {
     /// Wraps a quiche connection (from `quiche::connect` or `quiche::accept`).
     pub fn new(conn: quiche::Connection) -> Self {
         let server = conn.is_server();
+        let path = conn
+            .path_stats()
+            .find(|path| path.active)
+            .map(|path| (path.local_addr, path.peer_addr));
         // Stream ids: bit 0 is the initiator (1 = server), bit 1 uni.
         let peer = u64::from(!server);
         Self {
@@ -358,6 +365,7 @@ impl QuicConnection {
                     close_at: None,
                     closing_long_headers: 0,
                     abandoned: false,
+                    migrations: migration::Migrations::new(path),
                 }),
                 flush_pending: AtomicBool::new(false),
                 flush_waker: std::sync::Mutex::new(None),
@@ -660,7 +668,7 @@ impl QuicConnection {
     }
 
     /// What working around quiche's lossy-path bugs cost this connection so far
-    /// (`quic/parking.rs`, `quic/fins.rs`): for diagnostics, and for the tests that keep
+    /// (`quic/parking.rs`, `quic/fins.rs`, `quic/migration.rs`): for diagnostics, and for the tests that keep
     /// those costs bounded.
     pub fn loss_workarounds(&self) -> LossWorkarounds {
         let state = self.shared.state.lock();
@@ -669,6 +677,7 @@ impl QuicConnection {
             parked_streams: state.open_parked + state.held_fins.len() + state.finished.parked(),
             sends_past_parked: state.sends_past_parked,
             fins_held: state.held_fins.total(),
+            paths_left_probed: state.migrations.probed(),
         }
     }
 

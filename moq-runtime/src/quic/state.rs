@@ -72,11 +72,22 @@ impl State {
             }
         }
         while let Some(event) = self.conn.path_event_next() {
-            if let quiche::PathEvent::PmtuUpdated { pmtu, .. } = event {
-                tracing::debug!(pmtu, "path MTU");
-                self.path_mtu = pmtu;
-            } else {
-                tracing::trace!(?event, "path event");
+            match event {
+                quiche::PathEvent::PmtuUpdated { pmtu, .. } => {
+                    tracing::debug!(pmtu, "path MTU");
+                    self.path_mtu = pmtu;
+                }
+                quiche::PathEvent::PeerMigrated(local, peer) => {
+                    tracing::debug!(%peer, "the peer moved to a new address");
+                    if let Some((local, left)) = self.migrations.on_peer_migrated(local, peer) {
+                        // What was in flight to the address left is declared lost once
+                        // this probe is acknowledged (`migration.rs`).
+                        if let Err(error) = self.conn.probe_path(local, left) {
+                            tracing::debug!(%error, %left, "the path left cannot be probed");
+                        }
+                    }
+                }
+                event => tracing::trace!(?event, "path event"),
             }
         }
         if !self.close_announced && (self.is_closed() || self.conn.is_draining()) {
@@ -347,7 +358,8 @@ impl State {
             sent => sent.map(Some),
         };
         match sent {
-            Ok(Some((len, info))) => {
+            Ok(Some((len, mut info))) => {
+                self.migrations.redirect(&mut info);
                 self.packets_emitted += 1;
                 let long_header = out.first().is_some_and(|byte| byte & 0x80 != 0);
                 if long_header && self.conn.local_error().is_some() {

@@ -156,6 +156,12 @@ pub(crate) fn run_until(
     false
 }
 
+/// The client's address in a [`connected_pair`].
+pub(crate) const CLIENT_ADDRESS: &str = "127.0.0.1:4000";
+
+/// The server's address in a [`connected_pair`].
+pub(crate) const SERVER_ADDRESS: &str = "127.0.0.1:4433";
+
 /// A client/server pair of quiche connections on an in-memory pump, handshake done, the
 /// client offering `alpn` (the server offers moq-lite-05 and h3).
 pub(crate) fn connected_pair(
@@ -164,8 +170,8 @@ pub(crate) fn connected_pair(
     alpn: &[u8],
 ) -> (QuicConnection, QuicConnection) {
     let (chain, key) = certificate_files(name);
-    let client_addr: SocketAddr = "127.0.0.1:4000".parse().unwrap();
-    let server_addr: SocketAddr = "127.0.0.1:4433".parse().unwrap();
+    let client_addr: SocketAddr = CLIENT_ADDRESS.parse().unwrap();
+    let server_addr: SocketAddr = SERVER_ADDRESS.parse().unwrap();
     let client = QuicConnection::new(
         quiche::connect(
             Some("localhost"),

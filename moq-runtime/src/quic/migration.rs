@@ -1,0 +1,173 @@
+//! A peer that moved to a new address (a NAT that rebinds, a client that migrates), and
+//! the data quiche strands on the path it left.
+//!
+//! Why: quiche (up to at least 0.30, cloudflare/quiche#2452) keeps each path's sent
+//! packets in that path's own loss recovery, and declares a packet lost only on an
+//! acknowledgement of a later packet *of the same path*. A server sends nothing more on
+//! the path its peer left, so what was in flight there when the peer moved (lost, when a
+//! NAT rebinds: the old mapping is gone) is never declared lost; the old path's probe
+//! timeout resends the frames of its two oldest packets, again and again, and the rest
+//! never. A stream with a hole there never completes: a media subscriber behind a NAT
+//! that rebinds stalled for good at its first rebinding, its connection otherwise
+//! healthy (`moq-bench soak --rebind-seconds`, `tests/migration.rs`).
+//!
+//! What is done about it: once quiche has validated the peer's new address and moved
+//! the connection there (`PathEvent::PeerMigrated`), the path left is probed (quiche
+//! sends a PATH_CHALLENGE on it), and packets quiche addresses to a path left go to the
+//! peer's current address instead. The peer acknowledges the probe, and quiche counts
+//! that acknowledgement on the old path: everything in flight there before it is
+//! declared lost, and sent again on the new path. The redirection sends nothing to an
+//! address that has not shown it is the peer's (quiche validated the new path before it
+//! moved), and it is bounded: the last [`MOST_PATHS_LEFT`] paths are remembered.
+//!
+//! Remove once quiche declares such packets lost itself (cloudflare/quiche#2454).
+
+use std::net::SocketAddr;
+
+/// How many paths left are remembered for redirection: quiche keeps at most as many
+/// paths as the connection IDs it holds (`active_connection_id_limit`, a handful), and a
+/// path left earlier has had its probe answered or failed long since.
+pub(super) const MOST_PATHS_LEFT: usize = 4;
+
+/// One connection's path, and the paths its peer left.
+#[derive(Debug, Default)]
+pub(super) struct Migrations {
+    /// The path packets go on: (local address, peer address).
+    active: Option<(SocketAddr, SocketAddr)>,
+    /// Paths the peer left, the most recent last: packets quiche addresses to one of
+    /// them go to the active path's peer address.
+    left: Vec<(SocketAddr, SocketAddr)>,
+    /// Paths left that were probed so their stranded packets are declared lost.
+    probed: u64,
+}
+
+impl Migrations {
+    /// Starts on `active`, the connection's path when it was made.
+    pub(super) fn new(active: Option<(SocketAddr, SocketAddr)>) -> Self {
+        Self {
+            active,
+            ..Self::default()
+        }
+    }
+
+    /// quiche moved the connection to (`local`, `peer`), a validated path; returns the
+    /// path left, to probe, if there was one.
+    pub(super) fn on_peer_migrated(
+        &mut self,
+        local: SocketAddr,
+        peer: SocketAddr,
+    ) -> Option<(SocketAddr, SocketAddr)> {
+        let now = (local, peer);
+        let before = self.active.replace(now)?;
+        // Back on a path left earlier: packets for it go there again.
+        self.left.retain(|path| *path != now);
+        if before == now {
+            return None;
+        }
+        if self.left.len() == MOST_PATHS_LEFT {
+            self.left.remove(0);
+        }
+        self.left.push(before);
+        self.probed += 1;
+        Some(before)
+    }
+
+    /// Sends `info`'s packet to the peer's current address if quiche addressed it to a
+    /// path the peer left.
+    pub(super) fn redirect(&self, info: &mut quiche::SendInfo) {
+        let Some((local, peer)) = self.active else {
+            return;
+        };
+        if self.left.contains(&(info.from, info.to)) {
+            tracing::trace!(left = %info.to, %peer, "a packet for a path left goes to the peer's address");
+            info.from = local;
+            info.to = peer;
+        }
+    }
+
+    /// Paths left that were probed so far.
+    pub(super) fn probed(&self) -> u64 {
+        self.probed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    fn address(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    fn info(from: SocketAddr, to: SocketAddr) -> quiche::SendInfo {
+        quiche::SendInfo {
+            from,
+            to,
+            at: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn packets_for_a_path_left_go_to_the_peers_new_address() {
+        let local = address(443);
+        let mut migrations = Migrations::new(Some((local, address(1))));
+        let mut before = info(local, address(1));
+        migrations.redirect(&mut before);
+        assert_eq!(before.to, address(1), "nothing moved yet");
+
+        assert_eq!(
+            migrations.on_peer_migrated(local, address(2)),
+            Some((local, address(1)))
+        );
+        let mut stranded = info(local, address(1));
+        migrations.redirect(&mut stranded);
+        assert_eq!(stranded.to, address(2));
+        let mut current = info(local, address(2));
+        migrations.redirect(&mut current);
+        assert_eq!(current.to, address(2));
+        let mut elsewhere = info(local, address(9));
+        migrations.redirect(&mut elsewhere);
+        assert_eq!(elsewhere.to, address(9), "only paths left are redirected");
+        assert_eq!(migrations.probed(), 1);
+    }
+
+    #[test]
+    fn a_peer_back_on_a_path_it_left_is_sent_to_there_again() {
+        let local = address(443);
+        let mut migrations = Migrations::new(Some((local, address(1))));
+        migrations.on_peer_migrated(local, address(2));
+        assert_eq!(
+            migrations.on_peer_migrated(local, address(1)),
+            Some((local, address(2)))
+        );
+        let mut back = info(local, address(1));
+        migrations.redirect(&mut back);
+        assert_eq!(back.to, address(1));
+        let mut left = info(local, address(2));
+        migrations.redirect(&mut left);
+        assert_eq!(left.to, address(1));
+    }
+
+    #[test]
+    fn the_paths_left_are_bounded_and_a_repeated_event_probes_nothing() {
+        let local = address(443);
+        let mut migrations = Migrations::new(Some((local, address(1))));
+        for port in 2..100 {
+            migrations.on_peer_migrated(local, address(port));
+        }
+        assert_eq!(migrations.left.len(), MOST_PATHS_LEFT);
+        assert_eq!(migrations.on_peer_migrated(local, address(99)), None);
+        assert_eq!(migrations.probed(), 98);
+    }
+
+    #[test]
+    fn without_a_known_path_nothing_is_probed() {
+        let mut migrations = Migrations::new(None);
+        assert_eq!(migrations.on_peer_migrated(address(443), address(2)), None);
+        let mut packet = info(address(443), address(1));
+        migrations.redirect(&mut packet);
+        assert_eq!(packet.to, address(1));
+    }
+}

@@ -1,0 +1,164 @@
+//! A peer that moves to a new address (a NAT that rebinds) while data is in flight to
+//! its old one gets that data all the same.
+//!
+//! Regression: quiche (0.30, cloudflare/quiche#2452) detects a loss only from an
+//! acknowledgement of a later packet on the same path, and sends nothing more on the
+//! path the peer left; its probe timeout there resends the frames of the two oldest
+//! packets, again and again. Data lost at the old address was never sent again: a media
+//! subscriber behind a NAT that rebinds stalled for good on its first rebinding
+//! (`moq-bench soak --rebind-seconds`), its connection otherwise healthy.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::chat::{ChatSubscription, chat_subscription};
+use common::{BusyRuntime, CLIENT_ADDRESS, connected_pair};
+use moq_runtime::binding::BindingSession;
+use moq_runtime::quic::QuicConnection;
+
+/// Groups written just before the rebinding, of [`FRAME`] bytes each: a few dozen
+/// packets in flight, most of them lost.
+const GROUPS: u64 = 12;
+/// The bytes of each group of the burst.
+const FRAME: usize = 4_000;
+
+#[test]
+fn data_in_flight_to_the_address_a_peer_left_is_sent_again() {
+    let runtime = BusyRuntime::default();
+    let (client, server) = connected_pair(&runtime, "migration", b"moq-lite-05");
+    let mut chat = subscribed(&runtime, &client, &server);
+    chat.publish(&runtime, &client, &server, 3, 1);
+    let settled = chat.received.get();
+
+    for index in 0..GROUPS {
+        let mut group = chat.track.append_group();
+        group.write(index, Bytes::from(vec![index as u8; FRAME]));
+        group.finish();
+    }
+    runtime.turn();
+    // The burst's first packet arrives; the rest are on their way to the client's old
+    // public address when the NAT gives it a new one, and are lost there.
+    let mut nat = Nat::new();
+    let mut buf = [0u8; 65_536];
+    let mut first = true;
+    while let Ok(Some((len, info))) = server.send(&mut buf) {
+        if first {
+            first = false;
+            let _ = client.recv(&mut buf[..len], info.from, info.to);
+        } else {
+            nat.lost += 1;
+        }
+    }
+    assert!(nat.lost >= 4, "only {} packets in flight", nat.lost);
+    nat.rebind();
+
+    let goal = settled + GROUPS;
+    let received = &chat.received;
+    let arrived = nat.run_until(&runtime, &client, &server, &mut || received.get() == goal);
+    let workarounds = server.loss_workarounds();
+    assert!(
+        arrived,
+        "{} of {GROUPS} groups arrived after the rebinding ({} packets lost at the old \
+         address; {workarounds:?})",
+        received.get() - settled,
+        nat.lost,
+    );
+    assert_eq!(workarounds.paths_left_probed, 1, "{workarounds:?}");
+
+    // The connection goes on at the new address, nothing sent to the old one.
+    let lost = nat.lost;
+    for index in 0..MORE {
+        let mut group = chat.track.append_group();
+        group.write(index, "hello");
+        group.finish();
+    }
+    let goal = goal + MORE;
+    assert!(
+        nat.run_until(&runtime, &client, &server, &mut || received.get() == goal),
+        "{} of {MORE} later groups arrived",
+        received.get() + MORE - goal
+    );
+    assert_eq!(
+        nat.lost, lost,
+        "packets went to the address the client left"
+    );
+}
+
+/// Groups written once the connection moved.
+const MORE: u64 = 20;
+
+/// The client's NAT: the address the server sees the client at, and what it drops.
+struct Nat {
+    /// The client's public address now.
+    public: SocketAddr,
+    /// Server packets dropped: addressed to a public address the NAT no longer maps.
+    lost: usize,
+}
+
+impl Nat {
+    fn new() -> Self {
+        Self {
+            public: CLIENT_ADDRESS.parse().unwrap(),
+            lost: 0,
+        }
+    }
+
+    /// A new public port for the client, as a NAT whose mapping timed out.
+    fn rebind(&mut self) {
+        self.public.set_port(self.public.port() + 1);
+    }
+
+    /// Moves packets both ways through the NAT, runs the sessions, until `done`: against
+    /// hangs, at most as many rounds as 10 s of them (real timers fire in between).
+    fn run_until(
+        &mut self,
+        runtime: &BusyRuntime,
+        client: &QuicConnection,
+        server: &QuicConnection,
+        done: &mut dyn FnMut() -> bool,
+    ) -> bool {
+        let start = std::time::Instant::now();
+        let mut buf = [0u8; 65_536];
+        while start.elapsed() < Duration::from_secs(10) {
+            while let Ok(Some((len, info))) = client.send(&mut buf) {
+                let _ = server.recv(&mut buf[..len], self.public, info.to);
+            }
+            while let Ok(Some((len, info))) = server.send(&mut buf) {
+                if info.to == self.public {
+                    let client_address = CLIENT_ADDRESS.parse().unwrap();
+                    let _ = client.recv(&mut buf[..len], info.from, client_address);
+                } else {
+                    self.lost += 1;
+                }
+            }
+            for connection in [client, server] {
+                if connection.timeout() == Some(Duration::ZERO) {
+                    connection.on_timeout(std::time::Instant::now());
+                }
+            }
+            runtime.turn();
+            if done() {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// The server publishes a chat track, the client subscribes to it.
+fn subscribed(
+    runtime: &BusyRuntime,
+    client: &QuicConnection,
+    server: &QuicConnection,
+) -> ChatSubscription {
+    chat_subscription(
+        runtime,
+        client,
+        server,
+        BindingSession::from(server.session()),
+        BindingSession::from(client.session()),
+    )
+}
