@@ -25,7 +25,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Wake, Waker};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::admission::{Admission, Gate};
 use crate::cid::{CID_LEN, CidGenerator, ConnectionId};
@@ -63,6 +63,16 @@ pub const MAX_SEGMENTS: usize = 64;
 /// sockets per turn before it runs the turn's timers and sends: a flood must not starve
 /// the connections it is not for. Every driver keeps it.
 pub const RECV_BUDGET: usize = 1024;
+
+/// How long a client connection (one with a keep-alive) that was hearing from its server
+/// waits in silence before it sends one PING. A NAT that rebinds drops what the server
+/// sends to the client's old public address, and the server learns the new one only from
+/// the client's next packet: a client that only receives (a media subscriber) sends none
+/// once nothing arrives, and would wait its whole keep-alive interval (QUIC stacks in
+/// browsers do the same, sooner, while streams are open). A second costs a chat client
+/// one PING and its ACK per quiet spell, and caps a subscriber's stall at a rebinding
+/// near a second (the server then sends again what it lost, `quic/migration.rs`).
+pub const SILENCE_PROBE: Duration = Duration::from_secs(1);
 
 /// The code a connection refused while the server stops is closed with (QUIC's
 /// CONNECTION_REFUSED, RFC 9000 §20.1; sent as an application close once TLS allows it).
@@ -218,6 +228,9 @@ struct Entry {
     client: Option<IpAddr>,
     /// When to send a keep-alive PING if nothing happens before.
     keep_alive_at: Option<Instant>,
+    /// A client connection that just heard from its server: when to send one PING if
+    /// nothing more arrives ([`SILENCE_PROBE`]).
+    silence_probe_at: Option<Instant>,
     /// A client connection's server's stateless reset token, once established.
     reset_token: Option<u128>,
 }
@@ -467,9 +480,13 @@ impl Endpoint {
                 return Ok(());
             }
         };
-        let Some(entry) = self.connections.get(index).and_then(Option::as_ref) else {
+        let listening = self.keep_alive.is_some();
+        let Some(entry) = self.connections.get_mut(index).and_then(Option::as_mut) else {
             return Ok(());
         };
+        if listening {
+            entry.silence_probe_at = Some(now + SILENCE_PROBE);
+        }
         // A connection we dialed keeps the address it was created with: quiche takes
         // another local address for a new path.
         let to = if entry.client.is_some() {
@@ -547,9 +564,14 @@ impl Endpoint {
         let mut expired = std::mem::take(&mut self.expired);
         self.timers.expire(now, &mut expired);
         for &index in &expired {
-            if let Some(entry) = self.connections.get(index).and_then(Option::as_ref) {
+            if let Some(entry) = self.connections.get_mut(index).and_then(Option::as_mut) {
                 entry.connection.on_timeout(now);
-                if entry.keep_alive_at.is_some_and(|at| at <= now) {
+                let silent = entry.silence_probe_at.is_some_and(|at| at <= now);
+                if silent {
+                    entry.silence_probe_at = None;
+                    tracing::trace!("the server went silent: a PING shows it where we are");
+                }
+                if silent || entry.keep_alive_at.is_some_and(|at| at <= now) {
                     entry.connection.ping();
                 }
                 self.touched.push(index);
@@ -598,6 +620,7 @@ impl Endpoint {
             drained: 0,
             client: None,
             keep_alive_at: None,
+            silence_probe_at: None,
             reset_token: None,
         });
         self.len += 1;
@@ -678,13 +701,16 @@ impl Endpoint {
                 None => interval,
             })
             .map(|interval| now + interval);
+        let mut silence_probe_at = None;
         if let Some(entry) = self.connections[index].as_mut() {
             entry.keep_alive_at = keep_alive_at;
+            silence_probe_at = entry.silence_probe_at.filter(|_| status.established);
         }
         let quiche_at = status.timeout.map(|after| now + after);
         match [
             quiche_at,
             keep_alive_at,
+            silence_probe_at,
             status.close_at,
             status.held_fin_at,
         ]

@@ -10,7 +10,7 @@ use common::{BusyRuntime, certificate_files, config};
 use moq_net::model::{BroadcastProducer, Origin, Track};
 use moq_net::session::{self, SessionConfig};
 use moq_runtime::cid::{CID_LEN, ConnectionId};
-use moq_runtime::endpoint::{Endpoint, Transmit};
+use moq_runtime::endpoint::{Endpoint, SILENCE_PROBE, Transmit};
 use moq_runtime::reset::StatelessResetKey;
 
 const CLIENT: SocketAddr =
@@ -251,6 +251,74 @@ fn a_quiet_connection_sends_a_keep_alive_once_its_interval_passes() {
             "a PING once the interval passed, and only with a keep-alive ({keep_alive:?})"
         );
     }
+}
+
+/// A client that was hearing from its server and hears nothing for a second sends one
+/// PING: behind a NAT that rebinds, that packet is how the server learns the client's new
+/// address, and a client that only receives (a media subscriber) sends nothing else.
+/// Once, not every second; a server's connections never do it.
+#[test]
+fn a_client_whose_server_goes_silent_sends_one_ping_after_a_second() {
+    let runtime = BusyRuntime::default();
+    let (mut client, mut server) = endpoints("silence-probe");
+    client.set_keep_alive(Some(Duration::from_secs(10)));
+    let connection = client.connect("localhost", SERVER, Instant::now()).unwrap();
+    let mut accepted = None;
+    assert!(run_until(
+        &runtime,
+        &mut client,
+        &mut server,
+        |_, server| {
+            accepted = accepted.take().or_else(|| server.accept());
+            connection.is_established() && accepted.is_some()
+        }
+    ));
+    let accepted = accepted.unwrap();
+    for _ in 0..10 {
+        exchange(&mut client, &mut server);
+    }
+
+    // The server sends something at `heard`, then nothing.
+    let heard = Instant::now();
+    accepted.ping();
+    let mut packet = [0u8; 2048];
+    let (len, _) = accepted.send(&mut packet).unwrap().expect("the PING");
+    client
+        .handle_datagram(&mut packet[..len], SERVER, None, heard)
+        .unwrap();
+    let mut ack = Vec::new();
+    client.poll_transmits(heard, &mut ack);
+    deliver(&ack, &mut server, CLIENT, heard);
+
+    let sends_at = |client: &mut Endpoint, at: Instant| {
+        client.handle_timeouts(at);
+        let mut sent = Vec::new();
+        client.poll_transmits(at, &mut sent);
+        sent.len()
+    };
+    assert_eq!(
+        sends_at(&mut client, heard + Duration::from_millis(500)),
+        0,
+        "half a second of silence is not yet a reason to send"
+    );
+    assert!(
+        sends_at(
+            &mut client,
+            heard + SILENCE_PROBE + Duration::from_millis(100)
+        ) > 0,
+        "a PING after a second of silence"
+    );
+    assert_eq!(
+        sends_at(&mut client, heard + 3 * SILENCE_PROBE),
+        0,
+        "one PING per silence, not one a second"
+    );
+
+    // The server's side never probes a silent client.
+    let mut from_server = Vec::new();
+    server.handle_timeouts(heard + 3 * SILENCE_PROBE);
+    server.poll_transmits(heard + 3 * SILENCE_PROBE, &mut from_server);
+    assert!(from_server.is_empty(), "{} transmits", from_server.len());
 }
 
 /// A server that lost its connections (a restart: a new endpoint on the same address,
