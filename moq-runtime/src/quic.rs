@@ -475,6 +475,9 @@ impl QuicConnection {
         let mut state = self.shared.state.lock();
         state.conn.on_timeout();
         state.park_if_lossy(true);
+        if state.migrations.may_probe_again() {
+            state.probe_paths_left_again();
+        }
         if !state.held_fins.is_empty() {
             let state = &mut *state;
             let recovery = state.recovery();

@@ -20,6 +20,11 @@
 //! address that has not shown it is the peer's (quiche validated the new path before it
 //! moved), and it is bounded: the last [`MOST_PATHS_LEFT`] paths are remembered.
 //!
+//! A probe can be lost too, and quiche then gives the old path up at once (a server
+//! path's anti-amplification credit, spent long ago, is below a probe's size): the path
+//! is marked failed, and quiche probes it no more. A path left that quiche marked failed
+//! is probed again at the connection's next timer, up to [`MOST_PROBES`] times.
+//!
 //! Remove once quiche declares such packets lost itself (cloudflare/quiche#2454).
 
 use std::net::SocketAddr;
@@ -29,6 +34,20 @@ use std::net::SocketAddr;
 /// path left earlier has had its probe answered or failed long since.
 pub(super) const MOST_PATHS_LEFT: usize = 4;
 
+/// How many times a path left is probed: the first probe, and again each time quiche
+/// marked the path failed (its probe lost). Each probe is lost with the path's loss rate,
+/// so a handful makes a path whose data stays stranded vanishingly rare.
+pub(super) const MOST_PROBES: u8 = 6;
+
+/// A path the peer left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LeftPath {
+    /// (local address, peer address).
+    path: (SocketAddr, SocketAddr),
+    /// Probes sent on it so far.
+    probes: u8,
+}
+
 /// One connection's path, and the paths its peer left.
 #[derive(Debug, Default)]
 pub(super) struct Migrations {
@@ -36,7 +55,7 @@ pub(super) struct Migrations {
     active: Option<(SocketAddr, SocketAddr)>,
     /// Paths the peer left, the most recent last: packets quiche addresses to one of
     /// them go to the active path's peer address.
-    left: Vec<(SocketAddr, SocketAddr)>,
+    left: Vec<LeftPath>,
     /// Paths left that were probed so their stranded packets are declared lost.
     probed: u64,
 }
@@ -60,16 +79,42 @@ impl Migrations {
         let now = (local, peer);
         let before = self.active.replace(now)?;
         // Back on a path left earlier: packets for it go there again.
-        self.left.retain(|path| *path != now);
+        self.left.retain(|left| left.path != now);
         if before == now {
             return None;
         }
         if self.left.len() == MOST_PATHS_LEFT {
             self.left.remove(0);
         }
-        self.left.push(before);
+        self.left.push(LeftPath {
+            path: before,
+            probes: 1,
+        });
         self.probed += 1;
         Some(before)
+    }
+
+    /// The paths left to probe again: those quiche gave up on (`failed`: their probe was
+    /// lost), each at most [`MOST_PROBES`] times in all.
+    pub(super) fn take_paths_to_probe_again(
+        &mut self,
+        mut failed: impl FnMut((SocketAddr, SocketAddr)) -> bool,
+    ) -> Vec<(SocketAddr, SocketAddr)> {
+        let mut again = Vec::new();
+        for left in &mut self.left {
+            if left.probes < MOST_PROBES && failed(left.path) {
+                left.probes += 1;
+                self.probed += 1;
+                again.push(left.path);
+            }
+        }
+        again
+    }
+
+    /// Whether a path left may still be probed again (cheap: nothing to ask quiche
+    /// otherwise).
+    pub(super) fn may_probe_again(&self) -> bool {
+        self.left.iter().any(|left| left.probes < MOST_PROBES)
     }
 
     /// Sends `info`'s packet to the peer's current address if quiche addressed it to a
@@ -78,14 +123,18 @@ impl Migrations {
         let Some((local, peer)) = self.active else {
             return;
         };
-        if self.left.contains(&(info.from, info.to)) {
+        if self
+            .left
+            .iter()
+            .any(|left| left.path == (info.from, info.to))
+        {
             tracing::trace!(left = %info.to, %peer, "a packet for a path left goes to the peer's address");
             info.from = local;
             info.to = peer;
         }
     }
 
-    /// Paths left that were probed so far.
+    /// Probes sent on paths left so far.
     pub(super) fn probed(&self) -> u64 {
         self.probed
     }
@@ -158,8 +207,37 @@ mod tests {
             migrations.on_peer_migrated(local, address(port));
         }
         assert_eq!(migrations.left.len(), MOST_PATHS_LEFT);
+        assert!(
+            migrations
+                .left
+                .iter()
+                .all(|left| left.path.1.port() >= 99 - MOST_PATHS_LEFT as u16),
+            "the most recent are kept"
+        );
         assert_eq!(migrations.on_peer_migrated(local, address(99)), None);
         assert_eq!(migrations.probed(), 98);
+    }
+
+    #[test]
+    fn a_path_left_whose_probe_was_lost_is_probed_again_a_bounded_number_of_times() {
+        let local = address(443);
+        let mut migrations = Migrations::new(Some((local, address(1))));
+        migrations.on_peer_migrated(local, address(2));
+        assert!(
+            migrations.take_paths_to_probe_again(|_| false).is_empty(),
+            "nothing again while the probe may be answered"
+        );
+        let mut again = 0;
+        while migrations.may_probe_again() {
+            assert_eq!(
+                migrations.take_paths_to_probe_again(|path| path == (local, address(1))),
+                vec![(local, address(1))]
+            );
+            again += 1;
+        }
+        assert_eq!(again, usize::from(MOST_PROBES) - 1);
+        assert!(migrations.take_paths_to_probe_again(|_| true).is_empty());
+        assert_eq!(migrations.probed(), u64::from(MOST_PROBES));
     }
 
     #[test]

@@ -105,6 +105,21 @@ impl State {
         wakes
     }
 
+    /// Probes again each path the peer left whose probe quiche gave up on
+    /// (`migration.rs`): quiche marks such a path failed (not validated).
+    pub(super) fn probe_paths_left_again(&mut self) {
+        let conn = &self.conn;
+        let again = self
+            .migrations
+            .take_paths_to_probe_again(|(local, peer)| conn.is_path_validated(local, peer) == Ok(false));
+        for (local, left) in again {
+            tracing::debug!(%left, "probing a path left again: its probe was lost");
+            if let Err(error) = self.conn.probe_path(local, left) {
+                tracing::debug!(%error, %left, "the path left cannot be probed");
+            }
+        }
+    }
+
     /// Reads and drops what stream `id` has (its receive half is no longer wanted); once
     /// the peer's FIN or reset is reached, quiche frees the stream and its entry goes.
     pub(super) fn discard(&mut self, id: u64) {
