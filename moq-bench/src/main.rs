@@ -204,6 +204,9 @@ async fn soak(args: SoakArgs) -> Result<(), String> {
             |(low, high)| format!("{low}..{high} after the baseline")
         ),
     );
+    for loss in &report.losses {
+        println!("  lost: {loss}");
+    }
     for error in report.errors.iter().take(20) {
         println!("  error: {error}");
     }

@@ -141,8 +141,11 @@ impl MediaSoak {
                 .iter()
                 .map(|session| ("subscriber", session)),
         ) {
-            if session.is_closed() {
-                errors.push(format!("a media {what}'s session ended during the soak"));
+            if let Some(error) = session.close_error() {
+                errors.push(format!(
+                    "a media {what}'s session ended during the soak: {error} ({})",
+                    session.transport_closed().unwrap_or_default()
+                ));
             }
             session.close(moq_net::Error::Cancel);
         }

@@ -127,6 +127,8 @@ pub struct SoakReport {
     pub churn_cycles: u64,
     /// Sessions the relay ended, or clients that could not connect, with what happened.
     pub errors: Vec<String>,
+    /// The first few reader/publisher pairs that lost messages, and which.
+    pub losses: Vec<String>,
     /// Resident memory growth from the baseline sample to the largest later one.
     pub drift: f64,
     /// The allowed drift.
@@ -338,6 +340,7 @@ pub async fn run(
             .sum::<u64>()
     };
     counters.lost.fetch_add(tail_lost, Ordering::Relaxed);
+    let losses = describe_losses(&counters);
     // Every stable reader must have heard every other stable member of its room.
     let pairs = config.rooms * config.stable_per_room * config.stable_per_room.saturating_sub(1);
     let heard = counters
@@ -352,8 +355,11 @@ pub async fn run(
         ));
     }
     for session in stable.iter().chain(&logs) {
-        if session.is_closed() {
-            counters.error("a stable member's session ended during the soak".into());
+        if let Some(error) = session.close_error() {
+            counters.error(format!(
+                "a stable member's session ended during the soak: {error} ({})",
+                session.transport_closed().unwrap_or_default()
+            ));
         }
         session.close(moq_net::Error::Cancel);
     }
@@ -412,6 +418,7 @@ pub async fn run(
         lost: counters.lost.load(Ordering::Relaxed),
         churn_cycles: counters.churn_cycles.load(Ordering::Relaxed),
         errors,
+        losses,
         drift,
         max_drift: config.max_drift,
         media,
@@ -681,6 +688,30 @@ async fn publish(
     }
     // Stay published until the session closes.
     std::future::pending::<()>().await;
+}
+
+/// For the first few reader/publisher pairs that lost messages, which: numbers skipped
+/// that never came, or the last ones never came.
+fn describe_losses(counters: &Counters) -> Vec<String> {
+    const SHOWN: usize = 10;
+    let sent = counters.last_sent.lock().unwrap_or_else(|e| e.into_inner());
+    let seen = counters.last_seen.lock().unwrap_or_else(|e| e.into_inner());
+    seen.iter()
+        .filter_map(|((reader, publisher), heard)| {
+            let last_sent = sent.get(publisher).copied().unwrap_or(heard.last);
+            if heard.missing.is_empty() && last_sent <= heard.last {
+                return None;
+            }
+            let gaps: Vec<u64> = heard.missing.iter().take(8).copied().collect();
+            Some(format!(
+                "reader {reader} from publisher {publisher}: {} skipped {gaps:?}{}; heard up to {} of {last_sent}",
+                heard.missing.len(),
+                if heard.missing.len() > gaps.len() { " …" } else { "" },
+                heard.last,
+            ))
+        })
+        .take(SHOWN)
+        .collect()
 }
 
 /// Reads every other member of the room as it is announced; a stable reader accounts for

@@ -495,6 +495,13 @@ impl Endpoint {
             self.local
         };
         let result = entry.connection.recv(datagram, from, to);
+        if let Err(error) = &result {
+            // quiche closes the connection on most errors (with PROTOCOL_VIOLATION for
+            // many): this line is the only place that says which.
+            if *error != quiche::Error::Done {
+                tracing::debug!(%from, %error, "quiche refused a packet");
+            }
+        }
         // Receiving may have produced packets (ACKs, the handshake) and moved the timer.
         self.touched.push(index);
         result.map(|_| ()).map_err(EndpointError::Quic)

@@ -428,6 +428,12 @@ impl Session {
         self.shared.state.borrow().closed.is_some()
     }
 
+    /// Why the session ended (`Error::Closed` for a clean close), once it has: what
+    /// [`closed`](Self::closed) returns, without waiting.
+    pub fn close_error(&self) -> Option<Error> {
+        self.shared.state.borrow().closed
+    }
+
     /// The peer's SETUP, once it arrived.
     pub fn peer_setup(&self) -> Option<Setup> {
         self.shared.state.borrow().peer_setup.clone()
