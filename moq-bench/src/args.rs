@@ -116,6 +116,10 @@ pub(crate) struct SoakArgs {
         requires = "impair"
     )]
     pub(crate) rebind_seconds: f64,
+    /// Every client switches to another connection ID the relay gave it this often, in
+    /// seconds (0 for never): the relay retires each and issues another.
+    #[arg(long, default_value_t = 0.0, value_name = "SECONDS")]
+    pub(crate) rotate_cid_seconds: f64,
 }
 
 #[derive(Debug, Args)]

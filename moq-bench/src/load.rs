@@ -128,6 +128,8 @@ pub struct Target {
     /// `pins[i % len]`; several make mixed rooms, where the relay translates); empty: every
     /// client offers the default versions and the relay picks.
     pub pins: Vec<Version>,
+    /// How often each client switches connection IDs (`None`: never).
+    pub cid_rotation: Option<Duration>,
 }
 
 impl Target {
@@ -157,6 +159,7 @@ impl Target {
             url: format!("moqt://127.0.0.1:{}/{root}", relay.port),
             fingerprint,
             pins: pins.to_vec(),
+            cid_rotation: None,
         })
     }
 
@@ -188,6 +191,7 @@ impl Target {
             versions,
             insecure_skip_verify: self.fingerprint.is_none(),
             fingerprint: self.fingerprint,
+            cid_rotation: self.cid_rotation,
             ..ClientConfig::default()
         };
         // A handshake that a lossy path (--impair) lost past its timeout is tried again, as
@@ -633,6 +637,7 @@ mod tests {
             url: "moqt://127.0.0.1:4443/bench".into(),
             fingerprint: None,
             pins: vec![Version::Lite04],
+            cid_rotation: None,
         };
         let through = target.through("127.0.0.1:9000".parse().unwrap());
         assert_eq!(through.url, "moqt://127.0.0.1:9000/bench");

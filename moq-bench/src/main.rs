@@ -77,7 +77,10 @@ async fn soak(args: SoakArgs) -> Result<(), String> {
     let command = args.relay.clone().unwrap_or_else(default_relay);
     let template: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
     let relay = RelayProcess::start(&template, Duration::from_secs_f64(args.startup))?;
-    let target = Target::of(&relay, "soak", &args.versions)?;
+    let mut target = Target::of(&relay, "soak", &args.versions)?;
+    if args.rotate_cid_seconds > 0.0 {
+        target.cid_rotation = Some(Duration::from_secs_f64(args.rotate_cid_seconds));
+    }
     // Through an impairment proxy, if asked: every client's packets, both ways.
     let proxy = match &args.impair {
         Some(impairment) => {

@@ -228,6 +228,10 @@ pub struct ClientConfig {
     pub udp: UdpConfig,
     /// Its QUIC limits.
     pub limits: QuicLimits,
+    /// How often the connection switches to another of the connection IDs the server gave
+    /// it, so that an observer on the path cannot follow it by its ID (RFC 9000 §9.5);
+    /// `None` (the default): only when quiche must.
+    pub cid_rotation: Option<Duration>,
 }
 
 impl ClientConfig {
@@ -251,6 +255,7 @@ impl Default for ClientConfig {
             handshake_timeout: Duration::from_secs(10),
             udp: UdpConfig::default(),
             limits: QuicLimits::default(),
+            cid_rotation: None,
         }
     }
 }

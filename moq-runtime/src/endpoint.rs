@@ -185,6 +185,9 @@ pub struct Endpoint {
     /// How long an established connection may go without our sending before we send a
     /// PING; `None` for never.
     keep_alive: Option<std::time::Duration>,
+    /// How often a client connection switches to another connection ID its server gave
+    /// it; `None` for never.
+    cid_rotation: Option<Duration>,
     connections: Vec<Option<Entry>>,
     free: Vec<usize>,
     by_cid: HashMap<Vec<u8>, usize>,
@@ -231,6 +234,8 @@ struct Entry {
     /// A client connection that just heard from its server: when to send one PING if
     /// nothing more arrives ([`SILENCE_PROBE`]).
     silence_probe_at: Option<Instant>,
+    /// When a client connection next switches connection IDs (`set_cid_rotation`).
+    rotate_cid_at: Option<Instant>,
     /// A client connection's server's stateless reset token, once established.
     reset_token: Option<u128>,
 }
@@ -274,6 +279,7 @@ impl Endpoint {
             counters: Arc::default(),
             stateless: Vec::new(),
             keep_alive: None,
+            cid_rotation: None,
             connections: Vec::new(),
             free: Vec::new(),
             by_cid: HashMap::new(),
@@ -374,6 +380,13 @@ impl Endpoint {
     /// member in a quiet room is otherwise closed by its peer's idle timer.
     pub fn set_keep_alive(&mut self, interval: Option<std::time::Duration>) {
         self.keep_alive = interval;
+    }
+
+    /// Has each established client connection switch to another of the connection IDs
+    /// its server gave it every `interval` (`None`: never; see
+    /// [`QuicConnection::rotate_cid`]).
+    pub fn set_cid_rotation(&mut self, interval: Option<Duration>) {
+        self.cid_rotation = interval;
     }
 
     /// Its counters, to read from elsewhere while it runs.
@@ -581,6 +594,10 @@ impl Endpoint {
                 if silent || entry.keep_alive_at.is_some_and(|at| at <= now) {
                     entry.connection.ping();
                 }
+                if entry.rotate_cid_at.is_some_and(|at| at <= now) {
+                    entry.connection.rotate_cid();
+                    entry.rotate_cid_at = self.cid_rotation.map(|interval| now + interval);
+                }
                 self.touched.push(index);
             }
         }
@@ -628,6 +645,7 @@ impl Endpoint {
             client: None,
             keep_alive_at: None,
             silence_probe_at: None,
+            rotate_cid_at: None,
             reset_token: None,
         });
         self.len += 1;
@@ -709,15 +727,23 @@ impl Endpoint {
             })
             .map(|interval| now + interval);
         let mut silence_probe_at = None;
+        let mut rotate_cid_at = None;
         if let Some(entry) = self.connections[index].as_mut() {
             entry.keep_alive_at = keep_alive_at;
             silence_probe_at = entry.silence_probe_at.filter(|_| status.established);
+            if status.established {
+                if let (None, Some(interval)) = (entry.rotate_cid_at, self.cid_rotation) {
+                    entry.rotate_cid_at = Some(now + interval);
+                }
+                rotate_cid_at = entry.rotate_cid_at;
+            }
         }
         let quiche_at = status.timeout.map(|after| now + after);
         match [
             quiche_at,
             keep_alive_at,
             silence_probe_at,
+            rotate_cid_at,
             status.close_at,
             status.held_fin_at,
         ]

@@ -49,6 +49,7 @@ use kio::{WaiterList, WaiterSlot};
 
 use crate::urgency::Urgencies;
 
+mod cids;
 mod fins;
 mod migration;
 mod parking;
@@ -249,6 +250,8 @@ struct State {
     abandoned: bool,
     /// The connection's path and the paths its peer left (`migration.rs`).
     migrations: migration::Migrations,
+    /// The sequence number of the peer's connection ID this side sends to (`cids.rs`).
+    dcid_in_use: u64,
 }
 
 /// Long-header packets a closing connection may send before it is abandoned: a
@@ -366,6 +369,7 @@ impl QuicConnection {
                     closing_long_headers: 0,
                     abandoned: false,
                     migrations: migration::Migrations::new(path),
+                    dcid_in_use: 0,
                 }),
                 flush_pending: AtomicBool::new(false),
                 flush_waker: std::sync::Mutex::new(None),
@@ -584,23 +588,6 @@ impl QuicConnection {
         self.with(|state| {
             let _ = state.conn.close(true, code, reason.as_bytes());
         });
-    }
-
-    /// Gives the peer another connection ID for us, `cid`, with its stateless reset
-    /// token (NEW_CONNECTION_ID): the peer may switch to it at any time (RFC 9000 §5.1.1).
-    pub fn issue_cid(&self, cid: &[u8], reset_token: u128) -> Result<(), quiche::Error> {
-        self.with(|state| {
-            state
-                .conn
-                .new_scid(&quiche::ConnectionId::from_ref(cid), reset_token, false)
-                .map(|_| ())
-        })
-    }
-
-    /// A connection ID of ours the peer retired (it routes nothing any more), if any.
-    pub fn retired_cid(&self) -> Option<Vec<u8>> {
-        let mut state = self.shared.state.lock();
-        state.conn.retired_scid_next().map(|cid| cid.to_vec())
     }
 
     /// Closes the connection with `code` and `reason` at `at`, unless it closed before

@@ -10,7 +10,7 @@ use common::{BusyRuntime, certificate_files, config};
 use moq_net::model::{BroadcastProducer, Origin, Track};
 use moq_net::session::{self, SessionConfig};
 use moq_runtime::cid::{CID_LEN, ConnectionId};
-use moq_runtime::endpoint::{Endpoint, SILENCE_PROBE, Transmit};
+use moq_runtime::endpoint::{Endpoint, MAX_SPARE_CIDS, SILENCE_PROBE, Transmit};
 use moq_runtime::reset::StatelessResetKey;
 
 const CLIENT: SocketAddr =
@@ -250,6 +250,54 @@ fn a_quiet_connection_sends_a_keep_alive_once_its_interval_passes() {
             keep_alive.is_some(),
             "a PING once the interval passed, and only with a keep-alive ({keep_alive:?})"
         );
+    }
+}
+
+/// A client with a connection-ID rotation switches to another ID its server gave it at
+/// every interval, each one new, more times than the server has spares at once: the
+/// server takes each retired ID back and issues another, and the connection goes on.
+#[test]
+fn a_client_rotating_connection_ids_uses_a_new_one_each_time() {
+    let runtime = BusyRuntime::default();
+    let (mut client, mut server) = endpoints("cid-rotation");
+    client.set_keep_alive(Some(Duration::from_secs(10)));
+    client.set_cid_rotation(Some(Duration::from_secs(1)));
+    let connection = client.connect("localhost", SERVER, Instant::now()).unwrap();
+    assert!(run_until(&runtime, &mut client, &mut server, |_, server| {
+        let _ = server.accept();
+        connection.is_established()
+    }));
+    for _ in 0..10 {
+        exchange(&mut client, &mut server);
+    }
+    let dcid = |transmits: &[Transmit]| {
+        let mut first = transmits.first().expect("a packet").contents.clone();
+        let header = quiche::Header::from_slice(&mut first, CID_LEN).unwrap();
+        header.dcid.to_vec()
+    };
+
+    let mut at = Instant::now();
+    connection.ping();
+    let mut packet = [0u8; 2048];
+    let (len, _) = connection.send(&mut packet).unwrap().expect("the PING");
+    let header = quiche::Header::from_slice(&mut packet[..len], CID_LEN).unwrap();
+    let mut used = vec![header.dcid.to_vec()];
+    let _ = server.handle_datagram(&mut packet[..len], CLIENT, None, at);
+    for rotation in 0..=MAX_SPARE_CIDS + 2 {
+        at += Duration::from_millis(1_100);
+        client.handle_timeouts(at);
+        connection.ping();
+        let mut sent = Vec::new();
+        client.poll_transmits(at, &mut sent);
+        let id = dcid(&sent);
+        assert!(!used.contains(&id), "rotation {rotation}: an ID used before");
+        used.push(id);
+        deliver(&sent, &mut server, CLIENT, at);
+        // The server retires the old ID and issues another.
+        for _ in 0..4 {
+            exchange(&mut client, &mut server);
+        }
+        assert!(!connection.is_closed(), "rotation {rotation}");
     }
 }
 

@@ -50,6 +50,7 @@ async fn connect_in_span(url: &str, config: ClientConfig) -> Result<Session, Err
         .map_err(Error::io("reading the bound address"))?;
     let mut endpoint = Endpoint::new(quiche, local, 0, 1, std::time::Instant::now());
     endpoint.set_keep_alive(Some(config.keep_alive()));
+    endpoint.set_cid_rotation(config.cid_rotation);
     // One connection: one datagram (or GRO train) per receive call is enough.
     let (endpoint, _task) = driver::start(socket, endpoint, None, 1)?;
     let timed_out = || {

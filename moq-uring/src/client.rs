@@ -62,6 +62,7 @@ impl Worker {
             .map_err(Error::io("reading the bound address"))?;
         let mut endpoint = Endpoint::new(quiche, local, 0, 1, Instant::now());
         endpoint.set_keep_alive(Some(config.keep_alive()));
+        endpoint.set_cid_rotation(config.cid_rotation);
         let index = self.add_port_for_client(socket, endpoint);
         let connection = {
             let mut ports = self.core.ports.borrow_mut();
