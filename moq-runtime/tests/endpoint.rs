@@ -263,10 +263,15 @@ fn a_client_rotating_connection_ids_uses_a_new_one_each_time() {
     client.set_keep_alive(Some(Duration::from_secs(10)));
     client.set_cid_rotation(Some(Duration::from_secs(1)));
     let connection = client.connect("localhost", SERVER, Instant::now()).unwrap();
-    assert!(run_until(&runtime, &mut client, &mut server, |_, server| {
-        let _ = server.accept();
-        connection.is_established()
-    }));
+    assert!(run_until(
+        &runtime,
+        &mut client,
+        &mut server,
+        |_, server| {
+            let _ = server.accept();
+            connection.is_established()
+        }
+    ));
     for _ in 0..10 {
         exchange(&mut client, &mut server);
     }
@@ -290,7 +295,10 @@ fn a_client_rotating_connection_ids_uses_a_new_one_each_time() {
         let mut sent = Vec::new();
         client.poll_transmits(at, &mut sent);
         let id = dcid(&sent);
-        assert!(!used.contains(&id), "rotation {rotation}: an ID used before");
+        assert!(
+            !used.contains(&id),
+            "rotation {rotation}: an ID used before"
+        );
         used.push(id);
         deliver(&sent, &mut server, CLIENT, at);
         // The server retires the old ID and issues another.

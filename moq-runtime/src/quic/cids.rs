@@ -38,7 +38,10 @@ impl QuicConnection {
                 match state.conn.retire_dcid(state.dcid_in_use) {
                     Ok(()) => {
                         state.dcid_in_use += 1;
-                        tracing::trace!(seq = state.dcid_in_use, "switched to another connection ID");
+                        tracing::trace!(
+                            seq = state.dcid_in_use,
+                            "switched to another connection ID"
+                        );
                         return true;
                     }
                     // Retired already (or never issued): the one in use is further on.

@@ -109,9 +109,9 @@ impl State {
     /// (`migration.rs`): quiche marks such a path failed (not validated).
     pub(super) fn probe_paths_left_again(&mut self) {
         let conn = &self.conn;
-        let again = self
-            .migrations
-            .take_paths_to_probe_again(|(local, peer)| conn.is_path_validated(local, peer) == Ok(false));
+        let again = self.migrations.take_paths_to_probe_again(|(local, peer)| {
+            conn.is_path_validated(local, peer) == Ok(false)
+        });
         for (local, left) in again {
             tracing::debug!(%left, "probing a path left again: its probe was lost");
             if let Err(error) = self.conn.probe_path(local, left) {
