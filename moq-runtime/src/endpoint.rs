@@ -64,8 +64,9 @@ pub const MAX_SEGMENTS: usize = 64;
 /// the connections it is not for. Every driver keeps it.
 pub const RECV_BUDGET: usize = 1024;
 
-/// How long a client connection (one with a keep-alive) that was hearing from its server
-/// waits in silence before it sends one PING. A NAT that rebinds drops what the server
+/// How long a client connection (one with a keep-alive) that was receiving data from its
+/// server (stream data or datagrams; not acknowledgements) waits in silence before it
+/// sends one PING. A NAT that rebinds drops what the server
 /// sends to the client's old public address, and the server learns the new one only from
 /// the client's next packet: a client that only receives (a media subscriber) sends none
 /// once nothing arrives, and would wait its whole keep-alive interval (QUIC stacks in
@@ -497,9 +498,6 @@ impl Endpoint {
         let Some(entry) = self.connections.get_mut(index).and_then(Option::as_mut) else {
             return Ok(());
         };
-        if listening {
-            entry.silence_probe_at = Some(now + SILENCE_PROBE);
-        }
         // A connection we dialed keeps the address it was created with: quiche takes
         // another local address for a new path.
         let to = if entry.client.is_some() {
@@ -508,6 +506,10 @@ impl Endpoint {
             self.local
         };
         let result = entry.connection.recv(datagram, from, to);
+        // Only data counts: the server's ACK of the PING itself must not arm another.
+        if listening && entry.connection.take_heard_data() {
+            entry.silence_probe_at = Some(now + SILENCE_PROBE);
+        }
         if let Err(error) = &result {
             // quiche closes the connection on most errors (with PROTOCOL_VIOLATION for
             // many): this line is the only place that says which.

@@ -252,6 +252,9 @@ struct State {
     migrations: migration::Migrations,
     /// The sequence number of the peer's connection ID this side sends to (`cids.rs`).
     dcid_in_use: u64,
+    /// Stream data or a datagram arrived since [`QuicConnection::take_heard_data`] last
+    /// looked (acknowledgements and PINGs do not count).
+    heard_data: bool,
 }
 
 /// Long-header packets a closing connection may send before it is abandoned: a
@@ -370,6 +373,7 @@ impl QuicConnection {
                     abandoned: false,
                     migrations: migration::Migrations::new(path),
                     dcid_in_use: 0,
+                    heard_data: false,
                 }),
                 flush_pending: AtomicBool::new(false),
                 flush_waker: std::sync::Mutex::new(None),
@@ -506,6 +510,12 @@ impl QuicConnection {
         let wakes = state.process(false);
         drop(state);
         wakes.deliver(&self.shared);
+    }
+
+    /// Whether the peer sent stream data or a datagram since the last call: what tells a
+    /// client that its server is sending it something (not only acknowledging).
+    pub fn take_heard_data(&self) -> bool {
+        std::mem::take(&mut self.shared.state.lock().heard_data)
     }
 
     /// Sends a PING (an ack-eliciting packet) with the next packets: a keep-alive, so that
@@ -657,9 +667,9 @@ impl QuicConnection {
         }
     }
 
-    /// What working around quiche's lossy-path bugs cost this connection so far
-    /// (`quic/parking.rs`, `quic/fins.rs`, `quic/migration.rs`): for diagnostics, and for the tests that keep
-    /// those costs bounded.
+    /// What working around quiche's lossy-path and migration bugs cost this connection so
+    /// far (`quic/parking.rs`, `quic/fins.rs`, `quic/migration.rs`): for diagnostics, and
+    /// for the tests that keep those costs bounded.
     pub fn loss_workarounds(&self) -> LossWorkarounds {
         let state = self.shared.state.lock();
         LossWorkarounds {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use common::{BusyRuntime, certificate_files, config};
 use moq_net::model::{BroadcastProducer, Origin, Track};
 use moq_net::session::{self, SessionConfig};
+use moq_net::transport::Session as _;
 use moq_runtime::cid::{CID_LEN, ConnectionId};
 use moq_runtime::endpoint::{Endpoint, MAX_SPARE_CIDS, SILENCE_PROBE, Transmit};
 use moq_runtime::reset::StatelessResetKey;
@@ -309,10 +310,11 @@ fn a_client_rotating_connection_ids_uses_a_new_one_each_time() {
     }
 }
 
-/// A client that was hearing from its server and hears nothing for a second sends one
-/// PING: behind a NAT that rebinds, that packet is how the server learns the client's new
-/// address, and a client that only receives (a media subscriber) sends nothing else.
-/// Once, not every second; a server's connections never do it.
+/// A client that was receiving data from its server and hears nothing for a second sends
+/// one PING: behind a NAT that rebinds, that packet is how the server learns the client's
+/// new address, and a client that only receives (a media subscriber) sends nothing else.
+/// Only data arms it (a PING or an ACK from the server does not, or the server's ACK of
+/// the probe would arm the next: a PING a second forever); a server never does it.
 #[test]
 fn a_client_whose_server_goes_silent_sends_one_ping_after_a_second() {
     let runtime = BusyRuntime::default();
@@ -333,48 +335,69 @@ fn a_client_whose_server_goes_silent_sends_one_ping_after_a_second() {
     for _ in 0..10 {
         exchange(&mut client, &mut server);
     }
-
-    // The server sends something at `heard`, then nothing.
-    let heard = Instant::now();
-    accepted.ping();
-    let mut packet = [0u8; 2048];
-    let (len, _) = accepted.send(&mut packet).unwrap().expect("the PING");
-    client
-        .handle_datagram(&mut packet[..len], SERVER, None, heard)
-        .unwrap();
-    let mut ack = Vec::new();
-    client.poll_transmits(heard, &mut ack);
-    deliver(&ack, &mut server, CLIENT, heard);
-
+    // What the client sends at `at` (its timers run first); what the server's connection
+    // sends is handed to the client at `at`.
     let sends_at = |client: &mut Endpoint, at: Instant| {
         client.handle_timeouts(at);
         let mut sent = Vec::new();
         client.poll_transmits(at, &mut sent);
         sent.len()
     };
+    let from_server = |client: &mut Endpoint, at: Instant| {
+        let mut packet = [0u8; 2048];
+        while let Ok(Some((len, _))) = accepted.send(&mut packet) {
+            let _ = client.handle_datagram(&mut packet[..len], SERVER, None, at);
+        }
+    };
+
+    // A PING from the server is not data.
+    let start = Instant::now();
+    accepted.ping();
+    from_server(&mut client, start);
+    let _ = sends_at(&mut client, start);
     assert_eq!(
-        sends_at(&mut client, heard + Duration::from_millis(500)),
+        sends_at(&mut client, start + 2 * SILENCE_PROBE),
+        0,
+        "a PING after the server's PING"
+    );
+
+    // The server sends data at `heard`, then nothing.
+    let heard = start + 2 * SILENCE_PROBE;
+    accepted
+        .session()
+        .send_datagram(bytes::Bytes::from_static(b"news"))
+        .unwrap();
+    from_server(&mut client, heard);
+    let _ = sends_at(&mut client, heard);
+    assert_eq!(
+        sends_at(&mut client, heard + SILENCE_PROBE / 2),
         0,
         "half a second of silence is not yet a reason to send"
     );
+    let probed = heard + SILENCE_PROBE + Duration::from_millis(100);
     assert!(
-        sends_at(
-            &mut client,
-            heard + SILENCE_PROBE + Duration::from_millis(100)
-        ) > 0,
+        sends_at(&mut client, probed) > 0,
         "a PING after a second of silence"
     );
+    // The server acknowledges the PING: not data, so no second PING.
+    let mut ping = Vec::new();
+    client.poll_transmits(probed, &mut ping);
+    deliver(&ping, &mut server, CLIENT, probed);
+    let mut buffer = [0u8; 2048];
+    while let Ok(Some((len, _))) = accepted.send(&mut buffer) {
+        let _ = client.handle_datagram(&mut buffer[..len], SERVER, None, probed);
+    }
     assert_eq!(
-        sends_at(&mut client, heard + 3 * SILENCE_PROBE),
+        sends_at(&mut client, probed + 3 * SILENCE_PROBE),
         0,
         "one PING per silence, not one a second"
     );
 
     // The server's side never probes a silent client.
-    let mut from_server = Vec::new();
-    server.handle_timeouts(heard + 3 * SILENCE_PROBE);
-    server.poll_transmits(heard + 3 * SILENCE_PROBE, &mut from_server);
-    assert!(from_server.is_empty(), "{} transmits", from_server.len());
+    let mut sent = Vec::new();
+    server.handle_timeouts(probed + 3 * SILENCE_PROBE);
+    server.poll_transmits(probed + 3 * SILENCE_PROBE, &mut sent);
+    assert!(sent.is_empty(), "{} transmits", sent.len());
 }
 
 /// A server that lost its connections (a restart: a new endpoint on the same address,

@@ -17,6 +17,7 @@ impl State {
     pub(super) fn process(&mut self, received: bool) -> Wakes {
         let mut wakes = Wakes::default();
         while let Some(id) = self.conn.stream_readable_next() {
+            self.heard_data = true;
             let peer_initiated = (id & 1 == 1) != self.server;
             if peer_initiated && self.surface(id, &mut wakes) {
                 continue;
@@ -44,6 +45,7 @@ impl State {
             self.conn.peer_streams_left_bidi() > 0 || self.conn.peer_streams_left_uni() > 0;
         // Sized to each queued datagram: no buffer to zero on the (many) calls with none.
         while let Some(len) = self.conn.dgram_recv_front_len() {
+            self.heard_data = true;
             if !self.datagrams_wanted {
                 // Nobody reads datagrams on this connection: none is kept.
                 let mut discard = [0u8; SMALL_READ];
