@@ -23,6 +23,8 @@ const FRAMES_PER_GROUP: u64 = 120;
 const FRAME_BYTES: usize = 4096;
 /// Where the broadcast is published.
 const PATH: &str = "media/live";
+/// The most payload the publisher's track and each subscriber's session cache.
+const SUBSCRIBER_CACHE_BYTES: u64 = 2 << 20;
 
 /// A running media soak: the publisher and its subscribers.
 #[derive(Debug)]
@@ -69,7 +71,11 @@ impl MediaSoak {
         });
         let published = Origin::new();
         let broadcast = BroadcastProducer::new();
-        let track = broadcast.create_track(Track::new("video"));
+        // The relay is its only reader: a short cache, like the subscribers'.
+        let mut video = Track::new("video");
+        video.cache_groups = 2;
+        video.cache_bytes = Some(SUBSCRIBER_CACHE_BYTES);
+        let track = broadcast.create_track(video);
         published
             .publish(PATH, &broadcast)
             .map_err(|e| e.to_string())?;
@@ -91,6 +97,11 @@ impl MediaSoak {
                     SessionConfig {
                         subscribe: Some(seen.clone()),
                         subscribe_prefix: "media".into(),
+                        // A live player keeps what it is reading, not a minute of video:
+                        // the default cache (32 groups, released a chunk of up to 64
+                        // at a time) held about 30 MB per subscriber here.
+                        cache_groups: 2,
+                        cache_bytes: Some(SUBSCRIBER_CACHE_BYTES),
                         ..SessionConfig::default()
                     },
                     first_member + 1 + index,
