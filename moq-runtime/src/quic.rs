@@ -590,7 +590,7 @@ impl QuicConnection {
     /// The peer's address on the connection's active path.
     pub fn peer_address(&self) -> Option<SocketAddr> {
         let state = self.shared.state.lock();
-        state.conn.path_stats().next().map(|path| path.peer_addr)
+        migration::active_path(&state.conn).map(|path| path.peer_addr)
     }
 
     /// Closes the connection with an application `code` and `reason`.

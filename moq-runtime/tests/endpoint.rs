@@ -12,6 +12,7 @@ use moq_net::session::{self, SessionConfig};
 use moq_net::transport::Session as _;
 use moq_runtime::cid::{CID_LEN, ConnectionId};
 use moq_runtime::endpoint::{Endpoint, MAX_SPARE_CIDS, SILENCE_PROBE, Transmit};
+use moq_runtime::quic::QuicConnection;
 use moq_runtime::reset::StatelessResetKey;
 
 const CLIENT: SocketAddr =
@@ -68,6 +69,25 @@ fn deliver(transmits: &[Transmit], sink: &mut Endpoint, from: SocketAddr, now: I
             let _ = sink.handle_datagram(&mut datagram.to_vec(), from, None, now);
         }
     }
+}
+
+/// Runs `client` and `server` until `connection` (the client's) is established, then
+/// lets what is in flight settle; returns the server's side of it.
+fn established(
+    runtime: &BusyRuntime,
+    client: &mut Endpoint,
+    server: &mut Endpoint,
+    connection: &QuicConnection,
+) -> QuicConnection {
+    let mut accepted = None;
+    assert!(run_until(runtime, client, server, |_, server| {
+        accepted = accepted.take().or_else(|| server.accept());
+        connection.is_established() && accepted.is_some()
+    }));
+    for _ in 0..10 {
+        exchange(client, server);
+    }
+    accepted.expect("accepted")
 }
 
 fn endpoints(name: &str) -> (Endpoint, Endpoint) {
@@ -225,19 +245,8 @@ fn a_quiet_connection_sends_a_keep_alive_once_its_interval_passes() {
         let (mut client, mut server) = endpoints(&format!("keep-alive-{}", keep_alive.is_some()));
         client.set_keep_alive(keep_alive);
         let connection = client.connect("localhost", SERVER, Instant::now()).unwrap();
-        assert!(run_until(
-            &runtime,
-            &mut client,
-            &mut server,
-            |_, server| {
-                let _ = server.accept();
-                connection.is_established()
-            }
-        ));
-        // Let everything in flight settle: nothing more to send now.
-        for _ in 0..10 {
-            exchange(&mut client, &mut server);
-        }
+        // Everything in flight settled: nothing more to send now.
+        established(&runtime, &mut client, &mut server, &connection);
         let mut quiet = Vec::new();
         client.poll_transmits(Instant::now(), &mut quiet);
         assert!(quiet.is_empty(), "nothing to send while nothing happens");
@@ -264,18 +273,7 @@ fn a_client_rotating_connection_ids_uses_a_new_one_each_time() {
     client.set_keep_alive(Some(Duration::from_secs(10)));
     client.set_cid_rotation(Some(Duration::from_secs(1)));
     let connection = client.connect("localhost", SERVER, Instant::now()).unwrap();
-    assert!(run_until(
-        &runtime,
-        &mut client,
-        &mut server,
-        |_, server| {
-            let _ = server.accept();
-            connection.is_established()
-        }
-    ));
-    for _ in 0..10 {
-        exchange(&mut client, &mut server);
-    }
+    established(&runtime, &mut client, &mut server, &connection);
     let dcid = |transmits: &[Transmit]| {
         let mut first = transmits.first().expect("a packet").contents.clone();
         let header = quiche::Header::from_slice(&mut first, CID_LEN).unwrap();
@@ -321,20 +319,7 @@ fn a_client_whose_server_goes_silent_sends_one_ping_after_a_second() {
     let (mut client, mut server) = endpoints("silence-probe");
     client.set_keep_alive(Some(Duration::from_secs(10)));
     let connection = client.connect("localhost", SERVER, Instant::now()).unwrap();
-    let mut accepted = None;
-    assert!(run_until(
-        &runtime,
-        &mut client,
-        &mut server,
-        |_, server| {
-            accepted = accepted.take().or_else(|| server.accept());
-            connection.is_established() && accepted.is_some()
-        }
-    ));
-    let accepted = accepted.unwrap();
-    for _ in 0..10 {
-        exchange(&mut client, &mut server);
-    }
+    let accepted = established(&runtime, &mut client, &mut server, &connection);
     // What the client sends at `at` (its timers run first); what the server's connection
     // sends is handed to the client at `at`.
     let sends_at = |client: &mut Endpoint, at: Instant| {

@@ -15,10 +15,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::chat::{ChatSubscription, chat_subscription};
+use common::chat::raw_quic_chat;
 use common::{BusyRuntime, connected_pair, run_until};
 use moq_net::model::TrackProducer;
-use moq_runtime::binding::BindingSession;
 use moq_runtime::quic::QuicConnection;
 
 /// Chat-shaped groups published after the probe timeout.
@@ -28,7 +27,7 @@ const GROUPS: u64 = 200;
 fn asking_past_parked_streams_stops_once_nothing_is_behind_them() {
     let runtime = BusyRuntime::default();
     let (client, server) = connected_pair(&runtime, "loss-workarounds", b"moq-lite-05");
-    let mut chat = subscribed(&runtime, &client, &server);
+    let mut chat = raw_quic_chat(&runtime, &client, &server);
     chat.publish(&runtime, &client, &server, 10, 1);
 
     // One group whose packets are lost: the server's probe timeout fires and parks
@@ -76,7 +75,7 @@ const MOST_PARKED: usize = 16;
 fn a_group_that_ends_long_after_its_last_frame_ends_at_once() {
     let runtime = BusyRuntime::default();
     let (client, server) = connected_pair(&runtime, "late-end", b"moq-lite-05");
-    let mut chat = subscribed(&runtime, &client, &server);
+    let mut chat = raw_quic_chat(&runtime, &client, &server);
     chat.publish(&runtime, &client, &server, 3, 1);
     let (track, received) = (&mut chat.track, chat.received.clone());
     // How long "long after" must be depends on the path's round trip, which a busy
@@ -133,21 +132,6 @@ fn lose_until_probe_timeout(server: &QuicConnection) {
 /// Timer runs (an ACK delay, a held FIN, a probe) within which a connection whose
 /// packets are all lost fires a probe timeout.
 const MOST_TIMERS_BEFORE_A_PROBE: u32 = 16;
-
-/// The server publishes a chat track, the client subscribes to it.
-fn subscribed(
-    runtime: &BusyRuntime,
-    client: &QuicConnection,
-    server: &QuicConnection,
-) -> ChatSubscription {
-    chat_subscription(
-        runtime,
-        client,
-        server,
-        BindingSession::from(server.session()),
-        BindingSession::from(client.session()),
-    )
-}
 
 /// Writes one chat message: a one-frame group.
 fn send(track: &mut TrackProducer, timestamp: u64) {

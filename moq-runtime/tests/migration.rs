@@ -14,9 +14,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::chat::{ChatSubscription, chat_subscription};
+use common::chat::raw_quic_chat;
 use common::{BusyRuntime, CLIENT_ADDRESS, connected_pair};
-use moq_runtime::binding::BindingSession;
 use moq_runtime::quic::{LossWorkarounds, QuicConnection};
 
 /// Groups written just before the rebinding, of [`FRAME`] bytes each: a few dozen
@@ -51,7 +50,7 @@ fn data_in_flight_to_the_address_a_peer_left_is_sent_again_if_a_probe_is_lost() 
 fn rebinding_mid_burst(lost_after: Option<usize>) -> LossWorkarounds {
     let runtime = BusyRuntime::default();
     let (client, server) = connected_pair(&runtime, "migration", b"moq-lite-05");
-    let mut chat = subscribed(&runtime, &client, &server);
+    let mut chat = raw_quic_chat(&runtime, &client, &server);
     chat.publish(&runtime, &client, &server, 3, 1);
     let settled = chat.received.get();
 
@@ -91,6 +90,11 @@ fn rebinding_mid_burst(lost_after: Option<usize>) -> LossWorkarounds {
     );
 
     // The connection goes on at the new address, nothing sent to the old one.
+    assert_eq!(
+        server.peer_address(),
+        Some(nat.public),
+        "the peer's address"
+    );
     let lost = nat.lost;
     for index in 0..MORE {
         let mut group = chat.track.append_group();
@@ -180,19 +184,4 @@ impl Nat {
         }
         false
     }
-}
-
-/// The server publishes a chat track, the client subscribes to it.
-fn subscribed(
-    runtime: &BusyRuntime,
-    client: &QuicConnection,
-    server: &QuicConnection,
-) -> ChatSubscription {
-    chat_subscription(
-        runtime,
-        client,
-        server,
-        BindingSession::from(server.session()),
-        BindingSession::from(client.session()),
-    )
 }

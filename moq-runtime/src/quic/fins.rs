@@ -223,9 +223,7 @@ impl HeldFins {
 /// for each probe timeout since the last acknowledgement, as quiche backs it off), so
 /// that a probe timeout due for the same bytes fires first.
 fn wait(conn: &quiche::Connection, backoff: u32) -> Duration {
-    let (rtt, rttvar) = conn
-        .path_stats()
-        .next()
+    let (rtt, rttvar) = super::migration::active_path(conn)
         .map_or((Duration::from_millis(333), Duration::ZERO), |path| {
             (path.rtt, path.rttvar)
         });

@@ -48,6 +48,14 @@ struct LeftPath {
     probes: u8,
 }
 
+/// The connection's active path: the one it sends on (another than the first after a
+/// migration; the first while quiche has none active, as a closed connection may).
+pub(super) fn active_path(conn: &quiche::Connection) -> Option<quiche::PathStats> {
+    conn.path_stats()
+        .find(|path| path.active)
+        .or_else(|| conn.path_stats().next())
+}
+
 /// One connection's path, and the paths its peer left.
 #[derive(Debug, Default)]
 pub(super) struct Migrations {
@@ -56,7 +64,7 @@ pub(super) struct Migrations {
     /// Paths the peer left, the most recent last: packets quiche addresses to one of
     /// them go to the active path's peer address.
     left: Vec<LeftPath>,
-    /// Paths left that were probed so their stranded packets are declared lost.
+    /// Probes sent on paths left (so that their stranded packets are declared lost).
     probed: u64,
 }
 

@@ -190,8 +190,9 @@ pub struct LossWorkarounds {
     pub sends_past_parked: u64,
     /// FINs held until the bytes before them were acknowledged (`fins.rs`).
     pub fins_held: u64,
-    /// Paths the peer left that were probed, so that what was in flight on them is
-    /// declared lost and sent again (`migration.rs`).
+    /// Probes sent on paths the peer left (one per path, and one more each time a probe
+    /// was lost), so that what was in flight on them is declared lost and sent again
+    /// (`migration.rs`).
     pub paths_left_probed: u64,
 }
 

@@ -156,7 +156,7 @@ impl Session for QuicSession {
     fn stats(&self) -> TransportStats {
         let state = self.connection.shared.state.lock();
         let stats = state.conn.stats();
-        let path = state.conn.path_stats().next();
+        let path = super::migration::active_path(&state.conn);
         TransportStats {
             rtt: path.as_ref().map(|p| p.rtt),
             bytes_sent: stats.sent_bytes,

@@ -114,3 +114,18 @@ pub(crate) fn chat_subscription(
         _broadcast: broadcast,
     }
 }
+
+/// [`chat_subscription`] over raw QUIC: the server publishes, the client subscribes.
+pub(crate) fn raw_quic_chat(
+    runtime: &BusyRuntime,
+    client: &QuicConnection,
+    server: &QuicConnection,
+) -> ChatSubscription {
+    chat_subscription(
+        runtime,
+        client,
+        server,
+        BindingSession::from(server.session()),
+        BindingSession::from(client.session()),
+    )
+}
