@@ -399,6 +399,10 @@ impl QuicConnection {
         }
         let was_closed = state.conn.is_closed();
         let result = state.conn.recv(datagram, quiche::RecvInfo { from, to });
+        if state.migrations.revalidate(from, to, Instant::now()) {
+            // A new path whose challenge may be lost (`migration.rs`).
+            let _ = state.conn.probe_path(to, from);
+        }
         // quiche closes a connection on a packet that ends in the server's stateless reset
         // token without a word (no error, no timeout): that silence is how it is told
         // apart, so that the reason says what happened.
@@ -664,20 +668,6 @@ impl QuicConnection {
             queued_datagrams: state.received_datagrams.len(),
             datagrams_dropped: state.datagrams_dropped,
             finished_streams: state.finished.len(),
-        }
-    }
-
-    /// What working around quiche's lossy-path and migration bugs cost this connection so
-    /// far (`quic/parking.rs`, `quic/fins.rs`, `quic/migration.rs`): for diagnostics, and
-    /// for the tests that keep those costs bounded.
-    pub fn loss_workarounds(&self) -> LossWorkarounds {
-        let state = self.shared.state.lock();
-        LossWorkarounds {
-            park_sweeps: state.park_sweeps,
-            parked_streams: state.open_parked + state.held_fins.len() + state.finished.parked(),
-            sends_past_parked: state.sends_past_parked,
-            fins_held: state.held_fins.total(),
-            paths_left_probed: state.migrations.probed(),
         }
     }
 

@@ -25,9 +25,27 @@
 //! is marked failed, and quiche probes it no more. A path left that quiche marked failed
 //! is probed again at the connection's next timer, up to [`MOST_PROBES`] times.
 //!
-//! Remove once quiche declares such packets lost itself (cloudflare/quiche#2454).
+//! A new path's validation can stall as well. A server may send on a path it has not
+//! validated only three times what it received there, so its PATH_CHALLENGE is padded to
+//! that credit; if it is lost, quiche sends the next one only at the new path's probe
+//! timeout, which nothing may arm (the path has no RTT sample), while every packet the
+//! peer sends from there is answered within the credit and carries no challenge. A peer
+//! that only sends small packets (a chat member, a receiving client's PINGs) then stays
+//! on an unvalidated path for good: nothing but those few bytes reaches it. So a packet
+//! from a path under validation asks quiche for another challenge, at most once per
+//! [`REVALIDATE_EVERY`] (RFC 9000 §8.2.1: no more often than an Initial would be resent).
+//!
+//! Remove once quiche declares such packets lost itself (cloudflare/quiche#2454) and
+//! retries a lost challenge on its own.
 
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// The least time between two requests for another challenge on a path under validation.
+pub(super) const REVALIDATE_EVERY: Duration = Duration::from_millis(100);
+
+/// The most challenges asked for on one new path.
+const MOST_REVALIDATIONS: u8 = 20;
 
 /// How many paths left are remembered for redirection: quiche keeps at most as many
 /// paths as the connection IDs it holds (`active_connection_id_limit`, a handful), and a
@@ -66,6 +84,11 @@ pub(super) struct Migrations {
     left: Vec<LeftPath>,
     /// Probes sent on paths left (so that their stranded packets are declared lost).
     probed: u64,
+    /// The newest path quiche saw and has not validated yet, when another challenge was
+    /// last asked for on it, and how many were.
+    validating: Option<((SocketAddr, SocketAddr), Option<Instant>, u8)>,
+    /// Challenges asked for again on new paths.
+    revalidations: u64,
 }
 
 impl Migrations {
@@ -100,6 +123,49 @@ impl Migrations {
         });
         self.probed += 1;
         Some(before)
+    }
+
+    /// quiche saw packets on a new path (`PathEvent::New`): it is under validation.
+    pub(super) fn on_new_path(&mut self, local: SocketAddr, peer: SocketAddr) {
+        self.validating = Some(((local, peer), None, 0));
+    }
+
+    /// quiche validated (`PathEvent::Validated`) or gave up on (`FailedValidation`) a path.
+    pub(super) fn on_validation_over(&mut self, local: SocketAddr, peer: SocketAddr) {
+        if self
+            .validating
+            .is_some_and(|(path, ..)| path == (local, peer))
+        {
+            self.validating = None;
+        }
+    }
+
+    /// A packet from `from` to `to` arrived at `now`: whether to ask quiche for another
+    /// challenge on that path (it is under validation and the last ask is old enough).
+    pub(super) fn revalidate(&mut self, from: SocketAddr, to: SocketAddr, now: Instant) -> bool {
+        let Some((path, asked, count)) = &mut self.validating else {
+            return false;
+        };
+        if *path != (to, from)
+            || *count >= MOST_REVALIDATIONS
+            || asked.is_some_and(|at| now < at + REVALIDATE_EVERY)
+        {
+            return false;
+        }
+        // The first packet is the one quiche answers with its own challenge.
+        let first = asked.is_none();
+        *asked = Some(now);
+        if first {
+            return false;
+        }
+        *count += 1;
+        self.revalidations += 1;
+        true
+    }
+
+    /// Challenges asked for again on new paths so far.
+    pub(super) fn revalidations(&self) -> u64 {
+        self.revalidations
     }
 
     /// The paths left to probe again: those quiche gave up on (`failed`: their probe was
@@ -246,6 +312,46 @@ mod tests {
         assert_eq!(again, usize::from(MOST_PROBES) - 1);
         assert!(migrations.take_paths_to_probe_again(|_| true).is_empty());
         assert_eq!(migrations.probed(), u64::from(MOST_PROBES));
+    }
+
+    #[test]
+    fn a_new_path_under_validation_asks_again_at_most_every_interval() {
+        let local = address(443);
+        let mut migrations = Migrations::new(Some((local, address(1))));
+        let start = Instant::now();
+        assert!(
+            !migrations.revalidate(address(2), local, start),
+            "no new path yet"
+        );
+        migrations.on_new_path(local, address(2));
+        assert!(
+            !migrations.revalidate(address(2), local, start),
+            "quiche challenges the first packet itself"
+        );
+        assert!(!migrations.revalidate(address(2), local, start + REVALIDATE_EVERY / 2));
+        assert!(!migrations.revalidate(address(3), local, start + REVALIDATE_EVERY * 2));
+        assert!(migrations.revalidate(address(2), local, start + REVALIDATE_EVERY));
+        let mut at = start + REVALIDATE_EVERY;
+        for _ in 1..MOST_REVALIDATIONS {
+            at += REVALIDATE_EVERY;
+            assert!(migrations.revalidate(address(2), local, at));
+        }
+        assert!(
+            !migrations.revalidate(address(2), local, at + REVALIDATE_EVERY),
+            "bounded"
+        );
+        assert_eq!(migrations.revalidations(), u64::from(MOST_REVALIDATIONS));
+    }
+
+    #[test]
+    fn a_validated_path_asks_for_nothing() {
+        let local = address(443);
+        let mut migrations = Migrations::new(Some((local, address(1))));
+        let start = Instant::now();
+        migrations.on_new_path(local, address(2));
+        migrations.revalidate(address(2), local, start);
+        migrations.on_validation_over(local, address(2));
+        assert!(!migrations.revalidate(address(2), local, start + REVALIDATE_EVERY * 2));
     }
 
     #[test]

@@ -194,6 +194,8 @@ pub struct LossWorkarounds {
     /// was lost), so that what was in flight on them is declared lost and sent again
     /// (`migration.rs`).
     pub paths_left_probed: u64,
+    /// Challenges asked for again on a new path whose validation stalled (`migration.rs`).
+    pub new_paths_revalidated: u64,
 }
 
 /// The connection's loss recovery, as the held FINs read it (`fins.rs`).
@@ -280,5 +282,22 @@ impl FinishedStreams {
     /// How many of them are parked.
     pub(super) fn parked(&self) -> usize {
         self.parked
+    }
+}
+
+impl super::QuicConnection {
+    /// What working around quiche's lossy-path and migration bugs cost this connection so
+    /// far (`quic/parking.rs`, `quic/fins.rs`, `quic/migration.rs`): for diagnostics, and
+    /// for the tests that keep those costs bounded.
+    pub fn loss_workarounds(&self) -> LossWorkarounds {
+        let state = self.shared.state.lock();
+        LossWorkarounds {
+            park_sweeps: state.park_sweeps,
+            parked_streams: state.open_parked + state.held_fins.len() + state.finished.parked(),
+            sends_past_parked: state.sends_past_parked,
+            fins_held: state.held_fins.total(),
+            paths_left_probed: state.migrations.probed(),
+            new_paths_revalidated: state.migrations.revalidations(),
+        }
     }
 }

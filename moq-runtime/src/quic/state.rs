@@ -89,6 +89,15 @@ impl State {
                         }
                     }
                 }
+                quiche::PathEvent::New(local, peer) => {
+                    tracing::trace!(%peer, "a new path");
+                    self.migrations.on_new_path(local, peer);
+                }
+                quiche::PathEvent::Validated(local, peer)
+                | quiche::PathEvent::FailedValidation(local, peer) => {
+                    tracing::trace!(?event, "path event");
+                    self.migrations.on_validation_over(local, peer);
+                }
                 event => tracing::trace!(?event, "path event"),
             }
         }
