@@ -399,7 +399,7 @@ impl QuicConnection {
         }
         let was_closed = state.conn.is_closed();
         let result = state.conn.recv(datagram, quiche::RecvInfo { from, to });
-        if state.migrations.revalidate(from, to, Instant::now()) {
+        if state.migrations.revalidate(from, to, Instant::now) {
             // A new path whose challenge may be lost (`migration.rs`).
             let _ = state.conn.probe_path(to, from);
         }

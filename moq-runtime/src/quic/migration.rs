@@ -140,16 +140,23 @@ impl Migrations {
         }
     }
 
-    /// A packet from `from` to `to` arrived at `now`: whether to ask quiche for another
-    /// challenge on that path (it is under validation and the last ask is old enough).
-    pub(super) fn revalidate(&mut self, from: SocketAddr, to: SocketAddr, now: Instant) -> bool {
+    /// A packet from `from` to `to` arrived (`now` reads the clock, only for a packet
+    /// from a path under validation: not once per packet): whether to ask quiche for
+    /// another challenge on that path (the last ask is old enough).
+    pub(super) fn revalidate(
+        &mut self,
+        from: SocketAddr,
+        to: SocketAddr,
+        now: impl FnOnce() -> Instant,
+    ) -> bool {
         let Some((path, asked, count)) = &mut self.validating else {
             return false;
         };
-        if *path != (to, from)
-            || *count >= MOST_REVALIDATIONS
-            || asked.is_some_and(|at| now < at + REVALIDATE_EVERY)
-        {
+        if *path != (to, from) || *count >= MOST_REVALIDATIONS {
+            return false;
+        }
+        let now = now();
+        if asked.is_some_and(|at| now < at + REVALIDATE_EVERY) {
             return false;
         }
         // The first packet is the one quiche answers with its own challenge.
@@ -320,24 +327,24 @@ mod tests {
         let mut migrations = Migrations::new(Some((local, address(1))));
         let start = Instant::now();
         assert!(
-            !migrations.revalidate(address(2), local, start),
+            !migrations.revalidate(address(2), local, || start),
             "no new path yet"
         );
         migrations.on_new_path(local, address(2));
         assert!(
-            !migrations.revalidate(address(2), local, start),
+            !migrations.revalidate(address(2), local, || start),
             "quiche challenges the first packet itself"
         );
-        assert!(!migrations.revalidate(address(2), local, start + REVALIDATE_EVERY / 2));
-        assert!(!migrations.revalidate(address(3), local, start + REVALIDATE_EVERY * 2));
-        assert!(migrations.revalidate(address(2), local, start + REVALIDATE_EVERY));
+        assert!(!migrations.revalidate(address(2), local, || start + REVALIDATE_EVERY / 2));
+        assert!(!migrations.revalidate(address(3), local, || start + REVALIDATE_EVERY * 2));
+        assert!(migrations.revalidate(address(2), local, || start + REVALIDATE_EVERY));
         let mut at = start + REVALIDATE_EVERY;
         for _ in 1..MOST_REVALIDATIONS {
             at += REVALIDATE_EVERY;
-            assert!(migrations.revalidate(address(2), local, at));
+            assert!(migrations.revalidate(address(2), local, || at));
         }
         assert!(
-            !migrations.revalidate(address(2), local, at + REVALIDATE_EVERY),
+            !migrations.revalidate(address(2), local, || at + REVALIDATE_EVERY),
             "bounded"
         );
         assert_eq!(migrations.revalidations(), u64::from(MOST_REVALIDATIONS));
@@ -349,9 +356,9 @@ mod tests {
         let mut migrations = Migrations::new(Some((local, address(1))));
         let start = Instant::now();
         migrations.on_new_path(local, address(2));
-        migrations.revalidate(address(2), local, start);
+        migrations.revalidate(address(2), local, || start);
         migrations.on_validation_over(local, address(2));
-        assert!(!migrations.revalidate(address(2), local, start + REVALIDATE_EVERY * 2));
+        assert!(!migrations.revalidate(address(2), local, || start + REVALIDATE_EVERY * 2));
     }
 
     #[test]
