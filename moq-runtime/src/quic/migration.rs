@@ -239,27 +239,34 @@ mod tests {
         }
     }
 
+    /// Where a packet quiche addressed from `local` to `to` goes.
+    fn sent_to(migrations: &Migrations, local: SocketAddr, to: SocketAddr) -> SocketAddr {
+        let mut packet = info(local, to);
+        migrations.redirect(&mut packet);
+        packet.to
+    }
+
     #[test]
     fn packets_for_a_path_left_go_to_the_peers_new_address() {
         let local = address(443);
         let mut migrations = Migrations::new(Some((local, address(1))));
-        let mut before = info(local, address(1));
-        migrations.redirect(&mut before);
-        assert_eq!(before.to, address(1), "nothing moved yet");
+        assert_eq!(
+            sent_to(&migrations, local, address(1)),
+            address(1),
+            "nothing moved yet"
+        );
 
         assert_eq!(
             migrations.on_peer_migrated(local, address(2)),
             Some((local, address(1)))
         );
-        let mut stranded = info(local, address(1));
-        migrations.redirect(&mut stranded);
-        assert_eq!(stranded.to, address(2));
-        let mut current = info(local, address(2));
-        migrations.redirect(&mut current);
-        assert_eq!(current.to, address(2));
-        let mut elsewhere = info(local, address(9));
-        migrations.redirect(&mut elsewhere);
-        assert_eq!(elsewhere.to, address(9), "only paths left are redirected");
+        assert_eq!(sent_to(&migrations, local, address(1)), address(2));
+        assert_eq!(sent_to(&migrations, local, address(2)), address(2));
+        assert_eq!(
+            sent_to(&migrations, local, address(9)),
+            address(9),
+            "only paths left are redirected"
+        );
         assert_eq!(migrations.probed(), 1);
     }
 
@@ -272,12 +279,8 @@ mod tests {
             migrations.on_peer_migrated(local, address(1)),
             Some((local, address(2)))
         );
-        let mut back = info(local, address(1));
-        migrations.redirect(&mut back);
-        assert_eq!(back.to, address(1));
-        let mut left = info(local, address(2));
-        migrations.redirect(&mut left);
-        assert_eq!(left.to, address(1));
+        assert_eq!(sent_to(&migrations, local, address(1)), address(1));
+        assert_eq!(sent_to(&migrations, local, address(2)), address(1));
     }
 
     #[test]
@@ -365,8 +368,6 @@ mod tests {
     fn without_a_known_path_nothing_is_probed() {
         let mut migrations = Migrations::new(None);
         assert_eq!(migrations.on_peer_migrated(address(443), address(2)), None);
-        let mut packet = info(address(443), address(1));
-        migrations.redirect(&mut packet);
-        assert_eq!(packet.to, address(1));
+        assert_eq!(sent_to(&migrations, address(443), address(1)), address(1));
     }
 }
