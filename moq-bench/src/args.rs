@@ -74,9 +74,13 @@ pub(crate) struct SoakArgs {
     /// Seconds between samples.
     #[arg(long, default_value_t = 60.0)]
     pub(crate) sample_seconds: f64,
-    /// The largest allowed RSS growth after minute 2, as a share.
+    /// The largest allowed RSS growth after the baseline sample, as a share.
     #[arg(long, default_value_t = 0.05)]
     pub(crate) max_drift: f64,
+    /// The minute whose sample is the baseline for --max-drift: the first sample at or
+    /// after it (allocators and caches warm up for the first minutes of a long soak).
+    #[arg(long, default_value_t = 2.0, value_name = "MINUTE")]
+    pub(crate) baseline_minute: f64,
     /// The relay command template [default: this workspace's moq-relay].
     #[arg(long, value_name = "COMMAND")]
     pub(crate) relay: Option<String>,

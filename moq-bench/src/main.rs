@@ -123,6 +123,7 @@ async fn soak(args: SoakArgs) -> Result<(), String> {
         rate: args.rate,
         sample_seconds: args.sample_seconds,
         max_drift: args.max_drift,
+        baseline_minute: args.baseline_minute,
         announce_churn: args.announce_churn,
         long_groups: args.long_groups,
         media_subscribers: args.media_subscribers,

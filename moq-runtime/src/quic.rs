@@ -398,11 +398,9 @@ impl QuicConnection {
             state.emit_before_acks();
         }
         let was_closed = state.conn.is_closed();
+        let revive = state.revive_path(from, to);
         let result = state.conn.recv(datagram, quiche::RecvInfo { from, to });
-        if state.migrations.revalidate(from, to, Instant::now) {
-            // A new path whose challenge may be lost (`migration.rs`).
-            let _ = state.conn.probe_path(to, from);
-        }
+        state.validate_path(revive, from, to);
         // quiche closes a connection on a packet that ends in the server's stateless reset
         // token without a word (no error, no timeout): that silence is how it is told
         // apart, so that the reason says what happened.

@@ -58,6 +58,59 @@ fn a_new_address_whose_challenge_is_lost_is_validated_all_the_same() {
     assert!(revalidated, "one of the losses was the challenge's");
 }
 
+/// Every challenge to the client's new address can be lost, the ones asked for again
+/// included, until quiche's own probe timeout on the new path fires: quiche then marks the
+/// path failed (a server path's anti-amplification credit is spent by then) and falls back
+/// to the address the client left. The client's next packet from its new address made
+/// quiche take the failed path as the active one, with no working path left: every later
+/// packet was refused (`InvalidState`) and the connection closed with a protocol
+/// violation, in a soak with 1 % loss and rebinding every 20 s. Everything arrives.
+#[test]
+fn a_new_address_that_quiche_gave_up_on_is_validated_again() {
+    let runtime = BusyRuntime::default();
+    let (client, server) = connected_pair(&runtime, "migration", b"moq-lite-05");
+    let mut chat = raw_quic_chat(&runtime, &client, &server);
+    chat.publish(&runtime, &client, &server, 3, 1);
+    let settled = chat.received.get();
+
+    let mut nat = Nat::new();
+    let old = nat.public;
+    nat.rebind();
+    nat.lose_until_fallback = true;
+    nat.lose_at_new = Some(usize::MAX);
+    let new = nat.public;
+    // Pings from the new address until the server gives its path up and falls back.
+    let mut moved = false;
+    let fell_back = nat.run_until(&runtime, &client, &server, &mut || {
+        let peer = server.peer_address();
+        moved |= peer == Some(new);
+        moved && peer == Some(old)
+    });
+    assert!(fell_back, "the server never gave the new address up");
+
+    for index in 0..MORE {
+        let mut group = chat.track.append_group();
+        group.write(index, "hello");
+        group.finish();
+    }
+    let goal = settled + MORE;
+    let received = &chat.received;
+    let arrived = nat.run_until(&runtime, &client, &server, &mut || received.get() == goal);
+    assert!(
+        arrived,
+        "{} of {MORE} groups arrived after the server gave the new address up ({}; {:?})",
+        received.get() - settled,
+        server.close_reason(),
+        server.loss_workarounds(),
+    );
+    assert_eq!(
+        server.peer_address(),
+        Some(nat.public),
+        "the peer's address"
+    );
+    assert!(server.loss_workarounds().failed_paths_revived > 0);
+}
+
 /// [`rebinding_with`] losing nothing at the new address.
 fn rebinding_mid_burst(lost_after: Option<usize>) -> LossWorkarounds {
     rebinding_with(lost_after, None)
@@ -155,6 +208,9 @@ struct Nat {
     lose_at_new: Option<usize>,
     /// Server packets to the new address so far.
     to_new: usize,
+    /// Every server packet to the new address is lost until the server sends to another
+    /// after it (it gave the new address up).
+    lose_until_fallback: bool,
 }
 
 /// How often the client sends something of its own while [`Nat::lose_at_new`] is set.
@@ -169,6 +225,7 @@ impl Nat {
             forwarded: 0,
             lose_at_new: None,
             to_new: 0,
+            lose_until_fallback: false,
         }
     }
 
@@ -201,8 +258,11 @@ impl Nat {
                 let probing = server.loss_workarounds().paths_left_probed > 0;
                 let mut lose = probing && self.lose == Some(self.forwarded);
                 self.forwarded += usize::from(probing);
+                if info.to != self.public && self.to_new > 0 {
+                    self.lose_until_fallback = false;
+                }
                 if info.to == self.public {
-                    lose |= self.lose_at_new == Some(self.to_new);
+                    lose |= self.lose_until_fallback || self.lose_at_new == Some(self.to_new);
                     self.to_new += 1;
                 }
                 if info.to == self.public && !lose {

@@ -35,6 +35,16 @@
 //! from a path under validation asks quiche for another challenge, at most once per
 //! [`REVALIDATE_EVERY`] (RFC 9000 §8.2.1: no more often than an Initial would be resent).
 //!
+//! And quiche can give the new path up: when its probe timeout there fires with every
+//! challenge lost, a server path's credit is spent, and quiche marks the path failed and
+//! falls back to the validated path the peer left. The peer's next packet from its new
+//! address then makes quiche take the failed path as the active one, with no working
+//! path left, and every packet after it is refused (`InvalidState`: the connection
+//! closes with a protocol violation). So a packet from the newest path, once quiche gave
+//! it up, asks for a challenge there, and what quiche has to send is put into packets
+//! right after that packet is received, before the next one: the challenge sent marks
+//! the path as under validation again.
+//!
 //! Remove once quiche declares such packets lost itself (cloudflare/quiche#2454) and
 //! retries a lost challenge on its own.
 
@@ -89,6 +99,10 @@ pub(super) struct Migrations {
     validating: Option<((SocketAddr, SocketAddr), Option<Instant>, u8)>,
     /// Challenges asked for again on new paths.
     revalidations: u64,
+    /// The newest path, which quiche gave up on while the peer may still be there.
+    failed: Option<(SocketAddr, SocketAddr)>,
+    /// Paths quiche gave up on and validated again, as the peer sent from them.
+    revived: u64,
 }
 
 impl Migrations {
@@ -130,14 +144,49 @@ impl Migrations {
         self.validating = Some(((local, peer), None, 0));
     }
 
-    /// quiche validated (`PathEvent::Validated`) or gave up on (`FailedValidation`) a path.
-    pub(super) fn on_validation_over(&mut self, local: SocketAddr, peer: SocketAddr) {
+    /// quiche validated a path (`PathEvent::Validated`).
+    pub(super) fn on_validated(&mut self, local: SocketAddr, peer: SocketAddr) {
         if self
             .validating
             .is_some_and(|(path, ..)| path == (local, peer))
         {
             self.validating = None;
         }
+        if self.failed == Some((local, peer)) {
+            self.failed = None;
+        }
+    }
+
+    /// quiche gave up on a path (`PathEvent::FailedValidation`): if it is the newest, the
+    /// peer may still be there, and its next packet from there revives it
+    /// ([`revive`](Self::revive)).
+    pub(super) fn on_validation_failed(&mut self, local: SocketAddr, peer: SocketAddr) {
+        if self
+            .validating
+            .take_if(|(path, ..)| *path == (local, peer))
+            .is_some()
+        {
+            self.failed = Some((local, peer));
+        }
+    }
+
+    /// A packet from `from` to `to` is about to be received: whether it comes from the
+    /// newest path, which quiche gave up on, so that quiche must send a challenge there
+    /// before it receives another (quiche makes a failed path the active one on the
+    /// peer's next packet from it, and refuses every packet after it while no active path
+    /// works). The path is under validation again.
+    pub(super) fn revive(&mut self, from: SocketAddr, to: SocketAddr) -> bool {
+        let Some(path) = self.failed.take_if(|path| *path == (to, from)) else {
+            return false;
+        };
+        self.validating = Some((path, None, 0));
+        self.revived += 1;
+        true
+    }
+
+    /// Paths quiche gave up on and validated again so far.
+    pub(super) fn revived(&self) -> u64 {
+        self.revived
     }
 
     /// A packet from `from` to `to` arrived (`now` reads the clock, only for a packet
@@ -360,8 +409,31 @@ mod tests {
         let start = Instant::now();
         migrations.on_new_path(local, address(2));
         migrations.revalidate(address(2), local, || start);
-        migrations.on_validation_over(local, address(2));
+        migrations.on_validated(local, address(2));
         assert!(!migrations.revalidate(address(2), local, || start + REVALIDATE_EVERY * 2));
+    }
+
+    #[test]
+    fn the_newest_path_given_up_on_is_revived_by_its_next_packet_once() {
+        let local = address(443);
+        let mut migrations = Migrations::new(Some((local, address(1))));
+        migrations.on_validation_failed(local, address(2));
+        assert!(
+            !migrations.revive(address(2), local),
+            "a path that was not under validation (a path left) is not revived"
+        );
+        migrations.on_new_path(local, address(2));
+        migrations.on_validation_failed(local, address(2));
+        assert!(!migrations.revive(address(3), local), "another path");
+        assert!(migrations.revive(address(2), local));
+        assert!(!migrations.revive(address(2), local), "once per failure");
+        assert_eq!(migrations.revived(), 1);
+        let start = Instant::now();
+        migrations.revalidate(address(2), local, || start);
+        assert!(
+            migrations.revalidate(address(2), local, || start + REVALIDATE_EVERY),
+            "under validation again"
+        );
     }
 
     #[test]

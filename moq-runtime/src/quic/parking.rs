@@ -196,6 +196,9 @@ pub struct LossWorkarounds {
     pub paths_left_probed: u64,
     /// Challenges asked for again on a new path whose validation stalled (`migration.rs`).
     pub new_paths_revalidated: u64,
+    /// New paths quiche gave up on (every challenge lost) and validated again when the
+    /// peer sent from them (`migration.rs`).
+    pub failed_paths_revived: u64,
 }
 
 /// The connection's loss recovery, as the held FINs read it (`fins.rs`).
@@ -298,6 +301,7 @@ impl super::QuicConnection {
             fins_held: state.held_fins.total(),
             paths_left_probed: state.migrations.probed(),
             new_paths_revalidated: state.migrations.revalidations(),
+            failed_paths_revived: state.migrations.revived(),
         }
     }
 }

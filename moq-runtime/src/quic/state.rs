@@ -1,6 +1,9 @@
 //! The connection's state under its lock: what happens after a packet, a timer or a
 //! write (streams surfaced, waiters woken, credit and close noticed), and reading.
 
+use std::net::SocketAddr;
+use std::time::Instant;
+
 use bytes::{Bytes, BytesMut};
 use kio::Waiter;
 use moq_net::transport::TransportError;
@@ -93,10 +96,13 @@ impl State {
                     tracing::trace!(%peer, "a new path");
                     self.migrations.on_new_path(local, peer);
                 }
-                quiche::PathEvent::Validated(local, peer)
-                | quiche::PathEvent::FailedValidation(local, peer) => {
+                quiche::PathEvent::Validated(local, peer) => {
                     tracing::trace!(?event, "path event");
-                    self.migrations.on_validation_over(local, peer);
+                    self.migrations.on_validated(local, peer);
+                }
+                quiche::PathEvent::FailedValidation(local, peer) => {
+                    tracing::debug!(%peer, "quiche gave a path up: its challenges were lost");
+                    self.migrations.on_validation_failed(local, peer);
                 }
                 event => tracing::trace!(?event, "path event"),
             }
@@ -114,6 +120,27 @@ impl State {
             }
         }
         wakes
+    }
+
+    /// Before a packet from `from` to `to` is received: whether it comes from the newest
+    /// path, which quiche gave up on (`migration.rs`); a challenge is asked for there.
+    pub(super) fn revive_path(&mut self, from: SocketAddr, to: SocketAddr) -> bool {
+        let revive = self.migrations.revive(from, to);
+        if revive {
+            tracing::debug!(peer = %from, "validating again a path quiche gave up on");
+            let _ = self.conn.probe_path(to, from);
+        }
+        revive
+    }
+
+    /// After that packet was received: a revived path's challenge leaves now, before the
+    /// next packet; a path under validation may ask for another (`migration.rs`).
+    pub(super) fn validate_path(&mut self, revived: bool, from: SocketAddr, to: SocketAddr) {
+        if revived {
+            self.emit_now();
+        } else if self.migrations.revalidate(from, to, Instant::now) {
+            let _ = self.conn.probe_path(to, from);
+        }
     }
 
     /// Probes again each path the peer left whose probe quiche gave up on
@@ -349,6 +376,12 @@ impl State {
     /// stream to retransmit it from), or a congestion window too full to emit it.
     pub(super) fn emit_before_acks(&mut self) {
         self.lone_fin = false;
+        self.emit_now();
+    }
+
+    /// Puts whatever quiche has to send into packets now; they wait in the outbox for
+    /// the endpoint's next transmit pass.
+    pub(super) fn emit_now(&mut self) {
         let size = self.conn.max_send_udp_payload_size();
         loop {
             let mut packet = vec![0; size];
