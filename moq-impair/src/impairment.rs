@@ -19,7 +19,8 @@ pub struct Impairment {
     /// The fraction of packets lost, on average (0 to 1).
     pub loss: f64,
     /// The mean length of a run of lost packets: 1 loses packets independently; more
-    /// makes losses come in bursts (a Gilbert-Elliott model with the same average loss).
+    /// makes losses come in bursts (a Gilbert-Elliott model with the same average loss),
+    /// each over once its flow is silent for [`BURST_SPAN`](crate::BURST_SPAN).
     pub burst: f64,
     /// The fraction of packets held back by [`Impairment::reorder_delay`], so that the
     /// packets behind them overtake them.

@@ -32,5 +32,5 @@ mod link;
 mod proxy;
 
 pub use impairment::{Impairment, ImpairmentError};
-pub use link::{Bottleneck, Drop, Fate, Link};
+pub use link::{BURST_SPAN, Bottleneck, Drop, Fate, Link};
 pub use proxy::{DirectionStats, Proxy, ProxyConfig, ProxyStats};
