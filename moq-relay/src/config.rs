@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use moq_net::coding::Version;
+use moq_runtime::quiche_config::CongestionControl;
 use serde::Deserialize;
 
 pub use crate::cluster::ClusterSection;
@@ -58,6 +59,10 @@ pub struct ServerSection {
     /// upstream, only if listed). A raw QUIC client gets the first of them it offers; a
     /// WebTransport client the first of its own list that is here.
     pub versions: Vec<String>,
+    /// The congestion controller of every connection: `"cubic"` (the default), `"reno"`,
+    /// or `"bbr2"`, the one that paces (its packets leave spread over a round trip, not
+    /// in window-sized bursts that overflow a shallow router queue).
+    pub congestion_control: String,
 }
 
 impl Default for ServerSection {
@@ -75,11 +80,22 @@ impl Default for ServerSection {
                 .iter()
                 .map(|version| version.alpn().to_owned())
                 .collect(),
+            congestion_control: CongestionControl::default().to_string(),
         }
     }
 }
 
 impl ServerSection {
+    /// The congestion controller named, or an error naming the key.
+    pub fn parsed_congestion_control(&self) -> Result<CongestionControl, ConfigError> {
+        self.congestion_control
+            .parse()
+            .map_err(|problem| ConfigError::Invalid {
+                key: "server.congestion_control",
+                problem,
+            })
+    }
+
     /// The accepted versions, parsed (as [`Config::validate`] checks them).
     pub fn parsed_versions(&self) -> Result<Vec<Version>, ConfigError> {
         let invalid = |problem: String| ConfigError::Invalid {
@@ -440,6 +456,7 @@ impl Config {
             return invalid("server.workers", "must be at most 256 (0: one per core)");
         }
         self.server.parsed_versions()?;
+        self.server.parsed_congestion_control()?;
         if !(1..=moq_runtime::udp::RECV_BATCH).contains(&self.server.recv_batch) {
             return invalid(
                 "server.recv_batch",
@@ -641,6 +658,13 @@ mod tests {
         config.tls.cert = Some("chain.pem".into());
         let error = config.validate().unwrap_err().to_string();
         assert!(error.starts_with("`tls.key`"), "{error}");
+        let mut config = Config::default();
+        config.server.congestion_control = "bbr".into();
+        let error = config.validate().unwrap_err().to_string();
+        assert!(
+            error.starts_with("`server.congestion_control`") && error.contains("bbr2"),
+            "{error}"
+        );
         for batch in [0, 33] {
             let mut config = Config::default();
             config.server.recv_batch = batch;

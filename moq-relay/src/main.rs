@@ -68,6 +68,9 @@ struct ServeArgs {
     /// Datagrams one receive call takes at most, 1 to 32 (tokio drivers) [default: 32].
     #[arg(long, value_name = "N")]
     recv_batch: Option<usize>,
+    /// The congestion controller: cubic, reno, or bbr2 (paces) [default: cubic].
+    #[arg(long, value_name = "NAME")]
+    congestion_control: Option<String>,
     /// A moq-lite version to accept (moq-lite-05, moq-lite-04, moq-lite-03,
     /// moq-lite-06-wip); repeat for several, in order of preference [default: 05, 04, 03].
     /// (`--version` prints the relay's own version.)
@@ -274,6 +277,9 @@ fn configure(args: &ServeArgs) -> Result<Config, String> {
     }
     if !args.versions.is_empty() {
         config.server.versions = args.versions.clone();
+    }
+    if let Some(name) = &args.congestion_control {
+        config.server.congestion_control.clone_from(name);
     }
     if let Some(batch) = args.recv_batch {
         config.server.recv_batch = batch;

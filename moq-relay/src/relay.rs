@@ -137,6 +137,7 @@ impl Relay {
         // who it is, like a raw-QUIC one waiting for its SETUP: the same bound.
         server_config.max_pending_handshakes = config.limits.max_pending_setup;
         server_config.limits.idle_timeout = Duration::from_secs(config.limits.idle_timeout_secs);
+        server_config.limits.congestion_control = config.server.parsed_congestion_control()?;
         let server = driver::bind(&config.server, server_config)
             .await
             .map_err(RelayError::Bind)?;
@@ -341,6 +342,7 @@ fn cluster(config: &Config, id: u64, session: &SessionConfig) -> Result<Cluster,
         ..ClientConfig::default()
     };
     client.limits.idle_timeout = config.cluster.peer_timeout();
+    client.limits.congestion_control = config.server.parsed_congestion_control()?;
     if !peers.is_empty() || config.cluster.mesh {
         tracing::info!(
             id,

@@ -523,7 +523,8 @@ impl Endpoint {
     }
 
     /// Every datagram the changed connections have to send now, batched by destination
-    /// and appended to `transmits`. Call it after handling datagrams and timeouts, and
+    /// and appended to `transmits` (a packet quiche paces for later waits for its time,
+    /// and its connection's timer wakes it then). Call it after handling datagrams and timeouts, and
     /// whenever the driver's waker fired; give the transmits back with
     /// [`reclaim`](Self::reclaim) once sent, so that a steady state allocates nothing.
     pub fn poll_transmits(&mut self, now: Instant, transmits: &mut Vec<Transmit>) {
@@ -542,7 +543,7 @@ impl Endpoint {
             }
             entry.drained = self.pass;
             let connection = entry.connection.clone();
-            while let Ok(Some(sent)) = connection.send_datagram(&mut self.packet) {
+            while let Ok(Some(sent)) = connection.send_paced(&mut self.packet, now) {
                 let source = self.source(sent.info.from);
                 let packet = &self.packet[..sent.len];
                 let batches = &mut self.open_batches;
@@ -748,6 +749,7 @@ impl Endpoint {
             rotate_cid_at,
             status.close_at,
             status.held_fin_at,
+            status.paced_at,
         ]
         .into_iter()
         .flatten()

@@ -52,9 +52,12 @@ use crate::urgency::Urgencies;
 mod cids;
 mod fins;
 mod migration;
+mod pacing;
 mod parking;
+mod send;
 
 pub use parking::LossWorkarounds;
+pub use send::Datagram;
 mod state;
 mod streams;
 
@@ -98,17 +101,6 @@ pub struct QuicRecvStream {
     ended: bool,
 }
 
-/// One packet [`QuicConnection::send_datagram`] put in the caller's buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Datagram {
-    /// Its length.
-    pub len: usize,
-    /// Where it goes (and from which local address).
-    pub info: quiche::SendInfo,
-    /// A path MTU probe: larger than the path is known to carry, so it leaves alone.
-    pub mtu_probe: bool,
-}
-
 /// What the endpoint needs to know about a connection after it changed, read under one
 /// lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +119,8 @@ pub struct ConnectionStatus {
     /// When a FIN held back until its stream's bytes are acknowledged is due to be looked
     /// at again ([`QuicConnection::on_timeout`] writes it).
     pub held_fin_at: Option<Instant>,
+    /// When the packet held for its send time is due ([`QuicConnection::send_paced`]).
+    pub paced_at: Option<Instant>,
     /// How many more connection IDs the peer would take from us (its
     /// `active_connection_id_limit` less those it holds): [`QuicConnection::issue_cid`].
     pub cids_wanted: usize,
@@ -234,6 +228,8 @@ struct State {
     reset_by_peer: bool,
     /// Packets emitted ahead of the endpoint's next transmit pass; sent before any others.
     outbox: VecDeque<(Vec<u8>, quiche::SendInfo)>,
+    /// The packet held until the send time quiche gave it (`pacing.rs`).
+    paced: pacing::Paced,
     /// Every waiter was told the connection closed.
     close_announced: bool,
     /// The quiche urgency of each prioritized send stream (moq-lite's order).
@@ -365,6 +361,7 @@ impl QuicConnection {
                     acked_at_loss: 0,
                     reset_by_peer: false,
                     outbox: VecDeque::new(),
+                    paced: pacing::Paced::default(),
                     close_announced: false,
                     urgencies: Urgencies::default(),
                     urgency_changes: Vec::new(),
@@ -419,46 +416,6 @@ impl QuicConnection {
         result
     }
 
-    /// The next packet to send, if any: its length in `out` and where it goes.
-    ///
-    /// Call it until it returns `None` once the flush waker fired (or a packet arrived, or
-    /// a timer ran): the flush waker is armed again by the first write after this call.
-    pub fn send(&self, out: &mut [u8]) -> Result<Option<(usize, quiche::SendInfo)>, quiche::Error> {
-        Ok(self.send_datagram(out)?.map(|sent| (sent.len, sent.info)))
-    }
-
-    /// [`send`](Self::send), also saying whether the packet is a path MTU probe (larger
-    /// than the path is known to carry): such a packet must leave alone, not in a GSO
-    /// batch with others, since a path that cannot carry it refuses the whole batch.
-    pub fn send_datagram(&self, out: &mut [u8]) -> Result<Option<Datagram>, quiche::Error> {
-        self.shared.flush_pending.store(false, Ordering::Release);
-        let mut state = self.shared.state.lock();
-        if let Some((packet, info)) = state.outbox.pop_front() {
-            let Some(slot) = out.get_mut(..packet.len()) else {
-                return Err(quiche::Error::BufferTooShort);
-            };
-            slot.copy_from_slice(&packet);
-            let mtu_probe = packet.len() > state.path_mtu;
-            return Ok(Some(Datagram {
-                len: packet.len(),
-                info,
-                mtu_probe,
-            }));
-        }
-        let result = state.next_packet(out).map(|sent| {
-            sent.map(|(len, info)| Datagram {
-                len,
-                info,
-                mtu_probe: len > state.path_mtu,
-            })
-        });
-        // Sending may close the connection (an idle timeout noticed, a close flushed).
-        let wakes = state.process(false);
-        drop(state);
-        wakes.deliver(&self.shared);
-        result
-    }
-
     /// How long until [`on_timeout`](Self::on_timeout) is due, if a timer is set: quiche's
     /// own, a held FIN's or a scheduled close's, whichever comes first.
     pub fn timeout(&self) -> Option<Duration> {
@@ -467,6 +424,7 @@ impl QuicConnection {
         let ours = [
             state.held_fins.next_due(),
             state.close_at.as_ref().map(|(at, ..)| *at),
+            state.paced.at(),
         ]
         .into_iter()
         .flatten()
@@ -552,6 +510,7 @@ impl QuicConnection {
                 .map(Duration::from_millis),
             close_at: state.close_at.as_ref().map(|(at, ..)| *at),
             held_fin_at: state.held_fins.next_due(),
+            paced_at: state.paced.at(),
             // Only once established: the handshake gives the peer our first one.
             cids_wanted: if state.conn.is_established() {
                 state.conn.scids_left()

@@ -9,7 +9,8 @@ use crate::binding::Binding;
 use crate::endpoint::{MAX_DATAGRAM, MAX_SPARE_CIDS};
 use crate::tls::Certificate;
 
-/// The QUIC limits a connection is configured with (its transport parameters).
+/// The QUIC limits a connection is configured with (its transport parameters), and its
+/// congestion controller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuicLimits {
     /// Closes a connection silent this long.
@@ -20,17 +21,75 @@ pub struct QuicLimits {
     pub stream_window: u64,
     /// Flow-control window per connection, in bytes.
     pub connection_window: u64,
+    /// The congestion controller.
+    pub congestion_control: CongestionControl,
+}
+
+/// A congestion controller (quiche's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CongestionControl {
+    /// CUBIC (RFC 9438), quiche's default. Sends what its window allows at once: quiche
+    /// gives its packets no later send time, so nothing is paced.
+    #[default]
+    Cubic,
+    /// NewReno (RFC 9002 §7). Not paced either.
+    Reno,
+    /// BBRv2 (quiche's port of Google's gcongestion). Paces: each packet gets a send
+    /// time that spreads a window over a round trip, and the endpoint holds it until
+    /// then; fewer losses at a shallow bottleneck queue.
+    Bbr2,
+}
+
+impl CongestionControl {
+    /// The names [`FromStr`](std::str::FromStr) takes.
+    pub const NAMES: &[&str] = &["cubic", "reno", "bbr2"];
+
+    fn algorithm(self) -> quiche::CongestionControlAlgorithm {
+        match self {
+            Self::Cubic => quiche::CongestionControlAlgorithm::CUBIC,
+            Self::Reno => quiche::CongestionControlAlgorithm::Reno,
+            Self::Bbr2 => quiche::CongestionControlAlgorithm::Bbr2Gcongestion,
+        }
+    }
+}
+
+impl std::str::FromStr for CongestionControl {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "cubic" => Ok(Self::Cubic),
+            "reno" => Ok(Self::Reno),
+            "bbr2" => Ok(Self::Bbr2),
+            _ => Err(format!(
+                "unknown congestion controller {name:?}; expected one of {}",
+                Self::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for CongestionControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Cubic => "cubic",
+            Self::Reno => "reno",
+            Self::Bbr2 => "bbr2",
+        })
+    }
 }
 
 impl Default for QuicLimits {
     /// 30 s idle timeout, 1,000 streams each way, 1 MiB per stream and 16 MiB per
-    /// connection of flow control.
+    /// connection of flow control, CUBIC.
     fn default() -> Self {
         Self {
             idle_timeout: Duration::from_secs(30),
             max_streams: 1_000,
             stream_window: 1 << 20,
             connection_window: 16 << 20,
+            congestion_control: CongestionControl::Cubic,
         }
     }
 }
@@ -137,6 +196,7 @@ fn apply(config: &mut quiche::Config, limits: &QuicLimits) {
     config.set_initial_max_streams_bidi(limits.max_streams);
     config.set_initial_max_streams_uni(limits.max_streams);
     config.enable_dgram(true, 1024, 1024);
+    config.set_cc_algorithm(limits.congestion_control.algorithm());
     // quiche gives the peer spare connection IDs only up to the lower of both sides'
     // limits: ours must allow the spares the endpoint hands out.
     config.set_active_connection_id_limit(MAX_SPARE_CIDS as u64 + 1);
@@ -167,7 +227,17 @@ fn tls_context(
 
 #[cfg(test)]
 mod tests {
-    use super::select_alpn;
+    use super::{CongestionControl, select_alpn};
+
+    #[test]
+    fn congestion_controllers_parse_by_name_and_an_unknown_one_lists_them() {
+        for name in CongestionControl::NAMES {
+            let control: CongestionControl = name.parse().unwrap();
+            assert_eq!(control.to_string(), *name);
+        }
+        let error = "bbr".parse::<CongestionControl>().unwrap_err();
+        assert!(error.contains("cubic, reno, bbr2"), "{error}");
+    }
 
     fn wire(protocols: &[&str]) -> Vec<u8> {
         protocols

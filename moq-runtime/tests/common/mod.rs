@@ -169,7 +169,19 @@ pub(crate) fn connected_pair(
     name: &str,
     alpn: &[u8],
 ) -> (QuicConnection, QuicConnection) {
+    connected_pair_with(runtime, name, alpn, |_| {})
+}
+
+/// [`connected_pair`], the server's configuration changed by `configure` first.
+pub(crate) fn connected_pair_with(
+    runtime: &BusyRuntime,
+    name: &str,
+    alpn: &[u8],
+    configure: impl FnOnce(&mut quiche::Config),
+) -> (QuicConnection, QuicConnection) {
     let (chain, key) = certificate_files(name);
+    let mut server_config = config_with_alpn(Some((&chain, &key)), &[b"moq-lite-05", b"h3"]);
+    configure(&mut server_config);
     let client_addr: SocketAddr = CLIENT_ADDRESS.parse().unwrap();
     let server_addr: SocketAddr = SERVER_ADDRESS.parse().unwrap();
     let client = QuicConnection::new(
@@ -188,7 +200,7 @@ pub(crate) fn connected_pair(
             None,
             server_addr,
             client_addr,
-            &mut config_with_alpn(Some((&chain, &key)), &[b"moq-lite-05", b"h3"]),
+            &mut server_config,
         )
         .expect("accept"),
     );
