@@ -498,13 +498,16 @@ fn emit_run(record: &RunRecord, output: &Output) -> Result<(), String> {
     println!("{}", record.table_row());
     if let Some(path) = &record.path {
         println!(
-            "              through `{}` (seed {}): {} of {} packets lost ({} to the relay, {} to the clients)",
+            "              through `{}` (seed {}): {} of {} packets lost ({} to the relay, {} to the clients, {} of them at a full queue); relay's bursts to a client: {:.1} packets on average, {} at most",
             path.impairment,
             path.seed,
             path.lost_to_relay + path.lost_to_clients,
             path.packets,
             path.lost_to_relay,
             path.lost_to_clients,
+            path.overflowed_to_clients,
+            path.mean_burst_to_clients,
+            path.largest_burst_to_clients,
         );
     }
     append_json(output, &record.to_json())

@@ -77,6 +77,17 @@ pub struct PathRecord {
     pub lost_to_clients: u64,
     /// Packets that reached the proxy, both ways.
     pub packets: u64,
+    /// Packets to the clients dropped by a full bottleneck queue (part of
+    /// `lost_to_clients`): what bursts cost at a shallow queue.
+    #[serde(default)]
+    pub overflowed_to_clients: u64,
+    /// The mean number of packets the relay sent one client back to back (see
+    /// `moq_impair::BACK_TO_BACK`).
+    #[serde(default)]
+    pub mean_burst_to_clients: f64,
+    /// The most packets the relay sent one client back to back.
+    #[serde(default)]
+    pub largest_burst_to_clients: u64,
 }
 
 /// A process's resident memory at one moment of a run.

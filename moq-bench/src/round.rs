@@ -219,6 +219,14 @@ async fn measure(
                 lost_to_relay: stats.to_server.lost + stats.to_server.overflowed,
                 lost_to_clients: stats.to_client.lost + stats.to_client.overflowed,
                 packets: stats.to_server.received + stats.to_client.received,
+                overflowed_to_clients: stats.to_client.overflowed,
+                mean_burst_to_clients: stats.to_client.received as f64
+                    / stats
+                        .to_client
+                        .received
+                        .saturating_sub(stats.to_client.back_to_back)
+                        .max(1) as f64,
+                largest_burst_to_clients: stats.to_client.largest_burst,
             }
         }),
     })

@@ -32,5 +32,5 @@ mod link;
 mod proxy;
 
 pub use impairment::{Impairment, ImpairmentError};
-pub use link::{BURST_SPAN, Bottleneck, Drop, Fate, Link};
+pub use link::{BACK_TO_BACK, BURST_SPAN, Bottleneck, Drop, Fate, Link};
 pub use proxy::{DirectionStats, Proxy, ProxyConfig, ProxyStats};

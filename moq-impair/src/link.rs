@@ -41,6 +41,10 @@ pub enum Fate {
 /// later than this after the one before it finds any burst over.
 pub const BURST_SPAN: Duration = Duration::from_millis(50);
 
+/// The longest gap between two packets that counts them in one sending burst
+/// ([`Link::sending_burst`]): a full-size packet every 100 µs is 100 Mbit/s.
+pub const BACK_TO_BACK: Duration = Duration::from_micros(100);
+
 /// A bottleneck shared by every flow crossing the link in one direction: it sends one
 /// packet at a time at the link's rate.
 #[derive(Debug, Default)]
@@ -56,9 +60,12 @@ pub struct Link {
     rng: fastrand::Rng,
     /// In a burst of losses (Gilbert-Elliott's bad state).
     in_burst: bool,
-    /// When the last packet reached the link: a burst does not outlast a silence of
-    /// [`BURST_SPAN`].
+    /// When the last packet reached the link: a burst of losses does not outlast a
+    /// silence of [`BURST_SPAN`].
     last_arrival: Option<Instant>,
+    /// Packets that reached the link back to back, the last one included: see
+    /// [`Link::sending_burst`].
+    run: u64,
     /// When the last packet not held back for reordering leaves: jitter never makes a
     /// packet overtake it.
     last_release: Option<Instant>,
@@ -71,6 +78,7 @@ impl Link {
             rng: fastrand::Rng::with_seed(seed),
             in_burst: false,
             last_arrival: None,
+            run: 0,
             last_release: None,
         }
     }
@@ -84,13 +92,21 @@ impl Link {
         now: Instant,
         ip_bytes: usize,
     ) -> Fate {
+        let gap = self
+            .last_arrival
+            .replace(now)
+            .map(|last| now.saturating_duration_since(last));
+        self.run = match gap {
+            Some(gap) if gap <= BACK_TO_BACK => self.run + 1,
+            _ => 1,
+        };
         if impairment.blackhole {
             return Fate::Dropped(Drop::Blackhole);
         }
         if impairment.mtu.is_some_and(|mtu| ip_bytes > mtu) {
             return Fate::Dropped(Drop::TooBig);
         }
-        if self.lost(impairment, now) {
+        if self.lost(impairment, gap.is_some_and(|gap| gap > BURST_SPAN)) {
             return Fate::Dropped(Drop::Lost);
         }
         let mut at = now;
@@ -125,7 +141,8 @@ impl Link {
         }
     }
 
-    /// Whether this packet, arriving at `now`, is lost: independently, or in bursts of
+    /// Whether this packet (`after_silence`: the flow was silent for [`BURST_SPAN`] before
+    /// it) is lost: independently, or in bursts of
     /// mean length `burst` with the same average (Gilbert-Elliott: the bad state loses
     /// every packet, and is entered with probability p and left with probability r, where
     /// r = 1 / burst and p / (p + r) = loss).
@@ -138,12 +155,8 @@ impl Link {
     /// apart) then loses each of them with the burst's odds of going on, and a path with
     /// 5 % loss in bursts of 4 stalled a WebTransport handshake for longer than 10 s in
     /// one connection of a few dozen, which no network with that loss does.
-    fn lost(&mut self, impairment: &Impairment, now: Instant) -> bool {
-        let silence = self
-            .last_arrival
-            .replace(now)
-            .is_some_and(|last| now.saturating_duration_since(last) > BURST_SPAN);
-        if impairment.loss <= 0.0 || silence {
+    fn lost(&mut self, impairment: &Impairment, after_silence: bool) -> bool {
+        if impairment.loss <= 0.0 || after_silence {
             self.in_burst = false;
         }
         if impairment.loss <= 0.0 {
@@ -161,6 +174,14 @@ impl Link {
             draw < enter
         };
         self.in_burst
+    }
+
+    /// How many packets the sender put on this link back to back (each within
+    /// [`BACK_TO_BACK`] of the one before), the last one decided included: the size of
+    /// the burst it is part of so far. A sender that paces keeps it small; one that sends
+    /// a window at once makes it the window.
+    pub fn sending_burst(&self) -> u64 {
+        self.run
     }
 
     /// This packet's delay: uniform within `delay ± jitter`.
@@ -277,6 +298,22 @@ mod tests {
             .filter(|_| send(&mut link, Duration::from_secs(1)))
             .count();
         assert!(sparse <= 10, "{sparse} of 100 lost after silences");
+    }
+
+    #[test]
+    fn packets_back_to_back_make_a_sending_burst() {
+        let impairment = Impairment::default();
+        let mut link = Link::new(1);
+        let mut bottleneck = Bottleneck::default();
+        let mut now = Instant::now();
+        for expected in 1..=5 {
+            link.decide(&impairment, &mut bottleneck, now, 1200);
+            assert_eq!(link.sending_burst(), expected);
+            now += BACK_TO_BACK;
+        }
+        now += BACK_TO_BACK;
+        link.decide(&impairment, &mut bottleneck, now, 1200);
+        assert_eq!(link.sending_burst(), 1, "paced: a new burst");
     }
 
     #[test]

@@ -85,6 +85,12 @@ pub struct DirectionStats {
     pub corrupted: u64,
     /// Sends the proxy's own socket refused (a full buffer): lost too.
     pub send_errors: u64,
+    /// Packets that reached the proxy back to back with the one before them on their
+    /// flow (within [`BACK_TO_BACK`](crate::BACK_TO_BACK)): the mean sending burst is
+    /// `received / (received - back_to_back)`.
+    pub back_to_back: u64,
+    /// The most packets one flow sent back to back.
+    pub largest_burst: u64,
 }
 
 /// What happened to the packets in both directions so far.
@@ -219,6 +225,8 @@ struct Counters {
     duplicated: AtomicU64,
     corrupted: AtomicU64,
     send_errors: AtomicU64,
+    back_to_back: AtomicU64,
+    largest_burst: AtomicU64,
 }
 
 impl Counters {
@@ -240,6 +248,8 @@ impl Counters {
             duplicated: read(&self.duplicated),
             corrupted: read(&self.corrupted),
             send_errors: read(&self.send_errors),
+            back_to_back: read(&self.back_to_back),
+            largest_burst: read(&self.largest_burst),
         }
     }
 }
@@ -394,7 +404,13 @@ impl Forwarder {
         };
         counters.count(|c| &c.received);
         let ip_bytes = payload.len() + ip_and_udp_header(peer);
-        match link.decide(impairment, bottleneck, now, ip_bytes) {
+        let fate = link.decide(impairment, bottleneck, now, ip_bytes);
+        let burst = link.sending_burst();
+        if burst > 1 {
+            counters.count(|c| &c.back_to_back);
+        }
+        counters.largest_burst.fetch_max(burst, Ordering::Relaxed);
+        match fate {
             Fate::Dropped(why) => counters.count(|c| match why {
                 Drop::Lost => &c.lost,
                 Drop::TooBig => &c.too_big,
