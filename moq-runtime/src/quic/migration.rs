@@ -35,15 +35,20 @@
 //! from a path under validation asks quiche for another challenge, at most once per
 //! [`REVALIDATE_EVERY`] (RFC 9000 §8.2.1: no more often than an Initial would be resent).
 //!
-//! And quiche can give the new path up: when its probe timeout there fires with every
-//! challenge lost, a server path's credit is spent, and quiche marks the path failed and
-//! falls back to the validated path the peer left. The peer's next packet from its new
-//! address then makes quiche take the failed path as the active one, with no working
-//! path left, and every packet after it is refused (`InvalidState`: the connection
-//! closes with a protocol violation). So a packet from the newest path, once quiche gave
-//! it up, asks for a challenge there, and what quiche has to send is put into packets
-//! right after that packet is received, before the next one: the challenge sent marks
-//! the path as under validation again.
+//! And quiche can give the peer's path up. Each time a path's loss-detection timer fires,
+//! quiche counts every challenge sent on it before then as a lost probe, and a server
+//! fails a path that lost a probe once its anti-amplification credit is under a probe's
+//! size, which is always the case after a challenge (padded to the credit). So a new
+//! path fails when its timer fires with every challenge lost, and so does a path already
+//! validated when one challenge was answered and another was still in flight: quiche
+//! keeps the other, and the path's next timer (a tail loss, a probe timeout: any, under
+//! loss) fails the validated, active path. quiche then falls back to an older validated
+//! path (the dead mapping the peer left), and the peer's next packet from its address
+//! makes quiche take the failed path as the active one, with no working path left: every
+//! packet after it is refused (`InvalidState`, and the connection closes with a protocol
+//! violation). So a packet from a path quiche gave up on asks for a challenge there, and
+//! what quiche has to send is put into packets right after that packet is received,
+//! before the next one: the challenge sent marks the path as under validation again.
 //!
 //! Remove once quiche declares such packets lost itself (cloudflare/quiche#2454) and
 //! retries a lost challenge on its own.
@@ -99,8 +104,9 @@ pub(super) struct Migrations {
     validating: Option<((SocketAddr, SocketAddr), Option<Instant>, u8)>,
     /// Challenges asked for again on new paths.
     revalidations: u64,
-    /// The newest path, which quiche gave up on while the peer may still be there.
-    failed: Option<(SocketAddr, SocketAddr)>,
+    /// Paths quiche gave up on, the most recent last: the peer may still be at one (its
+    /// newest, or the active one).
+    failed: Vec<(SocketAddr, SocketAddr)>,
     /// Paths quiche gave up on and validated again, as the peer sent from them.
     revived: u64,
 }
@@ -128,6 +134,12 @@ impl Migrations {
         if before == now {
             return None;
         }
+        if self.failed.contains(&before) {
+            // Not the peer moving: quiche gave the active path up and fell back to an
+            // older one. The peer is likely still where it was, and is not redirected
+            // from there: its next packet revives the path.
+            return None;
+        }
         if self.left.len() == MOST_PATHS_LEFT {
             self.left.remove(0);
         }
@@ -152,33 +164,45 @@ impl Migrations {
         {
             self.validating = None;
         }
-        if self.failed == Some((local, peer)) {
-            self.failed = None;
-        }
+        self.failed.retain(|path| *path != (local, peer));
     }
 
-    /// quiche gave up on a path (`PathEvent::FailedValidation`): if it is the newest, the
-    /// peer may still be there, and its next packet from there revives it
+    /// quiche gave up on a path (`PathEvent::FailedValidation`): the peer may still be
+    /// there (its newest path, or even the validated active one: see the module's
+    /// documentation), and its next packet from there revives it
     /// ([`revive`](Self::revive)).
     pub(super) fn on_validation_failed(&mut self, local: SocketAddr, peer: SocketAddr) {
+        let path = (local, peer);
         if self
             .validating
-            .take_if(|(path, ..)| *path == (local, peer))
-            .is_some()
+            .is_some_and(|(validating, ..)| validating == path)
         {
-            self.failed = Some((local, peer));
+            self.validating = None;
+        }
+        if !self.failed.contains(&path) {
+            if self.failed.len() == MOST_PATHS_LEFT {
+                self.failed.remove(0);
+            }
+            self.failed.push(path);
         }
     }
 
-    /// A packet from `from` to `to` is about to be received: whether it comes from the
-    /// newest path, which quiche gave up on, so that quiche must send a challenge there
-    /// before it receives another (quiche makes a failed path the active one on the
-    /// peer's next packet from it, and refuses every packet after it while no active path
-    /// works). The path is under validation again.
+    /// A packet from `from` to `to` is about to be received: whether it comes from a path
+    /// quiche gave up on, so that quiche must send a challenge there before it receives
+    /// another (quiche makes a failed path the active one on the peer's next packet from
+    /// it, and refuses every packet after it while no active path works). The path is
+    /// under validation again. Not a path the peer left: a packet late from there (one
+    /// the old mapping still carried) must not end the redirection of what is stranded
+    /// on it.
     pub(super) fn revive(&mut self, from: SocketAddr, to: SocketAddr) -> bool {
-        let Some(path) = self.failed.take_if(|path| *path == (to, from)) else {
+        let path = (to, from);
+        let Some(index) = self.failed.iter().position(|failed| *failed == path) else {
             return false;
         };
+        if self.left.iter().any(|left| left.path == path) {
+            return false;
+        }
+        self.failed.remove(index);
         self.validating = Some((path, None, 0));
         self.revived += 1;
         true
@@ -414,14 +438,9 @@ mod tests {
     }
 
     #[test]
-    fn the_newest_path_given_up_on_is_revived_by_its_next_packet_once() {
+    fn a_path_given_up_on_is_revived_by_its_next_packet_once() {
         let local = address(443);
         let mut migrations = Migrations::new(Some((local, address(1))));
-        migrations.on_validation_failed(local, address(2));
-        assert!(
-            !migrations.revive(address(2), local),
-            "a path that was not under validation (a path left) is not revived"
-        );
         migrations.on_new_path(local, address(2));
         migrations.on_validation_failed(local, address(2));
         assert!(!migrations.revive(address(3), local), "another path");
@@ -434,6 +453,63 @@ mod tests {
             migrations.revalidate(address(2), local, || start + REVALIDATE_EVERY),
             "under validation again"
         );
+    }
+
+    #[test]
+    fn a_validated_path_given_up_on_is_no_path_left_and_is_revived() {
+        let local = address(443);
+        let mut migrations = Migrations::new(Some((local, address(1))));
+        migrations.on_peer_migrated(local, address(2));
+        // quiche fails the active path and falls back to the one the peer left.
+        migrations.on_validation_failed(local, address(2));
+        assert_eq!(
+            migrations.on_peer_migrated(local, address(1)),
+            None,
+            "not a move of the peer's: nothing to probe"
+        );
+        assert_eq!(
+            sent_to(&migrations, local, address(2)),
+            address(2),
+            "the peer is there: not redirected"
+        );
+        assert!(migrations.revive(address(2), local));
+        // Validated again: a move, from the path quiche fell back to.
+        assert_eq!(
+            migrations.on_peer_migrated(local, address(2)),
+            Some((local, address(1)))
+        );
+    }
+
+    #[test]
+    fn a_late_packet_from_a_path_left_revives_nothing() {
+        let local = address(443);
+        let mut migrations = Migrations::new(Some((local, address(1))));
+        migrations.on_peer_migrated(local, address(2));
+        // The probe of the path left was lost.
+        migrations.on_validation_failed(local, address(1));
+        assert!(!migrations.revive(address(1), local));
+        assert_eq!(sent_to(&migrations, local, address(1)), address(2));
+    }
+
+    #[test]
+    fn a_validated_path_is_not_revived() {
+        let local = address(443);
+        let mut migrations = Migrations::new(Some((local, address(1))));
+        migrations.on_validation_failed(local, address(2));
+        migrations.on_validated(local, address(2));
+        assert!(!migrations.revive(address(2), local));
+    }
+
+    #[test]
+    fn the_paths_given_up_on_are_bounded() {
+        let local = address(443);
+        let mut migrations = Migrations::new(Some((local, address(1))));
+        for port in 2..100 {
+            migrations.on_validation_failed(local, address(port));
+        }
+        assert_eq!(migrations.failed.len(), MOST_PATHS_LEFT);
+        assert!(migrations.revive(address(99), local));
+        assert!(!migrations.revive(address(2), local), "the oldest went");
     }
 
     #[test]
