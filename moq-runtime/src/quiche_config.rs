@@ -94,6 +94,16 @@ impl Default for QuicLimits {
     }
 }
 
+/// The most addresses a server's connection can see its client at in its life: quiche
+/// 0.30 keeps one path per address (as many as the connection IDs it takes from the
+/// peer, its `active_connection_id_limit`) and never frees one the client left
+/// (cloudflare/quiche#2743, unreleased), so a client behind a NAT that rebinds more
+/// often than this, over one connection, is cut off at the next rebinding: its packets
+/// from a new address are dropped. The client still gets only [`MAX_SPARE_CIDS`] spare
+/// IDs from us (the endpoint routes no more); a peer may give us up to this many, and
+/// each path costs its own loss recovery, so it is not unbounded either.
+pub const MAX_CLIENT_PATHS: u64 = 16;
+
 /// Why a quiche configuration could not be built.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -137,6 +147,7 @@ pub fn server_config(
         quiche::Config::with_boring_ssl_ctx_builder(quiche::PROTOCOL_VERSION, builder)?;
     config.verify_peer(false);
     apply(&mut config, limits);
+    config.set_active_connection_id_limit(MAX_CLIENT_PATHS);
     Ok(config)
 }
 

@@ -15,8 +15,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::chat::raw_quic_chat;
-use common::{BusyRuntime, CLIENT_ADDRESS, connected_pair};
+use common::{BusyRuntime, CLIENT_ADDRESS, connected_pair, connected_pair_with};
 use moq_runtime::quic::{LossWorkarounds, QuicConnection};
+use moq_runtime::quiche_config::MAX_CLIENT_PATHS;
 
 /// Groups written just before the rebinding, of [`FRAME`] bytes each: a few dozen
 /// packets in flight, most of them lost.
@@ -109,6 +110,38 @@ fn a_new_address_that_quiche_gave_up_on_is_validated_again() {
         "the peer's address"
     );
     assert!(server.loss_workarounds().failed_paths_revived > 0);
+}
+
+/// quiche 0.30 keeps a path for each address a client was seen at and frees none of them
+/// (cloudflare/quiche#2743): at its default of 2, a client behind a NAT that rebinds
+/// could move once, and at the next rebinding its packets were dropped until the
+/// connection timed out (the soak, rebinding every 20 s: sessions lost at 100 s). The
+/// server's connections keep [`MAX_CLIENT_PATHS`]: the client moves that many times less
+/// one (its first address), and every group arrives at each.
+#[test]
+fn a_client_moves_as_many_times_as_the_server_keeps_paths() {
+    let runtime = BusyRuntime::default();
+    let (client, server) = connected_pair_with(&runtime, "migration", b"moq-lite-05", |config| {
+        config.set_active_connection_id_limit(MAX_CLIENT_PATHS);
+    });
+    let mut chat = raw_quic_chat(&runtime, &client, &server);
+    chat.publish(&runtime, &client, &server, 1, 1);
+    let mut nat = Nat::new();
+    nat.pings = true;
+    let received = &chat.received;
+    for moves in 1..MAX_CLIENT_PATHS {
+        nat.rebind();
+        let mut group = chat.track.append_group();
+        group.write(moves, "hello");
+        group.finish();
+        let goal = 1 + moves;
+        assert!(
+            nat.run_until(&runtime, &client, &server, &mut || received.get() == goal),
+            "move {moves}: the group did not arrive ({})",
+            server.close_reason()
+        );
+        assert_eq!(server.peer_address(), Some(nat.public), "move {moves}");
+    }
 }
 
 /// [`rebinding_with`] losing nothing at the new address.
@@ -211,6 +244,8 @@ struct Nat {
     /// Every server packet to the new address is lost until the server sends to another
     /// after it (it gave the new address up).
     lose_until_fallback: bool,
+    /// The client sends a PING every [`CLIENT_PING`] (as it does with `lose_at_new`).
+    pings: bool,
 }
 
 /// How often the client sends something of its own while [`Nat::lose_at_new`] is set.
@@ -226,6 +261,7 @@ impl Nat {
             lose_at_new: None,
             to_new: 0,
             lose_until_fallback: false,
+            pings: false,
         }
     }
 
@@ -247,7 +283,7 @@ impl Nat {
         let mut buf = [0u8; 65_536];
         let mut pinged = std::time::Instant::now();
         while start.elapsed() < Duration::from_secs(10) {
-            if self.lose_at_new.is_some() && pinged.elapsed() >= CLIENT_PING {
+            if (self.pings || self.lose_at_new.is_some()) && pinged.elapsed() >= CLIENT_PING {
                 client.ping();
                 pinged = std::time::Instant::now();
             }
