@@ -442,6 +442,7 @@ impl QuicConnection {
     pub fn on_timeout(&self, now: Instant) {
         let mut state = self.shared.state.lock();
         state.conn.on_timeout();
+        state.notice_paths_failed_again();
         state.park_if_lossy(true);
         if state.migrations.may_probe_again() {
             state.probe_paths_left_again();

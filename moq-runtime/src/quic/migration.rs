@@ -49,6 +49,10 @@
 //! violation). So a packet from a path quiche gave up on asks for a challenge there, and
 //! what quiche has to send is put into packets right after that packet is received,
 //! before the next one: the challenge sent marks the path as under validation again.
+//! quiche tells of a path's failure once; a revived path fails again as easily (its next
+//! timer counts the new challenge lost if the answer has not come yet), so after the
+//! connection's timers run, the revived paths are looked at, and one marked failed
+//! again is revived again by the peer's next packet.
 //!
 //! Remove once quiche declares such packets lost itself (cloudflare/quiche#2454) and
 //! retries a lost challenge on its own.
@@ -109,6 +113,10 @@ pub(super) struct Migrations {
     failed: Vec<(SocketAddr, SocketAddr)>,
     /// Paths quiche gave up on and validated again, as the peer sent from them.
     revived: u64,
+    /// The paths revived so far, the most recent last: quiche tells of a path's failure
+    /// once (`PathEvent::FailedValidation`), so a revived path that fails again must be
+    /// looked for ([`watched`](Self::watched)).
+    revived_paths: Vec<(SocketAddr, SocketAddr)>,
 }
 
 impl Migrations {
@@ -205,7 +213,20 @@ impl Migrations {
         self.failed.remove(index);
         self.validating = Some((path, None, 0));
         self.revived += 1;
+        if !self.revived_paths.contains(&path) {
+            if self.revived_paths.len() == MOST_PATHS_LEFT {
+                self.revived_paths.remove(0);
+            }
+            self.revived_paths.push(path);
+        }
         true
+    }
+
+    /// The revived paths, whose next failure quiche does not tell of: after the
+    /// connection's timers ran, each one quiche marks failed goes to
+    /// [`on_validation_failed`](Self::on_validation_failed) again.
+    pub(super) fn watched(&self) -> &[(SocketAddr, SocketAddr)] {
+        &self.revived_paths
     }
 
     /// Paths quiche gave up on and validated again so far.
@@ -489,6 +510,20 @@ mod tests {
         migrations.on_validation_failed(local, address(1));
         assert!(!migrations.revive(address(1), local));
         assert_eq!(sent_to(&migrations, local, address(1)), address(2));
+    }
+
+    #[test]
+    fn a_revived_path_is_watched_for_its_next_failure() {
+        let local = address(443);
+        let mut migrations = Migrations::new(Some((local, address(1))));
+        assert!(migrations.watched().is_empty());
+        migrations.on_validation_failed(local, address(2));
+        assert!(migrations.revive(address(2), local));
+        assert_eq!(migrations.watched(), [(local, address(2))]);
+        // Failed again, silently: the watch reports it, and the next packet revives it.
+        migrations.on_validation_failed(local, address(2));
+        assert!(migrations.revive(address(2), local));
+        assert_eq!(migrations.watched().len(), 1);
     }
 
     #[test]

@@ -143,6 +143,28 @@ impl State {
         }
     }
 
+    /// After quiche's timers ran: a revived path quiche marked failed again (it tells of a
+    /// path's failure only once) is revived again by the peer's next packet from it
+    /// (`migration.rs`). Nothing to look at on a connection that never revived one.
+    pub(super) fn notice_paths_failed_again(&mut self) {
+        if self.migrations.watched().is_empty() {
+            return;
+        }
+        let failed: Vec<(SocketAddr, SocketAddr)> = self
+            .conn
+            .path_stats()
+            // quiche 0.30 exports `PathStats::validation_state` but not its type: its
+            // name is the only way to tell a failed path from one under validation.
+            .filter(|path| format!("{:?}", path.validation_state) == "Failed")
+            .map(|path| (path.local_addr, path.peer_addr))
+            .filter(|path| self.migrations.watched().contains(path))
+            .collect();
+        for (local, peer) in failed {
+            tracing::debug!(%peer, "quiche gave a revived path up again");
+            self.migrations.on_validation_failed(local, peer);
+        }
+    }
+
     /// Probes again each path the peer left whose probe quiche gave up on
     /// (`migration.rs`): quiche marks such a path failed (not validated).
     pub(super) fn probe_paths_left_again(&mut self) {
