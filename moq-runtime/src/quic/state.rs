@@ -122,8 +122,9 @@ impl State {
         wakes
     }
 
-    /// Before a packet from `from` to `to` is received: whether it comes from the newest
-    /// path, which quiche gave up on (`migration.rs`); a challenge is asked for there.
+    /// Before a packet from `from` to `to` is received: whether it comes from a path
+    /// quiche gave up on that the peer did not leave (`migration.rs`); a challenge is
+    /// asked for there.
     pub(super) fn revive_path(&mut self, from: SocketAddr, to: SocketAddr) -> bool {
         let revive = self.migrations.revive(from, to);
         if revive {
