@@ -20,15 +20,13 @@ use crate::scenarios::{Relay, publisher, subscriber};
 
 /// The conditions of the impaired suite: (test name, impairment in both directions).
 ///
-/// [`impaired_tests!`](crate::impaired_tests) runs the three under which no packet that
-/// carries stream data is lost: duplication, 100 ms RTT with jitter, and the MTU black
-/// hole (only path MTU probes are lost). Under the conditions that lose packets, quiche
-/// 0.30 can stop sending a stream's data or lose its FIN for good; `moq-runtime` works
-/// around each path found so far (`quic/parking.rs`, `quic/fins.rs`), and most runs pass,
-/// but not every one (RELIABILITY.md, "Real networks": about one run in ten of seed 4 with
-/// burst loss, one in thirty-six of seed 1 with 10 % loss). Until none fails, those
-/// conditions are not in CI: run them by hand with `condition(name)` and
-/// [`an_impaired_path_loses_nothing_the_protocol_promises`].
+/// [`impaired_tests!`](crate::impaired_tests) runs every one but `loss_10_percent`. Under
+/// the conditions that lose packets, quiche 0.30 can stop sending a stream's data or lose
+/// its FIN for good; `moq-runtime` works around each path found (`quic/parking.rs`,
+/// `quic/fins.rs`), and RELIABILITY.md ("Real networks") has the runs that show it. At
+/// 10 % loss a connection still stalls now and then (io_uring, seed 7: about one run in
+/// six on a loaded machine), so that condition is not in CI until it does not: add it to
+/// the macro's list to run it.
 pub const CONDITIONS: &[(&str, &str)] = &[
     ("loss_1_percent", "loss=1%"),
     ("loss_5_percent", "loss=5%"),
@@ -62,16 +60,22 @@ pub fn seed() -> u64 {
         .unwrap_or(1)
 }
 
-/// Generates one `#[test]` per condition of [`CONDITIONS`] that holds today (see there),
-/// running
+/// Generates one `#[test]` per condition of [`CONDITIONS`] but `loss_10_percent` (see
+/// there), running
 /// [`an_impaired_path_loses_nothing_the_protocol_promises`] on the harness that `$make`
 /// (called with the condition's [`Impairment`] and the [`seed`]) makes.
 #[macro_export]
 macro_rules! impaired_tests {
     ($make:expr) => {
         $crate::impaired_tests!(@each $make;
+            loss_1_percent,
+            loss_5_percent,
+            burst_loss,
+            reordering,
             duplication,
+            corruption,
             rtt_100ms_with_jitter,
+            bottleneck_10_mbit,
             path_mtu_1280_black_hole,
         );
     };
