@@ -524,8 +524,8 @@ impl Endpoint {
 
     /// Every datagram the changed connections have to send now, batched by destination
     /// and appended to `transmits` (a packet quiche paces for later waits for its time,
-    /// and its connection's timer wakes it then). Call it after handling datagrams and timeouts, and
-    /// whenever the driver's waker fired; give the transmits back with
+    /// and its connection's timer wakes it then). Call it after handling datagrams and
+    /// timeouts, and whenever the driver's waker fired; give the transmits back with
     /// [`reclaim`](Self::reclaim) once sent, so that a steady state allocates nothing.
     pub fn poll_transmits(&mut self, now: Instant, transmits: &mut Vec<Transmit>) {
         self.pass += 1;
