@@ -2,23 +2,11 @@
 //! round, and a paired verdict per metric.
 #![allow(missing_docs)]
 
-use std::path::PathBuf;
+mod common;
+
 use std::process::Command;
 
-/// The relay binary beside this package's, built if it is not there yet (a
-/// `cargo test -p moq-bench` alone does not build other packages' binaries).
-fn relay_binary() -> PathBuf {
-    let relay = PathBuf::from(env!("CARGO_BIN_EXE_moq-bench")).with_file_name("moq-relay");
-    if !relay.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let built = Command::new(cargo)
-            .args(["build", "-p", "moq-relay", "--bin", "moq-relay"])
-            .status()
-            .expect("cargo runs");
-        assert!(built.success(), "building moq-relay");
-    }
-    relay
-}
+use common::relay_binary;
 
 #[test]
 fn compare_alternates_two_relays_and_pairs_their_rounds() {
