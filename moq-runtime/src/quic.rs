@@ -216,12 +216,6 @@ struct State {
     parked_may_send: bool,
     /// `send` calls made past parked streams after quiche said it was done.
     sends_past_parked: u64,
-    /// Stream bytes written since quiche last said it had nothing to send (`parking.rs`).
-    written_since_pass: u64,
-    /// quiche's count of bytes sent at the first of those writes.
-    sent_bytes_at_write: u64,
-    /// Sweeps made because quiche kept bytes it had room to send (`parking.rs`).
-    kept_write_sweeps: u64,
     /// The stream bytes the connection had resent at the last look (`parking.rs`).
     resent_seen: u64,
     /// The bytes the peer acknowledged at the last look.
@@ -361,9 +355,6 @@ impl QuicConnection {
                     open_parked: 0,
                     parked_may_send: false,
                     sends_past_parked: 0,
-                    written_since_pass: 0,
-                    sent_bytes_at_write: 0,
-                    kept_write_sweeps: 0,
                     resent_seen: 0,
                     acked_seen: 0,
                     probes_at_ack: 0,

@@ -34,16 +34,6 @@
 //! timeout now and then, and its parked streams, long-lived control streams among them,
 //! would otherwise cost one per stream on every flush for hours.)
 //!
-//! Streams also stall with no loss since the last sweep to set one off (seen at 10 %
-//! loss, io_uring, about one run in eight: a subscriber's connection kept 6 KB of new
-//! frames for good with nothing in flight, and each keep-alive woke its writers to spend
-//! the sending capacity on bytes quiche never sent). Which stream headed the queue the
-//! trace does not show; parking every stream frees it. What shows the stall: quiche took
-//! the bytes written since it last said it was done within its sending capacity (its
-//! congestion window and the peer's credit), so it had room for them, yet next to
-//! nothing left. Then every stream is parked as after a loss, and the send loop asks
-//! past them ([`State::park_if_writes_kept`]).
-//!
 //! quiche sends a FIN only with the stream's last bytes, or alone once the stream has
 //! nothing else queued. A FIN written while a range in the middle of the stream waits to
 //! be resent is lost for good: sending that range takes the stream off the queue with
@@ -84,12 +74,6 @@ impl State {
         }
         self.losses_seen = losses;
         self.acked_at_loss = stats.acked_bytes;
-        self.park_every_stream();
-    }
-
-    /// Parks every send stream quiche still has: open ones, those whose FIN is held, and
-    /// those whose FIN is written that quiche has not let go.
-    fn park_every_stream(&mut self) {
         self.park_sweeps += 1;
         self.parked_may_send = true;
         for (&id, entry) in &mut self.streams {
@@ -109,50 +93,6 @@ impl State {
             let _ = self.conn.stream_priority(id, PARKED, true);
         }
         self.finished.park(&mut self.conn);
-    }
-
-    /// Notes `bytes` written to a send stream, for [`park_if_writes_kept`].
-    ///
-    /// [`park_if_writes_kept`]: Self::park_if_writes_kept
-    pub(super) fn note_written(&mut self, bytes: usize) {
-        if self.written_since_pass == 0 {
-            self.sent_bytes_at_write = self.conn.stats().sent_bytes;
-        }
-        self.written_since_pass += bytes as u64;
-    }
-
-    /// After quiche said it has nothing to send (and asking past parked streams found
-    /// nothing): parks every send stream if next to nothing left since the first write
-    /// of this pass (under half of what was written, or of a packet), unless a packet
-    /// waits for its send time. quiche took those bytes within its sending capacity
-    /// (its congestion window and the peer's credit), so it had room for them: a stream
-    /// with nothing to emit heads its queue. Returns whether it parked them (the caller
-    /// then asks past them).
-    pub(super) fn park_if_writes_kept(&mut self) -> bool {
-        let written = std::mem::take(&mut self.written_since_pass);
-        if written == 0 || self.paced.at().is_some() {
-            return false;
-        }
-        let sent = self
-            .conn
-            .stats()
-            .sent_bytes
-            .saturating_sub(self.sent_bytes_at_write);
-        // A connection short of congestion window sends all but the last few bytes (a
-        // packet's headers count against the window, the bytes written did not): that
-        // is not a stall, and ACKs will come. A stall sends nothing of them.
-        let packet = self.conn.max_send_udp_payload_size() as u64;
-        if sent.saturating_mul(2) >= written.min(packet) {
-            return false;
-        }
-        tracing::debug!(
-            written,
-            sent,
-            "quiche kept bytes it had room for: a stream with nothing to send heads its queue; every stream parked"
-        );
-        self.kept_write_sweeps += 1;
-        self.park_every_stream();
-        true
     }
 
     /// What the connection's loss recovery looks like now, as of the last packet or timer.
@@ -248,9 +188,6 @@ pub struct LossWorkarounds {
     /// once per parked stream per flush after a sweep, until a round finds nothing
     /// behind them.
     pub sends_past_parked: u64,
-    /// Times every send stream was parked because quiche kept bytes it had room to send
-    /// (a stuck stream heading its queue with no loss since the last sweep).
-    pub kept_write_sweeps: u64,
     /// FINs held until the bytes before them were acknowledged (`fins.rs`).
     pub fins_held: u64,
     /// Probes sent on paths the peer left (one per path, and one more each time a probe
@@ -361,7 +298,6 @@ impl super::QuicConnection {
             park_sweeps: state.park_sweeps,
             parked_streams: state.open_parked + state.held_fins.len() + state.finished.parked(),
             sends_past_parked: state.sends_past_parked,
-            kept_write_sweeps: state.kept_write_sweeps,
             fins_held: state.held_fins.total(),
             paths_left_probed: state.migrations.probed(),
             new_paths_revalidated: state.migrations.revalidations(),

@@ -436,10 +436,7 @@ impl State {
             return Ok(None);
         }
         let sent = match self.conn.send(out) {
-            Err(quiche::Error::Done) => match self.send_past_parked(out) {
-                Ok(None) if self.park_if_writes_kept() => self.send_past_parked(out),
-                past => past,
-            },
+            Err(quiche::Error::Done) => self.send_past_parked(out),
             sent => sent.map(Some),
         };
         match sent {

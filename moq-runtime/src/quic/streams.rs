@@ -235,7 +235,6 @@ impl QuicSendStream {
             match state.conn.stream_send(self.id, data, fin) {
                 Ok(written) if written > 0 => {
                     data.advance(written);
-                    state.note_written(written);
                     wrote = true;
                 }
                 Ok(_) | Err(quiche::Error::Done) => {
