@@ -749,6 +749,7 @@ impl Endpoint {
             rotate_cid_at,
             status.close_at,
             status.held_fin_at,
+            status.kept_bytes_check_at,
             status.paced_at,
         ]
         .into_iter()

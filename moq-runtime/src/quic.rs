@@ -55,6 +55,7 @@ mod migration;
 mod pacing;
 mod parking;
 mod send;
+mod stall;
 
 pub use parking::LossWorkarounds;
 pub use send::Datagram;
@@ -119,6 +120,9 @@ pub struct ConnectionStatus {
     /// When a FIN held back until its stream's bytes are acknowledged is due to be looked
     /// at again ([`QuicConnection::on_timeout`] writes it).
     pub held_fin_at: Option<Instant>,
+    /// When bytes quiche kept of those written are due to be looked at again
+    /// ([`QuicConnection::on_timeout`] parks every stream if they still have not left).
+    pub kept_bytes_check_at: Option<Instant>,
     /// When the packet held for its send time is due ([`QuicConnection::send_paced`]).
     pub paced_at: Option<Instant>,
     /// How many more connection IDs the peer would take from us (its
@@ -216,6 +220,8 @@ struct State {
     parked_may_send: bool,
     /// `send` calls made past parked streams after quiche said it was done.
     sends_past_parked: u64,
+    /// Bytes quiche kept of those written, and the check of them due (`stall.rs`).
+    kept: stall::KeptBytes,
     /// The stream bytes the connection had resent at the last look (`parking.rs`).
     resent_seen: u64,
     /// The bytes the peer acknowledged at the last look.
@@ -355,6 +361,7 @@ impl QuicConnection {
                     open_parked: 0,
                     parked_may_send: false,
                     sends_past_parked: 0,
+                    kept: stall::KeptBytes::default(),
                     resent_seen: 0,
                     acked_seen: 0,
                     probes_at_ack: 0,
@@ -417,12 +424,14 @@ impl QuicConnection {
     }
 
     /// How long until [`on_timeout`](Self::on_timeout) is due, if a timer is set: quiche's
-    /// own, a held FIN's or a scheduled close's, whichever comes first.
+    /// own, a held FIN's, a check of kept bytes, a scheduled close's or a paced packet's,
+    /// whichever comes first.
     pub fn timeout(&self) -> Option<Duration> {
         let state = self.shared.state.lock();
         let now = Instant::now();
         let ours = [
             state.held_fins.next_due(),
+            state.kept.check_at(),
             state.close_at.as_ref().map(|(at, ..)| *at),
             state.paced.at(),
         ]
@@ -437,13 +446,15 @@ impl QuicConnection {
     }
 
     /// Runs the connection's timers (loss recovery, idle timeout), a scheduled close
-    /// ([`close_at`](Self::close_at)) once `now` reaches it, and writes the held FINs
-    /// that are due ([`ConnectionStatus::held_fin_at`]).
+    /// ([`close_at`](Self::close_at)) once `now` reaches it, writes the held FINs
+    /// that are due ([`ConnectionStatus::held_fin_at`]), and parks every stream if bytes
+    /// quiche kept still have not left ([`ConnectionStatus::kept_bytes_check_at`]).
     pub fn on_timeout(&self, now: Instant) {
         let mut state = self.shared.state.lock();
         state.conn.on_timeout();
         state.notice_paths_failed_again();
         state.park_if_lossy(true);
+        state.check_kept_bytes(now);
         if state.migrations.may_probe_again() {
             state.probe_paths_left_again();
         }
@@ -511,6 +522,7 @@ impl QuicConnection {
                 .map(Duration::from_millis),
             close_at: state.close_at.as_ref().map(|(at, ..)| *at),
             held_fin_at: state.held_fins.next_due(),
+            kept_bytes_check_at: state.kept.check_at(),
             paced_at: state.paced.at(),
             // Only once established: the handshake gives the peer our first one.
             cids_wanted: if state.conn.is_established() {

@@ -65,6 +65,43 @@ fn asking_past_parked_streams_stops_once_nothing_is_behind_them() {
 /// groups in flight.
 const MOST_PARKED: usize = 16;
 
+/// A connection that loses nothing never parks its streams for bytes kept, however its
+/// congestion window limits it: large frames fill the window pass after pass, and the
+/// check for a stream stuck at the head of quiche's queue (`quic/stall.rs`) finds the
+/// bytes sent each time. (A sweep, and a `send` per parked stream after it, on every
+/// flush of a media relay would cost more than the stalls it prevents.)
+#[test]
+fn a_window_limited_connection_never_looks_stuck() {
+    let runtime = BusyRuntime::default();
+    let (client, server) = connected_pair(&runtime, "window-limited", b"moq-lite-05");
+    let mut chat = raw_quic_chat(&runtime, &client, &server);
+    chat.publish(&runtime, &client, &server, 3, 1);
+    let before = server.loss_workarounds();
+    let frame = bytes::Bytes::from(vec![7u8; LARGE_FRAME]);
+    for timestamp in 0..LARGE_GROUPS {
+        let mut group = chat.track.append_group();
+        group.write(timestamp, frame.clone());
+        group.finish();
+        let goal = chat.received.get() + 1;
+        let received = &chat.received;
+        assert!(
+            run_until(&runtime, &client, &server, || received.get() >= goal),
+            "large group {timestamp} arrived"
+        );
+    }
+    let after = server.loss_workarounds();
+    assert_eq!(
+        after.kept_bytes_sweeps, before.kept_bytes_sweeps,
+        "nothing was lost, nothing stuck: {after:?}"
+    );
+}
+
+/// Large enough to take many congestion windows' worth of passes.
+const LARGE_FRAME: usize = 200_000;
+
+/// Large frames written, one group each.
+const LARGE_GROUPS: u64 = 10;
+
 /// A group that ends long after its last frame (media ends a group when the next one
 /// starts, seconds later) ends at once: its lone FIN comes after bytes the peer has
 /// acknowledged, which quiche cannot lose, so it is not held back a round trip.

@@ -20,13 +20,10 @@ use crate::scenarios::{Relay, publisher, subscriber};
 
 /// The conditions of the impaired suite: (test name, impairment in both directions).
 ///
-/// [`impaired_tests!`](crate::impaired_tests) runs every one but `loss_10_percent`. Under
-/// the conditions that lose packets, quiche 0.30 can stop sending a stream's data or lose
-/// its FIN for good; `moq-runtime` works around each path found (`quic/parking.rs`,
-/// `quic/fins.rs`), and RELIABILITY.md ("Real networks") has the runs that show it. At
-/// 10 % loss a connection still stalls now and then (io_uring, seed 7: about one run in
-/// eight; traced, RELIABILITY.md "The 10 % stall"), so that condition is not in CI until
-/// it does not: add it to the macro's list to run it.
+/// Under the conditions that lose packets, quiche 0.30 can stop sending a stream's data
+/// or lose its FIN for good; `moq-runtime` works around each path found
+/// (`quic/parking.rs`, `quic/stall.rs`, `quic/fins.rs`), and RELIABILITY.md ("Real
+/// networks") has the runs that show it.
 pub const CONDITIONS: &[(&str, &str)] = &[
     ("loss_1_percent", "loss=1%"),
     ("loss_5_percent", "loss=5%"),
@@ -60,8 +57,7 @@ pub fn seed() -> u64 {
         .unwrap_or(1)
 }
 
-/// Generates one `#[test]` per condition of [`CONDITIONS`] but `loss_10_percent` (see
-/// there), running
+/// Generates one `#[test]` per condition of [`CONDITIONS`], running
 /// [`an_impaired_path_loses_nothing_the_protocol_promises`] on the harness that `$make`
 /// (called with the condition's [`Impairment`] and the [`seed`]) makes.
 #[macro_export]
@@ -70,6 +66,7 @@ macro_rules! impaired_tests {
         $crate::impaired_tests!(@each $make;
             loss_1_percent,
             loss_5_percent,
+            loss_10_percent,
             burst_loss,
             reordering,
             duplication,

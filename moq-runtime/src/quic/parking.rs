@@ -74,6 +74,12 @@ impl State {
         }
         self.losses_seen = losses;
         self.acked_at_loss = stats.acked_bytes;
+        self.park_every_stream();
+    }
+
+    /// Parks every send stream quiche still has: open ones, those whose FIN is held, and
+    /// those whose FIN is written that quiche has not let go.
+    pub(super) fn park_every_stream(&mut self) {
         self.park_sweeps += 1;
         self.parked_may_send = true;
         for (&id, entry) in &mut self.streams {
@@ -188,6 +194,10 @@ pub struct LossWorkarounds {
     /// once per parked stream per flush after a sweep, until a round finds nothing
     /// behind them.
     pub sends_past_parked: u64,
+    /// Times every send stream was parked because quiche kept bytes it had room to send
+    /// a probe timeout long (a stuck stream heading its queue with no loss since the last
+    /// sweep: `stall.rs`).
+    pub kept_bytes_sweeps: u64,
     /// FINs held until the bytes before them were acknowledged (`fins.rs`).
     pub fins_held: u64,
     /// Probes sent on paths the peer left (one per path, and one more each time a probe
@@ -298,6 +308,7 @@ impl super::QuicConnection {
             park_sweeps: state.park_sweeps,
             parked_streams: state.open_parked + state.held_fins.len() + state.finished.parked(),
             sends_past_parked: state.sends_past_parked,
+            kept_bytes_sweeps: state.kept.sweeps(),
             fins_held: state.held_fins.total(),
             paths_left_probed: state.migrations.probed(),
             new_paths_revalidated: state.migrations.revalidations(),

@@ -459,6 +459,7 @@ impl State {
             Ok(None) => {
                 // Everything that could go out went out, a lone FIN included.
                 self.lone_fin = false;
+                self.note_done();
                 Ok(None)
             }
             Err(error) => Err(error),

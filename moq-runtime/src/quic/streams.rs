@@ -235,6 +235,7 @@ impl QuicSendStream {
             match state.conn.stream_send(self.id, data, fin) {
                 Ok(written) if written > 0 => {
                     data.advance(written);
+                    state.note_written(written);
                     wrote = true;
                 }
                 Ok(_) | Err(quiche::Error::Done) => {
