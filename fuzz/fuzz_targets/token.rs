@@ -11,7 +11,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use libfuzzer_sys::fuzz_target;
 use moq_net::model::Origin;
-use moq_relay::auth::{Authorizer, Claims, Key, KeyAlgorithm, request_path};
+use moq_auth::{Authorizer, Claims, Key, KeyAlgorithm, request_path};
 
 /// A signing key and a relay's authorizer verifying with it, for the whole run (making
 /// them per input would be most of the cost).

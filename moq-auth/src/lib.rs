@@ -1,4 +1,9 @@
-//! Token authorization: which paths a session may publish and subscribe under.
+//! # moq-auth: token authorization for MoQ relays
+//!
+//! Which paths a session may publish and subscribe under. This crate **is** the token
+//! format, its keys and the check of a path against a token's grants, with no I/O beyond
+//! reading a key file; it **is not** the relay that applies them (`moq-relay`, which
+//! re-exports it as `moq_relay::auth`), and has no dependency on a runtime or socket.
 //!
 //! Tokens are JWTs with the claims deployed moq relays use, so operators can bring the
 //! tokens (and keys) they already issue:
@@ -159,7 +164,8 @@ impl std::fmt::Debug for Key {
 }
 
 /// The algorithms a key may be made for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum KeyAlgorithm {
     /// HMAC-SHA256 with a shared secret.
     Hs256,

@@ -21,7 +21,9 @@
 //! # Ok(()) }
 //! ```
 
-pub mod auth;
+/// Token authorization (the `moq-auth` crate, re-exported under the name the relay
+/// has always given it).
+pub use moq_auth as auth;
 pub mod cluster;
 pub mod config;
 pub mod driver;

@@ -61,6 +61,13 @@ const RULES: &[Rule] = &[
         allowed_through: &[],
     },
     Rule {
+        krate: "moq-auth",
+        forbidden: &[&["tokio", "quiche", "io-uring", "socket2", "mio"], DRIVERS],
+        why: "token authorization is policy over paths: a backend signs tokens with it, and \
+              the fuzz build reaches it without the relay's runtime and sockets",
+        allowed_through: &[],
+    },
+    Rule {
         krate: "moq-runtime",
         forbidden: &[&["tokio", "io-uring", "moq-tokio", "moq-uring", "moq-wasm"]],
         why: "moq-runtime is shared by every socket-owning driver, so it picks no runtime",
