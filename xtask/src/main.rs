@@ -166,12 +166,33 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
             .run()
         }
         // Every test, the browser tests included: `page` built the page they load.
-        "unit" => cargo(
-            &root,
-            &["test", "--workspace", "--features", BROWSER_FEATURE],
-        )
-        .env("MOQ_WEB_ROOT", &web::web_root(&root).to_string_lossy())
-        .run(),
+        "unit" => {
+            // The tests run other packages' binaries (the `moq` CLI, the relay), which
+            // `cargo test` builds only for packages with integration tests; a test that
+            // misses one builds it alone, whose different feature set rebuilds quiche,
+            // BoringSSL and tokio (almost four minutes here). So every binary is built
+            // first, in one build with the tests' features (`--tests` brings in the
+            // dev-dependencies' features, as `cargo test` does), which the tests reuse.
+            cargo(
+                &root,
+                &[
+                    "build",
+                    "--workspace",
+                    "--bins",
+                    "--examples",
+                    "--tests",
+                    "--features",
+                    BROWSER_FEATURE,
+                ],
+            )
+            .run()?;
+            cargo(
+                &root,
+                &["test", "--workspace", "--features", BROWSER_FEATURE],
+            )
+            .env("MOQ_WEB_ROOT", &web::web_root(&root).to_string_lossy())
+            .run()
+        }
         "page" => web::prepare(&root).map(drop),
         "loom" => loom_cargo(
             &root,
