@@ -668,6 +668,7 @@ impl Endpoint {
         let status = connection.status();
         if status.closed {
             tracing::debug!(
+                conn = connection.trace_id(),
                 peer = ?connection.peer_address(),
                 reason = %connection.close_reason(),
                 "connection closed"
@@ -704,6 +705,7 @@ impl Endpoint {
             }
             if !entry.reported && status.established {
                 tracing::debug!(
+                    conn = connection.trace_id(),
                     peer = ?connection.peer_address(),
                     alpn = %String::from_utf8_lossy(&connection.application_protocol().unwrap_or_default()),
                     "connection established"

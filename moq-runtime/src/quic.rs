@@ -475,7 +475,7 @@ impl QuicConnection {
         }
         if state.close_at.as_ref().is_some_and(|(at, ..)| *at <= now) {
             if let Some((_, code, reason)) = state.close_at.take() {
-                tracing::debug!(code, %reason, "closing after lingering");
+                tracing::debug!(conn = state.conn.trace_id(), code, %reason, "closing after lingering");
                 let _ = state.conn.close(true, code, reason.as_bytes());
             }
         }
@@ -559,6 +559,13 @@ impl QuicConnection {
             .conn
             .peer_cert()
             .map(<[u8]>::to_vec)
+    }
+
+    /// quiche's name for the connection in logs and qlog (its first source connection
+    /// ID, in hex): stable across the peer's moves, so one connection's lines can be
+    /// followed in a relay's debug log.
+    pub fn trace_id(&self) -> String {
+        self.shared.state.lock().conn.trace_id().to_owned()
     }
 
     /// The peer's address on the connection's active path.

@@ -54,6 +54,15 @@
 //! connection's timers run, the revived paths are looked at, and one marked failed
 //! again is revived again by the peer's next packet.
 //!
+//! The path quiche gives up on can also be one the peer has just left: a NAT rebinding
+//! loses what was sent there, the path's timer fires, and a challenge still in flight
+//! fails it, so quiche falls back at the moment the peer moved. What was in flight there
+//! is as stranded as on any path left, and quiche resends from it only the frames of two
+//! packets a probe timeout, backed off: seconds late (a chat reader passed over a
+//! message after a rebinding in the soak). So the path given up on is remembered, and if
+//! the peer's next move is to another address, it is probed and redirected as a path
+//! left.
+//!
 //! Remove once quiche declares such packets lost itself (cloudflare/quiche#2454) and
 //! retries a lost challenge on its own.
 
@@ -111,6 +120,10 @@ pub(super) struct Migrations {
     /// Paths quiche gave up on, the most recent last: the peer may still be at one (its
     /// newest, or the active one).
     failed: Vec<(SocketAddr, SocketAddr)>,
+    /// The active path quiche last gave up on, falling back to an older one, until the
+    /// peer shows where it is: back there (revived), or at a new address (then it is a
+    /// path left, to probe).
+    fell_back_from: Option<(SocketAddr, SocketAddr)>,
     /// Paths quiche gave up on and validated again, as the peer sent from them.
     revived: u64,
     /// The paths revived so far, the most recent last: quiche tells of a path's failure
@@ -129,34 +142,49 @@ impl Migrations {
     }
 
     /// quiche moved the connection to (`local`, `peer`), a validated path; returns the
-    /// path left, to probe, if there was one.
+    /// paths left, to probe: the one the connection was on, and the one quiche gave up on
+    /// just before, if the peer has shown it left that one too.
     pub(super) fn on_peer_migrated(
         &mut self,
         local: SocketAddr,
         peer: SocketAddr,
-    ) -> Option<(SocketAddr, SocketAddr)> {
+    ) -> Vec<(SocketAddr, SocketAddr)> {
         let now = (local, peer);
-        let before = self.active.replace(now)?;
+        let Some(before) = self.active.replace(now) else {
+            return Vec::new();
+        };
         // Back on a path left earlier: packets for it go there again.
         self.left.retain(|left| left.path != now);
+        let fell_back_from = self.fell_back_from.take();
         if before == now {
-            return None;
+            self.fell_back_from = fell_back_from;
+            return Vec::new();
         }
         if self.failed.contains(&before) {
             // Not the peer moving: quiche gave the active path up and fell back to an
             // older one. The peer is likely still where it was, and is not redirected
-            // from there: its next packet revives the path.
-            return None;
+            // from there: its next packet revives the path. Unless the peer had just
+            // left it (a NAT rebinding: what was sent there is lost, the path's timer
+            // fires, and a challenge still in flight fails it): then its next move is
+            // to another address, and the path quiche gave up on is a path left, with
+            // what was in flight there stranded, as much as the one it fell back to.
+            self.fell_back_from = Some(before);
+            return Vec::new();
         }
-        if self.left.len() == MOST_PATHS_LEFT {
-            self.left.remove(0);
+        let mut left = vec![before];
+        // The peer did not come back to the path quiche gave up on: it left it.
+        left.extend(fell_back_from.filter(|failed| *failed != now && *failed != before));
+        for path in &left {
+            if self.left.len() == MOST_PATHS_LEFT {
+                self.left.remove(0);
+            }
+            self.left.push(LeftPath {
+                path: *path,
+                probes: 1,
+            });
+            self.probed += 1;
         }
-        self.left.push(LeftPath {
-            path: before,
-            probes: 1,
-        });
-        self.probed += 1;
-        Some(before)
+        left
     }
 
     /// quiche saw packets on a new path (`PathEvent::New`): it is under validation.
@@ -352,7 +380,7 @@ mod tests {
 
         assert_eq!(
             migrations.on_peer_migrated(local, address(2)),
-            Some((local, address(1)))
+            vec![(local, address(1))]
         );
         assert_eq!(sent_to(&migrations, local, address(1)), address(2));
         assert_eq!(sent_to(&migrations, local, address(2)), address(2));
@@ -371,7 +399,7 @@ mod tests {
         migrations.on_peer_migrated(local, address(2));
         assert_eq!(
             migrations.on_peer_migrated(local, address(1)),
-            Some((local, address(2)))
+            vec![(local, address(2))]
         );
         assert_eq!(sent_to(&migrations, local, address(1)), address(1));
         assert_eq!(sent_to(&migrations, local, address(2)), address(1));
@@ -392,7 +420,7 @@ mod tests {
                 .all(|left| left.path.1.port() >= 99 - MOST_PATHS_LEFT as u16),
             "the most recent are kept"
         );
-        assert_eq!(migrations.on_peer_migrated(local, address(99)), None);
+        assert!(migrations.on_peer_migrated(local, address(99)).is_empty());
         assert_eq!(migrations.probed(), 98);
     }
 
@@ -483,9 +511,8 @@ mod tests {
         migrations.on_peer_migrated(local, address(2));
         // quiche fails the active path and falls back to the one the peer left.
         migrations.on_validation_failed(local, address(2));
-        assert_eq!(
-            migrations.on_peer_migrated(local, address(1)),
-            None,
+        assert!(
+            migrations.on_peer_migrated(local, address(1)).is_empty(),
             "not a move of the peer's: nothing to probe"
         );
         assert_eq!(
@@ -497,8 +524,27 @@ mod tests {
         // Validated again: a move, from the path quiche fell back to.
         assert_eq!(
             migrations.on_peer_migrated(local, address(2)),
-            Some((local, address(1)))
+            vec![(local, address(1))]
         );
+    }
+
+    #[test]
+    fn a_path_given_up_on_that_the_peer_left_is_a_path_left() {
+        let local = address(443);
+        let mut migrations = Migrations::new(Some((local, address(1))));
+        migrations.on_peer_migrated(local, address(2));
+        // The peer leaves 2 for 3; quiche fails 2 and falls back to 1.
+        migrations.on_validation_failed(local, address(2));
+        assert!(migrations.on_peer_migrated(local, address(1)).is_empty());
+        // The peer shows up at 3: both 1 and 2 are paths left, probed and redirected.
+        assert_eq!(
+            migrations.on_peer_migrated(local, address(3)),
+            vec![(local, address(1)), (local, address(2))]
+        );
+        assert_eq!(sent_to(&migrations, local, address(2)), address(3));
+        assert_eq!(sent_to(&migrations, local, address(1)), address(3));
+        assert!(!migrations.revive(address(2), local), "a path left");
+        assert_eq!(migrations.probed(), 3);
     }
 
     #[test]
@@ -550,7 +596,11 @@ mod tests {
     #[test]
     fn without_a_known_path_nothing_is_probed() {
         let mut migrations = Migrations::new(None);
-        assert_eq!(migrations.on_peer_migrated(address(443), address(2)), None);
+        assert!(
+            migrations
+                .on_peer_migrated(address(443), address(2))
+                .is_empty()
+        );
         assert_eq!(sent_to(&migrations, address(443), address(1)), address(1));
     }
 }

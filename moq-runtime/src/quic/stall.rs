@@ -122,6 +122,7 @@ impl State {
             return;
         }
         tracing::debug!(
+            conn = self.conn.trace_id(),
             kept = check.kept,
             sent,
             "quiche kept bytes it had room for a probe timeout long: a stream with nothing to send heads its queue; every stream parked"

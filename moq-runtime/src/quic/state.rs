@@ -79,16 +79,16 @@ impl State {
         while let Some(event) = self.conn.path_event_next() {
             match event {
                 quiche::PathEvent::PmtuUpdated { pmtu, .. } => {
-                    tracing::debug!(pmtu, "path MTU");
+                    tracing::debug!(conn = self.conn.trace_id(), pmtu, "path MTU");
                     self.path_mtu = pmtu;
                 }
                 quiche::PathEvent::PeerMigrated(local, peer) => {
-                    tracing::debug!(%peer, "the peer moved to a new address");
-                    if let Some((local, left)) = self.migrations.on_peer_migrated(local, peer) {
+                    tracing::debug!(conn = self.conn.trace_id(), %peer, "the peer moved to a new address");
+                    for (local, left) in self.migrations.on_peer_migrated(local, peer) {
                         // What was in flight to the address left is declared lost once
                         // this probe is acknowledged (`migration.rs`).
                         if let Err(error) = self.conn.probe_path(local, left) {
-                            tracing::debug!(%error, %left, "the path left cannot be probed");
+                            tracing::debug!(conn = self.conn.trace_id(), %error, %left, "the path left cannot be probed");
                         }
                     }
                 }
@@ -101,7 +101,7 @@ impl State {
                     self.migrations.on_validated(local, peer);
                 }
                 quiche::PathEvent::FailedValidation(local, peer) => {
-                    tracing::debug!(%peer, "quiche gave a path up: its challenges were lost");
+                    tracing::debug!(conn = self.conn.trace_id(), %peer, "quiche gave a path up: its challenges were lost");
                     self.migrations.on_validation_failed(local, peer);
                 }
                 event => tracing::trace!(?event, "path event"),
@@ -128,7 +128,7 @@ impl State {
     pub(super) fn revive_path(&mut self, from: SocketAddr, to: SocketAddr) -> bool {
         let revive = self.migrations.revive(from, to);
         if revive {
-            tracing::debug!(peer = %from, "validating again a path quiche gave up on");
+            tracing::debug!(conn = self.conn.trace_id(), peer = %from, "validating again a path quiche gave up on");
             let _ = self.conn.probe_path(to, from);
         }
         revive
@@ -161,7 +161,7 @@ impl State {
             .filter(|path| self.migrations.watched().contains(path))
             .collect();
         for (local, peer) in failed {
-            tracing::debug!(%peer, "quiche gave a revived path up again");
+            tracing::debug!(conn = self.conn.trace_id(), %peer, "quiche gave a revived path up again");
             self.migrations.on_validation_failed(local, peer);
         }
     }
@@ -174,7 +174,7 @@ impl State {
             conn.is_path_validated(local, peer) == Ok(false)
         });
         for (local, left) in again {
-            tracing::debug!(%left, "probing a path left again: its probe was lost");
+            tracing::debug!(conn = self.conn.trace_id(), %left, "probing a path left again: its probe was lost");
             if let Err(error) = self.conn.probe_path(local, left) {
                 tracing::debug!(%error, %left, "the path left cannot be probed");
             }

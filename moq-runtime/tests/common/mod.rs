@@ -23,6 +23,15 @@ use moq_runtime::tls::Certificate;
 
 type Task = Pin<Box<dyn Future<Output = ()>>>;
 
+/// Shows the library's log lines as `RUST_LOG` asks (none without it), in the output of
+/// the test that wrote them: a failing test's connection events.
+pub(crate) fn show_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
 /// Runs session machines (and test tasks) by polling all of them every turn.
 #[derive(Clone, Default)]
 pub(crate) struct BusyRuntime {
