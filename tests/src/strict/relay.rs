@@ -258,9 +258,10 @@ impl StrictRelay {
         let certificate =
             moq_runtime::tls::Certificate::self_signed(&["localhost".into(), "127.0.0.1".into()])
                 .map_err(|e| e.to_string())?;
-        let dir = std::env::temp_dir().join(format!("strict-relay-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let (chain, key) = (dir.join("chain.pem"), dir.join("key.pem"));
+        // A directory of its own: relays bound side by side in one process (the tests)
+        // must not read each other's half-written files.
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let (chain, key) = (dir.path().join("chain.pem"), dir.path().join("key.pem"));
         std::fs::write(&chain, certificate.chain_pem()).map_err(|e| e.to_string())?;
         std::fs::write(&key, certificate.key_pem()).map_err(|e| e.to_string())?;
         let mut config =
@@ -269,7 +270,7 @@ impl StrictRelay {
             .load_cert_chain_from_pem_file(&chain.to_string_lossy())
             .and_then(|()| config.load_priv_key_from_pem_file(&key.to_string_lossy()))
             .map_err(|e| format!("loading the certificate: {e}"))?;
-        let _ = std::fs::remove_dir_all(&dir);
+        drop(dir);
         config
             .set_application_protos(&Lite::ALL.map(Lite::alpn))
             .map_err(|e| e.to_string())?;
