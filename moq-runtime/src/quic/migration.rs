@@ -56,12 +56,17 @@
 //!
 //! The path quiche gives up on can also be one the peer has just left: a NAT rebinding
 //! loses what was sent there, the path's timer fires, and a challenge still in flight
-//! fails it, so quiche falls back at the moment the peer moved. What was in flight there
-//! is as stranded as on any path left, and quiche resends from it only the frames of two
-//! packets a probe timeout, backed off: seconds late (a chat reader passed over a
-//! message after a rebinding in the soak). So the path given up on is remembered, and if
-//! the peer's next move is to another address, it is probed and redirected as a path
-//! left.
+//! fails it, so quiche falls back at the moment the peer moved; or the peer's new path
+//! fails its first challenge, and quiche falls back from there. Either way quiche is
+//! then on a path the peer left long ago, and what was in flight on the path given up on
+//! is as stranded as on any path left: quiche resends from it only the frames of two
+//! packets a probe timeout, backed off, seconds late (a chat reader passed over a
+//! message after a rebinding in the soak). A fallback comes from quiche's timers, a move
+//! of the peer's from a packet, which is how they are told apart: after a fallback the
+//! paths given up on are remembered and nothing is probed (a probe would go to the
+//! address quiche fell back to, which the peer is not at: the soak spent every probe of
+//! a path left that way); the peer's next move makes each path it is not on a path left,
+//! probed afresh.
 //!
 //! Remove once quiche declares such packets lost itself (cloudflare/quiche#2454) and
 //! retries a lost challenge on its own.
@@ -120,10 +125,10 @@ pub(super) struct Migrations {
     /// Paths quiche gave up on, the most recent last: the peer may still be at one (its
     /// newest, or the active one).
     failed: Vec<(SocketAddr, SocketAddr)>,
-    /// The active path quiche last gave up on, falling back to an older one, until the
-    /// peer shows where it is: back there (revived), or at a new address (then it is a
-    /// path left, to probe).
-    fell_back_from: Option<(SocketAddr, SocketAddr)>,
+    /// The paths the connection was on when quiche's timers gave them up and it fell
+    /// back to an older one, until the peer shows where it is: back at one (revived), or
+    /// at a new address. Then each one it is not at is a path left, to probe.
+    stranded: Vec<(SocketAddr, SocketAddr)>,
     /// Paths quiche gave up on and validated again, as the peer sent from them.
     revived: u64,
     /// The paths revived so far, the most recent last: quiche tells of a path's failure
@@ -142,49 +147,63 @@ impl Migrations {
     }
 
     /// quiche moved the connection to (`local`, `peer`), a validated path; returns the
-    /// paths left, to probe: the one the connection was on, and the one quiche gave up on
-    /// just before, if the peer has shown it left that one too.
+    /// paths left, to probe.
+    ///
+    /// `fallback`: quiche moved on its own, its timers having given the active path up
+    /// (a move of the peer's is seen in a packet). The peer is not at the path quiche
+    /// fell back to (one it left earlier) and, where it is, only its next packet tells:
+    /// the paths it may have left data stranded on wait for that, and nothing is probed
+    /// in the meantime (a probe would go to an address the peer is not at). The peer's
+    /// next move, back to the path given up on (revived) or to a new address, makes
+    /// every path it is not on a path left, probed afresh.
     pub(super) fn on_peer_migrated(
         &mut self,
         local: SocketAddr,
         peer: SocketAddr,
+        fallback: bool,
     ) -> Vec<(SocketAddr, SocketAddr)> {
         let now = (local, peer);
         let Some(before) = self.active.replace(now) else {
             return Vec::new();
         };
+        if fallback {
+            if before != now && !self.stranded.contains(&before) {
+                if self.stranded.len() == MOST_PATHS_LEFT {
+                    self.stranded.remove(0);
+                }
+                self.stranded.push(before);
+            }
+            return Vec::new();
+        }
         // Back on a path left earlier: packets for it go there again.
         self.left.retain(|left| left.path != now);
-        let fell_back_from = self.fell_back_from.take();
-        if before == now {
-            self.fell_back_from = fell_back_from;
-            return Vec::new();
+        let fell_back = !self.stranded.is_empty();
+        let mut moved_from: Vec<_> = std::mem::take(&mut self.stranded);
+        if !moved_from.contains(&before) {
+            moved_from.push(before);
         }
-        if self.failed.contains(&before) {
-            // Not the peer moving: quiche gave the active path up and fell back to an
-            // older one. The peer is likely still where it was, and is not redirected
-            // from there: its next packet revives the path. Unless the peer had just
-            // left it (a NAT rebinding: what was sent there is lost, the path's timer
-            // fires, and a challenge still in flight fails it): then its next move is
-            // to another address, and the path quiche gave up on is a path left, with
-            // what was in flight there stranded, as much as the one it fell back to.
-            self.fell_back_from = Some(before);
-            return Vec::new();
+        moved_from.retain(|path| *path != now);
+        let mut probe = Vec::new();
+        if fell_back {
+            // Probes sent before quiche fell back may have been lost with the peer's
+            // old address: every path left is probed again, its count started afresh.
+            for left in &mut self.left {
+                left.probes = 1;
+                probe.push(left.path);
+            }
         }
-        let mut left = vec![before];
-        // The peer did not come back to the path quiche gave up on: it left it.
-        left.extend(fell_back_from.filter(|failed| *failed != now && *failed != before));
-        for path in &left {
+        for path in moved_from {
+            self.left.retain(|left| left.path != path);
             if self.left.len() == MOST_PATHS_LEFT {
                 self.left.remove(0);
             }
-            self.left.push(LeftPath {
-                path: *path,
-                probes: 1,
-            });
-            self.probed += 1;
+            self.left.push(LeftPath { path, probes: 1 });
+            if !probe.contains(&path) {
+                probe.push(path);
+            }
         }
-        left
+        self.probed += probe.len() as u64;
+        probe
     }
 
     /// quiche saw packets on a new path (`PathEvent::New`): it is under validation.
@@ -304,6 +323,10 @@ impl Migrations {
         mut failed: impl FnMut((SocketAddr, SocketAddr)) -> bool,
     ) -> Vec<(SocketAddr, SocketAddr)> {
         let mut again = Vec::new();
+        if !self.stranded.is_empty() {
+            // quiche fell back to a path the peer is not at: a probe now would be lost.
+            return again;
+        }
         for left in &mut self.left {
             if left.probes < MOST_PROBES && failed(left.path) {
                 left.probes += 1;
@@ -379,7 +402,7 @@ mod tests {
         );
 
         assert_eq!(
-            migrations.on_peer_migrated(local, address(2)),
+            migrations.on_peer_migrated(local, address(2), false),
             vec![(local, address(1))]
         );
         assert_eq!(sent_to(&migrations, local, address(1)), address(2));
@@ -396,9 +419,9 @@ mod tests {
     fn a_peer_back_on_a_path_it_left_is_sent_to_there_again() {
         let local = address(443);
         let mut migrations = Migrations::new(Some((local, address(1))));
-        migrations.on_peer_migrated(local, address(2));
+        migrations.on_peer_migrated(local, address(2), false);
         assert_eq!(
-            migrations.on_peer_migrated(local, address(1)),
+            migrations.on_peer_migrated(local, address(1), false),
             vec![(local, address(2))]
         );
         assert_eq!(sent_to(&migrations, local, address(1)), address(1));
@@ -410,7 +433,7 @@ mod tests {
         let local = address(443);
         let mut migrations = Migrations::new(Some((local, address(1))));
         for port in 2..100 {
-            migrations.on_peer_migrated(local, address(port));
+            migrations.on_peer_migrated(local, address(port), false);
         }
         assert_eq!(migrations.left.len(), MOST_PATHS_LEFT);
         assert!(
@@ -420,7 +443,11 @@ mod tests {
                 .all(|left| left.path.1.port() >= 99 - MOST_PATHS_LEFT as u16),
             "the most recent are kept"
         );
-        assert!(migrations.on_peer_migrated(local, address(99)).is_empty());
+        assert!(
+            migrations
+                .on_peer_migrated(local, address(99), false)
+                .is_empty()
+        );
         assert_eq!(migrations.probed(), 98);
     }
 
@@ -428,7 +455,7 @@ mod tests {
     fn a_path_left_whose_probe_was_lost_is_probed_again_a_bounded_number_of_times() {
         let local = address(443);
         let mut migrations = Migrations::new(Some((local, address(1))));
-        migrations.on_peer_migrated(local, address(2));
+        migrations.on_peer_migrated(local, address(2), false);
         assert!(
             migrations.take_paths_to_probe_again(|_| false).is_empty(),
             "nothing again while the probe may be answered"
@@ -508,11 +535,13 @@ mod tests {
     fn a_validated_path_given_up_on_is_no_path_left_and_is_revived() {
         let local = address(443);
         let mut migrations = Migrations::new(Some((local, address(1))));
-        migrations.on_peer_migrated(local, address(2));
+        migrations.on_peer_migrated(local, address(2), false);
         // quiche fails the active path and falls back to the one the peer left.
         migrations.on_validation_failed(local, address(2));
         assert!(
-            migrations.on_peer_migrated(local, address(1)).is_empty(),
+            migrations
+                .on_peer_migrated(local, address(1), true)
+                .is_empty(),
             "not a move of the peer's: nothing to probe"
         );
         assert_eq!(
@@ -523,7 +552,7 @@ mod tests {
         assert!(migrations.revive(address(2), local));
         // Validated again: a move, from the path quiche fell back to.
         assert_eq!(
-            migrations.on_peer_migrated(local, address(2)),
+            migrations.on_peer_migrated(local, address(2), false),
             vec![(local, address(1))]
         );
     }
@@ -532,13 +561,21 @@ mod tests {
     fn a_path_given_up_on_that_the_peer_left_is_a_path_left() {
         let local = address(443);
         let mut migrations = Migrations::new(Some((local, address(1))));
-        migrations.on_peer_migrated(local, address(2));
+        migrations.on_peer_migrated(local, address(2), false);
         // The peer leaves 2 for 3; quiche fails 2 and falls back to 1.
         migrations.on_validation_failed(local, address(2));
-        assert!(migrations.on_peer_migrated(local, address(1)).is_empty());
+        assert!(
+            migrations
+                .on_peer_migrated(local, address(1), true)
+                .is_empty()
+        );
+        assert!(
+            migrations.take_paths_to_probe_again(|_| true).is_empty(),
+            "no probe while the peer's address is unknown"
+        );
         // The peer shows up at 3: both 1 and 2 are paths left, probed and redirected.
         assert_eq!(
-            migrations.on_peer_migrated(local, address(3)),
+            migrations.on_peer_migrated(local, address(3), false),
             vec![(local, address(1)), (local, address(2))]
         );
         assert_eq!(sent_to(&migrations, local, address(2)), address(3));
@@ -548,10 +585,38 @@ mod tests {
     }
 
     #[test]
+    fn probes_spent_while_quiche_had_fallen_back_start_afresh() {
+        let local = address(443);
+        let mut migrations = Migrations::new(Some((local, address(1))));
+        migrations.on_peer_migrated(local, address(2), false);
+        migrations.on_peer_migrated(local, address(3), false);
+        // Every probe of 1 and 2 lost: they went to 3, which the peer then left too.
+        while migrations.may_probe_again() {
+            migrations.take_paths_to_probe_again(|_| true);
+        }
+        // quiche gives 3 up and falls back to 2; the peer shows up at 4.
+        migrations.on_validation_failed(local, address(3));
+        assert!(
+            migrations
+                .on_peer_migrated(local, address(2), true)
+                .is_empty()
+        );
+        let probed = migrations.on_peer_migrated(local, address(4), false);
+        for port in [1, 2, 3] {
+            assert!(
+                probed.contains(&(local, address(port))),
+                "{port}: {probed:?}"
+            );
+            assert_eq!(sent_to(&migrations, local, address(port)), address(4));
+        }
+        assert!(migrations.may_probe_again(), "the count starts afresh");
+    }
+
+    #[test]
     fn a_late_packet_from_a_path_left_revives_nothing() {
         let local = address(443);
         let mut migrations = Migrations::new(Some((local, address(1))));
-        migrations.on_peer_migrated(local, address(2));
+        migrations.on_peer_migrated(local, address(2), false);
         // The probe of the path left was lost.
         migrations.on_validation_failed(local, address(1));
         assert!(!migrations.revive(address(1), local));
@@ -598,7 +663,7 @@ mod tests {
         let mut migrations = Migrations::new(None);
         assert!(
             migrations
-                .on_peer_migrated(address(443), address(2))
+                .on_peer_migrated(address(443), address(2), false)
                 .is_empty()
         );
         assert_eq!(sent_to(&migrations, address(443), address(1)), address(1));

@@ -83,8 +83,12 @@ impl State {
                     self.path_mtu = pmtu;
                 }
                 quiche::PathEvent::PeerMigrated(local, peer) => {
-                    tracing::debug!(conn = self.conn.trace_id(), %peer, "the peer moved to a new address");
-                    for (local, left) in self.migrations.on_peer_migrated(local, peer) {
+                    if received {
+                        tracing::debug!(conn = self.conn.trace_id(), %peer, "the peer moved to a new address");
+                    } else {
+                        tracing::debug!(conn = self.conn.trace_id(), %peer, "quiche gave the path up and fell back to an older one");
+                    }
+                    for (local, left) in self.migrations.on_peer_migrated(local, peer, !received) {
                         // What was in flight to the address left is declared lost once
                         // this probe is acknowledged (`migration.rs`).
                         if let Err(error) = self.conn.probe_path(local, left) {
