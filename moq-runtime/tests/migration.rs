@@ -124,9 +124,7 @@ fn a_new_address_that_quiche_gave_up_on_is_validated_again() {
 fn data_in_flight_to_a_path_given_up_on_as_the_peer_left_it_is_sent_again() {
     common::show_logs();
     let runtime = BusyRuntime::default();
-    let (client, server) = connected_pair_with(&runtime, "migration", b"moq-lite-05", |config| {
-        config.set_active_connection_id_limit(MAX_CLIENT_PATHS);
-    });
+    let (client, server) = pair_keeping_client_paths(&runtime);
     let mut chat = raw_quic_chat(&runtime, &client, &server);
     chat.publish(&runtime, &client, &server, 3, 1);
 
@@ -194,9 +192,7 @@ fn data_in_flight_to_a_path_given_up_on_as_the_peer_left_it_is_sent_again() {
 fn a_client_moves_as_many_times_as_the_server_keeps_paths() {
     common::show_logs();
     let runtime = BusyRuntime::default();
-    let (client, server) = connected_pair_with(&runtime, "migration", b"moq-lite-05", |config| {
-        config.set_active_connection_id_limit(MAX_CLIENT_PATHS);
-    });
+    let (client, server) = pair_keeping_client_paths(&runtime);
     let mut chat = raw_quic_chat(&runtime, &client, &server);
     chat.publish(&runtime, &client, &server, 1, 1);
     let mut nat = Nat::new();
@@ -222,6 +218,14 @@ fn a_client_moves_as_many_times_as_the_server_keeps_paths() {
             server.close_reason()
         );
     }
+}
+
+/// A connected pair whose server keeps [`MAX_CLIENT_PATHS`] paths, as the endpoint's
+/// connections do.
+fn pair_keeping_client_paths(runtime: &BusyRuntime) -> (QuicConnection, QuicConnection) {
+    connected_pair_with(runtime, "migration", b"moq-lite-05", |config| {
+        config.set_active_connection_id_limit(MAX_CLIENT_PATHS);
+    })
 }
 
 /// [`rebinding_with`] losing nothing at the new address.
