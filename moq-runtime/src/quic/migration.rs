@@ -68,6 +68,18 @@
 //! a path left that way); the peer's next move makes each path it is not on a path left,
 //! probed afresh.
 //!
+//! quiche gives a validated path up on a challenge it counts lost, and falls back to a
+//! path the peer left long ago, while the peer is still where it was: a challenge
+//! answered in a packet that was lost, the packet carrying it acknowledged all the same,
+//! stays in flight in quiche's eyes until the path's next loss-detection timer (any loss,
+//! seconds later), which then fails the path (a probe of a path left, a second challenge
+//! of a validation). Sent to the address quiche fell back to, nothing reaches the peer;
+//! and if quiche gives that path up too (its own old probe counted lost the same way), it
+//! has no validated path left and closes the connection without a word. So while quiche
+//! is fallen back, what it sends on the path it fell back to goes where the peer was last
+//! seen: the peer acknowledges it from there, and its first packet revives the path. A
+//! packet from the path quiche fell back to shows the peer is there after all.
+//!
 //! Remove once quiche declares such packets lost itself (cloudflare/quiche#2454) and
 //! retries a lost challenge on its own.
 
@@ -126,9 +138,16 @@ pub(super) struct Migrations {
     /// newest, or the active one).
     failed: Vec<(SocketAddr, SocketAddr)>,
     /// The paths the connection was on when quiche's timers gave them up and it fell
-    /// back to an older one, until the peer shows where it is: back at one (revived), or
-    /// at a new address. Then each one it is not at is a path left, to probe.
+    /// back to an older one, until the peer shows where it is: back at one (revived), at
+    /// the path quiche fell back to, or at a new address. Then each one it is not at is a
+    /// path left, to probe.
     stranded: Vec<(SocketAddr, SocketAddr)>,
+    /// Where the peer was last seen while quiche is fallen back: the path the connection
+    /// was on at the first fallback since the peer last showed where it is. What quiche
+    /// sends meanwhile goes there (see [`redirect`](Self::redirect)).
+    last_seen: Option<(SocketAddr, SocketAddr)>,
+    /// Times quiche's timers gave the active path up and it fell back to an older one.
+    fallbacks: u64,
     /// Paths quiche gave up on and validated again, as the peer sent from them.
     revived: u64,
     /// The paths revived so far, the most recent last: quiche tells of a path's failure
@@ -167,7 +186,11 @@ impl Migrations {
             return Vec::new();
         };
         if fallback {
+            self.fallbacks += 1;
             if before != now && !self.stranded.contains(&before) {
+                if self.stranded.is_empty() {
+                    self.last_seen = Some(before);
+                }
                 if self.stranded.len() == MOST_PATHS_LEFT {
                     self.stranded.remove(0);
                 }
@@ -175,6 +198,7 @@ impl Migrations {
             }
             return Vec::new();
         }
+        self.last_seen = None;
         // Back on a path left earlier: packets for it go there again.
         self.left.retain(|left| left.path != now);
         let fell_back = !self.stranded.is_empty();
@@ -204,6 +228,27 @@ impl Migrations {
         }
         self.probed += probe.len() as u64;
         probe
+    }
+
+    /// A packet from `from` to `to` was received: if quiche had fallen back and the packet
+    /// comes from the path it fell back to, the peer is there after all (a move of the
+    /// peer's that quiche does not tell of, being on that path already). Returns the
+    /// paths left, to probe, as [`on_peer_migrated`](Self::on_peer_migrated) does.
+    /// Cheap unless quiche is fallen back: called for every packet.
+    pub(super) fn on_packet(
+        &mut self,
+        from: SocketAddr,
+        to: SocketAddr,
+    ) -> Vec<(SocketAddr, SocketAddr)> {
+        if self.stranded.is_empty() || self.active != Some((to, from)) {
+            return Vec::new();
+        }
+        self.on_peer_migrated(to, from, false)
+    }
+
+    /// Times quiche's timers gave the active path up and it fell back to an older one.
+    pub(super) fn fallbacks(&self) -> u64 {
+        self.fallbacks
     }
 
     /// quiche saw packets on a new path (`PathEvent::New`): it is under validation.
@@ -344,17 +389,31 @@ impl Migrations {
     }
 
     /// Sends `info`'s packet to the peer's current address if quiche addressed it to a
-    /// path the peer left.
+    /// path the peer left; and while quiche is fallen back, what it sends on the path it
+    /// fell back to goes where the peer was last seen.
+    ///
+    /// Why the latter: quiche gives a validated path up on a challenge it counts lost
+    /// (see the module's documentation) while the peer is still there, and falls back to
+    /// an address the peer left long ago. Sent there, nothing reaches the peer, which may
+    /// then say nothing (a client that only receives); and if quiche gives the path it
+    /// fell back to up too (a challenge of an old probe of it, also counted lost), it has
+    /// no validated path left and closes the connection without a word: a chat member of
+    /// the rebinding soak met a stateless reset. Sent where the peer was last seen, the
+    /// packets reach it, its acknowledgements come back from that path, and the first of
+    /// them revives it ([`revive`](Self::revive)): the connection is back there within a
+    /// round trip. The address is one quiche validated: it was the active path.
     pub(super) fn redirect(&self, info: &mut quiche::SendInfo) {
-        let Some((local, peer)) = self.active else {
+        let Some((local, peer)) = self.last_seen.or(self.active) else {
             return;
         };
-        if self
-            .left
-            .iter()
-            .any(|left| left.path == (info.from, info.to))
-        {
-            tracing::trace!(left = %info.to, %peer, "a packet for a path left goes to the peer's address");
+        let addressed = (info.from, info.to);
+        if addressed == (local, peer) {
+            return;
+        }
+        let stale = self.left.iter().any(|left| left.path == addressed)
+            || (self.last_seen.is_some() && self.active == Some(addressed));
+        if stale {
+            tracing::trace!(addressed = %info.to, %peer, "a packet for a path the peer is not on goes to its address");
             info.from = local;
             info.to = peer;
         }
@@ -549,6 +608,13 @@ mod tests {
             address(2),
             "the peer is there: not redirected"
         );
+        assert_eq!(
+            sent_to(&migrations, local, address(1)),
+            address(2),
+            "what quiche sends on the path it fell back to goes where the peer was last seen"
+        );
+        assert_eq!(migrations.fallbacks(), 1);
+        assert!(migrations.on_packet(address(2), local).is_empty());
         assert!(migrations.revive(address(2), local));
         // Validated again: a move, from the path quiche fell back to.
         assert_eq!(
@@ -610,6 +676,50 @@ mod tests {
             assert_eq!(sent_to(&migrations, local, address(port)), address(4));
         }
         assert!(migrations.may_probe_again(), "the count starts afresh");
+    }
+
+    #[test]
+    fn a_packet_from_the_path_fallen_back_to_shows_the_peer_is_there() {
+        let local = address(443);
+        let mut migrations = Migrations::new(Some((local, address(1))));
+        assert!(
+            migrations.on_packet(address(1), local).is_empty(),
+            "not fallen back: nothing to do"
+        );
+        migrations.on_peer_migrated(local, address(2), false);
+        migrations.on_validation_failed(local, address(2));
+        migrations.on_peer_migrated(local, address(1), true);
+        assert!(migrations.on_packet(address(3), local).is_empty());
+        assert_eq!(
+            migrations.on_packet(address(1), local),
+            vec![(local, address(2))],
+            "the path quiche gave up on is a path left"
+        );
+        assert_eq!(sent_to(&migrations, local, address(1)), address(1));
+        assert_eq!(sent_to(&migrations, local, address(2)), address(1));
+        assert!(migrations.on_packet(address(1), local).is_empty(), "once");
+    }
+
+    #[test]
+    fn a_chain_of_fallbacks_sends_where_the_peer_was_seen_before_the_first() {
+        let local = address(443);
+        let mut migrations = Migrations::new(Some((local, address(1))));
+        migrations.on_peer_migrated(local, address(2), false);
+        migrations.on_peer_migrated(local, address(3), false);
+        // quiche gives 3 up, falls back to 2, gives 2 up, falls back to 1.
+        migrations.on_validation_failed(local, address(3));
+        migrations.on_peer_migrated(local, address(2), true);
+        migrations.on_validation_failed(local, address(2));
+        migrations.on_peer_migrated(local, address(1), true);
+        for port in [1, 2, 3] {
+            assert_eq!(sent_to(&migrations, local, address(port)), address(3));
+        }
+        assert_eq!(migrations.fallbacks(), 2);
+        // The peer's next packet from 3 revives it; validated, it is a move of the peer's.
+        assert!(migrations.revive(address(3), local));
+        migrations.on_peer_migrated(local, address(3), false);
+        assert_eq!(sent_to(&migrations, local, address(1)), address(3));
+        assert_eq!(sent_to(&migrations, local, address(2)), address(3));
     }
 
     #[test]

@@ -209,6 +209,9 @@ pub struct LossWorkarounds {
     /// New paths quiche gave up on (every challenge lost) and validated again when the
     /// peer sent from them (`migration.rs`).
     pub failed_paths_revived: u64,
+    /// Times quiche's timers gave the active path up and it fell back to an older one;
+    /// meanwhile what it sends goes where the peer was last seen (`migration.rs`).
+    pub fallbacks: u64,
 }
 
 /// The connection's loss recovery, as the held FINs read it (`fins.rs`).
@@ -313,6 +316,7 @@ impl super::QuicConnection {
             paths_left_probed: state.migrations.probed(),
             new_paths_revalidated: state.migrations.revalidations(),
             failed_paths_revived: state.migrations.revived(),
+            fallbacks: state.migrations.fallbacks(),
         }
     }
 }

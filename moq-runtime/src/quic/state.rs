@@ -86,15 +86,10 @@ impl State {
                     if received {
                         tracing::debug!(conn = self.conn.trace_id(), %peer, "the peer moved to a new address");
                     } else {
-                        tracing::debug!(conn = self.conn.trace_id(), %peer, "quiche gave the path up and fell back to an older one");
+                        tracing::debug!(conn = self.conn.trace_id(), %peer, "quiche gave the path up and fell back to an older one; packets go where the peer was last seen");
                     }
-                    for (local, left) in self.migrations.on_peer_migrated(local, peer, !received) {
-                        // What was in flight to the address left is declared lost once
-                        // this probe is acknowledged (`migration.rs`).
-                        if let Err(error) = self.conn.probe_path(local, left) {
-                            tracing::debug!(conn = self.conn.trace_id(), %error, %left, "the path left cannot be probed");
-                        }
-                    }
+                    let left = self.migrations.on_peer_migrated(local, peer, !received);
+                    self.probe_paths_left(left);
                 }
                 quiche::PathEvent::New(local, peer) => {
                     tracing::trace!(%peer, "a new path");
@@ -138,9 +133,25 @@ impl State {
         revive
     }
 
+    /// Probes each of the paths the peer `left`: what was in flight to them is declared
+    /// lost once its probe is acknowledged (`migration.rs`).
+    fn probe_paths_left(&mut self, left: Vec<(SocketAddr, SocketAddr)>) {
+        for (local, left) in left {
+            if let Err(error) = self.conn.probe_path(local, left) {
+                tracing::debug!(conn = self.conn.trace_id(), %error, %left, "the path left cannot be probed");
+            }
+        }
+    }
+
     /// After that packet was received: a revived path's challenge leaves now, before the
-    /// next packet; a path under validation may ask for another (`migration.rs`).
+    /// next packet; a path under validation may ask for another; a packet from the path
+    /// quiche fell back to shows the peer is there (`migration.rs`).
     pub(super) fn validate_path(&mut self, revived: bool, from: SocketAddr, to: SocketAddr) {
+        let left = self.migrations.on_packet(from, to);
+        if !left.is_empty() {
+            tracing::debug!(conn = self.conn.trace_id(), peer = %from, "the peer is on the path quiche fell back to");
+            self.probe_paths_left(left);
+        }
         if revived {
             self.emit_now();
         } else if self.migrations.revalidate(from, to, Instant::now) {
