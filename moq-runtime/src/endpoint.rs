@@ -37,10 +37,13 @@ mod admit;
 mod batch;
 mod cids;
 mod send_failures;
+mod silence;
 mod spare;
 
 use batch::push_packet;
 use send_failures::SendFailureLog;
+pub use silence::SILENCE_PROBES;
+use silence::SilenceProbe;
 use spare::SpareBuffers;
 
 /// The largest UDP payload a QUIC packet from us may have: the ceiling path MTU discovery
@@ -66,13 +69,14 @@ pub const RECV_BUDGET: usize = 1024;
 
 /// How long a client connection (one with a keep-alive) that was receiving data from its
 /// server (stream data or datagrams; not acknowledgements) waits in silence before it
-/// sends one PING. A NAT that rebinds drops what the server
-/// sends to the client's old public address, and the server learns the new one only from
-/// the client's next packet: a client that only receives (a media subscriber) sends none
-/// once nothing arrives, and would wait its whole keep-alive interval (QUIC stacks in
-/// browsers do the same, sooner, while streams are open). A second costs a chat client
-/// one PING and its ACK per quiet spell, and caps a subscriber's stall at a rebinding
-/// near a second (the server then sends again what it lost, `quic/migration.rs`).
+/// sends a PING (and then more, further apart: [`SILENCE_PROBES`]). A NAT that rebinds
+/// drops what the server sends to the client's old public address, and the server learns
+/// the new one only from the client's next packet: a client that only receives (a media
+/// subscriber) sends none once nothing arrives, and would wait its whole keep-alive
+/// interval (QUIC stacks in browsers do the same, sooner, while streams are open). A
+/// second costs a chat client a few PINGs and their ACKs per quiet spell, and caps a
+/// subscriber's stall at a rebinding near a second (the server then sends again what it
+/// lost, `quic/migration.rs`).
 pub const SILENCE_PROBE: Duration = Duration::from_secs(1);
 
 /// The code a connection refused while the server stops is closed with (QUIC's
@@ -232,9 +236,9 @@ struct Entry {
     client: Option<IpAddr>,
     /// When to send a keep-alive PING if nothing happens before.
     keep_alive_at: Option<Instant>,
-    /// A client connection that just heard from its server: when to send one PING if
+    /// A client connection that heard data from its server: when to send a PING if
     /// nothing more arrives ([`SILENCE_PROBE`]).
-    silence_probe_at: Option<Instant>,
+    silence: SilenceProbe,
     /// When a client connection next switches connection IDs (`set_cid_rotation`).
     rotate_cid_at: Option<Instant>,
     /// A client connection's server's stateless reset token, once established.
@@ -508,7 +512,7 @@ impl Endpoint {
         let result = entry.connection.recv(datagram, from, to);
         // Only data counts: the server's ACK of the PING itself must not arm another.
         if listening && entry.connection.take_heard_data() {
-            entry.silence_probe_at = Some(now + SILENCE_PROBE);
+            entry.silence.heard(now);
         }
         if let Err(error) = &result {
             // quiche closes the connection on most errors (with PROTOCOL_VIOLATION for
@@ -589,9 +593,8 @@ impl Endpoint {
         for &index in &expired {
             if let Some(entry) = self.connections.get_mut(index).and_then(Option::as_mut) {
                 entry.connection.on_timeout(now);
-                let silent = entry.silence_probe_at.is_some_and(|at| at <= now);
+                let silent = entry.silence.fire(now);
                 if silent {
-                    entry.silence_probe_at = None;
                     tracing::trace!("the server went silent: a PING shows it where we are");
                 }
                 if silent || entry.keep_alive_at.is_some_and(|at| at <= now) {
@@ -647,7 +650,7 @@ impl Endpoint {
             drained: 0,
             client: None,
             keep_alive_at: None,
-            silence_probe_at: None,
+            silence: SilenceProbe::default(),
             rotate_cid_at: None,
             reset_token: None,
         });
@@ -735,7 +738,7 @@ impl Endpoint {
         let mut rotate_cid_at = None;
         if let Some(entry) = self.connections[index].as_mut() {
             entry.keep_alive_at = keep_alive_at;
-            silence_probe_at = entry.silence_probe_at.filter(|_| status.established);
+            silence_probe_at = entry.silence.at().filter(|_| status.established);
             if status.established {
                 if let (None, Some(interval)) = (entry.rotate_cid_at, self.cid_rotation) {
                     entry.rotate_cid_at = Some(now + interval);

@@ -11,7 +11,7 @@ use moq_net::model::{BroadcastProducer, Origin, Track};
 use moq_net::session::{self, SessionConfig};
 use moq_net::transport::Session as _;
 use moq_runtime::cid::{CID_LEN, ConnectionId};
-use moq_runtime::endpoint::{Endpoint, MAX_SPARE_CIDS, SILENCE_PROBE, Transmit};
+use moq_runtime::endpoint::{Endpoint, MAX_SPARE_CIDS, SILENCE_PROBE, SILENCE_PROBES, Transmit};
 use moq_runtime::quic::QuicConnection;
 use moq_runtime::reset::StatelessResetKey;
 
@@ -309,40 +309,52 @@ fn a_client_rotating_connection_ids_uses_a_new_one_each_time() {
 }
 
 /// A client that was receiving data from its server and hears nothing for a second sends
-/// one PING: behind a NAT that rebinds, that packet is how the server learns the client's
+/// a PING: behind a NAT that rebinds, that packet is how the server learns the client's
 /// new address, and a client that only receives (a media subscriber) sends nothing else.
-/// Only data arms it (a PING or an ACK from the server does not, or the server's ACK of
-/// the probe would arm the next: a PING a second forever); a server never does it.
+/// While no data comes the PINGs go on, each wait twice the one before, a few in all (a
+/// PING can be lost, or reach a server that loses the client's address again). Only data
+/// arms them (a PING or an ACK from the server does not, or the server's ACK of a probe
+/// would arm the next: a PING a second forever); a server never sends them.
 #[test]
-fn a_client_whose_server_goes_silent_sends_one_ping_after_a_second() {
+fn a_client_whose_server_goes_silent_pings_it_a_few_times_further_apart() {
     let runtime = BusyRuntime::default();
-    let (mut client, mut server) = endpoints("silence-probe");
-    client.set_keep_alive(Some(Duration::from_secs(10)));
+    // Idle timeouts of a minute, so that the keep-alive (a third of that) comes after the
+    // last of the PINGs.
+    let (chain, key) = certificate_files("silence-probe");
+    let idle = |mut config: quiche::Config| {
+        config.set_max_idle_timeout(60_000);
+        config
+    };
+    let now = Instant::now();
+    let mut client = Endpoint::new(idle(config(None)), CLIENT, 0, 100, now);
+    let mut server = Endpoint::new(idle(config(Some((&chain, &key)))), SERVER, 3, 100, now);
+    client.set_keep_alive(Some(Duration::from_secs(20)));
     let connection = client.connect("localhost", SERVER, Instant::now()).unwrap();
     let accepted = established(&runtime, &mut client, &mut server, &connection);
-    // What the client sends at `at` (its timers run first); what the server's connection
-    // sends is handed to the client at `at`.
-    let sends_at = |client: &mut Endpoint, at: Instant| {
-        client.handle_timeouts(at);
-        let mut sent = Vec::new();
-        client.poll_transmits(at, &mut sent);
-        sent.len()
-    };
     let from_server = |client: &mut Endpoint, at: Instant| {
         let mut packet = [0u8; 2048];
         while let Ok(Some((len, _))) = accepted.send(&mut packet) {
             let _ = client.handle_datagram(&mut packet[..len], SERVER, None, at);
         }
     };
+    // What the client sends at `at` (its timers run first) goes to the server, and what
+    // the server's connection sends then comes back; whether the client sent anything.
+    let round = |client: &mut Endpoint, server: &mut Endpoint, at: Instant| {
+        client.handle_timeouts(at);
+        let mut sent = Vec::new();
+        client.poll_transmits(at, &mut sent);
+        deliver(&sent, server, CLIENT, at);
+        from_server(client, at);
+        !sent.is_empty()
+    };
 
     // A PING from the server is not data.
     let start = Instant::now();
     accepted.ping();
     from_server(&mut client, start);
-    let _ = sends_at(&mut client, start);
-    assert_eq!(
-        sends_at(&mut client, start + 2 * SILENCE_PROBE),
-        0,
+    round(&mut client, &mut server, start);
+    assert!(
+        !round(&mut client, &mut server, start + 2 * SILENCE_PROBE),
         "a PING after the server's PING"
     );
 
@@ -353,35 +365,38 @@ fn a_client_whose_server_goes_silent_sends_one_ping_after_a_second() {
         .send_datagram(bytes::Bytes::from_static(b"news"))
         .unwrap();
     from_server(&mut client, heard);
-    let _ = sends_at(&mut client, heard);
-    assert_eq!(
-        sends_at(&mut client, heard + SILENCE_PROBE / 2),
-        0,
+    round(&mut client, &mut server, heard);
+    assert!(
+        !round(&mut client, &mut server, heard + SILENCE_PROBE / 2),
         "half a second of silence is not yet a reason to send"
     );
     let probed = heard + SILENCE_PROBE + Duration::from_millis(100);
     assert!(
-        sends_at(&mut client, probed) > 0,
+        round(&mut client, &mut server, probed),
         "a PING after a second of silence"
     );
-    // The server acknowledges the PING: not data, so no second PING.
-    let mut ping = Vec::new();
-    client.poll_transmits(probed, &mut ping);
-    deliver(&ping, &mut server, CLIENT, probed);
-    let mut buffer = [0u8; 2048];
-    while let Ok(Some((len, _))) = accepted.send(&mut buffer) {
-        let _ = client.handle_datagram(&mut buffer[..len], SERVER, None, probed);
+    // Each PING answered, the next comes twice as long after the one before, and after
+    // the last (14 s after the first), none until the keep-alive 20 s later.
+    let mut pinged = vec![probed];
+    let mut at = probed;
+    let end = probed + 32 * SILENCE_PROBE;
+    while at < end {
+        at += Duration::from_millis(100);
+        if round(&mut client, &mut server, at) {
+            pinged.push(at);
+        }
     }
-    assert_eq!(
-        sends_at(&mut client, probed + 3 * SILENCE_PROBE),
-        0,
-        "one PING per silence, not one a second"
-    );
+    let waits: Vec<u64> = pinged
+        .windows(2)
+        .map(|pair| (pair[1] - pair[0]).as_secs())
+        .collect();
+    assert_eq!(waits, [2, 4, 8], "each wait twice the one before");
+    assert_eq!(pinged.len() as u32, SILENCE_PROBES);
 
     // The server's side never probes a silent client.
     let mut sent = Vec::new();
-    server.handle_timeouts(probed + 3 * SILENCE_PROBE);
-    server.poll_transmits(probed + 3 * SILENCE_PROBE, &mut sent);
+    server.handle_timeouts(end);
+    server.poll_transmits(end, &mut sent);
     assert!(sent.is_empty(), "{} transmits", sent.len());
 }
 
