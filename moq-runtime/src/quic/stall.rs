@@ -80,10 +80,7 @@ impl State {
         }
         let sent_bytes = self.conn.stats().sent_bytes;
         let sent = sent_bytes.saturating_sub(self.kept.sent_at_write);
-        // Sending all but the last few bytes is not keeping them (a packet's headers
-        // count as sent, the bytes written do not).
-        let packet = self.conn.max_send_udp_payload_size() as u64;
-        if sent.saturating_mul(2) >= written.min(packet) {
+        if !self.kept_most(written, sent) {
             return;
         }
         let wait = self.conn.path_stats().find(|path| path.active).map_or(
@@ -98,6 +95,14 @@ impl State {
             sent_bytes,
             kept: written - sent,
         });
+    }
+
+    /// Whether quiche kept most of `bytes` with only `sent` bytes sent since: less than
+    /// half of them, or of a packet, left. Sending all but the last few bytes is not
+    /// keeping them (a packet's headers count as sent, the bytes written do not).
+    fn kept_most(&self, bytes: u64, sent: u64) -> bool {
+        let packet = self.conn.max_send_udp_payload_size() as u64;
+        sent.saturating_mul(2) < bytes.min(packet)
     }
 
     /// Makes the check once due at `now`: if less than half of the bytes quiche kept (or
@@ -117,8 +122,7 @@ impl State {
             .stats()
             .sent_bytes
             .saturating_sub(check.sent_bytes);
-        let packet = self.conn.max_send_udp_payload_size() as u64;
-        if sent.saturating_mul(2) >= check.kept.min(packet) {
+        if !self.kept_most(check.kept, sent) {
             return;
         }
         tracing::debug!(
