@@ -38,38 +38,3 @@ pub mod tls;
 pub mod udp;
 mod urgency;
 pub mod webtransport;
-
-/// Entry points for the fuzz targets (`fuzz/`): the parsers of a peer's WebTransport bytes
-/// that are private to the crate. Not an API; built only with the `fuzzing` feature.
-#[cfg(feature = "fuzzing")]
-#[doc(hidden)]
-pub mod fuzzing {
-    /// Parses a peer's uni stream header: whether it is complete and how long.
-    pub fn parse_uni_header(bytes: &[u8]) -> Option<usize> {
-        crate::webtransport::header::parse_uni(bytes).map(|(_, len)| len)
-    }
-
-    /// Parses a peer's bidi stream header: whether it is complete and how long.
-    pub fn parse_bidi_header(bytes: &[u8]) -> Option<usize> {
-        crate::webtransport::header::parse_bidi(bytes).map(|(_, len)| len)
-    }
-
-    /// Feeds `chunks` to a CONNECT stream's capsule reader, looking for the close after
-    /// each; returns how many bytes it held at most, and its verdict at the end.
-    pub fn read_capsules<'a>(
-        chunks: impl IntoIterator<Item = &'a [u8]>,
-    ) -> (usize, Result<Option<(u32, String)>, String>) {
-        let mut reader = crate::webtransport::capsule::CapsuleReader::default();
-        let mut held = 0;
-        let mut verdict = Ok(None);
-        for chunk in chunks {
-            reader.push(chunk);
-            verdict = reader.close();
-            held = held.max(reader.held());
-            if verdict.is_err() {
-                break;
-            }
-        }
-        (held, verdict)
-    }
-}

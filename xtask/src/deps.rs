@@ -68,6 +68,13 @@ const RULES: &[Rule] = &[
         allowed_through: &[],
     },
     Rule {
+        krate: "moq-webtransport-wire",
+        forbidden: &[RUNTIME_AND_IO, &["moq-net"], DRIVERS],
+        why: "WebTransport's stream headers and capsules are parsed without I/O: the fuzz \
+              build reaches them without a QUIC stack or TLS",
+        allowed_through: WEBTRANSPORT_PROTO,
+    },
+    Rule {
         krate: "moq-runtime",
         forbidden: &[&["tokio", "io-uring", "moq-tokio", "moq-uring", "moq-wasm"]],
         why: "moq-runtime is shared by every socket-owning driver, so it picks no runtime",
@@ -110,13 +117,13 @@ pub(crate) fn check_workspace(manifest: &Path) -> Result<String, Failure> {
     let mut violations = Vec::new();
     for rule in RULES {
         if !members.contains(rule.krate) {
-            let _ = writeln!(report, "  {:<12} not in the workspace yet", rule.krate);
+            let _ = writeln!(report, "  {:<22} not in the workspace yet", rule.krate);
             continue;
         }
         let tree = cargo_tree(manifest, rule.krate)?;
         let found = violations_in(rule, &tree);
         if found.is_empty() {
-            let _ = writeln!(report, "  {:<12} ok", rule.krate);
+            let _ = writeln!(report, "  {:<22} ok", rule.krate);
         }
         violations.extend(found);
     }

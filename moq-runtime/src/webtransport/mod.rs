@@ -25,7 +25,6 @@
 //!
 //! [`QuicSession`]: crate::quic::QuicSession
 
-pub(crate) mod capsule;
 mod demux;
 mod handshake;
 pub(crate) mod header;
@@ -61,7 +60,7 @@ pub const H3_MESSAGE_ERROR: u64 = 0x10e;
 
 /// The most bytes buffered for one HTTP/3 header block, SETTINGS frame or capsule frame
 /// (web-transport-proto's own frame limit): a peer cannot make us buffer more.
-pub(crate) const MAX_HEADER_BYTES: usize = 64 * 1024;
+pub(crate) use moq_webtransport_wire::MAX_HEADER_BYTES;
 
 /// Why a WebTransport handshake failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

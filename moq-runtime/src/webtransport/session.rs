@@ -9,12 +9,12 @@ use moq_net::transport::{
 };
 use web_transport_proto::{Capsule, Frame, VarInt};
 
-use super::capsule::CapsuleReader;
 use super::demux::{Demux, DemuxError};
 use super::handshake::OwnControlStream;
 use super::header::{bidi_header, map_stream_error, uni_header};
 use super::{H3_ID_ERROR, H3_MESSAGE_ERROR, H3_NO_ERROR, from_http3, to_http3};
 use crate::quic::{QuicRecvStream, QuicSendStream, QuicSession};
+use moq_webtransport_wire::capsule::CapsuleReader;
 
 /// One WebTransport session over an HTTP/3 connection (one session per connection): its
 /// streams carry the session's stream headers, its datagrams the session's quarter stream

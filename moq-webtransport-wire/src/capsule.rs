@@ -6,11 +6,11 @@
 use bytes::{Buf, BytesMut};
 use web_transport_proto::{Capsule, CapsuleError, Frame, VarInt};
 
-use super::MAX_HEADER_BYTES;
+use crate::MAX_HEADER_BYTES;
 
 /// Frames and capsules read from a CONNECT stream, not yet parsed.
 #[derive(Debug, Default)]
-pub(crate) struct CapsuleReader {
+pub struct CapsuleReader {
     /// Frames read and not yet parsed.
     frames: BytesMut,
     /// DATA payload not yet parsed into capsules.
@@ -19,13 +19,13 @@ pub(crate) struct CapsuleReader {
 
 impl CapsuleReader {
     /// Takes bytes read from the stream.
-    pub(crate) fn push(&mut self, bytes: &[u8]) {
+    pub fn push(&mut self, bytes: &[u8]) {
         self.frames.extend_from_slice(bytes);
     }
 
-    /// How many bytes it holds, not yet parsed.
-    #[cfg(feature = "fuzzing")]
-    pub(crate) fn held(&self) -> usize {
+    /// How many bytes it holds, not yet parsed: at most one frame and one capsule of
+    /// [`MAX_HEADER_BYTES`], with their headers, whatever arrives.
+    pub fn held(&self) -> usize {
         self.frames.len() + self.capsules.len()
     }
 
@@ -37,7 +37,7 @@ impl CapsuleReader {
     /// that is all here yet does not decode (a CLOSE shorter than its code) is malformed.
     /// Before, a short CLOSE read as "need more bytes" forever while DATA kept being
     /// appended. (The size check below is a second line, should the library's go.)
-    pub(crate) fn close(&mut self) -> Result<Option<(u32, String)>, String> {
+    pub fn close(&mut self) -> Result<Option<(u32, String)>, String> {
         loop {
             let mut cursor = &self.frames[..];
             let (Ok(kind), Ok(len)) = (VarInt::decode(&mut cursor), VarInt::decode(&mut cursor))
