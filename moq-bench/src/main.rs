@@ -208,6 +208,9 @@ async fn soak(args: SoakArgs) -> Result<(), String> {
             |(low, high)| format!("{low}..{high} after the baseline")
         ),
     );
+    if let Some((migrations, fallbacks)) = report.migrations {
+        println!("relay: peer migrations {migrations}, path fallbacks {fallbacks}");
+    }
     for loss in &report.losses {
         println!("  lost: {loss}");
     }

@@ -144,6 +144,9 @@ pub struct SoakReport {
     pub accounted_flat: bool,
     /// The media part, if it ran.
     pub media: Option<crate::media_soak::MediaReport>,
+    /// The relay's count, at the end, of connections that followed a client to a new
+    /// address and of paths it gave up and fell back from (`/metrics`), if it serves them.
+    pub migrations: Option<(u64, u64)>,
 }
 
 impl SoakReport {
@@ -316,6 +319,12 @@ pub async fn run(
         samples.push(sample);
     }
 
+    let migrations = relay.http_port.and_then(|port| {
+        let read = |name| crate::io::metric(port, name).ok();
+        read("moq_relay_quic_peer_migrations_total")
+            .zip(read("moq_relay_quic_path_fallbacks_total"))
+    });
+
     // Stop publishing, let the last messages arrive, then count what never did.
     counters.stop.store(true, Ordering::Relaxed);
     for churner in churners {
@@ -412,6 +421,7 @@ pub async fn run(
         long_group_frames: counters.long_group_frames.load(Ordering::Relaxed),
         accounted_range,
         accounted_flat,
+        migrations,
         samples,
         sent: counters.sent.load(Ordering::Relaxed),
         delivered: counters.delivered.load(Ordering::Relaxed),

@@ -4,8 +4,8 @@
 //! joining and leaving, announce churn, a group kept open for the whole run, media
 //! 1 -> 10, -05 and -04 clients in the same rooms (the relay translates), all through the
 //! impairment proxy at 1 % loss both ways, every client rotating its connection ID and
-//! every client's address rebound (a NAT's new mapping) twice. Nothing may be lost and no
-//! session may fail. Memory drift is the long soaks' to judge: two minutes are all
+//! every client's address rebound (a NAT's new mapping) twice. Nothing may be lost, no
+//! session may fail, and the relay must have followed clients to new addresses. Memory drift is the long soaks' to judge: two minutes are all
 //! warm-up (the baseline is the last sample, so the check passes by construction here).
 #![allow(missing_docs)]
 
@@ -44,4 +44,13 @@ fn two_minutes_of_every_load_through_a_lossy_rebinding_path_lose_nothing() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    // The rebindings moved the clients' connections (the relay followed them), so the
+    // soak tested what it says it did.
+    let migrations: u64 = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("relay: peer migrations "))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("no migration count in:\n{stdout}"));
+    assert!(migrations > 0, "no connection followed a client: {stdout}");
 }

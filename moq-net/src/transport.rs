@@ -82,6 +82,12 @@ pub struct TransportStats {
     pub packets_lost: u64,
     /// The sender's estimate of the available bandwidth, in bits per second.
     pub estimated_bitrate: Option<u64>,
+    /// Times the peer moved to a new address (a NAT that rebinds, a client that migrates)
+    /// and the connection followed it there, once the new address was validated.
+    pub peer_migrations: u64,
+    /// Times the transport gave the path the connection was on up (its checks of the
+    /// path failed) and fell back to an older one.
+    pub path_fallbacks: u64,
 }
 
 /// One connection: opens and accepts streams, sends and receives datagrams, closes.

@@ -73,6 +73,8 @@ struct Totals {
     bytes_sent: u64,
     bytes_received: u64,
     packets_lost: u64,
+    peer_migrations: u64,
+    path_fallbacks: u64,
 }
 
 impl Totals {
@@ -92,6 +94,8 @@ impl Totals {
         self.bytes_sent += stats.bytes_sent;
         self.bytes_received += stats.bytes_received;
         self.packets_lost += stats.packets_lost;
+        self.peer_migrations += stats.peer_migrations;
+        self.path_fallbacks += stats.path_fallbacks;
     }
 }
 
@@ -414,6 +418,18 @@ impl Metrics {
             "counter",
             "QUIC packets declared lost.",
             &one(totals.packets_lost),
+        );
+        metric(
+            "quic_peer_migrations_total",
+            "counter",
+            "Times a client's address changed (a NAT that rebinds, a client that moves) and its connection followed it there, once the new address was validated.",
+            &one(totals.peer_migrations),
+        );
+        metric(
+            "quic_path_fallbacks_total",
+            "counter",
+            "Times QUIC gave the path a connection was on up (a path check counted lost) and fell back to an older one; meanwhile what it sends goes where the client was last seen. Each is logged at debug.",
+            &one(totals.path_fallbacks),
         );
         let per_worker = |read: fn(&EndpointCounters) -> u64| -> Vec<(String, u64)> {
             self.workers

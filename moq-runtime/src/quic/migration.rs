@@ -148,6 +148,8 @@ pub(super) struct Migrations {
     last_seen: Option<(SocketAddr, SocketAddr)>,
     /// Times quiche's timers gave the active path up and it fell back to an older one.
     fallbacks: u64,
+    /// Times the peer moved to a new address and quiche followed it there.
+    moves: u64,
     /// Paths quiche gave up on and validated again, as the peer sent from them.
     revived: u64,
     /// The paths revived so far, the most recent last: quiche tells of a path's failure
@@ -199,6 +201,9 @@ impl Migrations {
             return Vec::new();
         }
         self.last_seen = None;
+        if before != now {
+            self.moves += 1;
+        }
         // Back on a path left earlier: packets for it go there again.
         self.left.retain(|left| left.path != now);
         let fell_back = !self.stranded.is_empty();
@@ -249,6 +254,12 @@ impl Migrations {
     /// Times quiche's timers gave the active path up and it fell back to an older one.
     pub(super) fn fallbacks(&self) -> u64 {
         self.fallbacks
+    }
+
+    /// Times the peer moved to a new address and quiche followed it there (a return to
+    /// a path quiche had fallen back from counts as one).
+    pub(super) fn moves(&self) -> u64 {
+        self.moves
     }
 
     /// quiche saw packets on a new path (`PathEvent::New`): it is under validation.

@@ -163,6 +163,8 @@ impl Session for QuicSession {
             bytes_received: stats.recv_bytes,
             packets_lost: stats.lost as u64,
             estimated_bitrate: path.and_then(|p| p.delivery_rate.checked_mul(8)),
+            peer_migrations: state.migrations.moves(),
+            path_fallbacks: state.migrations.fallbacks(),
         }
     }
 }

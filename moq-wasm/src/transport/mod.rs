@@ -342,5 +342,8 @@ fn transport_stats(stats: &WebTransportConnectionStats) -> TransportStats {
         bytes_received: count(stats.bytes_received()),
         packets_lost: count(stats.packets_lost()),
         estimated_bitrate: stats.estimated_send_rate().map(|rate| rate as u64),
+        // The browser does not say when its connection's path changes.
+        peer_migrations: 0,
+        path_fallbacks: 0,
     }
 }
