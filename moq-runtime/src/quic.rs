@@ -50,6 +50,7 @@ use kio::{WaiterList, WaiterSlot};
 use crate::urgency::Urgencies;
 
 mod cids;
+mod closing;
 mod fins;
 mod migration;
 mod pacing;
@@ -250,6 +251,9 @@ struct State {
     /// Given up on: quiche kept producing packets after a close without ever finishing.
     /// Sends nothing more, and counts as closed.
     abandoned: bool,
+    /// The datagram that carried our CONNECTION_CLOSE, sent again if the peer goes on
+    /// sending (`closing.rs`).
+    close_packet: Option<closing::ClosePacket>,
     /// The connection's path and the paths its peer left (`migration.rs`).
     migrations: migration::Migrations,
     /// The sequence number of the peer's connection ID this side sends to (`cids.rs`).
@@ -375,6 +379,7 @@ impl QuicConnection {
                     close_at: None,
                     closing_long_headers: 0,
                     abandoned: false,
+                    close_packet: None,
                     migrations: migration::Migrations::new(path),
                     dcid_in_use: 0,
                     heard_data: false,
@@ -402,9 +407,13 @@ impl QuicConnection {
             state.emit_before_acks();
         }
         let was_closed = state.conn.is_closed();
+        let closing = state.conn.local_error().is_some();
         let revive = state.revive_path(from, to);
         let result = state.conn.recv(datagram, quiche::RecvInfo { from, to });
         state.validate_path(revive, from, to);
+        if closing {
+            state.answer_with_close();
+        }
         // quiche closes a connection on a packet that ends in the server's stateless reset
         // token without a word (no error, no timeout): that silence is how it is told
         // apart, so that the reason says what happened.

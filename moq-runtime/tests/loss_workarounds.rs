@@ -1,4 +1,5 @@
-//! What working around quiche's lossy-path bugs costs stays bounded once the loss is over.
+//! What working around quiche's lossy-path bugs costs stays bounded once the loss is over;
+//! and a close that was lost is sent again.
 //!
 //! After a probe timeout every send stream is parked (`quic/parking.rs`), and each "done"
 //! from quiche is asked again once per parked stream, in case one of them is stuck at
@@ -175,4 +176,57 @@ fn send(track: &mut TrackProducer, timestamp: u64) {
     let mut group = track.append_group();
     group.write(timestamp, "hello");
     group.finish();
+}
+
+/// quiche sends a connection's CONNECTION_CLOSE once and drops what arrives while it
+/// closes. Regression: with that one datagram lost, the peer kept the connection (a
+/// chat member that had left, still in its room on the relay) until its idle timeout.
+/// The datagram goes again when the peer shows it did not hear it, at a rate that halves
+/// with each datagram received, a bounded number of times.
+#[test]
+fn a_lost_close_is_sent_again_while_the_peer_goes_on_sending() {
+    let runtime = BusyRuntime::default();
+    let (client, server) = connected_pair(&runtime, "lost-close", b"moq-lite-05");
+    client.close(0x17, "leaving");
+    let mut buf = [0u8; 65_536];
+    let mut lost = 0;
+    while let Ok(Some(_)) = client.send(&mut buf) {
+        lost += 1;
+    }
+    assert_eq!(lost, 1, "the close is one datagram, lost");
+
+    // The server, not knowing, goes on sending; the client answers the 1st, 2nd and 4th
+    // of its datagrams with the close, which is lost again each time.
+    let mut answered = Vec::new();
+    for received in 1..=5 {
+        server.ping();
+        while let Ok(Some((len, info))) = server.send(&mut buf) {
+            let _ = client.recv(&mut buf[..len], info.from, info.to);
+        }
+        if let Ok(Some(_)) = client.send(&mut buf) {
+            answered.push(received);
+        }
+        assert!(!server.is_closed());
+    }
+    assert_eq!(answered, [1, 2, 4]);
+
+    // The next answer reaches it: the server closes with the client's code and reason.
+    let mut delivered = false;
+    for _ in 0..3 {
+        server.ping();
+        while let Ok(Some((len, info))) = server.send(&mut buf) {
+            let _ = client.recv(&mut buf[..len], info.from, info.to);
+        }
+        while let Ok(Some((len, info))) = client.send(&mut buf) {
+            let _ = server.recv(&mut buf[..len], info.from, info.to);
+            delivered = true;
+        }
+    }
+    assert!(delivered, "the close went again on the 8th datagram");
+    assert!(
+        server.close_reason().contains("leaving"),
+        "the server heard the close: {}",
+        server.close_reason()
+    );
+    assert_eq!(client.loss_workarounds().closes_resent, 4);
 }

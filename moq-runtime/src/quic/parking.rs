@@ -212,6 +212,9 @@ pub struct LossWorkarounds {
     /// Times quiche's timers gave the active path up and it fell back to an older one;
     /// meanwhile what it sends goes where the peer was last seen (`migration.rs`).
     pub fallbacks: u64,
+    /// Times the datagram carrying our CONNECTION_CLOSE was sent again, the peer still
+    /// sending after it (`closing.rs`).
+    pub closes_resent: u32,
 }
 
 /// The connection's loss recovery, as the held FINs read it (`fins.rs`).
@@ -317,6 +320,7 @@ impl super::QuicConnection {
             new_paths_revalidated: state.migrations.revalidations(),
             failed_paths_revived: state.migrations.revived(),
             fallbacks: state.migrations.fallbacks(),
+            closes_resent: state.closes_resent(),
         }
     }
 }
