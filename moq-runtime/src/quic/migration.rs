@@ -77,8 +77,11 @@
 //! and if quiche gives that path up too (its own old probe counted lost the same way), it
 //! has no validated path left and closes the connection without a word. So while quiche
 //! is fallen back, what it sends on the path it fell back to goes where the peer was last
-//! seen: the peer acknowledges it from there, and its first packet revives the path. A
-//! packet from the path quiche fell back to shows the peer is there after all.
+//! seen: the peer acknowledges it from there, and its first packet revives the path. That
+//! path is challenged again at once too: the peer answers a challenge without the delay
+//! it may give an acknowledgement, and a path validated again is one quiche can take
+//! should it give up the one it fell back to before the peer's packet comes. A packet
+//! from the path quiche fell back to shows the peer is there after all.
 //!
 //! Remove once quiche declares such packets lost itself (cloudflare/quiche#2454) and
 //! retries a lost challenge on its own.
@@ -249,6 +252,11 @@ impl Migrations {
             return Vec::new();
         }
         self.on_peer_migrated(to, from, false)
+    }
+
+    /// Where the peer was last seen, while quiche is fallen back.
+    pub(super) fn last_seen(&self) -> Option<(SocketAddr, SocketAddr)> {
+        self.last_seen
     }
 
     /// Times quiche's timers gave the active path up and it fell back to an older one.
@@ -625,6 +633,11 @@ mod tests {
             "what quiche sends on the path it fell back to goes where the peer was last seen"
         );
         assert_eq!(migrations.fallbacks(), 1);
+        assert_eq!(
+            migrations.last_seen(),
+            Some((local, address(2))),
+            "challenged again at once"
+        );
         assert!(migrations.on_packet(address(2), local).is_empty());
         assert!(migrations.revive(address(2), local));
         // Validated again: a move, from the path quiche fell back to.
@@ -632,6 +645,7 @@ mod tests {
             migrations.on_peer_migrated(local, address(2), false),
             vec![(local, address(1))]
         );
+        assert_eq!(migrations.last_seen(), None);
     }
 
     #[test]

@@ -90,6 +90,13 @@ impl State {
                     }
                     let left = self.migrations.on_peer_migrated(local, peer, !received);
                     self.probe_paths_left(left);
+                    if let Some((local, last_seen)) =
+                        self.migrations.last_seen().filter(|_| !received)
+                    {
+                        // Validated again at once, the path is a candidate should quiche
+                        // give the one it fell back to up too (`migration.rs`).
+                        let _ = self.conn.probe_path(local, last_seen);
+                    }
                 }
                 quiche::PathEvent::New(local, peer) => {
                     tracing::trace!(%peer, "a new path");
