@@ -87,11 +87,15 @@ impl BusyRuntime {
     }
 }
 
-/// A fresh self-signed certificate for `localhost`, written to a temporary directory:
-/// (chain file, key file).
+/// A fresh self-signed certificate for `localhost`, written to a temporary directory of
+/// its own: (chain file, key file). Its own: tests running side by side in one process
+/// with the same `name` once shared one, and a test read a file another was writing
+/// (`TlsFail`).
 pub(crate) fn certificate_files(name: &str) -> (PathBuf, PathBuf) {
+    static WRITTEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let certificate = Certificate::self_signed(&["localhost".into()]).unwrap();
-    let dir = std::env::temp_dir().join(format!("moq-quiche-{name}-{}", std::process::id()));
+    let n = WRITTEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("moq-quiche-{name}-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (chain, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::write(&chain, certificate.chain_pem()).unwrap();
