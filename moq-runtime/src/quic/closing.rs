@@ -31,10 +31,11 @@ pub(super) struct ClosePacket {
 }
 
 impl State {
-    /// quiche produced `packet` while closing: the first such is the one carrying the
-    /// CONNECTION_CLOSE (quiche sends it once, alone but for an ACK), and is kept.
+    /// quiche produced `packet` while closing (the caller checked): the first such is the
+    /// one carrying the CONNECTION_CLOSE (quiche sends it once, alone but for an ACK), and
+    /// is kept.
     pub(super) fn remember_close(&mut self, packet: &[u8], info: quiche::SendInfo) {
-        if self.close_packet.is_none() && self.conn.local_error().is_some() {
+        if self.close_packet.is_none() {
             self.close_packet = Some(ClosePacket {
                 bytes: packet.to_vec(),
                 info,

@@ -465,11 +465,12 @@ impl State {
             Ok(Some((len, mut info))) => {
                 self.migrations.redirect(&mut info);
                 self.packets_emitted += 1;
-                if self.conn.local_error().is_some() {
+                let closing = self.conn.local_error().is_some();
+                if closing {
                     self.remember_close(&out[..len], info);
                 }
                 let long_header = out.first().is_some_and(|byte| byte & 0x80 != 0);
-                if long_header && self.conn.local_error().is_some() {
+                if long_header && closing {
                     self.closing_long_headers += 1;
                     if self.closing_long_headers > MAX_CLOSING_LONG_HEADERS {
                         tracing::debug!(
