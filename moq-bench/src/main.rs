@@ -190,6 +190,9 @@ async fn soak(args: SoakArgs) -> Result<(), String> {
         for error in media.errors.iter().take(20) {
             println!("  media error: {error}");
         }
+        for loss in &media.losses {
+            println!("  media lost: {loss}");
+        }
     }
     println!(
         "sent {} delivered {} lost {} churn cycles {} announcements {} long-group frames {} errors {} rss drift after minute {} {:+.2} % (max {:.1} %) accounted bytes {}",

@@ -4,6 +4,8 @@
 //! dropped or cut short counts too) lost a frame. Beside the chat of [`crate::soak`], it
 //! keeps long-lived streams of many packets going through the relay, which chat does not.
 
+use std::collections::BTreeSet;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -46,6 +48,9 @@ pub struct MediaReport {
     pub lost: u64,
     /// Sessions that ended during the soak, subscribers that never received a frame.
     pub errors: Vec<String>,
+    /// For the first few subscribers that lost frames: which, in which groups, and when
+    /// they were published (to find the moment in the relay's log).
+    pub losses: Vec<String>,
 }
 
 #[derive(Debug, Default)]
@@ -132,6 +137,7 @@ impl MediaSoak {
         tokio::time::sleep(Duration::from_secs(5)).await;
         let sent = self.counters.sent.load(Ordering::Relaxed);
         let mut errors = Vec::new();
+        let mut losses = Vec::new();
         let mut lost = 0;
         let heard = self
             .counters
@@ -142,7 +148,13 @@ impl MediaSoak {
             match heard {
                 // Numbers run from 0: the last sent is `sent - 1`.
                 Some(heard) => {
-                    lost += heard.missing.len() as u64 + (sent - 1).saturating_sub(heard.last)
+                    let mut runs = runs_of(&heard.missing);
+                    runs.extend(Some(heard.last + 1..sent).filter(|never| !never.is_empty()));
+                    let frames: u64 = runs.iter().map(|run| run.end - run.start).sum();
+                    lost += frames;
+                    if frames > 0 && losses.len() < SHOWN {
+                        losses.push(describe_loss(index, frames, &runs));
+                    }
                 }
                 None => errors.push(format!("media subscriber {index} received no frame")),
             }
@@ -165,8 +177,54 @@ impl MediaSoak {
             delivered: self.counters.delivered.load(Ordering::Relaxed),
             lost,
             errors,
+            losses,
         }
     }
+}
+
+/// Subscribers whose losses [`MediaReport::losses`] describes.
+const SHOWN: usize = 10;
+
+/// Subscriber `index`'s `frames` lost frames, in `runs` of consecutive numbers.
+fn describe_loss(index: usize, frames: u64, runs: &[Range<u64>]) -> String {
+    const RUNS: usize = 8;
+    let shown: Vec<String> = runs.iter().take(RUNS).map(describe_run).collect();
+    format!(
+        "media subscriber {index}: {frames} frames in {} runs: {}{}",
+        runs.len(),
+        shown.join(", "),
+        if runs.len() > RUNS { ", …" } else { "" }
+    )
+}
+
+/// A run of lost frames: their numbers, their groups, and when the first was published
+/// (minutes and seconds after the first frame).
+fn describe_run(run: &Range<u64>) -> String {
+    let (first, last) = (run.start, run.end - 1);
+    let groups = (first / FRAMES_PER_GROUP, last / FRAMES_PER_GROUP);
+    let seconds = first / RATE;
+    format!(
+        "frames {first}..={last} (group {}, published at {}:{:02})",
+        if groups.0 == groups.1 {
+            groups.0.to_string()
+        } else {
+            format!("{}..={}", groups.0, groups.1)
+        },
+        seconds / 60,
+        seconds % 60
+    )
+}
+
+/// `numbers` as runs of consecutive numbers, in order.
+fn runs_of(numbers: &BTreeSet<u64>) -> Vec<Range<u64>> {
+    let mut runs: Vec<Range<u64>> = Vec::new();
+    for &number in numbers {
+        match runs.last_mut() {
+            Some(run) if run.end == number => run.end += 1,
+            _ => runs.push(number..number + 1),
+        }
+    }
+    runs
 }
 
 /// Publishes numbered frames at [`RATE`] until the soak stops, each group's last frame
@@ -231,5 +289,23 @@ async fn read(seen: Origin, index: usize, counters: Arc<MediaCounters>) {
                 slot.get_or_insert_with(|| Heard::new(number)).hear(number);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lost_frames_are_told_as_runs_with_their_groups_and_time() {
+        let missing: BTreeSet<u64> = [5, 6, 7, 119, 120, 7_200].into_iter().collect();
+        let runs = runs_of(&missing);
+        assert_eq!(runs, vec![5..8, 119..121, 7_200..7_201]);
+        assert_eq!(
+            describe_loss(3, 6, &runs),
+            "media subscriber 3: 6 frames in 3 runs: frames 5..=7 (group 0, published at 0:00), \
+             frames 119..=120 (group 0..=1, published at 0:01), \
+             frames 7200..=7200 (group 60, published at 2:00)"
+        );
     }
 }
