@@ -134,8 +134,19 @@ impl MediaSoak {
     pub async fn stop(self) -> MediaReport {
         self.counters.stop.store(true, Ordering::Relaxed);
         let _ = self.task.await;
-        tokio::time::sleep(Duration::from_secs(5)).await;
         let sent = self.counters.sent.load(Ordering::Relaxed);
+        wait_for(crate::soak::LAST_ARRIVALS, || {
+            let heard = self
+                .counters
+                .heard
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            heard
+                .iter()
+                .flatten()
+                .all(|heard| heard.missing.is_empty() && heard.last + 1 >= sent)
+        })
+        .await;
         let mut errors = Vec::new();
         let mut losses = Vec::new();
         let mut lost = 0;
@@ -179,6 +190,14 @@ impl MediaSoak {
             errors,
             losses,
         }
+    }
+}
+
+/// Waits until `done`, or `patience` has passed.
+pub(crate) async fn wait_for(patience: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + patience;
+    while !done() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -519,7 +519,7 @@ fn sigterm_drains_live_sessions_exits_zero_and_ends_subscribers_cleanly() {
     let log_dir = tempfile::tempdir().unwrap();
     let log_path = log_dir.path().join("relay.log");
     let log = std::fs::File::create(&log_path).unwrap();
-    let mut relay = Relay::start_logging(&["--drain", "1", "--no-http"], "moq_relay=info", log);
+    let mut relay = Relay::start_logging(&["--drain", "1"], "moq_relay=info", log);
     let mut writer = relay
         .moq(&[
             "publish",
@@ -535,12 +535,12 @@ fn sigterm_drains_live_sessions_exits_zero_and_ends_subscribers_cleanly() {
         .spawn()
         .unwrap();
     let mut stdin = writer.stdin.take().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    relay.wait_for_sessions(1);
     // A subscriber waiting on a broadcast, and one reading a live one.
     let waiting = subscribe(&relay, &relay.url("moqt", "demo"), "nobody", 1);
     let reading = subscribe(&relay, &relay.url("https", "demo"), "live", 1000);
     writeln!(stdin, "first").unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    relay.wait_for_sessions(3);
 
     let status = relay.terminate();
     assert!(status.success(), "the relay's exit: {status}");
@@ -569,28 +569,27 @@ fn sigterm_on_the_io_uring_relay_admits_no_one_during_the_drain_and_exits() {
     let log_path = log_dir.path().join("relay.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let mut relay = Relay::start_logging(
-        &[
-            "--driver",
-            "uring",
-            "--workers",
-            "1",
-            "--drain",
-            "2",
-            "--no-http",
-        ],
+        &["--driver", "uring", "--workers", "1", "--drain", "2"],
         "moq_relay=debug,moq_runtime=debug",
         log,
     );
     // A session that does not leave on GOAWAY: the drain lasts its whole deadline.
     let reading = subscribe(&relay, &relay.url("moqt", "demo"), "live", 1000);
-    std::thread::sleep(Duration::from_millis(500));
+    relay.wait_for_sessions(1);
     let mut child = relay.child.take().expect("running");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let deadline = Instant::now() + PATIENCE;
+    while !std::fs::read_to_string(&log_path)
+        .unwrap()
+        .contains("the endpoint stops admitting")
+    {
+        assert!(Instant::now() < deadline, "the drain never began");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // Arrives during the drain: never becomes a session.
     let late = Command::new(moq_binary())
         .args(["subscribe", "--fingerprint", &relay.fingerprint])

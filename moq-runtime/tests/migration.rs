@@ -28,7 +28,9 @@ const FRAME: usize = 4_000;
 #[test]
 fn data_in_flight_to_the_address_a_peer_left_is_sent_again() {
     let workarounds = rebinding_mid_burst(None);
-    assert_eq!(workarounds.paths_left_probed, 1, "{workarounds:?}");
+    // At least once: a stall longer than the probe's timeout (a loaded machine) makes
+    // quiche count it lost and probe again.
+    assert!(workarounds.paths_left_probed >= 1, "{workarounds:?}");
 }
 
 /// The probe of the path left can be lost as well (quiche then gives that path up at

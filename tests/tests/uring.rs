@@ -502,9 +502,12 @@ fn a_backlog_of_datagrams_is_taken_a_budget_per_turn() {
 #[test]
 fn stopping_workers_cancels_their_park_wait() {
     let (_turn, server) = idle_server(2);
-    // Let both workers park (their futex wait armed).
-    std::thread::sleep(Duration::from_millis(50));
+    // Let both workers park (their futex wait armed), however long a busy machine takes.
     let counters = server.worker_counters();
+    let start = Instant::now();
+    while !counters.iter().all(|c| c.snapshot().parks > 0) && start.elapsed() < REAL_PATIENCE {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     server.join();
     let unclean: u64 = counters.iter().map(|c| c.snapshot().unclean_stops).sum();
     assert_eq!(unclean, 0, "every park wait ended when cancelled");

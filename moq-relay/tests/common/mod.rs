@@ -85,6 +85,16 @@ impl Relay {
         command
     }
 
+    /// Waits until the relay counts `sessions` open sessions (its `/metrics`).
+    pub(crate) fn wait_for_sessions(&self, sessions: usize) {
+        let deadline = Instant::now() + PATIENCE;
+        let line = format!("moq_relay_sessions {sessions}\n");
+        while !self.http_get("/metrics").contains(&line) {
+            assert!(Instant::now() < deadline, "never {sessions} sessions");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The body of `GET path` on the relay's HTTP side.
     pub(crate) fn http_get(&self, path: &str) -> String {
         let response = self.http_response(path);
