@@ -143,8 +143,10 @@ fn now_micros() -> u64 {
 }
 
 /// How long a track must keep a consumer to count as subscribed, or have none to count as
-/// left: a few round trips to the relay, which asks about a track before it subscribes.
-const QUIET: Duration = Duration::from_millis(250);
+/// left: a few round trips to the relay, which asks about a track before it subscribes,
+/// with room for a busy relay (at 250 ms, one on a loaded machine could subscribe after the
+/// track had ended, and its subscriber found it "not found").
+const QUIET: Duration = Duration::from_secs(1);
 
 /// Resolves once a subscriber came and stayed for [`QUIET`], or came and went and none
 /// came back within it.

@@ -353,6 +353,24 @@ async fn killing_a_middle_relay_moves_its_neighbours_to_the_other_route_and_it_r
     for relay in [c.relay(), d.relay(), d.relay()] {
         viewers.push(subscriber(relay, "room/alice", &tracks).await);
     }
+    // Every relay on the viewers' routes subscribed upstream before anything is sent: a
+    // subscription still on its way would start at a later group than the first.
+    let on_route = if on_d == 2 {
+        [&c, &d, &b]
+    } else {
+        [&c, &d, &c]
+    };
+    for node in on_route {
+        let upstream = || {
+            sample(
+                &node.relay().http_get("/metrics"),
+                "moq_relay_cluster_peer_upstream_subscriptions",
+                "direction=\"out\"",
+            )
+        };
+        let settled = until(|| (upstream() == Some(2)).then_some(())).await;
+        assert!(settled.is_some(), "{:?} upstream subscriptions", upstream());
+    }
 
     let (mut chat, mut video) = (producers.remove(0), producers.remove(0));
     let writer = tokio::spawn(async move {

@@ -535,12 +535,14 @@ fn sigterm_drains_live_sessions_exits_zero_and_ends_subscribers_cleanly() {
         .spawn()
         .unwrap();
     let mut stdin = writer.stdin.take().unwrap();
-    relay.wait_for_sessions(1);
+    relay.wait_for_metric("sessions", 1);
     // A subscriber waiting on a broadcast, and one reading a live one.
     let waiting = subscribe(&relay, &relay.url("moqt", "demo"), "nobody", 1);
     let reading = subscribe(&relay, &relay.url("https", "demo"), "live", 1000);
     writeln!(stdin, "first").unwrap();
-    relay.wait_for_sessions(3);
+    relay.wait_for_metric("sessions", 3);
+    // The reader's subscription is served: it is reading, not still subscribing.
+    relay.wait_for_metric("subscriptions", 1);
 
     let status = relay.terminate();
     assert!(status.success(), "the relay's exit: {status}");
@@ -575,7 +577,7 @@ fn sigterm_on_the_io_uring_relay_admits_no_one_during_the_drain_and_exits() {
     );
     // A session that does not leave on GOAWAY: the drain lasts its whole deadline.
     let reading = subscribe(&relay, &relay.url("moqt", "demo"), "live", 1000);
-    relay.wait_for_sessions(1);
+    relay.wait_for_metric("sessions", 1);
     let mut child = relay.child.take().expect("running");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),

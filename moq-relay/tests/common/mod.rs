@@ -85,12 +85,13 @@ impl Relay {
         command
     }
 
-    /// Waits until the relay counts `sessions` open sessions (its `/metrics`).
-    pub(crate) fn wait_for_sessions(&self, sessions: usize) {
+    /// Waits until the relay's `/metrics` reads `value` for the metric `name`
+    /// (`moq_relay_` left out).
+    pub(crate) fn wait_for_metric(&self, name: &str, value: u64) {
         let deadline = Instant::now() + PATIENCE;
-        let line = format!("moq_relay_sessions {sessions}\n");
+        let line = format!("moq_relay_{name} {value}\n");
         while !self.http_get("/metrics").contains(&line) {
-            assert!(Instant::now() < deadline, "never {sessions} sessions");
+            assert!(Instant::now() < deadline, "{name} never reached {value}");
             std::thread::sleep(Duration::from_millis(20));
         }
     }
