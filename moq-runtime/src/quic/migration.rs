@@ -289,8 +289,9 @@ impl Migrations {
     /// quiche gave up on a path (`PathEvent::FailedValidation`): the peer may still be
     /// there (its newest path, or even the validated active one: see the module's
     /// documentation), and its next packet from there revives it
-    /// ([`revive`](Self::revive)).
-    pub(super) fn on_validation_failed(&mut self, local: SocketAddr, peer: SocketAddr) {
+    /// ([`revive`](Self::revive)). Whether the path is newly failed (not already
+    /// waiting to be revived).
+    pub(super) fn on_validation_failed(&mut self, local: SocketAddr, peer: SocketAddr) -> bool {
         let path = (local, peer);
         if self
             .validating
@@ -298,12 +299,14 @@ impl Migrations {
         {
             self.validating = None;
         }
-        if !self.failed.contains(&path) {
-            if self.failed.len() == MOST_PATHS_LEFT {
-                self.failed.remove(0);
-            }
-            self.failed.push(path);
+        if self.failed.contains(&path) {
+            return false;
         }
+        if self.failed.len() == MOST_PATHS_LEFT {
+            self.failed.remove(0);
+        }
+        self.failed.push(path);
+        true
     }
 
     /// A packet from `from` to `to` is about to be received: whether it comes from a path

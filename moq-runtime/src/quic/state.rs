@@ -183,8 +183,11 @@ impl State {
             .filter(|path| self.migrations.watched().contains(path))
             .collect();
         for (local, peer) in failed {
-            tracing::debug!(conn = self.conn.trace_id(), %peer, "quiche gave a revived path up again");
-            self.migrations.on_validation_failed(local, peer);
+            // quiche keeps the path failed until the peer's next packet from it: told
+            // once, not at every timer until then.
+            if self.migrations.on_validation_failed(local, peer) {
+                tracing::debug!(conn = self.conn.trace_id(), %peer, "quiche gave a revived path up again");
+            }
         }
     }
 

@@ -150,7 +150,14 @@ fn a_path_given_up_on_is_revived_by_its_next_packet_once() {
     let local = address(443);
     let mut migrations = Migrations::new(Some((local, address(1))));
     migrations.on_new_path(local, address(2));
-    migrations.on_validation_failed(local, address(2));
+    assert!(
+        migrations.on_validation_failed(local, address(2)),
+        "newly failed"
+    );
+    assert!(
+        !migrations.on_validation_failed(local, address(2)),
+        "told once"
+    );
     assert!(!migrations.revive(address(3), local), "another path");
     assert!(migrations.revive(address(2), local));
     assert!(!migrations.revive(address(2), local), "once per failure");
