@@ -7,14 +7,23 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::chat::raw_quic_chat;
-use common::{BusyRuntime, connected_pair_with};
+use common::{BusyRuntime, connected_pair_measuring};
 use moq_runtime::quic::QuicConnection;
 
-/// quiche's pacer spaces packets at this rate at most (bytes per second): over a second
-/// per full packet. quiche reads the real clock, so a packet is held only if the loop
-/// asks for it before its predecessor's send time plus that spacing; at 14 ms a spacing
-/// (100 KB/s) a loaded CI machine preempted the loop that long and held nothing.
-const MAX_PACING_RATE: u64 = 1_000;
+/// The most quiche's pacer sends, in Mbit/s (quiche 0.30's BBRv2 reads
+/// `set_max_pacing_rate` in Mbit/s, not bytes per second as its documentation says): the
+/// least it takes, at least 9.6 ms a 1,200-byte packet, far above the 1 ms within which a
+/// packet counts as due, so a loop draining the connection meets a held packet however
+/// slowly it runs. (Unlimited, BBR's own rate on the in-memory pump spaced packets about
+/// 0.1 ms apart: a packet was held only if the loop ran faster than that for a whole
+/// window, which a loaded machine's did not.)
+const MAX_PACING_MBITS: u64 = 1;
+
+/// The server's first RTT sample. quiche also caps its congestion window at 1.25 times the
+/// pacing rate times the smoothed RTT: at the in-memory pump's microseconds of RTT that
+/// cap let nothing be sent at all; with 400 ms, one packet leaves and the next is dated
+/// over a second later.
+const FIRST_RTT: Duration = Duration::from_millis(400);
 
 #[test]
 fn a_paced_packet_waits_for_its_send_time() {
@@ -58,10 +67,11 @@ fn server_with_a_burst(
     algorithm: quiche::CongestionControlAlgorithm,
 ) -> (QuicConnection, BusyRuntime, common::chat::ChatSubscription) {
     let runtime = BusyRuntime::default();
-    let (client, server) = connected_pair_with(&runtime, "pacing", b"moq-lite-05", |config| {
-        config.set_cc_algorithm(algorithm);
-        config.set_max_pacing_rate(MAX_PACING_RATE);
-    });
+    let (client, server) =
+        connected_pair_measuring(&runtime, "pacing", b"moq-lite-05", FIRST_RTT, |config| {
+            config.set_cc_algorithm(algorithm);
+            config.set_max_pacing_rate(MAX_PACING_MBITS);
+        });
     let mut chat = raw_quic_chat(&runtime, &client, &server);
     chat.publish(&runtime, &client, &server, 1, 1);
     for index in 0..64 {

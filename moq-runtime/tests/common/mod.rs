@@ -192,6 +192,19 @@ pub(crate) fn connected_pair_with(
     alpn: &[u8],
     configure: impl FnOnce(&mut quiche::Config),
 ) -> (QuicConnection, QuicConnection) {
+    connected_pair_measuring(runtime, name, alpn, Duration::ZERO, configure)
+}
+
+/// [`connected_pair_with`], the client's first answer to the server held `first_rtt` of
+/// real time: the server's first RTT sample, so its smoothed RTT (an eighth of each later
+/// sample moves it).
+pub(crate) fn connected_pair_measuring(
+    runtime: &BusyRuntime,
+    name: &str,
+    alpn: &[u8],
+    first_rtt: Duration,
+    configure: impl FnOnce(&mut quiche::Config),
+) -> (QuicConnection, QuicConnection) {
     let (chain, key) = certificate_files(name);
     let mut server_config = config_with_alpn(Some((&chain, &key)), &[b"moq-lite-05", b"h3"]);
     configure(&mut server_config);
@@ -217,6 +230,10 @@ pub(crate) fn connected_pair_with(
         )
         .expect("accept"),
     );
+    // The client's Initial, the server's first flight (its RTT's start), then the wait.
+    pump(&client, &server);
+    pump(&server, &client);
+    std::thread::sleep(first_rtt);
     assert!(run_until(runtime, &client, &server, || client
         .is_established()
         && server.is_established()));
