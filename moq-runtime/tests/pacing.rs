@@ -11,7 +11,7 @@ use common::{BusyRuntime, connected_pair_measuring};
 use moq_runtime::quic::QuicConnection;
 
 /// The most quiche's pacer sends, in Mbit/s (quiche 0.30's BBRv2 reads
-/// `set_max_pacing_rate` in Mbit/s, not bytes per second as its documentation says): the
+/// `set_max_pacing_rate` in Mbit/s; its documentation gives no unit): the
 /// least it takes, at least 9.6 ms a 1,200-byte packet, far above the 1 ms within which a
 /// packet counts as due, so a loop draining the connection meets a held packet however
 /// slowly it runs. (Unlimited, BBR's own rate on the in-memory pump spaced packets about
