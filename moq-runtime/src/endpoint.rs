@@ -756,6 +756,7 @@ impl Endpoint {
             status.held_fin_at,
             status.kept_bytes_check_at,
             status.paced_at,
+            status.close_resend_at,
         ]
         .into_iter()
         .flatten()

@@ -126,6 +126,9 @@ pub struct ConnectionStatus {
     pub kept_bytes_check_at: Option<Instant>,
     /// When the packet held for its send time is due ([`QuicConnection::send_paced`]).
     pub paced_at: Option<Instant>,
+    /// When our CONNECTION_CLOSE goes again if the peer stays silent
+    /// ([`QuicConnection::on_timeout`] sends it).
+    pub close_resend_at: Option<Instant>,
     /// How many more connection IDs the peer would take from us (its
     /// `active_connection_id_limit` less those it holds): [`QuicConnection::issue_cid`].
     pub cids_wanted: usize,
@@ -460,6 +463,8 @@ impl QuicConnection {
     /// quiche kept still have not left ([`ConnectionStatus::kept_bytes_check_at`]).
     pub fn on_timeout(&self, now: Instant) {
         let mut state = self.shared.state.lock();
+        // Before quiche's timers: a late turn may also be the one quiche closes in.
+        state.resend_close_if_due(now);
         state.conn.on_timeout();
         state.notice_paths_failed_again();
         state.park_if_lossy(true);
@@ -533,6 +538,7 @@ impl QuicConnection {
             held_fin_at: state.held_fins.next_due(),
             kept_bytes_check_at: state.kept.check_at(),
             paced_at: state.paced.at(),
+            close_resend_at: state.close_resend_at(),
             // Only once established: the handshake gives the peer our first one.
             cids_wanted: if state.conn.is_established() {
                 state.conn.scids_left()

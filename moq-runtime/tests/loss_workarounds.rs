@@ -230,3 +230,51 @@ fn a_lost_close_is_sent_again_while_the_peer_goes_on_sending() {
     );
     assert_eq!(client.loss_workarounds().closes_resent, 4);
 }
+
+/// With a peer that sends nothing while we close, there is nothing to answer: the close
+/// goes again one and two probe timeouts after it last went, and the second copy, heard,
+/// closes the server with the client's code and reason.
+#[test]
+fn a_lost_close_is_sent_again_to_a_silent_peer() {
+    let runtime = BusyRuntime::default();
+    let (client, server) = connected_pair(&runtime, "lost-close-silent", b"moq-lite-05");
+    client.close(0x17, "leaving");
+    let mut buf = [0u8; 65_536];
+    let mut lost = 0;
+    while let Ok(Some(_)) = client.send(&mut buf) {
+        lost += 1;
+    }
+    assert_eq!(lost, 1, "the close is one datagram, lost");
+
+    // Its timer, with the time it names (quiche's own timers read the clock, and close the
+    // connection for good only three probe timeouts after the close).
+    let first = client.status().close_resend_at.expect("a copy is due");
+    client.on_timeout(first);
+    let mut copies = 0;
+    while let Ok(Some(_)) = client.send(&mut buf) {
+        copies += 1; // lost as well
+    }
+    assert_eq!(copies, 1, "the close went again once");
+    assert!(!server.is_closed());
+
+    let second = client
+        .status()
+        .close_resend_at
+        .expect("a second copy is due");
+    assert!(second > first);
+    client.on_timeout(second);
+    while let Ok(Some((len, info))) = client.send(&mut buf) {
+        let _ = server.recv(&mut buf[..len], info.from, info.to);
+    }
+    assert!(
+        server.close_reason().contains("leaving"),
+        "the server heard the close: {}",
+        server.close_reason()
+    );
+    assert_eq!(
+        client.status().close_resend_at,
+        None,
+        "two copies on the timer at most"
+    );
+    assert_eq!(client.loss_workarounds().closes_resent, 2);
+}
