@@ -185,15 +185,8 @@ fn send(track: &mut TrackProducer, timestamp: u64) {
 /// with each datagram received, a bounded number of times.
 #[test]
 fn a_lost_close_is_sent_again_while_the_peer_goes_on_sending() {
-    let runtime = BusyRuntime::default();
-    let (client, server) = connected_pair(&runtime, "lost-close", b"moq-lite-05");
-    client.close(0x17, "leaving");
+    let (client, server, _runtime) = a_lost_close("lost-close");
     let mut buf = [0u8; 65_536];
-    let mut lost = 0;
-    while let Ok(Some(_)) = client.send(&mut buf) {
-        lost += 1;
-    }
-    assert_eq!(lost, 1, "the close is one datagram, lost");
 
     // The server, not knowing, goes on sending; the client answers the 1st, 2nd and 4th
     // of its datagrams with the close, which is lost again each time.
@@ -236,15 +229,8 @@ fn a_lost_close_is_sent_again_while_the_peer_goes_on_sending() {
 /// closes the server with the client's code and reason.
 #[test]
 fn a_lost_close_is_sent_again_to_a_silent_peer() {
-    let runtime = BusyRuntime::default();
-    let (client, server) = connected_pair(&runtime, "lost-close-silent", b"moq-lite-05");
-    client.close(0x17, "leaving");
+    let (client, server, _runtime) = a_lost_close("lost-close-silent");
     let mut buf = [0u8; 65_536];
-    let mut lost = 0;
-    while let Ok(Some(_)) = client.send(&mut buf) {
-        lost += 1;
-    }
-    assert_eq!(lost, 1, "the close is one datagram, lost");
 
     // Its timer, with the time it names (quiche's own timers read the clock, and close the
     // connection for good only three probe timeouts after the close).
@@ -277,4 +263,19 @@ fn a_lost_close_is_sent_again_to_a_silent_peer() {
         "two copies on the timer at most"
     );
     assert_eq!(client.loss_workarounds().closes_resent, 2);
+}
+
+/// A connected pair whose client closed with code 0x17, "leaving", in one datagram that
+/// was lost.
+fn a_lost_close(name: &str) -> (QuicConnection, QuicConnection, BusyRuntime) {
+    let runtime = BusyRuntime::default();
+    let (client, server) = connected_pair(&runtime, name, b"moq-lite-05");
+    client.close(0x17, "leaving");
+    let mut buf = [0u8; 65_536];
+    let mut lost = 0;
+    while let Ok(Some(_)) = client.send(&mut buf) {
+        lost += 1;
+    }
+    assert_eq!(lost, 1, "the close is one datagram, lost");
+    (client, server, runtime)
 }

@@ -88,21 +88,11 @@ impl State {
         }
         close.resent_on_timer += 1;
         close.resend_at = (close.resent_on_timer < SILENT_RESENDS).then(|| now + close.every);
-        if close.resent == MOST_RESENDS {
-            return;
-        }
-        close.resent += 1;
-        tracing::debug!(
-            conn = self.conn.trace_id(),
-            resent = close.resent,
-            "no word from the peer since our close: sending it again"
-        );
-        self.outbox.push_back((close.bytes.clone(), close.info));
+        self.send_close_again("no word from the peer since our close: sending it again");
     }
 
     /// A datagram arrived while closing: the peer may not have heard the close. On the
-    /// 1st, 2nd, 4th… one, the close goes again (in the outbox, which the endpoint's next
-    /// transmit pass empties).
+    /// 1st, 2nd, 4th… one, the close goes again.
     pub(super) fn answer_with_close(&mut self) {
         let Some(close) = self.close_packet.as_mut() else {
             return;
@@ -112,15 +102,22 @@ impl State {
         if close.resend_at.is_some() {
             close.resend_at = Some(Instant::now() + close.every);
         }
-        if !close.received.is_power_of_two() || close.resent == MOST_RESENDS {
+        if close.received.is_power_of_two() {
+            self.send_close_again("the peer is still sending after our close: sending it again");
+        }
+    }
+
+    /// Puts the close in the outbox (which the endpoint's next transmit pass empties),
+    /// unless it went [`MOST_RESENDS`] times again already.
+    fn send_close_again(&mut self, why: &'static str) {
+        let Some(close) = self.close_packet.as_mut() else {
+            return;
+        };
+        if close.resent == MOST_RESENDS {
             return;
         }
         close.resent += 1;
-        tracing::debug!(
-            conn = self.conn.trace_id(),
-            resent = close.resent,
-            "the peer is still sending after our close: sending it again"
-        );
+        tracing::debug!(conn = self.conn.trace_id(), resent = close.resent, "{why}");
         self.outbox.push_back((close.bytes.clone(), close.info));
     }
 
