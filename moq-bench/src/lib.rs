@@ -17,6 +17,7 @@
 pub mod ablation;
 pub mod chart;
 pub mod cluster;
+mod heard;
 pub mod io;
 pub mod load;
 pub mod media_soak;

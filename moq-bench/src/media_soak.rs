@@ -14,8 +14,8 @@ use bytes::Bytes;
 use moq_net::model::{Announcement, BroadcastProducer, Frame, Origin, Track};
 use moq_net::session::{Session, SessionConfig};
 
+use crate::heard::Heard;
 use crate::load::Target;
-use crate::soak::Heard;
 
 /// Frames per second.
 const RATE: u64 = 60;

@@ -23,7 +23,7 @@
 //! warm-up minutes within the allowed drift, and accounted bytes flat (at most 1.5 times
 //! the baseline sample's, plus 256 KiB).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,6 +32,7 @@ use bytes::Bytes;
 use moq_net::model::{Announcement, BroadcastConsumer, BroadcastProducer, Origin, Track};
 use moq_net::session::{Session, SessionConfig};
 
+use crate::heard::Heard;
 use crate::load::Target;
 use crate::relay::RelayProcess;
 
@@ -165,35 +166,6 @@ impl SoakReport {
 }
 
 /// The counters every member shares.
-/// What one reader heard of one publisher's numbered messages.
-#[derive(Debug)]
-pub(crate) struct Heard {
-    /// The highest number.
-    pub(crate) last: u64,
-    /// Numbers below it not heard (yet).
-    pub(crate) missing: BTreeSet<u64>,
-}
-
-impl Heard {
-    /// Starting at the first number heard.
-    pub(crate) fn new(first: u64) -> Self {
-        Self {
-            last: first,
-            missing: BTreeSet::new(),
-        }
-    }
-
-    /// Notes a number: one past `last + 1` leaves a gap, one in a gap fills it.
-    pub(crate) fn hear(&mut self, number: u64) {
-        if number > self.last {
-            self.missing.extend(self.last + 1..number);
-            self.last = number;
-        } else {
-            self.missing.remove(&number);
-        }
-    }
-}
-
 #[derive(Debug, Default)]
 struct Counters {
     sent: AtomicU64,
@@ -785,22 +757,5 @@ async fn read(broadcast: BroadcastConsumer, reader: Option<u32>, counters: Arc<C
                     .fetch_sub(missing - now_missing, Ordering::Relaxed);
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Heard;
-
-    #[test]
-    fn a_number_arriving_after_a_later_one_is_late_not_lost() {
-        let mut heard = Heard::new(1);
-        heard.hear(2);
-        heard.hear(5);
-        assert_eq!(heard.missing.iter().copied().collect::<Vec<_>>(), [3, 4]);
-        heard.hear(4);
-        heard.hear(6);
-        assert_eq!(heard.missing.iter().copied().collect::<Vec<_>>(), [3]);
-        assert_eq!(heard.last, 6);
     }
 }
