@@ -154,7 +154,16 @@ impl RelayProcess {
     fn exit_report(&self, during: &str, status: ExitStatus) -> String {
         let text = std::fs::read_to_string(&self.stderr).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
-        let tail = lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n  ");
+        let tail_start = lines.len().saturating_sub(STDERR_TAIL_LINES);
+        let mut tail = lines[tail_start..].join("\n  ");
+        // A panic's message comes before its backtrace, which the tail alone may cut off.
+        if let Some(at) = lines[..tail_start]
+            .iter()
+            .position(|line| line.contains("panicked at"))
+        {
+            let panic = lines[at..lines.len().min(at + 3)].join("\n  ");
+            tail = format!("{panic}\n  …\n  {tail}");
+        }
         if tail.is_empty() {
             format!("the relay exited {during} ({status}) and wrote nothing to stderr")
         } else {
