@@ -518,7 +518,8 @@ impl Endpoint {
             // quiche closes the connection on most errors (with PROTOCOL_VIOLATION for
             // many): this line is the only place that says which.
             if *error != quiche::Error::Done {
-                tracing::debug!(%from, %error, "quiche refused a packet");
+                let conn = entry.connection.trace_id();
+                tracing::debug!(conn, %from, %error, "quiche refused a packet");
             }
         }
         // Receiving may have produced packets (ACKs, the handshake) and moved the timer.
@@ -674,6 +675,7 @@ impl Endpoint {
                 conn = connection.trace_id(),
                 peer = ?connection.peer_address(),
                 reason = %connection.close_reason(),
+                paths = %connection.paths(),
                 "connection closed"
             );
             if let Some(entry) = self.connections[index].take() {

@@ -470,7 +470,7 @@ impl QuicConnection {
         state.park_if_lossy(true);
         state.check_kept_bytes(now);
         if state.migrations.may_probe_again() {
-            state.probe_paths_left_again();
+            state.probe_paths_left_again(now);
         }
         if !state.held_fins.is_empty() {
             let state = &mut *state;
@@ -587,6 +587,19 @@ impl QuicConnection {
     pub fn peer_address(&self) -> Option<SocketAddr> {
         let state = self.shared.state.lock();
         migration::active_path(&state.conn).map(|path| path.peer_addr)
+    }
+
+    /// Every path quiche keeps, for a log line: peer address, validation state, and
+    /// which one is active (why a connection that went silent after its peer moved did).
+    pub fn paths(&self) -> String {
+        let state = self.shared.state.lock();
+        let paths: Vec<String> = (state.conn.path_stats())
+            .map(|path| {
+                let active = if path.active { " active" } else { "" };
+                format!("{} {:?}{active}", path.peer_addr, path.validation_state)
+            })
+            .collect();
+        paths.join(", ")
     }
 
     /// Closes the connection with an application `code` and `reason`.

@@ -23,7 +23,15 @@
 //! A probe can be lost too, and quiche then gives the old path up at once (a server
 //! path's anti-amplification credit, spent long ago, is below a probe's size): the path
 //! is marked failed, and quiche probes it no more. A path left that quiche marked failed
-//! is probed again at the connection's next timer, up to [`MOST_PROBES`] times.
+//! is probed again, up to [`MOST_PROBES`] times, each time [`PROBE_AGAIN_AFTER`] later
+//! than the last, doubled: only a path quiche marked *failed*, not one whose probe is
+//! still in flight (under validation), and never faster than a probe can be answered.
+//! Both once went wrong together: every path left counted as failed while its probe was
+//! in flight, and was probed again at each of the connection's timers, every few
+//! milliseconds; every challenge added is one more that quiche counts lost when the
+//! path's timer fires, and within 40 ms every path left had failed. quiche then gave the
+//! active path up too, found no path to fall back to, and closed the connection without
+//! a word (two chat members of the 2-hour soak).
 //!
 //! A new path's validation can stall as well. A server may send on a path it has not
 //! validated only three times what it received there, so its PATH_CHALLENGE is padded to
@@ -105,6 +113,13 @@ pub(super) const MOST_PATHS_LEFT: usize = 4;
 /// so a handful makes a path whose data stays stranded vanishingly rare.
 pub(super) const MOST_PROBES: u8 = 6;
 
+/// The least time between a path left's first probe and its second, doubled for each
+/// further one (0.1, 0.2, 0.4, 0.8 and 1.6 s: the last probe 3.1 s after the first).
+/// quiche may count a challenge lost as soon as the path's loss-detection timer fires,
+/// an RTT or less after it was sent, so the wait is what gives each probe time to be
+/// answered on a path of a few hundred milliseconds.
+pub(super) const PROBE_AGAIN_AFTER: Duration = Duration::from_millis(100);
+
 /// A path the peer left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct LeftPath {
@@ -112,6 +127,30 @@ struct LeftPath {
     path: (SocketAddr, SocketAddr),
     /// Probes sent on it so far.
     probes: u8,
+    /// When the last probe was seen sent: the first of the connection's timers after it
+    /// ([`Migrations::take_paths_to_probe_again`] reads the time; a path event does not).
+    probed_at: Option<Instant>,
+}
+
+impl LeftPath {
+    /// A path left, probed once.
+    fn probed_once(path: (SocketAddr, SocketAddr)) -> Self {
+        Self {
+            path,
+            probes: 1,
+            probed_at: None,
+        }
+    }
+
+    /// Whether it may be probed again at `now`: fewer than [`MOST_PROBES`] so far, and
+    /// the last one old enough.
+    fn due(&self, now: Instant) -> bool {
+        let Some(probed_at) = self.probed_at else {
+            return false;
+        };
+        let wait = PROBE_AGAIN_AFTER * (1u32 << (self.probes.saturating_sub(1)).min(15));
+        self.probes < MOST_PROBES && now >= probed_at + wait
+    }
 }
 
 /// The connection's active path: the one it sends on (another than the first after a
@@ -220,7 +259,7 @@ impl Migrations {
             // Probes sent before quiche fell back may have been lost with the peer's
             // old address: every path left is probed again, its count started afresh.
             for left in &mut self.left {
-                left.probes = 1;
+                *left = LeftPath::probed_once(left.path);
                 probe.push(left.path);
             }
         }
@@ -229,7 +268,7 @@ impl Migrations {
             if self.left.len() == MOST_PATHS_LEFT {
                 self.left.remove(0);
             }
-            self.left.push(LeftPath { path, probes: 1 });
+            self.left.push(LeftPath::probed_once(path));
             if !probe.contains(&path) {
                 probe.push(path);
             }
@@ -383,10 +422,13 @@ impl Migrations {
         self.revalidations
     }
 
-    /// The paths left to probe again: those quiche gave up on (`failed`: their probe was
-    /// lost), each at most [`MOST_PROBES`] times in all.
+    /// After the connection's timers ran at `now`: the paths left to probe again, those
+    /// quiche gave up on (`failed`: quiche marked them failed, their probe lost; not one
+    /// under validation, whose probe may still be answered), each at most
+    /// [`MOST_PROBES`] times in all and [`PROBE_AGAIN_AFTER`], doubled, after the last.
     pub(super) fn take_paths_to_probe_again(
         &mut self,
+        now: Instant,
         mut failed: impl FnMut((SocketAddr, SocketAddr)) -> bool,
     ) -> Vec<(SocketAddr, SocketAddr)> {
         let mut again = Vec::new();
@@ -395,8 +437,12 @@ impl Migrations {
             return again;
         }
         for left in &mut self.left {
-            if left.probes < MOST_PROBES && failed(left.path) {
+            if left.probed_at.is_none() {
+                // The first look since the probe was asked for: it has left by now.
+                left.probed_at = Some(now);
+            } else if left.due(now) && failed(left.path) {
                 left.probes += 1;
+                left.probed_at = Some(now);
                 self.probed += 1;
                 again.push(left.path);
             }

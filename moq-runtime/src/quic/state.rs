@@ -173,13 +173,7 @@ impl State {
         if self.migrations.watched().is_empty() {
             return;
         }
-        let failed: Vec<(SocketAddr, SocketAddr)> = self
-            .conn
-            .path_stats()
-            // quiche 0.30 exports `PathStats::validation_state` but not its type: its
-            // name is the only way to tell a failed path from one under validation.
-            .filter(|path| format!("{:?}", path.validation_state) == "Failed")
-            .map(|path| (path.local_addr, path.peer_addr))
+        let failed: Vec<(SocketAddr, SocketAddr)> = failed_paths(&self.conn)
             .filter(|path| self.migrations.watched().contains(path))
             .collect();
         for (local, peer) in failed {
@@ -191,12 +185,15 @@ impl State {
         }
     }
 
-    /// Probes again each path the peer left whose probe quiche gave up on
-    /// (`migration.rs`): quiche marks such a path failed (not validated).
-    pub(super) fn probe_paths_left_again(&mut self) {
+    /// After quiche's timers ran at `now`: probes again each path the peer left whose
+    /// probe quiche gave up on (`migration.rs`): quiche marks such a path failed.
+    pub(super) fn probe_paths_left_again(&mut self, now: Instant) {
+        let mut failed: Option<Vec<(SocketAddr, SocketAddr)>> = None;
         let conn = &self.conn;
-        let again = self.migrations.take_paths_to_probe_again(|(local, peer)| {
-            conn.is_path_validated(local, peer) == Ok(false)
+        let again = self.migrations.take_paths_to_probe_again(now, |path| {
+            failed
+                .get_or_insert_with(|| failed_paths(conn).collect())
+                .contains(&path)
         });
         for (local, left) in again {
             tracing::debug!(conn = self.conn.trace_id(), %left, "probing a path left again: its probe was lost");
@@ -549,4 +546,14 @@ impl State {
         }
         Ok(Some((chunk.freeze(), fin)))
     }
+}
+
+/// The paths quiche marked failed, as (local address, peer address): not those under
+/// validation, whose challenge may still be answered.
+fn failed_paths(conn: &quiche::Connection) -> impl Iterator<Item = (SocketAddr, SocketAddr)> + '_ {
+    conn.path_stats()
+        // quiche 0.30 exports `PathStats::validation_state` but not its type: its name is
+        // the only way to tell a failed path from one under validation.
+        .filter(|path| format!("{:?}", path.validation_state) == "Failed")
+        .map(|path| (path.local_addr, path.peer_addr))
 }

@@ -1,6 +1,6 @@
 //! `Migrations` alone: which paths are probed, redirected, revived and challenged.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::*;
 
@@ -88,21 +88,68 @@ fn a_path_left_whose_probe_was_lost_is_probed_again_a_bounded_number_of_times() 
     let local = address(443);
     let mut migrations = Migrations::new(Some((local, address(1))));
     migrations.on_peer_migrated(local, address(2), false);
+    let start = Instant::now();
     assert!(
-        migrations.take_paths_to_probe_again(|_| false).is_empty(),
-        "nothing again while the probe may be answered"
+        migrations
+            .take_paths_to_probe_again(start, |_| true)
+            .is_empty(),
+        "nothing again at the first timer after the probe"
     );
+    let mut at = start;
     let mut again = 0;
     while migrations.may_probe_again() {
+        at += PROBE_AGAIN_AFTER * (1 << again);
         assert_eq!(
-            migrations.take_paths_to_probe_again(|path| path == (local, address(1))),
+            migrations.take_paths_to_probe_again(at, |path| path == (local, address(1))),
             vec![(local, address(1))]
         );
         again += 1;
     }
     assert_eq!(again, usize::from(MOST_PROBES) - 1);
-    assert!(migrations.take_paths_to_probe_again(|_| true).is_empty());
+    assert!(
+        migrations
+            .take_paths_to_probe_again(at + Duration::from_secs(60), |_| true)
+            .is_empty()
+    );
     assert_eq!(migrations.probed(), u64::from(MOST_PROBES));
+}
+
+/// Regression: every path left counted as failed while its probe was still in flight
+/// (quiche's "not validated" covers both), and was probed again at each of the
+/// connection's timers, milliseconds apart; within 40 ms quiche had failed every path
+/// left and, with nothing to fall back to, closed the connection without a word (two
+/// chat members of the 2-hour soak).
+#[test]
+fn a_path_left_is_probed_again_only_once_failed_and_never_sooner_than_the_backoff() {
+    let local = address(443);
+    let mut migrations = Migrations::new(Some((local, address(1))));
+    migrations.on_peer_migrated(local, address(2), false);
+    let start = Instant::now();
+    migrations.take_paths_to_probe_again(start, |_| true);
+    // Timers a millisecond apart, quiche marking the path failed at each.
+    let mut probed = Vec::new();
+    for ms in 1..=3_100u64 {
+        let now = start + Duration::from_millis(ms);
+        if !migrations
+            .take_paths_to_probe_again(now, |_| true)
+            .is_empty()
+        {
+            probed.push(ms);
+        }
+    }
+    assert_eq!(probed, [100, 300, 700, 1_500, 3_100]);
+
+    // Under validation (its probe in flight), a path is not probed again however late.
+    let mut migrations = Migrations::new(Some((local, address(1))));
+    migrations.on_peer_migrated(local, address(2), false);
+    migrations.take_paths_to_probe_again(start, |_| false);
+    let late = start + Duration::from_secs(10);
+    assert!(
+        migrations
+            .take_paths_to_probe_again(late, |_| false)
+            .is_empty()
+    );
+    assert_eq!(migrations.probed(), 1);
 }
 
 #[test]
@@ -222,7 +269,9 @@ fn a_path_given_up_on_that_the_peer_left_is_a_path_left() {
             .is_empty()
     );
     assert!(
-        migrations.take_paths_to_probe_again(|_| true).is_empty(),
+        migrations
+            .take_paths_to_probe_again(Instant::now() + Duration::from_secs(60), |_| true)
+            .is_empty(),
         "no probe while the peer's address is unknown"
     );
     // The peer shows up at 3: both 1 and 2 are paths left, probed and redirected.
@@ -243,8 +292,10 @@ fn probes_spent_while_quiche_had_fallen_back_start_afresh() {
     migrations.on_peer_migrated(local, address(2), false);
     migrations.on_peer_migrated(local, address(3), false);
     // Every probe of 1 and 2 lost: they went to 3, which the peer then left too.
+    let mut now = Instant::now();
     while migrations.may_probe_again() {
-        migrations.take_paths_to_probe_again(|_| true);
+        migrations.take_paths_to_probe_again(now, |_| true);
+        now += Duration::from_secs(10);
     }
     // quiche gives 3 up and falls back to 2; the peer shows up at 4.
     migrations.on_validation_failed(local, address(3));
