@@ -16,7 +16,7 @@ fn group(workers: usize) -> (Vec<GroupSocket>, SocketAddr) {
     )
     .unwrap();
     let address = sockets[0].local_addr().unwrap();
-    moq_runtime::steering::attach(&sockets[0]).unwrap();
+    moq_runtime::steering::attach(&sockets[0], workers).unwrap();
     (sockets, address)
 }
 
@@ -47,10 +47,19 @@ fn short_header(worker: u8) -> Vec<u8> {
     packet
 }
 
-/// A long-header (Initial) packet with a client-chosen connection ID.
+/// A long-header (Initial) packet with a client-chosen connection ID of `seed` bytes.
 fn long_header(seed: u8) -> Vec<u8> {
     let mut packet = vec![0xc0, 0, 0, 0, 1, 8];
     packet.extend_from_slice(&[seed; 8]);
+    packet.extend_from_slice(&[0; 40]);
+    packet
+}
+
+/// A long-header (Handshake) packet to a connection ID of `worker`'s.
+fn long_header_to(worker: u8) -> Vec<u8> {
+    let cid = CidGenerator::new(worker).generate().unwrap();
+    let mut packet = vec![0xe0, 0, 0, 0, 1, cid.as_bytes().len() as u8];
+    packet.extend_from_slice(cid.as_bytes());
     packet.extend_from_slice(&[0; 40]);
     packet
 }
@@ -74,24 +83,44 @@ fn a_short_header_packet_reaches_the_worker_its_connection_id_names() {
     }
 }
 
+/// A client's Initials go by the connection ID it chose, from whatever address: a NAT
+/// that rebinds it mid-handshake does not move its handshake to another worker.
 #[test]
-fn long_header_packets_of_one_client_all_reach_one_worker() {
+fn a_clients_initials_reach_one_worker_from_every_address() {
     for workers in [2usize, 4] {
         let (sockets, address) = group(workers);
         let mut used = vec![false; workers];
-        for port in 0..64u8 {
-            let client = client();
-            // A client's Initials (and the rest of its handshake) go by the 4-tuple:
-            // wherever the first went, the retransmissions follow.
-            let first = landing(&sockets, &client, address, &long_header(port));
-            for retransmission in 0..5 {
-                let again = landing(&sockets, &client, address, &long_header(retransmission));
-                assert_eq!(again, first, "{workers} workers");
+        for chosen in 0..16u8 {
+            let first = landing(&sockets, &client(), address, &long_header(chosen));
+            for _ in 0..5 {
+                // Rebound: another source port.
+                let again = landing(&sockets, &client(), address, &long_header(chosen));
+                assert_eq!(again, first, "{workers} workers, ID {chosen}");
             }
             used[first] = true;
         }
-        // The fallback is the kernel's hash, not one fixed socket.
-        assert!(used.iter().filter(|&&u| u).count() > 1, "{used:?}");
+        // The clients spread over the workers.
+        assert!(used.iter().all(|&u| u), "{used:?}");
+    }
+}
+
+/// Regression: long-header packets went by the kernel's 4-tuple hash, so once a client
+/// used our connection ID (its Handshake packets, its Initials after ours), a NAT that
+/// rebound it sent them to whichever worker the new 4-tuple hashed to: that worker
+/// dropped the Handshake packets and took an Initial for a new connection (which failed
+/// to decrypt it), and the client's handshake stalled (the 2-hour soak on tokio thread
+/// per core, a churner connecting as the NAT rebound).
+#[test]
+fn long_header_packets_to_our_connection_id_reach_its_worker_from_every_address() {
+    for workers in [2usize, 4] {
+        let (sockets, address) = group(workers);
+        for _ in 0..20 {
+            let client = client();
+            for worker in 0..workers {
+                let reached = landing(&sockets, &client, address, &long_header_to(worker as u8));
+                assert_eq!(reached, worker, "{workers} workers");
+            }
+        }
     }
 }
 
