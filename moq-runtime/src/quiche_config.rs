@@ -147,7 +147,6 @@ pub fn server_config(
         quiche::Config::with_boring_ssl_ctx_builder(quiche::PROTOCOL_VERSION, builder)?;
     config.verify_peer(false);
     apply(&mut config, limits);
-    config.set_active_connection_id_limit(MAX_CLIENT_PATHS);
     Ok(config)
 }
 
@@ -209,8 +208,10 @@ fn apply(config: &mut quiche::Config, limits: &QuicLimits) {
     config.enable_dgram(true, 1024, 1024);
     config.set_cc_algorithm(limits.congestion_control.algorithm());
     // quiche gives the peer spare connection IDs only up to the lower of both sides'
-    // limits: ours must allow the spares the endpoint hands out.
-    config.set_active_connection_id_limit(MAX_SPARE_CIDS as u64 + 1);
+    // limits, so both sides take as many as a server keeps paths: a client gives its
+    // server one for each (`endpoint/cids.rs`). A server's endpoint still gives each
+    // client only its `MAX_SPARE_CIDS`.
+    config.set_active_connection_id_limit(MAX_CLIENT_PATHS);
 }
 
 /// A TLS context presenting `certificate`: its chain (leaf first) and private key, parsed

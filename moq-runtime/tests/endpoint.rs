@@ -13,6 +13,7 @@ use moq_net::transport::Session as _;
 use moq_runtime::cid::{CID_LEN, ConnectionId};
 use moq_runtime::endpoint::{Endpoint, MAX_SPARE_CIDS, SILENCE_PROBE, SILENCE_PROBES, Transmit};
 use moq_runtime::quic::QuicConnection;
+use moq_runtime::quiche_config::MAX_CLIENT_PATHS;
 use moq_runtime::reset::StatelessResetKey;
 
 const CLIENT: SocketAddr =
@@ -306,6 +307,37 @@ fn a_client_rotating_connection_ids_uses_a_new_one_each_time() {
         }
         assert!(!connection.is_closed(), "rotation {rotation}");
     }
+}
+
+/// A server needs one of its client's connection IDs for each address the client is seen
+/// at (quiche keeps a path for each, and retires none): a client endpoint gives its
+/// server one for every path the server keeps. With the four spares a server gives its
+/// clients, the client's sixth address found none (the 2-hour rebinding soaks cut
+/// members off from there on).
+#[test]
+fn a_client_gives_its_server_a_connection_id_for_each_path_it_keeps() {
+    let runtime = BusyRuntime::default();
+    // The limits of `moq_runtime::quiche_config`'s client and server configurations.
+    let (chain, key) = certificate_files("client-cids");
+    let mut client_config = config(None);
+    client_config.set_active_connection_id_limit(MAX_CLIENT_PATHS);
+    let mut server_config = config(Some((&chain, &key)));
+    server_config.set_active_connection_id_limit(MAX_CLIENT_PATHS);
+    let now = Instant::now();
+    let mut client = Endpoint::new(client_config, CLIENT, 0, 100, now);
+    let mut server = Endpoint::new(server_config, SERVER, 3, 100, now);
+    let connection = client.connect("localhost", SERVER, Instant::now()).unwrap();
+    let accepted = established(&runtime, &mut client, &mut server, &connection);
+    let wanted = MAX_CLIENT_PATHS as usize - 1;
+    assert!(
+        run_until(&runtime, &mut client, &mut server, |_, _| {
+            accepted.spare_peer_cids() == wanted
+        }),
+        "the server holds {} spare IDs of the client's, not {wanted}",
+        accepted.spare_peer_cids()
+    );
+    // And a server gives its client no more than its spares.
+    assert_eq!(connection.spare_peer_cids(), MAX_SPARE_CIDS);
 }
 
 /// A client that was receiving data from its server and hears nothing for a second sends

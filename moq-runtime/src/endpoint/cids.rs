@@ -5,14 +5,25 @@
 use super::{Endpoint, MAX_SPARE_CIDS, Transmit};
 use crate::cid::ConnectionId;
 use crate::quic::QuicConnection;
+use crate::quiche_config::MAX_CLIENT_PATHS;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 
 impl Endpoint {
     /// Takes back the connection IDs the peer retired, and tops its spare ones up to what
-    /// it takes (at most [`MAX_SPARE_CIDS`]), each naming this worker: a client switching
-    /// IDs or moving to a new address, as RFC 9000 lets it at any time, still steers to
-    /// the worker that owns its connection.
+    /// it takes, each naming this worker. A server gives each client at most
+    /// [`MAX_SPARE_CIDS`]: a client switching IDs or moving to a new address, as RFC 9000
+    /// lets it at any time, still steers to the worker that owns its connection. A client
+    /// gives its server one for each path the server may keep ([`MAX_CLIENT_PATHS`]).
+    ///
+    /// Why the client gives so many: a server needs an ID of the client's for each of
+    /// the client's addresses, and quiche 0.30 retires none of a path the client left
+    /// (`migration.rs`). With four spares, the client's sixth address (a NAT's fifth
+    /// rebinding) found none, and quiche gave the new path the active path's ID. Every
+    /// member the 2-hour rebinding soaks cut off (four) was at its sixth address or
+    /// later, none before, and the one whose end the relay's log shows whole had quiche
+    /// give that path up, fall back, and then refuse the client's next packet from it
+    /// (`InvalidState`), closing the connection.
     pub(super) fn rotate_cids(&mut self, index: usize, connection: &QuicConnection, wanted: usize) {
         let Some(entry) = self.connections[index].as_mut() else {
             return;
@@ -21,9 +32,14 @@ impl Endpoint {
             self.by_cid.remove(&retired);
             entry.cids.retain(|cid| *cid != retired);
         }
+        // The IDs routed to it: a server connection's are the client's first choice, ours
+        // and the spares; a client connection's, ours and the spares.
+        let most = match entry.client {
+            Some(_) => MAX_SPARE_CIDS + 2,
+            None => MAX_CLIENT_PATHS as usize,
+        };
         for _ in 0..wanted {
-            // The IDs routed to it: the client's first choice, ours, and the spares.
-            if entry.cids.len() >= MAX_SPARE_CIDS + 2 {
+            if entry.cids.len() >= most {
                 break;
             }
             let Ok(cid) = self.cids.generate() else {

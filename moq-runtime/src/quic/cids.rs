@@ -19,6 +19,12 @@ impl QuicConnection {
         })
     }
 
+    /// How many of the connection IDs the peer gave are not in use: what this side can
+    /// give a new path (a server, one for each new address of its client).
+    pub fn spare_peer_cids(&self) -> usize {
+        self.shared.state.lock().conn.available_dcids()
+    }
+
     /// A connection ID of ours the peer retired (it routes nothing any more), if any.
     pub fn retired_cid(&self) -> Option<Vec<u8>> {
         let mut state = self.shared.state.lock();

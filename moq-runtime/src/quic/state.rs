@@ -190,14 +190,16 @@ impl State {
     pub(super) fn probe_paths_left_again(&mut self, now: Instant) {
         let mut failed: Option<Vec<(SocketAddr, SocketAddr)>> = None;
         let conn = &self.conn;
-        let again = self.migrations.take_paths_to_probe_again(now, |(local, peer)| {
-            // A cheap lookup first: a path left stays validated once its probe is
-            // answered, and connections that moved long ago ask at every timer.
-            conn.is_path_validated(local, peer) == Ok(false)
-                && failed
-                    .get_or_insert_with(|| failed_paths(conn).collect())
-                    .contains(&(local, peer))
-        });
+        let again = self
+            .migrations
+            .take_paths_to_probe_again(now, |(local, peer)| {
+                // A cheap lookup first: a path left stays validated once its probe is
+                // answered, and connections that moved long ago ask at every timer.
+                conn.is_path_validated(local, peer) == Ok(false)
+                    && failed
+                        .get_or_insert_with(|| failed_paths(conn).collect())
+                        .contains(&(local, peer))
+            });
         for (local, left) in again {
             tracing::debug!(conn = self.conn.trace_id(), %left, "probing a path left again: its probe was lost");
             if let Err(error) = self.conn.probe_path(local, left) {
