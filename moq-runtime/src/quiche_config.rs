@@ -6,7 +6,7 @@ use std::time::Duration;
 use moq_net::coding::Version;
 
 use crate::binding::Binding;
-use crate::endpoint::{MAX_DATAGRAM, MAX_SPARE_CIDS};
+use crate::endpoint::MAX_DATAGRAM;
 use crate::tls::Certificate;
 
 /// The QUIC limits a connection is configured with (its transport parameters), and its
@@ -99,9 +99,11 @@ impl Default for QuicLimits {
 /// peer, its `active_connection_id_limit`) and never frees one the client left
 /// (cloudflare/quiche#2743, unreleased), so a client behind a NAT that rebinds more
 /// often than this, over one connection, is cut off at the next rebinding: its packets
-/// from a new address are dropped. The client still gets only [`MAX_SPARE_CIDS`] spare
-/// IDs from us (the endpoint routes no more); a peer may give us up to this many, and
-/// each path costs its own loss recovery, so it is not unbounded either.
+/// from a new address are dropped. Both sides take this many connection IDs from the
+/// other: a client gives its server one for each path (`endpoint/cids.rs`), while a
+/// client still gets only [`crate::endpoint::MAX_SPARE_CIDS`] spares from us (the
+/// endpoint routes no more). Each path costs its own loss recovery, so it is not
+/// unbounded either.
 pub const MAX_CLIENT_PATHS: u64 = 16;
 
 /// Why a quiche configuration could not be built.
