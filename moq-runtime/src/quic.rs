@@ -593,7 +593,9 @@ impl QuicConnection {
     /// which one is active (why a connection that went silent after its peer moved did).
     pub fn paths(&self) -> String {
         let state = self.shared.state.lock();
-        let paths: Vec<String> = (state.conn.path_stats())
+        let paths: Vec<String> = state
+            .conn
+            .path_stats()
             .map(|path| {
                 let active = if path.active { " active" } else { "" };
                 format!("{} {:?}{active}", path.peer_addr, path.validation_state)
