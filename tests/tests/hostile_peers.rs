@@ -11,4 +11,4 @@
 /// The relay driver every test of this file runs on.
 const DRIVER: moq_relay::config::Driver = moq_relay::config::Driver::Tokio;
 
-include!("hostile/suite.rs");
+mod hostile;

@@ -1,8 +1,8 @@
-//! The hostile-peer suite (`hostile/suite.rs`, described in `hostile_peers.rs`) on the
+//! The hostile-peer suite (`hostile/`, described in `hostile_peers.rs`) on the
 //! relay's io_uring driver, two workers.
 #![allow(missing_docs)]
 
 /// The relay driver every test of this file runs on.
 const DRIVER: moq_relay::config::Driver = moq_relay::config::Driver::Uring;
 
-include!("hostile/suite.rs");
+mod hostile;
