@@ -413,6 +413,7 @@ impl QuicConnection {
         let closing = state.conn.local_error().is_some();
         let revive = state.revive_path(from, to);
         let result = state.conn.recv(datagram, quiche::RecvInfo { from, to });
+        state.note_refused(&result, from);
         state.validate_path(revive, from, to);
         if closing {
             state.answer_with_close();
@@ -592,16 +593,7 @@ impl QuicConnection {
     /// Every path quiche keeps, for a log line: peer address, validation state, and
     /// which one is active (why a connection that went silent after its peer moved did).
     pub fn paths(&self) -> String {
-        let state = self.shared.state.lock();
-        let paths: Vec<String> = state
-            .conn
-            .path_stats()
-            .map(|path| {
-                let active = if path.active { " active" } else { "" };
-                format!("{} {:?}{active}", path.peer_addr, path.validation_state)
-            })
-            .collect();
-        paths.join(", ")
+        state::describe_paths(&self.shared.state.lock().conn)
     }
 
     /// Closes the connection with an application `code` and `reason`.

@@ -160,7 +160,16 @@ impl State {
             self.probe_paths_left(left);
         }
         if revived {
-            self.emit_now();
+            let emitted = self.packets_emitted;
+            let stopped_by = self.emit_now();
+            tracing::debug!(
+                conn = self.conn.trace_id(),
+                peer = %from,
+                packets = self.packets_emitted - emitted,
+                ?stopped_by,
+                paths = %describe_paths(&self.conn),
+                "what left right after the packet that revived a path"
+            );
         } else if self.migrations.revalidate(from, to, Instant::now) {
             let _ = self.conn.probe_path(to, from);
         }
@@ -426,12 +435,13 @@ impl State {
     /// stream to retransmit it from), or a congestion window too full to emit it.
     pub(super) fn emit_before_acks(&mut self) {
         self.lone_fin = false;
-        self.emit_now();
+        let _ = self.emit_now();
     }
 
     /// Puts whatever quiche has to send into packets now; they wait in the outbox for
-    /// the endpoint's next transmit pass.
-    pub(super) fn emit_now(&mut self) {
+    /// the endpoint's next transmit pass. Returns the error that stopped quiche short of
+    /// "nothing more to send", if one did.
+    pub(super) fn emit_now(&mut self) -> Option<quiche::Error> {
         let size = self.conn.max_send_udp_payload_size();
         loop {
             let mut packet = vec![0; size];
@@ -440,8 +450,26 @@ impl State {
                     packet.truncate(len);
                     self.outbox.push_back((packet, info));
                 }
-                Ok(None) | Err(_) => break,
+                Ok(None) => return None,
+                Err(error) => return Some(error),
             }
+        }
+    }
+
+    /// After quiche refused a packet from `from` (and closed the connection, for most
+    /// errors): the state of every path, which is what a refusal after a NAT rebinding
+    /// depends on.
+    pub(super) fn note_refused(&self, result: &Result<usize, quiche::Error>, from: SocketAddr) {
+        if let Err(error) = result
+            && *error != quiche::Error::Done
+        {
+            tracing::debug!(
+                conn = self.conn.trace_id(),
+                %from,
+                %error,
+                paths = %describe_paths(&self.conn),
+                "the paths when quiche refused a packet"
+            );
         }
     }
 
@@ -555,6 +583,19 @@ impl State {
 
 /// The paths quiche marked failed, as (local address, peer address): not those under
 /// validation, whose challenge may still be answered.
+/// Every path of `conn`: the peer's address, quiche's validation state, and which one is
+/// active (`127.0.0.1:4433 Validated active, …`).
+pub(super) fn describe_paths(conn: &quiche::Connection) -> String {
+    let paths: Vec<String> = conn
+        .path_stats()
+        .map(|path| {
+            let active = if path.active { " active" } else { "" };
+            format!("{} {:?}{active}", path.peer_addr, path.validation_state)
+        })
+        .collect();
+    paths.join(", ")
+}
+
 fn failed_paths(conn: &quiche::Connection) -> impl Iterator<Item = (SocketAddr, SocketAddr)> + '_ {
     conn.path_stats()
         // quiche 0.30 exports `PathStats::validation_state` but not its type: its name is
