@@ -581,8 +581,6 @@ impl State {
     }
 }
 
-/// The paths quiche marked failed, as (local address, peer address): not those under
-/// validation, whose challenge may still be answered.
 /// Every path of `conn`: the peer's address, quiche's validation state, and which one is
 /// active (`127.0.0.1:4433 Validated active, …`).
 pub(super) fn describe_paths(conn: &quiche::Connection) -> String {
@@ -596,6 +594,8 @@ pub(super) fn describe_paths(conn: &quiche::Connection) -> String {
     paths.join(", ")
 }
 
+/// The paths quiche marked failed, as (local address, peer address): not those under
+/// validation, whose challenge may still be answered.
 fn failed_paths(conn: &quiche::Connection) -> impl Iterator<Item = (SocketAddr, SocketAddr)> + '_ {
     conn.path_stats()
         // quiche 0.30 exports `PathStats::validation_state` but not its type: its name is
