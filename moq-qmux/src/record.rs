@@ -177,6 +177,9 @@ mod tests {
         let mut wire = BytesMut::from(&[0x0a, 0x00, 0x43, 0xe8][..]);
         wire.extend_from_slice(&[0u8; 100]);
         reader.buffer().extend_from_slice(&wire);
-        assert!(matches!(reader.next_record(), Err(RecordError::TooLarge { .. })));
+        assert!(matches!(
+            reader.next_record(),
+            Err(RecordError::TooLarge { .. })
+        ));
     }
 }

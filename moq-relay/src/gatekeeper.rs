@@ -66,7 +66,10 @@ impl Gatekeeper {
             request.reject(StatusCode::SERVICE_UNAVAILABLE, moq_net::Error::Cancel);
             return None;
         }
-        if binding == Binding::WebTransport && self.metrics.session_count() >= self.max_sessions {
+        // WebTransport and WebSocket clients name their path (and token) in their request;
+        // raw QUIC, TLS and TCP ones in SETUP, once the session runs.
+        let path_in_request = matches!(binding, Binding::WebTransport | Binding::WebSocket);
+        if path_in_request && self.metrics.session_count() >= self.max_sessions {
             tracing::warn!(?remote, "refused: limits.max_sessions reached");
             self.metrics.refused(Refusal::TooManySessions);
             request.reject(
@@ -75,7 +78,7 @@ impl Gatekeeper {
             );
             return None;
         }
-        if binding == Binding::Quic && self.metrics.pending_count() >= self.max_pending_setup {
+        if !path_in_request && self.metrics.pending_count() >= self.max_pending_setup {
             tracing::warn!(?remote, "refused: limits.max_pending_setup reached");
             self.metrics.refused(Refusal::TooManyPending);
             request.reject(
@@ -84,9 +87,9 @@ impl Gatekeeper {
             );
             return None;
         }
-        let session = match binding {
-            // The path (and token) came with the CONNECT: decide now.
-            Binding::WebTransport => {
+        let session = match path_in_request {
+            // The path (and token) came with the request: decide now.
+            true => {
                 let path = request.path().unwrap_or_default();
                 match self
                     .authorizer
@@ -94,7 +97,7 @@ impl Gatekeeper {
                 {
                     Ok(grant) if grant.peer => {
                         // It may be a peer: its SETUP says whether it is a relay.
-                        tracing::info!(?remote, %version, root = %grant.root, "webtransport session");
+                        tracing::info!(?remote, %version, root = %grant.root, "{binding} session");
                         let (cluster, metrics, origins) =
                             (self.cluster.clone(), self.metrics.clone(), grant.origins);
                         let hook = Authorize::new(move |setup| {
@@ -108,7 +111,7 @@ impl Gatekeeper {
                         request.accept_with(self.session_config(Origins::default(), Some(hook)))
                     }
                     Ok(grant) => {
-                        tracing::info!(?remote, %version, root = %grant.root, "webtransport session");
+                        tracing::info!(?remote, %version, root = %grant.root, "{binding} session");
                         request.accept_with(self.session_config(grant.origins, None))
                     }
                     Err(error) => {
@@ -124,7 +127,7 @@ impl Gatekeeper {
                 }
             }
             // The path arrives in SETUP: the session decides when it does.
-            Binding::Quic => {
+            false => {
                 let (authorizer, origin, metrics, max_sessions, cluster) = (
                     self.authorizer.clone(),
                     self.origin.clone(),
@@ -145,7 +148,7 @@ impl Gatekeeper {
                         }
                         Ok(mut grant) => {
                             let peer = grant.peer && is_peer(setup);
-                            tracing::info!(?remote, %version, root = %grant.root, peer, "quic session");
+                            tracing::info!(?remote, %version, root = %grant.root, peer, "{binding} session");
                             if peer {
                                 record_peer(&cluster, &metrics, id, remote);
                             }
@@ -166,7 +169,7 @@ impl Gatekeeper {
                 request.accept_with(self.session_config(Origins::default(), Some(hook)))
             }
         };
-        Some(self.watch(id, session, binding == Binding::WebTransport))
+        Some(self.watch(id, session, path_in_request))
     }
 
     /// What a session starts from: `origins` (or what `authorize` decides at its SETUP).

@@ -1,5 +1,5 @@
-//! One transport type for both moq-lite bindings, so that one runtime (whose `Transport`
-//! is a single type) serves raw QUIC and WebTransport sessions on the same port.
+//! One transport type for every moq-lite binding, so that one runtime (whose `Transport`
+//! is a single type) serves raw QUIC, WebTransport and QMux sessions side by side.
 
 use std::task::Poll;
 
@@ -9,6 +9,8 @@ use moq_net::coding::Version;
 use moq_net::transport::{
     RecvStream, SendStream, Session, StreamError, StreamPriority, TransportError, TransportStats,
 };
+
+use moq_qmux::{QmuxRecvStream, QmuxSendStream, QmuxSession};
 
 use crate::quic::{QuicRecvStream, QuicSendStream, QuicSession};
 use crate::webtransport::{WebTransportRecvStream, WebTransportSendStream, WebTransportSession};
@@ -22,15 +24,31 @@ pub enum Binding {
     /// WebTransport over HTTP/3: ALPN `h3`; the version is chosen in the CONNECT
     /// (`wt-available-protocols`), the path is the CONNECT's.
     WebTransport,
+    /// QMux over a WebSocket (`ws://`, `wss://`): the version is chosen by the
+    /// subprotocol (`qmux-01.moq-lite-05`), the path is the upgrade request's.
+    WebSocket,
+    /// QMux over TLS over TCP (`tls://`): the version is chosen by ALPN
+    /// (`qmux-01.moq-lite-05`); the path arrives in SETUP.
+    Tls,
+    /// QMux over plain TCP (`tcp://`, trusted networks only): the version is chosen in
+    /// the QMux transport parameters; the path arrives in SETUP.
+    Tcp,
 }
 
 impl Binding {
-    /// The ALPN a connection of this binding at `version` offers.
-    pub fn alpn(self, version: Version) -> &'static str {
+    /// The QUIC ALPN a connection of this binding at `version` offers (`None` for the
+    /// QMux bindings, which are not QUIC).
+    pub fn alpn(self, version: Version) -> Option<&'static str> {
         match self {
-            Self::Quic => version.alpn(),
-            Self::WebTransport => crate::webtransport::ALPN,
+            Self::Quic => Some(version.alpn()),
+            Self::WebTransport => Some(crate::webtransport::ALPN),
+            Self::WebSocket | Self::Tls | Self::Tcp => None,
         }
+    }
+
+    /// Whether it runs over QMux on a byte stream (no datagrams, no migration).
+    pub fn is_qmux(self) -> bool {
+        matches!(self, Self::WebSocket | Self::Tls | Self::Tcp)
     }
 
     /// The binding a negotiated ALPN names, if it is one of ours.
@@ -42,13 +60,26 @@ impl Binding {
         Version::from_alpn(alpn).map(|_| Self::Quic)
     }
 
-    /// `"quic"` or `"webtransport"`, for logs and metrics.
+    /// `"quic"`, `"webtransport"`, `"websocket"`, `"tls"` or `"tcp"`, for logs and
+    /// metrics.
     pub fn name(self) -> &'static str {
         match self {
             Self::Quic => "quic",
             Self::WebTransport => "webtransport",
+            Self::WebSocket => "websocket",
+            Self::Tls => "tls",
+            Self::Tcp => "tcp",
         }
     }
+
+    /// Every binding, for metrics that list each.
+    pub const ALL: [Binding; 5] = [
+        Self::Quic,
+        Self::WebTransport,
+        Self::WebSocket,
+        Self::Tls,
+        Self::Tcp,
+    ];
 }
 
 impl std::fmt::Display for Binding {
@@ -57,7 +88,8 @@ impl std::fmt::Display for Binding {
     }
 }
 
-/// A session over either binding: raw QUIC (ALPN `moq-lite-05` or another version) or WebTransport (ALPN `h3`).
+/// A session over any binding: raw QUIC (ALPN `moq-lite-05` or another version),
+/// WebTransport (ALPN `h3`), or QMux over a WebSocket, TLS or TCP.
 #[derive(Debug)]
 pub enum BindingSession {
     /// Raw QUIC: MoQ streams are QUIC streams.
@@ -65,6 +97,13 @@ pub enum BindingSession {
     /// WebTransport over HTTP/3 (boxed: it carries the HTTP/3 state besides the
     /// connection handle).
     WebTransport(Box<WebTransportSession>),
+    /// QMux over a byte stream, which of them `binding` says.
+    Qmux {
+        /// The session.
+        session: QmuxSession,
+        /// Its carrier: [`Binding::WebSocket`], [`Binding::Tls`] or [`Binding::Tcp`].
+        binding: Binding,
+    },
 }
 
 /// The sending half of a stream of a [`BindingSession`].
@@ -74,6 +113,8 @@ pub enum BindingSendStream {
     Quic(QuicSendStream),
     /// A WebTransport stream.
     WebTransport(WebTransportSendStream),
+    /// A QMux stream.
+    Qmux(QmuxSendStream),
 }
 
 /// The receiving half of a stream of a [`BindingSession`].
@@ -83,6 +124,8 @@ pub enum BindingRecvStream {
     Quic(QuicRecvStream),
     /// A WebTransport stream.
     WebTransport(WebTransportRecvStream),
+    /// A QMux stream.
+    Qmux(QmuxRecvStream),
 }
 
 impl BindingSession {
@@ -91,6 +134,7 @@ impl BindingSession {
         match self {
             Self::Quic(_) => Binding::Quic,
             Self::WebTransport(_) => Binding::WebTransport,
+            Self::Qmux { binding, .. } => *binding,
         }
     }
 }
@@ -107,12 +151,26 @@ impl From<WebTransportSession> for BindingSession {
     }
 }
 
-/// Runs `$body` on whichever binding `$value` holds (for methods that return no stream).
+/// Runs `$body` on whichever session `$value` holds (for methods that return no stream).
+macro_rules! either_session {
+    ($value:expr, $inner:ident => $body:expr) => {
+        match $value {
+            Self::Quic($inner) => $body,
+            Self::WebTransport($inner) => $body,
+            Self::Qmux {
+                session: $inner, ..
+            } => $body,
+        }
+    };
+}
+
+/// Runs `$body` on whichever stream `$value` holds.
 macro_rules! either {
     ($value:expr, $inner:ident => $body:expr) => {
         match $value {
             Self::Quic($inner) => $body,
             Self::WebTransport($inner) => $body,
+            Self::Qmux($inner) => $body,
         }
     };
 }
@@ -132,6 +190,9 @@ impl Session for BindingSession {
             Self::WebTransport(session) => session
                 .poll_open_uni(waiter)
                 .map_ok(BindingSendStream::WebTransport),
+            Self::Qmux { session, .. } => session
+                .poll_open_uni(waiter)
+                .map_ok(BindingSendStream::Qmux),
         }
     }
 
@@ -149,6 +210,9 @@ impl Session for BindingSession {
                     BindingRecvStream::WebTransport(recv),
                 )
             }),
+            Self::Qmux { session, .. } => session.poll_open_bidi(waiter).map_ok(|(send, recv)| {
+                (BindingSendStream::Qmux(send), BindingRecvStream::Qmux(recv))
+            }),
         }
     }
 
@@ -163,6 +227,9 @@ impl Session for BindingSession {
             Self::WebTransport(session) => session
                 .poll_accept_uni(waiter)
                 .map_ok(BindingRecvStream::WebTransport),
+            Self::Qmux { session, .. } => session
+                .poll_accept_uni(waiter)
+                .map_ok(BindingRecvStream::Qmux),
         }
     }
 
@@ -182,35 +249,40 @@ impl Session for BindingSession {
                     )
                 })
             }
+            Self::Qmux { session, .. } => {
+                session.poll_accept_bidi(waiter).map_ok(|(send, recv)| {
+                    (BindingSendStream::Qmux(send), BindingRecvStream::Qmux(recv))
+                })
+            }
         }
     }
 
     fn send_datagram(&mut self, payload: Bytes) -> Result<(), TransportError> {
-        either!(self, session => session.send_datagram(payload))
+        either_session!(self, session => session.send_datagram(payload))
     }
 
     fn poll_recv_datagram(&mut self, waiter: &Waiter) -> Poll<Result<Bytes, TransportError>> {
-        either!(self, session => session.poll_recv_datagram(waiter))
+        either_session!(self, session => session.poll_recv_datagram(waiter))
     }
 
     fn max_datagram_size(&self) -> Option<usize> {
-        either!(self, session => session.max_datagram_size())
+        either_session!(self, session => session.max_datagram_size())
     }
 
     fn close(&mut self, code: u64, reason: &str) {
-        either!(self, session => session.close(code, reason))
+        either_session!(self, session => session.close(code, reason))
     }
 
     fn poll_closed(&mut self, waiter: &Waiter) -> Poll<TransportError> {
-        either!(self, session => session.poll_closed(waiter))
+        either_session!(self, session => session.poll_closed(waiter))
     }
 
     fn protocol(&self) -> Option<&str> {
-        either!(self, session => session.protocol())
+        either_session!(self, session => session.protocol())
     }
 
     fn stats(&self) -> TransportStats {
-        either!(self, session => session.stats())
+        either_session!(self, session => session.stats())
     }
 }
 

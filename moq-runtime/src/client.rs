@@ -12,6 +12,13 @@
 //! - `https://host:port/path` is WebTransport over HTTP/3 (ALPN `h3`; port 443 unless
 //!   given): the path and query go in the extended CONNECT, offering the versions in
 //!   `wt-available-protocols` (the server picks the first it has).
+//! - `ws://host:port/path` and `wss://…` are QMux over a WebSocket (port 80 or 443
+//!   unless given), offering each version over each QMux draft as a subprotocol
+//!   (`qmux-01.moq-lite-05`, [`crate::qmux`]); the path and query go in the upgrade
+//!   request.
+//! - `tls://host:port/path` is QMux over TLS over TCP, the same names offered as ALPNs;
+//!   `tcp://host:port/path` is QMux over plain TCP (trusted networks only), the versions
+//!   offered in the QMux transport parameters. The path and query go in SETUP.
 
 use std::net::SocketAddr;
 use std::task::Poll;
@@ -119,7 +126,7 @@ pub struct Target {
     pub binding: Binding,
     /// The host to resolve, and the TLS server name.
     pub host: String,
-    /// The UDP port.
+    /// The port (UDP for QUIC, TCP for the QMux bindings).
     pub port: u16,
     /// The whole URL (a WebTransport CONNECT sends it).
     pub url: url::Url,
@@ -162,9 +169,12 @@ impl Target {
         let binding = match parsed.scheme() {
             "moqt" | "moql" => Binding::Quic,
             "https" => Binding::WebTransport,
+            "ws" | "wss" => Binding::WebSocket,
+            "tls" => Binding::Tls,
+            "tcp" => Binding::Tcp,
             _ => {
                 return Err(bad(
-                    "the scheme must be moqt:// (raw QUIC) or https:// (WebTransport)",
+                    "the scheme must be moqt:// (raw QUIC), https:// (WebTransport), ws:// or wss:// (WebSocket), tls:// or tcp://",
                 ));
             }
         };
@@ -175,8 +185,7 @@ impl Target {
             .trim_end_matches(']')
             .to_owned();
         let port = parsed
-            .port()
-            .or((binding == Binding::WebTransport).then_some(443))
+            .port_or_known_default()
             .ok_or_else(|| bad("no port"))?;
         Ok(Self {
             binding,
@@ -184,6 +193,12 @@ impl Target {
             port,
             url: parsed,
         })
+    }
+
+    /// Whether the carrier is encrypted by TLS of its own over TCP (`wss://`, `tls://`);
+    /// the QUIC bindings always are, by QUIC.
+    pub fn tls_over_tcp(&self) -> bool {
+        matches!(self.url.scheme(), "wss" | "tls")
     }
 
     /// The path and query, as SETUP carries them on raw QUIC (`/room?jwt=…`).
@@ -266,6 +281,9 @@ pub struct ClientSetup<R: Runtime> {
     runtime: R,
     /// `None` once done.
     connection: Option<QuicConnection>,
+    /// A QMux carrier's session and the version its negotiation settled, instead of a
+    /// QUIC connection; `None` once done.
+    qmux: Option<(BindingSession, Version)>,
     session: SessionConfig,
     /// What was offered, in order of preference.
     versions: Vec<Version>,
@@ -319,6 +337,7 @@ where
         Ok(Self {
             runtime,
             connection: Some(connection),
+            qmux: None,
             session: config.session.clone(),
             versions: config.versions.clone(),
             path: target.path(),
@@ -326,6 +345,29 @@ where
             setup_timeout: config.handshake_timeout,
             establishing: None,
         })
+    }
+
+    /// Starts on a QMux carrier's `session` (`binding`: WebSocket, TLS or TCP), whose
+    /// negotiation settled `version`, to `target`, on `runtime`.
+    pub fn qmux(
+        runtime: R,
+        session: moq_qmux::QmuxSession,
+        binding: Binding,
+        version: Version,
+        target: &Target,
+        config: &ClientConfig,
+    ) -> Self {
+        Self {
+            runtime,
+            connection: None,
+            qmux: Some((BindingSession::Qmux { session, binding }, version)),
+            session: config.session.clone(),
+            versions: config.versions.clone(),
+            path: target.path(),
+            webtransport: None,
+            setup_timeout: config.handshake_timeout,
+            establishing: None,
+        }
     }
 
     /// Ready with the session once it is established (the server answered SETUP; before
@@ -373,6 +415,25 @@ where
     /// Ready with the running session, not yet established: the WebTransport CONNECT
     /// done (on that binding), the version chosen.
     fn poll_session(&mut self, waiter: &Waiter) -> Poll<Result<Session, ConnectError>> {
+        if let Some((transport, version)) = self.qmux.take() {
+            // A WebSocket's path travelled in its upgrade request; TLS and TCP have no
+            // request, so SETUP carries it.
+            let path = match transport.binding() {
+                Binding::WebSocket => None,
+                _ => Some(self.path.clone()),
+            };
+            tracing::debug!(%version, binding = %transport.binding(), "negotiated");
+            let config = SessionConfig {
+                path,
+                version,
+                ..self.session.clone()
+            };
+            return Poll::Ready(Ok(session::connect(
+                self.runtime.clone(),
+                transport,
+                config,
+            )));
+        }
         let Some(connection) = &self.connection else {
             return Poll::Pending;
         };

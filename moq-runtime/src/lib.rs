@@ -28,6 +28,7 @@ pub mod cid;
 pub mod client;
 pub mod cores;
 pub mod endpoint;
+pub mod qmux;
 pub mod quic;
 pub mod quiche_config;
 pub mod reset;

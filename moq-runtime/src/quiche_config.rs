@@ -116,6 +116,9 @@ pub enum ConfigError {
     /// BoringSSL refused the certificate or its key.
     #[error("loading the certificate: {0}")]
     Certificate(#[from] boring::error::ErrorStack),
+    /// A QUIC configuration asked for a binding that is not QUIC (a QMux one).
+    #[error("the {0} binding does not run over QUIC")]
+    NotQuic(Binding),
 }
 
 /// A server's configuration: presents `certificate`, and offers both bindings, raw QUIC
@@ -132,11 +135,8 @@ pub fn server_config(
     let mut builder = tls_context(certificate)?;
     let alpns: Vec<Vec<u8>> = versions
         .iter()
-        .map(|version| Binding::Quic.alpn(*version).as_bytes().to_vec())
-        .chain([Binding::WebTransport
-            .alpn(Version::Lite05)
-            .as_bytes()
-            .to_vec()])
+        .map(|version| version.alpn().as_bytes().to_vec())
+        .chain([crate::webtransport::ALPN.as_bytes().to_vec()])
         .collect();
     // quiche's own ALPN choice (`set_application_protos`) takes the client's order; a
     // callback on the TLS context takes ours. quiche leaves a callback set here in place
@@ -187,6 +187,7 @@ pub fn client_config(
             .map(|version| version.alpn().as_bytes())
             .collect(),
         Binding::WebTransport => vec![crate::webtransport::ALPN.as_bytes()],
+        other => return Err(ConfigError::NotQuic(other)),
     };
     config.set_application_protos(&alpns)?;
     config.verify_peer(verify);

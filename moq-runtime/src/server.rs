@@ -22,6 +22,7 @@ use kio::Waiter;
 use moq_net::coding::Version;
 use moq_net::runtime::{Deadline, Runtime};
 use moq_net::session::{self, Session, SessionConfig};
+use moq_qmux::QmuxSession;
 
 use crate::admission::{Admission, Gate};
 use crate::binding::{Binding, BindingSession};
@@ -180,7 +181,8 @@ impl Acceptor {
             .and_then(Version::from_alpn)
             .unwrap_or(Version::Lite05);
         let stage = match binding {
-            Binding::Quic => Stage::Ready,
+            // `from_alpn` names only the QUIC bindings.
+            Binding::Quic | Binding::WebSocket | Binding::Tls | Binding::Tcp => Stage::Ready,
             Binding::WebTransport => {
                 let Some(slot) = self.handshakes.take() else {
                     tracing::debug!(
@@ -311,8 +313,10 @@ where
             }
         }
         Poll::Ready(Some(Request {
-            connection,
-            webtransport,
+            carrier: Carrier::Quic {
+                connection,
+                webtransport,
+            },
             session: self.session.clone(),
             version: self.version,
             runtime: self.runtime.clone(),
@@ -325,30 +329,80 @@ where
 /// it.
 #[derive(Debug)]
 pub struct Request<R: Runtime> {
-    connection: QuicConnection,
-    webtransport: Option<WebTransportRequest>,
+    carrier: Carrier,
     session: SessionConfig,
     version: Version,
     runtime: R,
+}
+
+/// What a [`Request`] came over.
+#[derive(Debug)]
+enum Carrier {
+    /// Raw QUIC, or WebTransport once its CONNECT arrived.
+    Quic {
+        connection: QuicConnection,
+        webtransport: Option<WebTransportRequest>,
+    },
+    /// QMux over a WebSocket, TLS or TCP.
+    Qmux {
+        session: QmuxSession,
+        binding: Binding,
+        /// The WebSocket upgrade request's path and query.
+        path: Option<String>,
+        remote: Option<SocketAddr>,
+    },
 }
 
 impl<R> Request<R>
 where
     R: Runtime<Transport = BindingSession>,
 {
-    /// The binding the client chose.
-    pub fn binding(&self) -> Binding {
-        match self.webtransport {
-            Some(_) => Binding::WebTransport,
-            None => Binding::Quic,
+    /// A client over a QMux carrier (`binding`: WebSocket, TLS or TCP) whose negotiation
+    /// settled `version`; `path` is a WebSocket upgrade request's path and query.
+    pub fn qmux(
+        runtime: R,
+        session: QmuxSession,
+        binding: Binding,
+        version: Version,
+        path: Option<String>,
+        remote: Option<SocketAddr>,
+        config: SessionConfig,
+    ) -> Self {
+        Self {
+            carrier: Carrier::Qmux {
+                session,
+                binding,
+                path,
+                remote,
+            },
+            session: config,
+            version,
+            runtime,
         }
     }
 
-    /// The request path and query (`/room?jwt=…`) of a WebTransport client. A raw QUIC
-    /// client sends its path in SETUP, after the session starts:
+    /// The binding the client chose.
+    pub fn binding(&self) -> Binding {
+        match &self.carrier {
+            Carrier::Quic {
+                webtransport: Some(_),
+                ..
+            } => Binding::WebTransport,
+            Carrier::Quic { .. } => Binding::Quic,
+            Carrier::Qmux { binding, .. } => *binding,
+        }
+    }
+
+    /// The request path and query (`/room?jwt=…`) of a WebTransport or WebSocket client.
+    /// A raw QUIC, TLS or TCP client sends its path in SETUP, after the session starts:
     /// [`Session::peer_setup`] has it.
     pub fn path(&self) -> Option<String> {
-        self.webtransport.as_ref().map(WebTransportRequest::path)
+        match &self.carrier {
+            Carrier::Quic { webtransport, .. } => {
+                webtransport.as_ref().map(WebTransportRequest::path)
+            }
+            Carrier::Qmux { path, .. } => path.clone(),
+        }
     }
 
     /// The moq-lite version the client and the server agreed on: the session speaks it.
@@ -358,14 +412,21 @@ where
 
     /// The subprotocols a WebTransport client offered.
     pub fn protocols(&self) -> &[String] {
-        self.webtransport
-            .as_ref()
-            .map_or(&[], WebTransportRequest::protocols)
+        match &self.carrier {
+            Carrier::Quic {
+                webtransport: Some(request),
+                ..
+            } => request.protocols(),
+            _ => &[],
+        }
     }
 
     /// Where the client connects from.
     pub fn remote_addr(&self) -> Option<SocketAddr> {
-        self.connection.peer_address()
+        match &self.carrier {
+            Carrier::Quic { connection, .. } => connection.peer_address(),
+            Carrier::Qmux { remote, .. } => *remote,
+        }
     }
 
     /// Starts the session with the server's configuration.
@@ -382,37 +443,56 @@ where
         // The session logs inside this span: which peer, over which binding.
         let span = tracing::debug_span!(
             "moq_connection",
-            peer = ?self.connection.peer_address(),
+            peer = ?self.remote_addr(),
             binding = %self.binding(),
             version = %self.version
         );
         let _entered = span.enter();
-        let transport = match self.webtransport {
-            None => BindingSession::from(self.connection.session()),
-            Some(request) => BindingSession::from(request.accept(Some(config.version.alpn()))),
+        let transport = match self.carrier {
+            Carrier::Quic {
+                connection,
+                webtransport: None,
+            } => BindingSession::from(connection.session()),
+            Carrier::Quic {
+                webtransport: Some(request),
+                ..
+            } => BindingSession::from(request.accept(Some(config.version.alpn()))),
+            Carrier::Qmux {
+                session, binding, ..
+            } => BindingSession::Qmux { session, binding },
         };
         session::accept(self.runtime, transport, config)
     }
 
     /// Refuses the client: a WebTransport client gets `status` (403 for "not allowed")
-    /// and a moment to read it; a raw QUIC connection is closed with moq-lite's `error`
-    /// code.
+    /// and a moment to read it; a raw QUIC or QMux connection is closed with moq-lite's
+    /// `error` code.
     pub fn reject(self, status: StatusCode, error: moq_net::Error) {
         tracing::debug!(
-            peer = ?self.connection.peer_address(),
+            peer = ?self.remote_addr(),
             status = status.as_u16(),
             %error,
             "refusing a client"
         );
-        match self.webtransport {
-            Some(_) => refuse_webtransport(
+        match self.carrier {
+            Carrier::Quic {
+                connection,
+                webtransport: webtransport @ Some(_),
+            } => refuse_webtransport(
                 &self.runtime,
-                &self.connection,
-                self.webtransport,
+                &connection,
+                webtransport,
                 status,
                 status.as_str(),
             ),
-            None => self.connection.close(error.to_code(), &error.to_string()),
+            Carrier::Quic { connection, .. } => {
+                connection.close(error.to_code(), &error.to_string())
+            }
+            Carrier::Qmux { mut session, .. } => moq_net::transport::Session::close(
+                &mut session,
+                error.to_code(),
+                &error.to_string(),
+            ),
         }
     }
 }

@@ -35,6 +35,9 @@ pub async fn connect(url: &str, config: ClientConfig) -> Result<Session, Error> 
 
 async fn connect_in_span(url: &str, config: ClientConfig) -> Result<Session, Error> {
     let target = Target::parse(url)?;
+    if target.binding.is_qmux() {
+        return crate::qmux::client::connect(target, config).await;
+    }
     let peer = target.peer(
         tokio::net::lookup_host((target.host.as_str(), target.port))
             .await

@@ -314,6 +314,22 @@ impl Connection {
         self.forget_if_finished(id);
     }
 
+    /// Ready with the peer's transport parameters once they arrived (the connection is
+    /// established), or with why the connection is gone first.
+    pub fn poll_parameters(
+        &mut self,
+        waiter: &Waiter,
+    ) -> Poll<Result<crate::TransportParameters, TransportError>> {
+        if let Some(peer) = &self.peer {
+            return Poll::Ready(Ok(peer.clone()));
+        }
+        if let Some(error) = &self.closed {
+            return Poll::Ready(Err(error.clone()));
+        }
+        self.openers.register(waiter);
+        Poll::Pending
+    }
+
     /// Ready with the reason once the connection is gone.
     pub fn poll_closed(&mut self, waiter: &Waiter) -> Poll<TransportError> {
         if let Some(error) = &self.closed {

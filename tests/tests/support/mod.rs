@@ -14,9 +14,10 @@ use moq_conformance::{Harness, Task};
 use moq_impair::Impairment;
 use moq_net::coding::Version;
 use moq_net::session::{Session, SessionConfig};
+use moq_runtime::binding::Binding;
 use moq_runtime::endpoint::EndpointCounters;
 use moq_runtime::tls::Certificate;
-use moq_tokio::{ClientConfig, Server, ServerConfig, connect};
+use moq_tokio::{ClientConfig, QmuxListener, QmuxServerConfig, Server, ServerConfig, connect};
 
 use paths::Paths;
 
@@ -30,13 +31,16 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 pub(crate) struct TokioHarness {
     runtime: tokio::runtime::Runtime,
-    /// `moqt` (raw QUIC) or `https` (WebTransport).
+    /// `moqt` (raw QUIC), `https` (WebTransport), `ws` (QMux over a WebSocket) or `tcp`
+    /// (QMux over TCP).
     scheme: &'static str,
     /// Thread per core with this many workers, or work-stealing (`None`).
     workers: Option<usize>,
     certificate: Certificate,
     /// Kept alive for the scenario: dropping a server stops its endpoint.
     servers: Vec<Server>,
+    /// The same, for the QMux schemes (`ws`, `tcp`).
+    qmux_servers: Vec<QmuxListener>,
     /// How clients reach servers.
     paths: Paths,
     _turn: MutexGuard<'static, ()>,
@@ -75,6 +79,7 @@ impl TokioHarness {
             workers,
             certificate: Certificate::self_signed(&["localhost".into()]).expect("a certificate"),
             servers: Vec::new(),
+            qmux_servers: Vec::new(),
             paths: Paths::new(),
             _turn: turn,
         }
@@ -121,8 +126,61 @@ impl TokioHarness {
     }
 }
 
+impl TokioHarness {
+    /// A QMux server (`ws`: WebSocket, `tcp`: plain TCP) and a client of it.
+    fn connect_qmux(&mut self, server: SessionConfig, client: SessionConfig) -> (Session, Session) {
+        let binding = match self.scheme {
+            "ws" => Binding::WebSocket,
+            _ => Binding::Tcp,
+        };
+        let config = QmuxServerConfig {
+            versions: Version::ALL.to_vec(),
+            ..QmuxServerConfig::new(server)
+        };
+        let address = self.paths.server_address();
+        let mut listener = self
+            .runtime
+            .block_on(QmuxListener::bind(address, binding, config))
+            .expect("the server binds");
+        let url = format!("{}://{}/", self.scheme, listener.local_addr());
+        let versions = vec![client.version];
+        let (client, server_session, listener) = self.runtime.block_on(async move {
+            let accepting = async {
+                let request = tokio::time::timeout(REAL_PATIENCE, listener.accept())
+                    .await
+                    .expect("no hang")
+                    .expect("the server accepts");
+                request.accept()
+            };
+            let connecting = async {
+                tokio::time::timeout(
+                    REAL_PATIENCE,
+                    connect(
+                        &url,
+                        ClientConfig {
+                            session: client,
+                            versions,
+                            ..ClientConfig::default()
+                        },
+                    ),
+                )
+                .await
+                .expect("no hang")
+                .expect("the client connects")
+            };
+            let (server_session, client) = tokio::join!(accepting, connecting);
+            (client, server_session, listener)
+        });
+        self.qmux_servers.push(listener);
+        (client, server_session)
+    }
+}
+
 impl Harness for TokioHarness {
     fn connect(&mut self, server: SessionConfig, client: SessionConfig) -> (Session, Session) {
+        if matches!(self.scheme, "ws" | "tcp") {
+            return self.connect_qmux(server, client);
+        }
         // The server accepts every version (-06-wip too); the client offers only its
         // session's, so the one it speaks is negotiated.
         let config = ServerConfig {

@@ -1,0 +1,159 @@
+//! Connecting over a QMux binding: `ws://` (a WebSocket upgrade offering every version
+//! over every QMux draft as a subprotocol) and `tcp://` (the versions in the QMux
+//! transport parameters). The names and choices are `moq_runtime::qmux`'s.
+
+use std::time::Instant;
+
+use moq_net::session::Session;
+use moq_qmux::{Connection, QmuxConnection, Side};
+use moq_runtime::binding::Binding;
+use moq_runtime::client::{ClientConfig, ClientSetup, ConnectError, Target};
+use moq_runtime::qmux;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+
+use super::carrier::{ByteStream, WebSocket};
+use super::driver::drive as drive_connection;
+use super::websocket_config;
+use crate::poll::drive;
+use crate::{Error, TokioRuntime};
+
+/// Connects to `target` over its QMux binding and starts the session.
+pub(crate) async fn connect(target: Target, config: ClientConfig) -> Result<Session, Error> {
+    if target.tls_over_tcp() {
+        return Err(ConnectError::Url {
+            url: target.url.to_string(),
+            problem: "wss:// and tls:// are not supported by this client yet; use ws:// or tcp://"
+                .to_owned(),
+        }
+        .into());
+    }
+    let handshake = async {
+        let stream = TcpStream::connect((target.host.as_str(), target.port))
+            .await
+            .map_err(Error::io(format!(
+                "connecting to {}:{}",
+                target.host, target.port
+            )))?;
+        // Records are written whole: Nagle's delay would only hold the last one back.
+        let _ = stream.set_nodelay(true);
+        match target.binding {
+            Binding::WebSocket => websocket(stream, &target, &config).await,
+            _ => tcp(stream, &target, &config).await,
+        }
+    };
+    let (connection, version) = tokio::time::timeout(config.handshake_timeout, handshake)
+        .await
+        .map_err(|_| {
+            ConnectError::Handshake(format!(
+                "no answer from {} within {:?}",
+                target.url, config.handshake_timeout
+            ))
+        })??;
+    let session = connection.session(Some(version.alpn().to_owned()));
+    let mut setup = ClientSetup::qmux(
+        TokioRuntime::current(),
+        session,
+        target.binding,
+        version,
+        &target,
+        &config,
+    );
+    Ok(drive(|waiter| setup.poll(waiter)).await?)
+}
+
+/// The WebSocket upgrade, then the connection over it.
+async fn websocket(
+    stream: TcpStream,
+    target: &Target,
+    config: &ClientConfig,
+) -> Result<(QmuxConnection, moq_net::coding::Version), Error> {
+    let mut request = target
+        .url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| bad_url(target, &e.to_string()))?;
+    let offers = qmux::client_offers(&config.versions).join(", ");
+    let offers = HeaderValue::from_str(&offers).map_err(|e| bad_url(target, &e.to_string()))?;
+    request
+        .headers_mut()
+        .insert("sec-websocket-protocol", offers);
+    let (socket, response) =
+        tokio_tungstenite::client_async_with_config(request, stream, Some(websocket_config()))
+            .await
+            .map_err(|error| ConnectError::Handshake(format!("WebSocket upgrade: {error}")))?;
+    let name = response
+        .headers()
+        .get("sec-websocket-protocol")
+        .and_then(|name| name.to_str().ok())
+        .unwrap_or_default();
+    let Some(negotiated) = qmux::chosen(name, &config.versions) else {
+        return Err(ConnectError::NoCommonVersion {
+            offered: config.versions.clone(),
+            detail: format!("the server chose the subprotocol {name:?}"),
+        }
+        .into());
+    };
+    tracing::debug!(subprotocol = %negotiated.name, "WebSocket upgraded");
+    let connection = QmuxConnection::new(Connection::new(
+        Side::Client,
+        negotiated.draft,
+        qmux::config(&config.limits),
+        Vec::new(),
+        Instant::now(),
+    ));
+    tokio::spawn(drive_connection(
+        WebSocket::new(socket),
+        connection.clone(),
+        Some(qmux::KEEP_ALIVE),
+    ));
+    Ok((connection, negotiated.version))
+}
+
+/// Plain TCP: the versions go in the transport parameters; the server's answer picks.
+async fn tcp(
+    stream: TcpStream,
+    target: &Target,
+    config: &ClientConfig,
+) -> Result<(QmuxConnection, moq_net::coding::Version), Error> {
+    let _ = target;
+    let offered: Vec<String> = config
+        .versions
+        .iter()
+        .map(|v| v.alpn().to_owned())
+        .collect();
+    let settings = qmux::config(&config.limits);
+    let limit = settings.max_record_size;
+    let connection = QmuxConnection::new(Connection::new(
+        Side::Client,
+        qmux::TCP_DRAFT,
+        settings,
+        offered.clone(),
+        Instant::now(),
+    ));
+    let carrier = ByteStream::new(stream, qmux::TCP_DRAFT.has_records(), limit);
+    tokio::spawn(drive_connection(carrier, connection.clone(), None));
+    let parameters = drive(|waiter| connection.with(|inner| inner.poll_parameters(waiter)))
+        .await
+        .map_err(|error| ConnectError::Handshake(error.to_string()))?;
+    match qmux::choose_in_band(&parameters.application_protocols, &offered) {
+        Some(version) => Ok((connection, version)),
+        None => {
+            connection
+                .with(|inner| inner.close(moq_net::Error::Version.to_code(), "no common version"));
+            Err(ConnectError::NoCommonVersion {
+                offered: config.versions.clone(),
+                detail: format!("the server speaks {:?}", parameters.application_protocols),
+            }
+            .into())
+        }
+    }
+}
+
+fn bad_url(target: &Target, problem: &str) -> ConnectError {
+    ConnectError::Url {
+        url: target.url.to_string(),
+        problem: problem.to_owned(),
+    }
+}

@@ -1,0 +1,276 @@
+//! Serving QMux clients on a TCP port: WebSocket upgrades (`ws://`) or plain QMux
+//! (`tcp://`). Each client's handshake runs on a task of its own, within a deadline and a
+//! bound on how many wait at once, and becomes a [`Request`] to accept or refuse.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use moq_net::coding::Version;
+use moq_net::session::SessionConfig;
+use moq_qmux::{Connection, QmuxConnection, Side};
+use moq_runtime::binding::Binding;
+use moq_runtime::qmux::{self, Negotiated};
+use moq_runtime::quiche_config::QuicLimits;
+use moq_runtime::server::Request;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc};
+use tokio_tungstenite::tungstenite::handshake::server::{
+    ErrorResponse, Request as HttpRequest, Response,
+};
+use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
+
+use super::carrier::{ByteStream, WebSocket};
+use super::driver::drive;
+use super::websocket_config;
+use crate::{Error, TokioRuntime};
+
+/// How a [`QmuxListener`] serves.
+#[derive(Debug, Clone)]
+pub struct QmuxServerConfig {
+    /// What every session serves and fills, unless the application accepts one with its
+    /// own.
+    pub session: SessionConfig,
+    /// The moq-lite versions accepted, in order of preference.
+    pub versions: Vec<Version>,
+    /// Streams, credit and the idle timeout, as for QUIC clients.
+    pub limits: QuicLimits,
+    /// How long a client has from its TCP connection to a finished handshake.
+    pub handshake_timeout: Duration,
+    /// The most clients in their handshake at once; more wait in the kernel's backlog.
+    pub max_pending_handshakes: usize,
+}
+
+impl QmuxServerConfig {
+    /// Serving `session`, the released versions, the default limits, 10 s and 256
+    /// pending handshakes.
+    pub fn new(session: SessionConfig) -> Self {
+        Self {
+            session,
+            versions: Version::DEFAULT_OFFER.to_vec(),
+            limits: QuicLimits::default(),
+            handshake_timeout: Duration::from_secs(10),
+            max_pending_handshakes: 256,
+        }
+    }
+}
+
+/// A TCP port serving QMux clients of one binding.
+#[derive(Debug)]
+pub struct QmuxListener {
+    local: SocketAddr,
+    requests: mpsc::Receiver<Request<TokioRuntime>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl QmuxListener {
+    /// Binds `address` (TCP) for `binding` ([`Binding::WebSocket`] or [`Binding::Tcp`]),
+    /// on the current tokio runtime.
+    pub async fn bind(
+        address: SocketAddr,
+        binding: Binding,
+        config: QmuxServerConfig,
+    ) -> Result<Self, Error> {
+        let listener = TcpListener::bind(address)
+            .await
+            .map_err(Error::io(format!("binding {address} (TCP)")))?;
+        let local = listener
+            .local_addr()
+            .map_err(Error::io("reading the bound address"))?;
+        let (sender, requests) = mpsc::channel(64);
+        let task = tokio::spawn(accept_loop(listener, binding, Arc::new(config), sender));
+        Ok(Self {
+            local,
+            requests,
+            task,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The next client whose handshake completed; `None` once the listener failed.
+    pub async fn accept(&mut self) -> Option<Request<TokioRuntime>> {
+        self.requests.recv().await
+    }
+}
+
+impl Drop for QmuxListener {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    binding: Binding,
+    config: Arc<QmuxServerConfig>,
+    requests: mpsc::Sender<Request<TokioRuntime>>,
+) {
+    let pending = Arc::new(Semaphore::new(config.max_pending_handshakes.max(1)));
+    loop {
+        let Ok(slot) = pending.clone().acquire_owned().await else {
+            return;
+        };
+        let (stream, remote) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                // Out of file descriptors, say: try again shortly rather than spin.
+                tracing::warn!(%error, "accepting a QMux client");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let config = config.clone();
+        let requests = requests.clone();
+        tokio::spawn(async move {
+            let handshake = async {
+                match binding {
+                    Binding::WebSocket => websocket(stream, remote, &config).await,
+                    _ => tcp(stream, remote, &config).await,
+                }
+            };
+            let result = tokio::time::timeout(config.handshake_timeout, handshake).await;
+            drop(slot);
+            match result {
+                Ok(Ok(request)) => {
+                    let _ = requests.send(request).await;
+                }
+                Ok(Err(error)) => {
+                    tracing::debug!(%remote, %binding, %error, "QMux handshake failed")
+                }
+                Err(_) => tracing::debug!(%remote, %binding, "no QMux handshake in time"),
+            }
+        });
+    }
+}
+
+/// A WebSocket upgrade: the subprotocol chosen among the client's offers, the path kept.
+async fn websocket(
+    stream: TcpStream,
+    remote: SocketAddr,
+    config: &QmuxServerConfig,
+) -> Result<Request<TokioRuntime>, String> {
+    let mut chosen: Option<Negotiated> = None;
+    let mut path = String::new();
+    let callback = |request: &HttpRequest, mut response: Response| {
+        path = request
+            .uri()
+            .path_and_query()
+            .map_or_else(|| "/".to_owned(), |path| path.as_str().to_owned());
+        let offered = offered_subprotocols(request);
+        match qmux::choose(&offered, &config.versions) {
+            Some(negotiated) => {
+                if let Ok(name) = HeaderValue::from_str(&negotiated.name) {
+                    response
+                        .headers_mut()
+                        .insert("sec-websocket-protocol", name);
+                }
+                chosen = Some(negotiated);
+                Ok(response)
+            }
+            // A client that offers nothing gets the default, as deployed relays do.
+            None if offered.is_empty() => Ok(response),
+            None => {
+                let mut refusal = ErrorResponse::new(Some("no subprotocol in common".to_owned()));
+                *refusal.status_mut() = StatusCode::BAD_REQUEST;
+                Err(refusal)
+            }
+        }
+    };
+    let socket =
+        tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(websocket_config()))
+            .await
+            .map_err(|error| format!("WebSocket upgrade: {error}"))?;
+    let (draft, version) = match chosen {
+        Some(negotiated) => (negotiated.draft, negotiated.version),
+        None => (
+            moq_qmux::Version::Draft01,
+            qmux::choose(&["qmux-01".to_owned()], &config.versions)
+                .map(|negotiated| negotiated.version)
+                .ok_or("no version to speak")?,
+        ),
+    };
+    let connection = QmuxConnection::new(Connection::new(
+        Side::Server,
+        draft,
+        qmux::config(&config.limits),
+        Vec::new(),
+        Instant::now(),
+    ));
+    tokio::spawn(drive(
+        WebSocket::new(socket),
+        connection.clone(),
+        Some(qmux::KEEP_ALIVE),
+    ));
+    Ok(Request::qmux(
+        TokioRuntime::current(),
+        connection.session(Some(version.alpn().to_owned())),
+        Binding::WebSocket,
+        version,
+        Some(path),
+        Some(remote),
+        config.session.clone(),
+    ))
+}
+
+/// Every subprotocol a WebSocket request offers, in its order.
+fn offered_subprotocols(request: &HttpRequest) -> Vec<String> {
+    request
+        .headers()
+        .get_all("sec-websocket-protocol")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+/// Plain TCP: the version chosen from the client's transport parameters.
+async fn tcp(
+    stream: TcpStream,
+    remote: SocketAddr,
+    config: &QmuxServerConfig,
+) -> Result<Request<TokioRuntime>, String> {
+    let ours: Vec<String> = config
+        .versions
+        .iter()
+        .map(|v| v.alpn().to_owned())
+        .collect();
+    let settings = qmux::config(&config.limits);
+    let limit = settings.max_record_size;
+    let connection = QmuxConnection::new(Connection::new(
+        Side::Server,
+        qmux::TCP_DRAFT,
+        settings,
+        ours.clone(),
+        Instant::now(),
+    ));
+    let carrier = ByteStream::new(stream, qmux::TCP_DRAFT.has_records(), limit);
+    tokio::spawn(drive(carrier, connection.clone(), None));
+    let parameters =
+        crate::poll::drive(|waiter| connection.with(|inner| inner.poll_parameters(waiter)))
+            .await
+            .map_err(|error| error.to_string())?;
+    let Some(version) = qmux::choose_in_band(&ours, &parameters.application_protocols) else {
+        connection
+            .with(|inner| inner.close(moq_net::Error::Version.to_code(), "no common version"));
+        return Err(format!(
+            "no moq-lite version in common: the client offered {:?}",
+            parameters.application_protocols
+        ));
+    };
+    Ok(Request::qmux(
+        TokioRuntime::current(),
+        connection.session(Some(version.alpn().to_owned())),
+        Binding::Tcp,
+        version,
+        None,
+        Some(remote),
+        config.session.clone(),
+    ))
+}

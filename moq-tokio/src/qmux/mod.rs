@@ -1,0 +1,22 @@
+//! moq-lite over QMux on tokio: the carriers (a TCP byte stream, a WebSocket), the task
+//! that drives each connection, the client side of `ws://` and `tcp://`, and a listener
+//! serving them. The QMux protocol is `moq_qmux`'s; the names and choices are
+//! `moq_runtime::qmux`'s.
+
+mod carrier;
+pub(crate) mod client;
+mod driver;
+mod listener;
+
+pub use listener::{QmuxListener, QmuxServerConfig};
+
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+/// The WebSocket limits: a message is one record, so none larger than the largest record
+/// this side takes.
+fn websocket_config() -> WebSocketConfig {
+    let largest = moq_qmux::Config::default().max_record_size as usize;
+    WebSocketConfig::default()
+        .max_message_size(Some(largest))
+        .max_frame_size(Some(largest))
+}
