@@ -1,6 +1,6 @@
 //! The dependency-direction check: the architecture of DESIGN.md, enforced.
 //!
-//! `kio ← moq-net ← moq-runtime ← {moq-tokio, moq-uring}`, `moq-net ← moq-wasm`, and nothing
+//! `kio ← moq-net ← moq-qmux ← moq-runtime ← {moq-tokio, moq-uring}`, `moq-net ← moq-wasm`, and nothing
 //! points the other way. Above all, the sans-IO core (`kio`, `moq-net`) must not reach a
 //! runtime, a QUIC stack or a socket, directly or through any transitive dependency. The
 //! check reads `cargo tree` for the normal and build dependencies of each workspace crate
@@ -73,6 +73,13 @@ const RULES: &[Rule] = &[
         why: "WebTransport's stream headers and capsules are parsed without I/O: the fuzz \
               build reaches them without a QUIC stack or TLS",
         allowed_through: WEBTRANSPORT_PROTO,
+    },
+    Rule {
+        krate: "moq-qmux",
+        forbidden: &[RUNTIME_AND_IO, DRIVERS],
+        why: "QMux is a state machine without I/O: the browser driver runs it too, so it \
+              picks no runtime, no socket and no TLS",
+        allowed_through: &[],
     },
     Rule {
         krate: "moq-runtime",

@@ -22,14 +22,11 @@ const LINGER: Duration = Duration::from_secs(2);
 /// Drives `connection` over `carrier` until it is closed and the carrier ended;
 /// `keep_alive` also sends the carrier's own keep-alive that often (a WebSocket Ping,
 /// which draft-00 peers, without QX_PING, answer).
-pub(crate) fn drive<C: Carrier>(
+pub(crate) fn drive<C: Carrier + Send>(
     carrier: C,
     connection: QmuxConnection,
     keep_alive: Option<Duration>,
-) -> impl Future<Output = ()> + Send
-where
-    C: Send,
-{
+) -> impl Future<Output = ()> + Send {
     Driver {
         carrier,
         connection,

@@ -156,6 +156,8 @@ async fn websocket(
 ) -> Result<Request<TokioRuntime>, String> {
     let mut chosen: Option<Negotiated> = None;
     let mut path = String::new();
+    // tungstenite's callback type returns its HTTP response as the error: not ours to size.
+    #[allow(clippy::result_large_err)]
     let callback = |request: &HttpRequest, mut response: Response| {
         path = request
             .uri()
