@@ -13,8 +13,10 @@ use moq_tokio::ClientConfig;
 /// How to reach the relay.
 #[derive(Debug, Args)]
 pub(crate) struct Connection {
-    /// moqt://host:port/root (raw QUIC) or https://host:port/root (WebTransport); add
-    /// ?jwt=TOKEN for a relay that wants one.
+    /// moqt://host:port/root (raw QUIC), https://host:port/root (WebTransport),
+    /// ws://host:port/root (QMux over a WebSocket, where UDP is blocked) or
+    /// tcp://host:port/root (QMux over plain TCP, trusted networks only); add ?jwt=TOKEN
+    /// for a relay that wants one.
     pub(crate) url: String,
     /// Trust exactly the relay certificate with this SHA-256 fingerprint (hex).
     #[arg(long, value_name = "HEX")]

@@ -177,6 +177,10 @@ pub struct HttpSection {
     pub bind: Option<SocketAddr>,
     /// Whether to serve HTTP at all.
     pub enabled: bool,
+    /// Whether the HTTP port also serves moq-lite over QMux over WebSocket (`ws://`): for
+    /// browsers without a working WebTransport (every Safari) and networks that block UDP.
+    /// Same authorization (`?jwt=` in the URL) and limits as the QUIC bindings.
+    pub websocket: bool,
     /// The most HTTP connections at once; one more is closed as soon as it is accepted.
     pub max_connections: usize,
     /// The most of them from one IP address: one client cannot take every connection
@@ -192,12 +196,14 @@ pub struct HttpSection {
 }
 
 impl Default for HttpSection {
-    /// Enabled on the relay's own address and port; 256 connections, 16 from one address
+    /// Enabled on the relay's own address and port, WebSocket clients served; 256
+    /// connections, 16 from one address
     /// (a browser opens six to a host), 10 s for headers, 60 s per connection.
     fn default() -> Self {
         Self {
             bind: None,
             enabled: true,
+            websocket: true,
             max_connections: 256,
             max_connections_per_address: 16,
             header_read_timeout_secs: 10,

@@ -169,7 +169,7 @@ impl Gatekeeper {
                 request.accept_with(self.session_config(Origins::default(), Some(hook)))
             }
         };
-        Some(self.watch(id, session, path_in_request))
+        Some(self.watch(id, session, path_in_request, binding))
     }
 
     /// What a session starts from: `origins` (or what `authorize` decides at its SETUP).
@@ -192,8 +192,10 @@ impl Gatekeeper {
         id: u64,
         session: Session,
         established: bool,
+        binding: Binding,
     ) -> impl Future<Output = ()> + Send + 'static {
-        self.metrics.opened(id, session.clone(), established);
+        self.metrics
+            .opened(id, session.clone(), established, binding);
         // A WebTransport peer was recorded before its session existed.
         self.cluster.inbound_session(id, &session);
         let (metrics, cluster) = (self.metrics.clone(), self.cluster.clone());

@@ -1,6 +1,7 @@
 //! The relay's HTTP side (TCP): `/metrics` for Prometheus, `/certificate.sha256` so a
 //! browser can pin the relay's self-signed certificate before it connects over
-//! WebTransport, and optionally a directory of static files (a web page) at `/`.
+//! WebTransport, WebSocket clients on any path ([`crate::websocket`]), and optionally a
+//! directory of static files (a web page) at `/`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,11 +14,11 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use moq_net::model::Origin;
 
 use crate::cluster::Cluster;
 use crate::metrics::Metrics;
+use crate::websocket::{Peer, WebSocketService};
 
 /// What the handlers read.
 #[derive(Clone)]
@@ -75,13 +76,14 @@ impl HttpServer {
         self.listener.local_addr()
     }
 
-    /// Serves until the task is aborted.
+    /// Serves until the task is aborted; WebSocket clients go to `websocket`, if given.
     pub(crate) fn spawn(
         self,
         metrics: Arc<Metrics>,
         origin: Origin,
         cluster: Arc<Cluster>,
         fingerprint: String,
+        websocket: Option<Arc<WebSocketService>>,
     ) -> tokio::task::JoinHandle<()> {
         let shared = Shared {
             metrics,
@@ -89,17 +91,35 @@ impl HttpServer {
             cluster,
             fingerprint,
         };
-        let mut app = Router::new()
+        let routes = Router::new()
             .route("/metrics", get(metrics_text))
             .route("/cluster", get(cluster_topology))
             .route("/certificate.sha256", get(certificate))
             .with_state(shared);
-        if let Some(root) = self.web_root {
-            // Files only (no directory listings); `index.html` for a directory; a path
-            // that leaves the root is refused by `ServeDir`. Content types by extension
-            // (`application/wasm` for a wasm module, which browsers require to stream it).
-            app = app.fallback_service(tower_http::services::ServeDir::new(root));
-        }
+        // Files only (no directory listings); `index.html` for a directory; a path that
+        // leaves the root is refused by `ServeDir`. Content types by extension
+        // (`application/wasm` for a wasm module, which browsers require to stream it).
+        let files = self.web_root.map(tower_http::services::ServeDir::new);
+        // Any other path: a WebSocket upgrade (moq-lite over QMux, the path is the
+        // session's), else a file, else 404.
+        let app = routes.fallback(move |request: axum::extract::Request| {
+            let (websocket, files) = (websocket.clone(), files.clone());
+            async move {
+                use axum::response::IntoResponse;
+                if let Some(websocket) = websocket {
+                    if moq_tokio::WebSocketUpgrade::is_requested(request.headers()) {
+                        return crate::websocket::upgrade(websocket, request);
+                    }
+                }
+                match files {
+                    Some(files) => match tower::ServiceExt::oneshot(files, request).await {
+                        Ok(response) => response.into_response(),
+                        Err(never) => match never {},
+                    },
+                    None => axum::http::StatusCode::NOT_FOUND.into_response(),
+                }
+            }
+        });
         tokio::spawn(serve(self.listener, app, self.limits))
     }
 }
@@ -108,7 +128,6 @@ impl HttpServer {
 async fn serve(listener: tokio::net::TcpListener, app: Router, limits: HttpLimits) {
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let per_address = Arc::new(PerAddress::default());
-    let service = TowerToHyperService::new(app);
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -131,12 +150,23 @@ async fn serve(listener: tokio::net::TcpListener, app: Router, limits: HttpLimit
             drop(stream);
             continue;
         };
-        let service = service.clone();
+        // Each request carries the client's address (a WebSocket session is admitted by
+        // it).
+        let app = app.clone();
+        let service = hyper::service::service_fn(
+            move |mut request: hyper::Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(Peer(peer));
+                tower::ServiceExt::oneshot(app.clone(), request)
+            },
+        );
         tokio::spawn(async move {
+            // With upgrades: a WebSocket's connection leaves the HTTP server (its slot,
+            // its lifetime) once upgraded, and lives as the session it became.
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_read_timeout)
-                .serve_connection(TokioIo::new(stream), service);
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades();
             match tokio::time::timeout(limits.connection_lifetime, connection).await {
                 Ok(Ok(())) => {}
                 Ok(Err(error)) => tracing::debug!(%peer, %error, "HTTP connection failed"),

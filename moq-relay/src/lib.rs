@@ -1,7 +1,8 @@
 //! # moq-relay: a MoQ relay
 //!
 //! This crate **is** the relay that fans moq-lite broadcasts out between sessions: one UDP
-//! port for raw QUIC and WebTransport, one shared [`Origin`](moq_net::model::Origin) that
+//! port for raw QUIC and WebTransport and the same TCP port for WebSocket clients
+//! (moq-lite over QMux, for browsers without WebTransport), one shared [`Origin`](moq_net::model::Origin) that
 //! every session publishes into and subscribes from (upstream subscriptions shared by all
 //! downstream subscribers of a track, cancelled a moment after the last one leaves), token
 //! [`auth`] scoping what each session may publish and subscribe to, Prometheus
@@ -31,6 +32,7 @@ pub mod gatekeeper;
 mod http;
 pub mod metrics;
 mod relay;
+mod websocket;
 
 pub use config::Config;
 pub use relay::{DriverFailed, Relay, RelayError};

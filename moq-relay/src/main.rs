@@ -91,6 +91,9 @@ struct ServeArgs {
     /// Serve no HTTP at all.
     #[arg(long)]
     no_http: bool,
+    /// Serve no WebSocket clients (moq-lite over QMux, `ws://`) on the HTTP port.
+    #[arg(long)]
+    no_websocket: bool,
     /// A directory of static files to serve over HTTP at / (a web page).
     #[arg(long, value_name = "DIR")]
     web_root: Option<PathBuf>,
@@ -295,6 +298,9 @@ fn configure(args: &ServeArgs) -> Result<Config, String> {
     }
     if args.http_bind.is_some() {
         config.http.bind = args.http_bind;
+    }
+    if args.no_websocket {
+        config.http.websocket = false;
     }
     if args.no_http {
         config.http.enabled = false;

@@ -14,6 +14,7 @@ use moq_net::coding::Version;
 use moq_net::model::{MemoryBudget, Origin};
 use moq_net::session::{Session, SessionCounters};
 use moq_net::transport::TransportStats;
+use moq_runtime::binding::Binding;
 use moq_runtime::endpoint::EndpointCounters;
 
 /// Why a connection was refused before it had a session.
@@ -60,6 +61,8 @@ struct State {
     opened: u64,
     /// Sessions accepted, by the moq-lite version they speak.
     opened_by_version: BTreeMap<Version, u64>,
+    /// Sessions accepted, by the binding they came over (`quic`, `websocket`, …).
+    opened_by_binding: BTreeMap<&'static str, u64>,
     /// What closed sessions counted, summed.
     closed: Totals,
     /// Closed sessions by the error they ended with.
@@ -113,18 +116,22 @@ impl State {
 struct Live {
     session: Session,
     established: bool,
+    /// The binding's name.
+    binding: &'static str,
 }
 
 impl Metrics {
-    /// Counts a session that opened, established already (WebTransport: its CONNECT was
-    /// authorized) or waiting for its SETUP; its counters are read until it closes.
-    pub fn opened(&self, id: u64, session: Session, established: bool) {
+    /// Counts a session that opened over `binding`, established already (WebTransport,
+    /// WebSocket: its request was authorized) or waiting for its SETUP; its counters are
+    /// read until it closes.
+    pub fn opened(&self, id: u64, session: Session, established: bool, binding: Binding) {
         let mut state = self.lock();
         state.opened += 1;
         *state
             .opened_by_version
             .entry(session.version())
             .or_default() += 1;
+        *state.opened_by_binding.entry(binding.name()).or_default() += 1;
         let established = established || state.established_early.remove(&id);
         if !established {
             state.pending += 1;
@@ -134,6 +141,7 @@ impl Metrics {
             Live {
                 session,
                 established,
+                binding: binding.name(),
             },
         );
     }
@@ -228,6 +236,7 @@ impl Metrics {
         let listeners = origin.listener_stats();
         // What the text needs, copied out, so that sessions opening and closing do not
         // wait for the rendering.
+        let by_binding: (BTreeMap<&'static str, u64>, BTreeMap<&'static str, u64>);
         let (opened, by_version, live, established, pending, closed, ended, refused) = {
             let state = self.lock();
             let live: Vec<Session> = state
@@ -235,6 +244,17 @@ impl Metrics {
                 .values()
                 .map(|live| live.session.clone())
                 .collect();
+            let mut live_by_binding: BTreeMap<&'static str, u64> = Binding::ALL
+                .iter()
+                .map(|binding| (binding.name(), 0))
+                .collect();
+            for live in state.live.values() {
+                *live_by_binding.entry(live.binding).or_default() += 1;
+            }
+            let mut opened_by_binding = live_by_binding.clone();
+            opened_by_binding.values_mut().for_each(|n| *n = 0);
+            opened_by_binding.extend(state.opened_by_binding.iter().map(|(k, v)| (*k, *v)));
+            by_binding = (live_by_binding, opened_by_binding);
             (
                 state.opened,
                 state.opened_by_version.clone(),
@@ -306,6 +326,24 @@ impl Metrics {
             "counter",
             "Sessions accepted, by the moq-lite version they negotiated.",
             &labelled(&by_version),
+        );
+        let by_name = |counts: &BTreeMap<&'static str, u64>| -> Vec<(String, u64)> {
+            counts
+                .iter()
+                .map(|(binding, n)| (format!("{{binding=\"{binding}\"}}"), *n))
+                .collect()
+        };
+        metric(
+            "sessions_by_binding",
+            "gauge",
+            "Sessions open now, by the binding they came over (quic, webtransport, websocket, tls, tcp).",
+            &by_name(&by_binding.0),
+        );
+        metric(
+            "sessions_opened_by_binding_total",
+            "counter",
+            "Sessions accepted, by the binding they came over.",
+            &by_name(&by_binding.1),
         );
         let ended: Vec<_> = ended
             .iter()

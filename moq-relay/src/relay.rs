@@ -61,6 +61,8 @@ pub enum RelayError {
 pub struct Relay<L: Listener = driver::Server> {
     server: L,
     http: Option<HttpServer>,
+    /// How WebSocket clients are served on the HTTP port (`None`: they are not).
+    websocket: Option<moq_tokio::QmuxServerConfig>,
     gatekeeper: Arc<Gatekeeper>,
     fingerprint: Fingerprint,
     drain: Duration,
@@ -138,6 +140,8 @@ impl Relay {
         server_config.max_pending_handshakes = config.limits.max_pending_setup;
         server_config.limits.idle_timeout = Duration::from_secs(config.limits.idle_timeout_secs);
         server_config.limits.congestion_control = config.server.parsed_congestion_control()?;
+        let (server_config_versions, server_limits) =
+            (server_config.versions.clone(), server_config.limits.clone());
         let server = driver::bind(&config.server, server_config)
             .await
             .map_err(RelayError::Bind)?;
@@ -156,6 +160,16 @@ impl Relay {
         } else {
             None
         };
+        // The session each WebSocket client starts from is the gatekeeper's choice, as
+        // for every other client; this one is only the listener's default.
+        let websocket = (config.http.enabled && config.http.websocket).then(|| {
+            let mut websocket = moq_tokio::QmuxServerConfig::new(session.clone());
+            websocket.versions = server_config_versions.clone();
+            websocket.limits = server_limits.clone();
+            websocket.handshake_timeout = Duration::from_secs(config.limits.setup_timeout_secs);
+            websocket.max_pending_handshakes = config.limits.max_pending_setup;
+            websocket
+        });
         let cluster = Arc::new(cluster(config, cluster_id, &session)?);
         let workers = server.counters();
         let gatekeeper = Arc::new(Gatekeeper {
@@ -172,6 +186,7 @@ impl Relay {
         Ok(Self {
             server,
             http,
+            websocket,
             gatekeeper,
             fingerprint,
             drain: config.drain(),
@@ -212,12 +227,19 @@ impl<L: Listener> Relay<L> {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
+        let websocket = self.websocket.take().map(|config| {
+            Arc::new(crate::websocket::WebSocketService {
+                gatekeeper: self.gatekeeper.clone(),
+                config,
+            })
+        });
         let http = self.http.take().map(|http| {
             http.spawn(
                 self.gatekeeper.metrics.clone(),
                 self.gatekeeper.origin.clone(),
                 self.gatekeeper.cluster.clone(),
                 hex,
+                websocket,
             )
         });
         self.gatekeeper.cluster.start(&self.gatekeeper.origin);

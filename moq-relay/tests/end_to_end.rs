@@ -85,6 +85,45 @@ fn moq_publish_reaches_moq_subscribe_through_the_relay_over_every_binding_pair()
     }
 }
 
+/// WebSocket clients (moq-lite over QMux on the relay's TCP port, the same number as its
+/// UDP one) reach QUIC and WebTransport clients and each other, `/metrics` counts them by
+/// binding, and `--no-websocket` turns them away.
+#[test]
+fn websocket_clients_meet_quic_clients_on_the_same_port_and_are_counted_by_binding() {
+    let relay = Relay::start(&[]);
+    for (publisher, subscriber) in [("ws", "ws"), ("moqt", "ws"), ("ws", "https")] {
+        let path = format!("{publisher}-to-{subscriber}");
+        let reader = subscribe(&relay, &relay.url(subscriber, "demo"), &path, 3);
+        let writer = publish(
+            &relay,
+            &relay.url(publisher, "demo"),
+            &path,
+            "one\ntwo\nthree\n",
+        );
+        let (ok, out, err) = collect(reader);
+        assert!(ok, "{publisher} -> {subscriber}: subscriber failed: {err}");
+        assert_eq!(out, "one\ntwo\nthree\n", "{publisher} -> {subscriber}");
+        let (ok, _, err) = collect(writer);
+        assert!(ok, "{publisher} -> {subscriber}: publisher failed: {err}");
+    }
+    let metrics = relay.http_get("/metrics");
+    for (binding, count) in [("websocket", 4), ("quic", 1), ("webtransport", 1)] {
+        let line = format!(
+            "moq_relay_sessions_opened_by_binding_total{{binding=\"{binding}\"}} {count}\n"
+        );
+        assert!(metrics.contains(&line), "{line}{metrics}");
+    }
+
+    let closed = Relay::start(&["--no-websocket"]);
+    let reader = subscribe(&closed, &closed.url("ws", "demo"), "nothing", 1);
+    let (ok, _, err) = collect(reader);
+    assert!(
+        !ok,
+        "a WebSocket client of a relay that serves none got a session"
+    );
+    assert!(err.contains("WebSocket"), "{err}");
+}
+
 /// A relay accepting only -04 and -03: clients pinned to either get through and reach
 /// each other (the relay's root: raw QUIC carries no path before -05), a client offering
 /// only -05 is refused with the reason, and `/metrics` counts the sessions by version.

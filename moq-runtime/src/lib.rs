@@ -34,6 +34,7 @@ pub mod quiche_config;
 pub mod reset;
 pub mod server;
 pub mod steering;
+pub mod tcp_tls;
 pub mod timer;
 pub mod tls;
 pub mod udp;

@@ -222,11 +222,20 @@ fn apply(config: &mut quiche::Config, limits: &QuicLimits) {
 fn tls_context(
     certificate: &Certificate,
 ) -> Result<boring::ssl::SslContextBuilder, boring::error::ErrorStack> {
+    let mut builder = boring::ssl::SslContextBuilder::new(boring::ssl::SslMethod::tls())?;
+    load_certificate(&mut builder, certificate)?;
+    Ok(builder)
+}
+
+/// Puts `certificate` (its chain and key, from memory) into a TLS context: QUIC's, or a
+/// TCP listener's ([`crate::tcp_tls`]).
+pub(crate) fn load_certificate(
+    builder: &mut boring::ssl::SslContextBuilder,
+    certificate: &Certificate,
+) -> Result<(), boring::error::ErrorStack> {
     use boring::pkey::PKey;
-    use boring::ssl::{SslContextBuilder, SslMethod};
     use boring::x509::X509;
 
-    let mut builder = SslContextBuilder::new(SslMethod::tls())?;
     let mut chain = X509::stack_from_pem(certificate.chain_pem().as_bytes())?.into_iter();
     if let Some(leaf) = chain.next() {
         builder.set_certificate(&leaf)?;
@@ -236,8 +245,7 @@ fn tls_context(
     }
     let key = PKey::private_key_from_pem(certificate.key_pem().as_bytes())?;
     builder.set_private_key(&key)?;
-    builder.check_private_key()?;
-    Ok(builder)
+    builder.check_private_key()
 }
 
 #[cfg(test)]

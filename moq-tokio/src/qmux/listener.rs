@@ -20,7 +20,7 @@ use tokio_tungstenite::tungstenite::handshake::server::{
 };
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
 
-use super::carrier::{ByteStream, WebSocket};
+use super::carrier::ByteStream;
 use super::driver::drive;
 use super::websocket_config;
 use crate::{Error, TokioRuntime};
@@ -187,35 +187,18 @@ async fn websocket(
         tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(websocket_config()))
             .await
             .map_err(|error| format!("WebSocket upgrade: {error}"))?;
-    let (draft, version) = match chosen {
-        Some(negotiated) => (negotiated.draft, negotiated.version),
-        None => (
-            moq_qmux::Version::Draft01,
-            qmux::choose(&["qmux-01".to_owned()], &config.versions)
-                .map(|negotiated| negotiated.version)
-                .ok_or("no version to speak")?,
-        ),
+    let negotiated = match chosen {
+        Some(negotiated) => negotiated,
+        None => {
+            qmux::choose(&["qmux-01".to_owned()], &config.versions).ok_or("no version to speak")?
+        }
     };
-    let connection = QmuxConnection::new(Connection::new(
-        Side::Server,
-        draft,
-        qmux::config(&config.limits),
-        Vec::new(),
-        Instant::now(),
-    ));
-    tokio::spawn(drive(
-        WebSocket::new(socket),
-        connection.clone(),
-        Some(qmux::KEEP_ALIVE),
-    ));
-    Ok(Request::qmux(
-        TokioRuntime::current(),
-        connection.session(Some(version.alpn().to_owned())),
-        Binding::WebSocket,
-        version,
-        Some(path),
+    Ok(super::upgrade::start(
+        std::future::ready(socket),
+        negotiated,
+        path,
         Some(remote),
-        config.session.clone(),
+        config,
     ))
 }
 

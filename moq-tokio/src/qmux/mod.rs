@@ -7,8 +7,10 @@ mod carrier;
 pub(crate) mod client;
 mod driver;
 mod listener;
+mod upgrade;
 
 pub use listener::{QmuxListener, QmuxServerConfig};
+pub use upgrade::{UpgradeRefused, WebSocketUpgrade};
 
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
