@@ -1,6 +1,7 @@
 //! The relay's HTTP side (TCP): `/metrics` for Prometheus, `/certificate.sha256` so a
 //! browser can pin the relay's self-signed certificate before it connects over
-//! WebTransport, WebSocket clients on any path ([`crate::websocket`]), and optionally a
+//! WebTransport, QMux clients (WebSocket on any path, and TLS: [`crate::web_qmux`]), and
+//! optionally a
 //! directory of static files (a web page) at `/`.
 
 use std::net::SocketAddr;
@@ -18,7 +19,7 @@ use moq_net::model::Origin;
 
 use crate::cluster::Cluster;
 use crate::metrics::Metrics;
-use crate::websocket::{Peer, WebSocketService};
+use crate::web_qmux::{Peer, QmuxService, Sorted};
 
 /// What the handlers read.
 #[derive(Clone)]
@@ -76,14 +77,14 @@ impl HttpServer {
         self.listener.local_addr()
     }
 
-    /// Serves until the task is aborted; WebSocket clients go to `websocket`, if given.
+    /// Serves until the task is aborted; QMux clients go to `qmux`, if given.
     pub(crate) fn spawn(
         self,
         metrics: Arc<Metrics>,
         origin: Origin,
         cluster: Arc<Cluster>,
         fingerprint: String,
-        websocket: Option<Arc<WebSocketService>>,
+        qmux: Option<Arc<QmuxService>>,
     ) -> tokio::task::JoinHandle<()> {
         let shared = Shared {
             metrics,
@@ -102,13 +103,14 @@ impl HttpServer {
         let files = self.web_root.map(tower_http::services::ServeDir::new);
         // Any other path: a WebSocket upgrade (moq-lite over QMux, the path is the
         // session's), else a file, else 404.
+        let websocket = qmux.clone();
         let app = routes.fallback(move |request: axum::extract::Request| {
             let (websocket, files) = (websocket.clone(), files.clone());
             async move {
                 use axum::response::IntoResponse;
                 if let Some(websocket) = websocket {
                     if moq_tokio::WebSocketUpgrade::is_requested(request.headers()) {
-                        return crate::websocket::upgrade(websocket, request);
+                        return crate::web_qmux::upgrade(websocket, request);
                     }
                 }
                 match files {
@@ -120,12 +122,17 @@ impl HttpServer {
                 }
             }
         });
-        tokio::spawn(serve(self.listener, app, self.limits))
+        tokio::spawn(serve(self.listener, app, self.limits, qmux))
     }
 }
 
 /// Accepts connections and serves each on its own task, within `limits`.
-async fn serve(listener: tokio::net::TcpListener, app: Router, limits: HttpLimits) {
+async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    limits: HttpLimits,
+    qmux: Option<Arc<QmuxService>>,
+) {
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let per_address = Arc::new(PerAddress::default());
     loop {
@@ -159,22 +166,45 @@ async fn serve(listener: tokio::net::TcpListener, app: Router, limits: HttpLimit
                 tower::ServiceExt::oneshot(app.clone(), request)
             },
         );
+        let qmux = qmux.clone();
         tokio::spawn(async move {
-            // With upgrades: a WebSocket's connection leaves the HTTP server (its slot,
-            // its lifetime) once upgraded, and lives as the session it became.
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_read_timeout)
-                .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades();
-            match tokio::time::timeout(limits.connection_lifetime, connection).await {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => tracing::debug!(%peer, %error, "HTTP connection failed"),
-                Err(_) => tracing::debug!(%peer, "HTTP connection closed at its lifetime"),
+            // TLS or not, QMux or HTTP: see `web_qmux`.
+            let sorted = match &qmux {
+                Some(qmux) => qmux.sort(stream, peer, limits.header_read_timeout).await,
+                None => Sorted::Plain(stream),
+            };
+            match sorted {
+                Sorted::Plain(stream) => serve_http(stream, service, limits, peer).await,
+                Sorted::Tls(stream) => serve_http(stream, service, limits, peer).await,
+                Sorted::Session | Sorted::Gone => {}
             }
             drop(slot);
             drop(address_slot);
         });
+    }
+}
+
+/// Serves HTTP/1.1 on one connection, within its limits.
+async fn serve_http<I, S>(io: I, service: S, limits: HttpLimits, peer: std::net::SocketAddr)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::HttpService<hyper::body::Incoming> + Send,
+    S::Future: Send + 'static,
+    S::ResBody: Send + 'static,
+    <S::ResBody as hyper::body::Body>::Data: Send,
+    <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    // With upgrades: a WebSocket's connection leaves the HTTP server (its slot, its
+    // lifetime) once upgraded, and lives as the session it became.
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .serve_connection(TokioIo::new(io), service)
+        .with_upgrades();
+    match tokio::time::timeout(limits.connection_lifetime, connection).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => tracing::debug!(%peer, %error, "HTTP connection failed"),
+        Err(_) => tracing::debug!(%peer, "HTTP connection closed at its lifetime"),
     }
 }
 

@@ -32,7 +32,7 @@ pub mod gatekeeper;
 mod http;
 pub mod metrics;
 mod relay;
-mod websocket;
+mod web_qmux;
 
 pub use config::Config;
 pub use relay::{DriverFailed, Relay, RelayError};

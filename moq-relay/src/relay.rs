@@ -31,6 +31,10 @@ pub enum RelayError {
     /// The certificate could not be loaded or made.
     #[error("tls: {0}")]
     Tls(#[from] moq_runtime::tls::TlsError),
+    /// The web port's TLS context (for `wss://` and `tls://`) could not be built from the
+    /// certificate.
+    #[error("tls (the web port): {0}")]
+    WebTls(moq_runtime::quiche_config::ConfigError),
     /// The auth key could not be loaded.
     #[error("auth.key: {0}")]
     Auth(#[from] AuthError),
@@ -61,8 +65,9 @@ pub enum RelayError {
 pub struct Relay<L: Listener = driver::Server> {
     server: L,
     http: Option<HttpServer>,
-    /// How WebSocket clients are served on the HTTP port (`None`: they are not).
-    websocket: Option<moq_tokio::QmuxServerConfig>,
+    /// How QMux clients (WebSocket, TLS) are served on the HTTP port (`None`: they are
+    /// not).
+    qmux: Option<Arc<crate::web_qmux::QmuxService>>,
     gatekeeper: Arc<Gatekeeper>,
     fingerprint: Fingerprint,
     drain: Duration,
@@ -116,7 +121,8 @@ impl Relay {
             origin_id: cluster_id,
             ..SessionConfig::default()
         };
-        let mut server_config = ServerConfig::new(config.server.bind, certificate, session.clone());
+        let mut server_config =
+            ServerConfig::new(config.server.bind, certificate.clone(), session.clone());
         server_config.udp.gso = config.server.gso;
         server_config.udp.gro = config.server.gro;
         server_config.udp.recv_batch = config.server.recv_batch;
@@ -170,6 +176,14 @@ impl Relay {
             websocket.max_pending_handshakes = config.limits.max_pending_setup;
             websocket
         });
+        let websocket = match websocket {
+            Some(websocket) => {
+                let tls = moq_runtime::tcp_tls::server_context(&certificate, &websocket.versions)
+                    .map_err(RelayError::WebTls)?;
+                Some((websocket, tls))
+            }
+            None => None,
+        };
         let cluster = Arc::new(cluster(config, cluster_id, &session)?);
         let workers = server.counters();
         let gatekeeper = Arc::new(Gatekeeper {
@@ -183,10 +197,17 @@ impl Relay {
             draining: AtomicBool::new(false),
             cluster,
         });
+        let qmux = websocket.map(|(config, tls)| {
+            Arc::new(crate::web_qmux::QmuxService {
+                gatekeeper: gatekeeper.clone(),
+                config,
+                tls,
+            })
+        });
         Ok(Self {
             server,
             http,
-            websocket,
+            qmux,
             gatekeeper,
             fingerprint,
             drain: config.drain(),
@@ -227,12 +248,7 @@ impl<L: Listener> Relay<L> {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        let websocket = self.websocket.take().map(|config| {
-            Arc::new(crate::websocket::WebSocketService {
-                gatekeeper: self.gatekeeper.clone(),
-                config,
-            })
-        });
+        let websocket = self.qmux.take();
         let http = self.http.take().map(|http| {
             http.spawn(
                 self.gatekeeper.metrics.clone(),

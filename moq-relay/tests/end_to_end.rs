@@ -85,13 +85,20 @@ fn moq_publish_reaches_moq_subscribe_through_the_relay_over_every_binding_pair()
     }
 }
 
-/// WebSocket clients (moq-lite over QMux on the relay's TCP port, the same number as its
-/// UDP one) reach QUIC and WebTransport clients and each other, `/metrics` counts them by
-/// binding, and `--no-websocket` turns them away.
+/// QMux clients on the relay's TCP port (the same number as its UDP one): WebSocket
+/// (`ws://`, `wss://`) and TLS (`tls://`) clients reach QUIC and WebTransport clients and
+/// each other, `/metrics` counts them by binding, and `--no-websocket` turns them away.
 #[test]
-fn websocket_clients_meet_quic_clients_on_the_same_port_and_are_counted_by_binding() {
+fn qmux_clients_meet_quic_clients_on_the_same_port_and_are_counted_by_binding() {
     let relay = Relay::start(&[]);
-    for (publisher, subscriber) in [("ws", "ws"), ("moqt", "ws"), ("ws", "https")] {
+    let pairs = [
+        ("ws", "ws"),
+        ("moqt", "ws"),
+        ("ws", "https"),
+        ("wss", "tls"),
+        ("tls", "moqt"),
+    ];
+    for (publisher, subscriber) in pairs {
         let path = format!("{publisher}-to-{subscriber}");
         let reader = subscribe(&relay, &relay.url(subscriber, "demo"), &path, 3);
         let writer = publish(
@@ -107,7 +114,12 @@ fn websocket_clients_meet_quic_clients_on_the_same_port_and_are_counted_by_bindi
         assert!(ok, "{publisher} -> {subscriber}: publisher failed: {err}");
     }
     let metrics = relay.http_get("/metrics");
-    for (binding, count) in [("websocket", 4), ("quic", 1), ("webtransport", 1)] {
+    for (binding, count) in [
+        ("websocket", 5),
+        ("tls", 2),
+        ("quic", 2),
+        ("webtransport", 1),
+    ] {
         let line = format!(
             "moq_relay_sessions_opened_by_binding_total{{binding=\"{binding}\"}} {count}\n"
         );

@@ -39,7 +39,7 @@ pub use moq_runtime::binding::Binding;
 pub use moq_runtime::client::ClientConfig;
 pub use moq_runtime::quiche_config::QuicLimits;
 pub use moq_runtime::server::ServerConfig;
-pub use qmux::{QmuxListener, QmuxServerConfig, UpgradeRefused, WebSocketUpgrade};
+pub use qmux::{QmuxListener, QmuxServerConfig, UpgradeRefused, WebSocketUpgrade, accept_tls};
 pub use reconnect::Reconnect;
 pub use runtime::{TokioDeadline, TokioRuntime};
 pub use server::{MAX_WORKERS, Request, Server};

@@ -398,6 +398,13 @@ impl Connection {
         }
     }
 
+    /// The carrier found the peer's framing broken (a record over the limit, a draft-00
+    /// frame with no end, a WebSocket text message): the connection is closed with
+    /// FRAME_ENCODING_ERROR, saying `reason`.
+    pub fn handle_malformed(&mut self, reason: &str) {
+        self.fail(violation(Code::FrameEncoding, reason), 0);
+    }
+
     /// The connection's counters.
     pub fn stats(&self) -> TransportStats {
         TransportStats {

@@ -21,6 +21,9 @@ pub(crate) enum Arrived {
     Activity,
     /// The peer ended its side (a FIN, a WebSocket Close).
     End,
+    /// The peer's framing is broken (a record over the limit, a WebSocket text message):
+    /// what is wrong.
+    Malformed(String),
 }
 
 /// A carrier of records.
@@ -78,7 +81,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Carrier for ByteStream<S> {
             match self.reader.next_record() {
                 Ok(Some(record)) => return Poll::Ready(Ok(Arrived::Record(record))),
                 Ok(None) => {}
-                Err(error) => return Poll::Ready(Err(format!("the peer's records: {error}"))),
+                Err(error) => return Poll::Ready(Ok(Arrived::Malformed(error.to_string()))),
             }
             let mut buf = ReadBuf::new(&mut self.read_buffer);
             ready!(Pin::new(&mut self.io).poll_read(cx, &mut buf)).map_err(|e| e.to_string())?;
@@ -147,11 +150,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Carrier for WebSocket<S> {
                 // A Ping is answered by tungstenite at the next flush.
                 Message::Ping(_) | Message::Pong(_) => Arrived::Activity,
                 Message::Close(_) => Arrived::End,
-                Message::Text(_) => {
-                    return Poll::Ready(Err(
-                        "a text message (QMux over WebSocket allows binary ones only)".to_owned(),
-                    ));
-                }
+                Message::Text(_) => Arrived::Malformed(
+                    "a text message (QMux over WebSocket allows binary ones only)".to_owned(),
+                ),
                 Message::Frame(_) => continue,
             }));
         }

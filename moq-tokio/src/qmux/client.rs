@@ -1,6 +1,7 @@
-//! Connecting over a QMux binding: `ws://` (a WebSocket upgrade offering every version
-//! over every QMux draft as a subprotocol) and `tcp://` (the versions in the QMux
-//! transport parameters). The names and choices are `moq_runtime::qmux`'s.
+//! Connecting over a QMux binding: `ws://` and `wss://` (a WebSocket upgrade offering
+//! every version over every QMux draft as a subprotocol), `tls://` (the same names as TLS
+//! ALPNs) and `tcp://` (the versions in the QMux transport parameters). The names and
+//! choices are `moq_runtime::qmux`'s, the TLS contexts `moq_runtime::tcp_tls`'s.
 
 use std::time::Instant;
 
@@ -8,7 +9,7 @@ use moq_net::session::Session;
 use moq_qmux::{Connection, QmuxConnection, Side};
 use moq_runtime::binding::Binding;
 use moq_runtime::client::{ClientConfig, ClientSetup, ConnectError, Target};
-use moq_runtime::qmux;
+use moq_runtime::{qmux, tcp_tls};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
@@ -21,14 +22,6 @@ use crate::{Error, TokioRuntime};
 
 /// Connects to `target` over its QMux binding and starts the session.
 pub(crate) async fn connect(target: Target, config: ClientConfig) -> Result<Session, Error> {
-    if target.tls_over_tcp() {
-        return Err(ConnectError::Url {
-            url: target.url.to_string(),
-            problem: "wss:// and tls:// are not supported by this client yet; use ws:// or tcp://"
-                .to_owned(),
-        }
-        .into());
-    }
     let handshake = async {
         let stream = TcpStream::connect((target.host.as_str(), target.port))
             .await
@@ -38,9 +31,26 @@ pub(crate) async fn connect(target: Target, config: ClientConfig) -> Result<Sess
             )))?;
         // Records are written whole: Nagle's delay would only hold the last one back.
         let _ = stream.set_nodelay(true);
-        match target.binding {
-            Binding::WebSocket => websocket(stream, &target, &config).await,
-            _ => tcp(stream, &target, &config).await,
+        match (target.binding, target.tls_over_tcp()) {
+            (Binding::WebSocket, false) => websocket(stream, &target, &config).await,
+            (Binding::WebSocket, true) => {
+                let stream = tls(stream, &target, &config, &[tcp_tls::HTTP1.to_owned()]).await?;
+                websocket(stream, &target, &config).await
+            }
+            (Binding::Tls, _) => {
+                let offers = qmux::client_offers(&config.versions);
+                let stream = tls(stream, &target, &config, &offers).await?;
+                let Some(negotiated) = tcp_tls::negotiated(stream.ssl(), &config.versions) else {
+                    return Err(ConnectError::NoCommonVersion {
+                        offered: config.versions.clone(),
+                        detail: "the server chose no QMux protocol in the TLS handshake".to_owned(),
+                    }
+                    .into());
+                };
+                let connection = over_byte_stream(stream, negotiated.draft, Vec::new(), &config);
+                Ok((connection, negotiated.version))
+            }
+            _ => tcp(stream, &config).await,
         }
     };
     let (connection, version) = tokio::time::timeout(config.handshake_timeout, handshake)
@@ -63,12 +73,43 @@ pub(crate) async fn connect(target: Target, config: ClientConfig) -> Result<Sess
     Ok(drive(|waiter| setup.poll(waiter)).await?)
 }
 
-/// The WebSocket upgrade, then the connection over it.
-async fn websocket(
+/// The TLS handshake offering `alpns`, the server's certificate checked as configured.
+async fn tls(
     stream: TcpStream,
     target: &Target,
     config: &ClientConfig,
-) -> Result<(QmuxConnection, moq_net::coding::Version), Error> {
+    alpns: &[String],
+) -> Result<tokio_boring::SslStream<TcpStream>, Error> {
+    let connector = tcp_tls::client_context(config, alpns)?;
+    let mut configuration = connector
+        .configure()
+        .map_err(moq_runtime::quiche_config::ConfigError::from)?;
+    configuration.set_verify_hostname(tcp_tls::verifies_name(config));
+    let stream = tokio_boring::connect(configuration, &target.host, stream)
+        .await
+        .map_err(|error| ConnectError::Handshake(format!("TLS: {error}")))?;
+    if let Some(expected) = config.fingerprint {
+        let presented = tcp_tls::presented(stream.ssl());
+        if presented != Some(expected) {
+            return Err(ConnectError::CertificateRejected {
+                expected,
+                presented,
+            }
+            .into());
+        }
+    }
+    Ok(stream)
+}
+
+/// The WebSocket upgrade, then the connection over it.
+async fn websocket<S>(
+    stream: S,
+    target: &Target,
+    config: &ClientConfig,
+) -> Result<(QmuxConnection, moq_net::coding::Version), Error>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let mut request = target
         .url
         .as_str()
@@ -114,26 +155,14 @@ async fn websocket(
 /// Plain TCP: the versions go in the transport parameters; the server's answer picks.
 async fn tcp(
     stream: TcpStream,
-    target: &Target,
     config: &ClientConfig,
 ) -> Result<(QmuxConnection, moq_net::coding::Version), Error> {
-    let _ = target;
     let offered: Vec<String> = config
         .versions
         .iter()
         .map(|v| v.alpn().to_owned())
         .collect();
-    let settings = qmux::config(&config.limits);
-    let limit = settings.max_record_size;
-    let connection = QmuxConnection::new(Connection::new(
-        Side::Client,
-        qmux::TCP_DRAFT,
-        settings,
-        offered.clone(),
-        Instant::now(),
-    ));
-    let carrier = ByteStream::new(stream, qmux::TCP_DRAFT.has_records(), limit);
-    tokio::spawn(drive_connection(carrier, connection.clone(), None));
+    let connection = over_byte_stream(stream, qmux::TCP_DRAFT, offered.clone(), config);
     let parameters = drive(|waiter| connection.with(|inner| inner.poll_parameters(waiter)))
         .await
         .map_err(|error| ConnectError::Handshake(error.to_string()))?;
@@ -149,6 +178,31 @@ async fn tcp(
             .into())
         }
     }
+}
+
+/// A client connection of `draft` over a byte stream (TCP, TLS), its driver spawned;
+/// `applications` go in its transport parameters (plain TCP only).
+fn over_byte_stream<S>(
+    stream: S,
+    draft: moq_qmux::Version,
+    applications: Vec<String>,
+    config: &ClientConfig,
+) -> QmuxConnection
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let settings = qmux::config(&config.limits);
+    let limit = settings.max_record_size;
+    let connection = QmuxConnection::new(Connection::new(
+        Side::Client,
+        draft,
+        settings,
+        applications,
+        Instant::now(),
+    ));
+    let carrier = ByteStream::new(stream, draft.has_records(), limit);
+    tokio::spawn(drive_connection(carrier, connection.clone(), None));
+    connection
 }
 
 fn bad_url(target: &Target, problem: &str) -> ConnectError {

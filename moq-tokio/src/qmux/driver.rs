@@ -115,6 +115,12 @@ impl<C: Carrier> Driver<C> {
                 Poll::Ready(Ok(Arrived::End)) => {
                     return Err("the peer closed its side of the connection".to_owned());
                 }
+                Poll::Ready(Ok(Arrived::Malformed(reason))) => {
+                    // Closed with FRAME_ENCODING_ERROR; nothing more is read.
+                    self.connection
+                        .with(|inner| inner.handle_malformed(&reason));
+                    return Ok(());
+                }
                 Poll::Ready(Err(error)) => return Err(error),
             }
         }
@@ -164,6 +170,8 @@ impl<C: Carrier> Driver<C> {
         loop {
             match self.carrier.poll_arrived(cx) {
                 Poll::Ready(Ok(Arrived::Record(_) | Arrived::Activity)) => continue,
+                // Past a broken record nothing more can be read: wait for the end.
+                Poll::Ready(Ok(Arrived::Malformed(_))) => break,
                 Poll::Ready(_) => {
                     self.state = State::Done;
                     return Poll::Ready(());

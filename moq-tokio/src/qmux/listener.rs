@@ -1,5 +1,5 @@
-//! Serving QMux clients on a TCP port: WebSocket upgrades (`ws://`) or plain QMux
-//! (`tcp://`). Each client's handshake runs on a task of its own, within a deadline and a
+//! Serving QMux clients on a TCP port: WebSocket upgrades (`ws://`), QMux over TLS
+//! (`tls://`) or plain QMux (`tcp://`). Each client's handshake runs on a task of its own, within a deadline and a
 //! bound on how many wait at once, and becomes a [`Request`] to accept or refuse.
 
 use std::net::SocketAddr;
@@ -13,6 +13,8 @@ use moq_runtime::binding::Binding;
 use moq_runtime::qmux::{self, Negotiated};
 use moq_runtime::quiche_config::QuicLimits;
 use moq_runtime::server::Request;
+use moq_runtime::tcp_tls;
+use moq_runtime::tls::Certificate;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_tungstenite::tungstenite::handshake::server::{
@@ -39,6 +41,9 @@ pub struct QmuxServerConfig {
     pub handshake_timeout: Duration,
     /// The most clients in their handshake at once; more wait in the kernel's backlog.
     pub max_pending_handshakes: usize,
+    /// The certificate a `tls://` listener presents; a WebSocket listener with one serves
+    /// `wss://`.
+    pub certificate: Option<Certificate>,
 }
 
 impl QmuxServerConfig {
@@ -51,6 +56,7 @@ impl QmuxServerConfig {
             limits: QuicLimits::default(),
             handshake_timeout: Duration::from_secs(10),
             max_pending_handshakes: 256,
+            certificate: None,
         }
     }
 }
@@ -64,13 +70,27 @@ pub struct QmuxListener {
 }
 
 impl QmuxListener {
-    /// Binds `address` (TCP) for `binding` ([`Binding::WebSocket`] or [`Binding::Tcp`]),
-    /// on the current tokio runtime.
+    /// Binds `address` (TCP) for `binding` ([`Binding::WebSocket`], [`Binding::Tls`],
+    /// which needs `config.certificate`, or [`Binding::Tcp`]), on the current tokio
+    /// runtime.
     pub async fn bind(
         address: SocketAddr,
         binding: Binding,
         config: QmuxServerConfig,
     ) -> Result<Self, Error> {
+        let tls = match (binding, &config.certificate) {
+            // `tls://`, and `wss://` when a WebSocket listener has a certificate.
+            (Binding::Tls | Binding::WebSocket, Some(certificate)) => Some(Arc::new(
+                tcp_tls::server_context(certificate, &config.versions)?,
+            )),
+            (Binding::Tls, None) => {
+                return Err(Error::Io {
+                    context: "a tls:// listener".to_owned(),
+                    source: std::io::Error::other("no certificate configured"),
+                });
+            }
+            _ => None,
+        };
         let listener = TcpListener::bind(address)
             .await
             .map_err(Error::io(format!("binding {address} (TCP)")))?;
@@ -78,7 +98,13 @@ impl QmuxListener {
             .local_addr()
             .map_err(Error::io("reading the bound address"))?;
         let (sender, requests) = mpsc::channel(64);
-        let task = tokio::spawn(accept_loop(listener, binding, Arc::new(config), sender));
+        let task = tokio::spawn(accept_loop(
+            listener,
+            binding,
+            tls,
+            Arc::new(config),
+            sender,
+        ));
         Ok(Self {
             local,
             requests,
@@ -106,6 +132,7 @@ impl Drop for QmuxListener {
 async fn accept_loop(
     listener: TcpListener,
     binding: Binding,
+    tls: Option<Arc<boring::ssl::SslAcceptor>>,
     config: Arc<QmuxServerConfig>,
     requests: mpsc::Sender<Request<TokioRuntime>>,
 ) {
@@ -126,10 +153,18 @@ async fn accept_loop(
         let _ = stream.set_nodelay(true);
         let config = config.clone();
         let requests = requests.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let handshake = async {
-                match binding {
-                    Binding::WebSocket => websocket(stream, remote, &config).await,
+                match (binding, tls) {
+                    (Binding::WebSocket, None) => websocket(stream, remote, &config).await,
+                    (Binding::WebSocket, Some(tls)) => {
+                        match tokio_boring::accept(&tls, stream).await {
+                            Ok(stream) => websocket(stream, remote, &config).await,
+                            Err(error) => Err(format!("TLS: {error}")),
+                        }
+                    }
+                    (Binding::Tls, Some(tls)) => tls_handshake(&tls, stream, remote, &config).await,
                     _ => tcp(stream, remote, &config).await,
                 }
             };
@@ -149,11 +184,14 @@ async fn accept_loop(
 }
 
 /// A WebSocket upgrade: the subprotocol chosen among the client's offers, the path kept.
-async fn websocket(
-    stream: TcpStream,
+async fn websocket<S>(
+    stream: S,
     remote: SocketAddr,
     config: &QmuxServerConfig,
-) -> Result<Request<TokioRuntime>, String> {
+) -> Result<Request<TokioRuntime>, String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let mut chosen: Option<Negotiated> = None;
     let mut path = String::new();
     // tungstenite's callback type returns its HTTP response as the error: not ours to size.
@@ -215,6 +253,44 @@ fn offered_subprotocols(request: &HttpRequest) -> Vec<String> {
         .collect()
 }
 
+/// QMux over TLS: the version chosen by ALPN in the handshake.
+async fn tls_handshake(
+    acceptor: &boring::ssl::SslAcceptor,
+    stream: TcpStream,
+    remote: SocketAddr,
+    config: &QmuxServerConfig,
+) -> Result<Request<TokioRuntime>, String> {
+    let stream = tokio_boring::accept(acceptor, stream)
+        .await
+        .map_err(|error| format!("TLS: {error}"))?;
+    let negotiated = tcp_tls::negotiated(stream.ssl(), &config.versions)
+        .ok_or("the client offered no QMux protocol in common (ALPN)")?;
+    Ok(accept_tls(stream, remote, negotiated, config))
+}
+
+/// A client over QMux on a TLS stream whose handshake chose `negotiated`, as a request
+/// (the relay's web port hands its `tls://` clients here).
+pub fn accept_tls<S>(
+    stream: S,
+    remote: SocketAddr,
+    negotiated: qmux::Negotiated,
+    config: &QmuxServerConfig,
+) -> Request<TokioRuntime>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let connection = over_byte_stream(stream, negotiated.draft, Vec::new(), config);
+    Request::qmux(
+        TokioRuntime::current(),
+        connection.session(Some(negotiated.version.alpn().to_owned())),
+        Binding::Tls,
+        negotiated.version,
+        None,
+        Some(remote),
+        config.session.clone(),
+    )
+}
+
 /// Plain TCP: the version chosen from the client's transport parameters.
 async fn tcp(
     stream: TcpStream,
@@ -226,17 +302,7 @@ async fn tcp(
         .iter()
         .map(|v| v.alpn().to_owned())
         .collect();
-    let settings = qmux::config(&config.limits);
-    let limit = settings.max_record_size;
-    let connection = QmuxConnection::new(Connection::new(
-        Side::Server,
-        qmux::TCP_DRAFT,
-        settings,
-        ours.clone(),
-        Instant::now(),
-    ));
-    let carrier = ByteStream::new(stream, qmux::TCP_DRAFT.has_records(), limit);
-    tokio::spawn(drive(carrier, connection.clone(), None));
+    let connection = over_byte_stream(stream, qmux::TCP_DRAFT, ours.clone(), config);
     let parameters =
         crate::poll::drive(|waiter| connection.with(|inner| inner.poll_parameters(waiter)))
             .await
@@ -258,4 +324,29 @@ async fn tcp(
         Some(remote),
         config.session.clone(),
     ))
+}
+
+/// A server connection of `draft` over a byte stream (TCP, TLS), its driver spawned;
+/// `applications` go in its transport parameters (plain TCP only).
+fn over_byte_stream<S>(
+    stream: S,
+    draft: moq_qmux::Version,
+    applications: Vec<String>,
+    config: &QmuxServerConfig,
+) -> QmuxConnection
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let settings = qmux::config(&config.limits);
+    let limit = settings.max_record_size;
+    let connection = QmuxConnection::new(Connection::new(
+        Side::Server,
+        draft,
+        settings,
+        applications,
+        Instant::now(),
+    ));
+    let carrier = ByteStream::new(stream, draft.has_records(), limit);
+    tokio::spawn(drive(carrier, connection.clone(), None));
+    connection
 }

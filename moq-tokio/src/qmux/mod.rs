@@ -9,7 +9,7 @@ mod driver;
 mod listener;
 mod upgrade;
 
-pub use listener::{QmuxListener, QmuxServerConfig};
+pub use listener::{QmuxListener, QmuxServerConfig, accept_tls};
 pub use upgrade::{UpgradeRefused, WebSocketUpgrade};
 
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;

@@ -31,8 +31,8 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 pub(crate) struct TokioHarness {
     runtime: tokio::runtime::Runtime,
-    /// `moqt` (raw QUIC), `https` (WebTransport), `ws` (QMux over a WebSocket) or `tcp`
-    /// (QMux over TCP).
+    /// `moqt` (raw QUIC), `https` (WebTransport), or QMux over `ws`, `wss` (a WebSocket,
+    /// over TLS), `tls` or `tcp`.
     scheme: &'static str,
     /// Thread per core with this many workers, or work-stealing (`None`).
     workers: Option<usize>,
@@ -130,11 +130,13 @@ impl TokioHarness {
     /// A QMux server (`ws`: WebSocket, `tcp`: plain TCP) and a client of it.
     fn connect_qmux(&mut self, server: SessionConfig, client: SessionConfig) -> (Session, Session) {
         let binding = match self.scheme {
-            "ws" => Binding::WebSocket,
+            "ws" | "wss" => Binding::WebSocket,
+            "tls" => Binding::Tls,
             _ => Binding::Tcp,
         };
         let config = QmuxServerConfig {
             versions: Version::ALL.to_vec(),
+            certificate: matches!(self.scheme, "wss" | "tls").then(|| self.certificate.clone()),
             ..QmuxServerConfig::new(server)
         };
         let address = self.paths.server_address();
@@ -142,8 +144,14 @@ impl TokioHarness {
             .runtime
             .block_on(QmuxListener::bind(address, binding, config))
             .expect("the server binds");
-        let url = format!("{}://{}/", self.scheme, listener.local_addr());
+        // By name: the certificate is for `localhost`, and the client checks its pin.
+        let url = format!(
+            "{}://localhost:{}/",
+            self.scheme,
+            listener.local_addr().port()
+        );
         let versions = vec![client.version];
+        let fingerprint = Some(self.certificate.fingerprint());
         let (client, server_session, listener) = self.runtime.block_on(async move {
             let accepting = async {
                 let request = tokio::time::timeout(REAL_PATIENCE, listener.accept())
@@ -160,6 +168,7 @@ impl TokioHarness {
                         ClientConfig {
                             session: client,
                             versions,
+                            fingerprint,
                             ..ClientConfig::default()
                         },
                     ),
@@ -178,7 +187,7 @@ impl TokioHarness {
 
 impl Harness for TokioHarness {
     fn connect(&mut self, server: SessionConfig, client: SessionConfig) -> (Session, Session) {
-        if matches!(self.scheme, "ws" | "tcp") {
+        if matches!(self.scheme, "ws" | "wss" | "tls" | "tcp") {
             return self.connect_qmux(server, client);
         }
         // The server accepts every version (-06-wip too); the client offers only its
