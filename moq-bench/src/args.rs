@@ -210,6 +210,11 @@ pub(crate) struct LoadArgs {
     /// rooms, where the relay translates) [default: offer -05, -04, -03; the relay picks].
     #[arg(long = "version", value_name = "VERSION")]
     pub(crate) versions: Vec<Version>,
+    /// How the clients reach the relay: `moqt` (raw QUIC), `https` (WebTransport), `ws`
+    /// (QMux over a WebSocket on the relay's TCP web port), `tls` (QMux over TLS there) or
+    /// `tcp`. The relay must serve HTTP for `ws` and `tls` (no `--no-http`).
+    #[arg(long, value_enum, default_value = "moqt")]
+    pub(crate) scheme: Scheme,
     /// Put a seeded impairment proxy (moq-impair) between the clients and the relay,
     /// doing this to packets both ways: `loss=1%`, `loss=5%,burst=4`,
     /// `delay=50ms,jitter=10ms`, `rate=10mbit,queue=50ms` … (`moq-impair --help`). It runs
@@ -256,6 +261,7 @@ impl LoadArgs {
         for version in &self.versions {
             args.extend(["--version".to_owned(), version.alpn().to_owned()]);
         }
+        args.extend(["--scheme".to_owned(), self.scheme.name().to_owned()]);
         if let Some(impairment) = &self.impair {
             args.extend([
                 "--impair".to_owned(),
@@ -353,6 +359,13 @@ pub(crate) struct CompareArgs {
     /// Side B's clients pin these versions instead of `--version`'s.
     #[arg(long, value_name = "VERSION")]
     pub(crate) b_version: Vec<Version>,
+    /// Side A's clients reach the relay this way instead of `--scheme`'s (to compare
+    /// transports on one relay: `--a-scheme moqt --b-scheme ws`).
+    #[arg(long, value_enum)]
+    pub(crate) a_scheme: Option<Scheme>,
+    /// Side B's clients reach the relay this way instead of `--scheme`'s.
+    #[arg(long, value_enum)]
+    pub(crate) b_scheme: Option<Scheme>,
     /// A/B pairs (at least 5 for a verdict worth reading).
     #[arg(long, default_value_t = 5)]
     pub(crate) pairs: u32,
@@ -423,4 +436,37 @@ pub(crate) struct ChartArgs {
     /// The SVG to write.
     #[arg(long, value_name = "FILE", default_value = "moq-bench.svg")]
     pub(crate) out: PathBuf,
+}
+
+/// How a load generator's clients reach the relay: the URL scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Scheme {
+    /// Raw QUIC.
+    Moqt,
+    /// WebTransport over HTTP/3.
+    Https,
+    /// QMux over a WebSocket.
+    Ws,
+    /// QMux over TLS over TCP.
+    Tls,
+    /// QMux over plain TCP.
+    Tcp,
+}
+
+impl Scheme {
+    /// The URL scheme.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Moqt => "moqt",
+            Self::Https => "https",
+            Self::Ws => "ws",
+            Self::Tls => "tls",
+            Self::Tcp => "tcp",
+        }
+    }
+
+    /// Whether it runs over UDP (an impairment proxy can stand in its path).
+    pub(crate) fn is_udp(self) -> bool {
+        matches!(self, Self::Moqt | Self::Https)
+    }
 }

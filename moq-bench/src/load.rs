@@ -163,6 +163,21 @@ impl Target {
         })
     }
 
+    /// The same relay reached over `scheme` instead of raw QUIC; a scheme over TCP (`ws`,
+    /// `tls`…) reaches the relay's web port: `tcp_port` if the relay was given one of its
+    /// own (`{http_port}`), else the same number as its UDP one.
+    pub fn over(mut self, scheme: &str, udp: bool, tcp_port: Option<u16>) -> Self {
+        let Some(rest) = self.url.strip_prefix("moqt://") else {
+            return self;
+        };
+        let rest = match (udp, tcp_port, rest.split_once('/')) {
+            (false, Some(port), Some((_, root))) => format!("127.0.0.1:{port}/{root}"),
+            _ => rest.to_owned(),
+        };
+        self.url = format!("{scheme}://{rest}");
+        self
+    }
+
     /// The same relay reached through `addr` (an impairment proxy in front of it).
     pub fn through(mut self, addr: std::net::SocketAddr) -> Self {
         let root = self

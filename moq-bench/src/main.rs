@@ -22,7 +22,7 @@ mod args;
 mod round;
 
 use args::{
-    AblationArgs, Cli, Command, CompareArgs, LoadArgs, Output, Profile, RunArgs, SoakArgs,
+    AblationArgs, Cli, Command, CompareArgs, LoadArgs, Output, Profile, RunArgs, Scheme, SoakArgs,
     SuiteArgs, SweepArgs,
 };
 use round::{measure_round, round_of};
@@ -265,15 +265,16 @@ async fn compare(args: CompareArgs) -> Result<(), String> {
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for round in 1..=args.pairs {
         let sides = [
-            ("a", &args.a, &args.a_version, &mut a),
-            ("b", &args.b, &args.b_version, &mut b),
+            ("a", &args.a, &args.a_version, args.a_scheme, &mut a),
+            ("b", &args.b, &args.b_version, args.b_scheme, &mut b),
         ];
-        for (label, command, pins, side) in sides {
+        for (label, command, pins, scheme, side) in sides {
             let load = LoadArgs {
                 versions: match pins.is_empty() {
                     true => args.load.versions.clone(),
                     false => pins.clone(),
                 },
+                scheme: scheme.unwrap_or(args.load.scheme),
                 ..args.load.clone()
             };
             let record = round_of(&workload, &load, command, label, round, &args.output).await?;
@@ -433,6 +434,7 @@ async fn suite(args: SuiteArgs) -> Result<(), String> {
         group_seconds: 2.0,
         seconds: args.seconds,
         versions: Vec::new(),
+        scheme: Scheme::Moqt,
         impair: None,
         impair_seed: 1,
     };

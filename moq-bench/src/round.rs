@@ -11,7 +11,7 @@ use moq_bench::stats::Latency;
 use moq_impair::{Proxy, ProxyConfig};
 use moq_net::coding::Version;
 
-use crate::args::{ImpairedPath, LoadArgs, Output, Profile};
+use crate::args::{ImpairedPath, LoadArgs, Output, Profile, Scheme};
 
 /// One round in a fresh `moq-bench` process (the hidden `round` command), so that no
 /// round inherits the previous one's client connections, tasks or memory: its record.
@@ -73,7 +73,7 @@ pub(crate) async fn measure_round(
     let template: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
     let relay = RelayProcess::start(&template, Duration::from_secs_f64(output.startup))?;
     let outcome = tokio::select! {
-        outcome = measure(workload, profile, versions, path, &relay, label, round, output) => outcome,
+        outcome = measure(workload, profile, versions, load.scheme, path, &relay, label, round, output) => outcome,
         report = relay.exited("during the round") => Err(report),
     };
     relay.stop();
@@ -86,13 +86,21 @@ async fn measure(
     workload: &Workload,
     profile: Profile,
     versions: &[Version],
+    scheme: Scheme,
     path: Option<&ImpairedPath>,
     relay: &RelayProcess,
     label: &str,
     round: u32,
     output: &Output,
 ) -> Result<RunRecord, String> {
-    let target = Target::of(relay, "bench", versions)?;
+    if path.is_some() && !scheme.is_udp() {
+        return Err(format!(
+            "--impair needs a UDP scheme (moqt, https), not {}",
+            scheme.name()
+        ));
+    }
+    let target =
+        Target::of(relay, "bench", versions)?.over(scheme.name(), scheme.is_udp(), relay.http_port);
     let proxy = path.map(|path| impairment_proxy(relay, path)).transpose()?;
     let target = match &proxy {
         Some(proxy) => target.through(proxy.local_addr()),

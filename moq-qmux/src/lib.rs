@@ -3,7 +3,7 @@
 //! This crate **is** QMux (draft-ietf-quic-qmux, drafts 00 to 02) as a state machine: the
 //! frames ([`frame`]), the transport parameters ([`params`]), the records a byte stream
 //! carries ([`record`]), the drafts and the subprotocol names that negotiate them
-//! ([`version`]), and a [`Connection`] with streams, flow control, priorities, resets,
+//! ([`version`]) and which of them moq-lite picks ([`negotiation`]), and a [`Connection`] with streams, flow control, priorities, resets,
 //! close and keep-alive, shared with a `moq_net` session through [`QmuxSession`], which
 //! implements `moq_net::transport`. moq-lite runs over it unchanged when UDP is blocked or
 //! WebTransport is broken (Safari): over a WebSocket, TLS or plain TCP.
@@ -21,10 +21,10 @@
 //! let server = QmuxConnection::new(Connection::new(Side::Server, Version::Draft01, Config::default(), vec![], now));
 //! let waker = std::task::Waker::noop();
 //! // A driver's loop: records out of one side go to the carrier (here, the other side)...
-//! while let Some(record) = client.poll_transmit(now, waker) {
+//! while let Some(record) = client.poll_transmit(waker) {
 //!     server.handle_record(record, now);
 //! }
-//! while let Some(record) = server.poll_transmit(now, waker) {
+//! while let Some(record) = server.poll_transmit(waker) {
 //!     client.handle_record(record, now);
 //! }
 //! // ...and the timer is armed at `timeout()`, calling `on_timeout` when it fires.
@@ -37,6 +37,7 @@
 
 pub mod connection;
 pub mod frame;
+pub mod negotiation;
 pub mod params;
 pub mod record;
 pub mod session;

@@ -81,10 +81,10 @@ impl QmuxConnection {
     }
 
     /// The next record to send; registers `waker` to be called when there is another.
-    pub fn poll_transmit(&self, now: Instant, waker: &Waker) -> Option<Bytes> {
+    pub fn poll_transmit(&self, waker: &Waker) -> Option<Bytes> {
         self.with(|connection| {
             connection.set_driver_waker(waker);
-            connection.poll_transmit(now)
+            connection.poll_transmit()
         })
     }
 

@@ -236,7 +236,7 @@ impl Metrics {
         let listeners = origin.listener_stats();
         // What the text needs, copied out, so that sessions opening and closing do not
         // wait for the rendering.
-        let by_binding: (BTreeMap<&'static str, u64>, BTreeMap<&'static str, u64>);
+        let by_binding;
         let (opened, by_version, live, established, pending, closed, ended, refused) = {
             let state = self.lock();
             let live: Vec<Session> = state
@@ -244,16 +244,19 @@ impl Metrics {
                 .values()
                 .map(|live| live.session.clone())
                 .collect();
-            let mut live_by_binding: BTreeMap<&'static str, u64> = Binding::ALL
-                .iter()
-                .map(|binding| (binding.name(), 0))
-                .collect();
+            // Every binding listed, at 0 if none came over it: a dashboard's series exist
+            // from the start.
+            let every = || -> BTreeMap<&'static str, u64> {
+                Binding::ALL
+                    .iter()
+                    .map(|binding| (binding.name(), 0))
+                    .collect()
+            };
+            let (mut live_by_binding, mut opened_by_binding) = (every(), every());
             for live in state.live.values() {
                 *live_by_binding.entry(live.binding).or_default() += 1;
             }
-            let mut opened_by_binding = live_by_binding.clone();
-            opened_by_binding.values_mut().for_each(|n| *n = 0);
-            opened_by_binding.extend(state.opened_by_binding.iter().map(|(k, v)| (*k, *v)));
+            opened_by_binding.extend(&state.opened_by_binding);
             by_binding = (live_by_binding, opened_by_binding);
             (
                 state.opened,

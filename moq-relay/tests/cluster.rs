@@ -656,3 +656,62 @@ async fn gossip_links_relays_that_know_only_a_rendezvous_and_the_link_outlives_i
         received[0].lock().unwrap()
     );
 }
+
+/// Where UDP is blocked between two relays, one dials the other over QMux on TLS
+/// (`tls://`, the peer's TCP web port): the link comes up, carries a track, and the
+/// dialed relay counts the session under its binding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_links_to_another_over_tls() {
+    let a = cluster_relay(1, &["--driver", "tokio"], &[]);
+    let b = cluster_relay_over("tls", 2, &["--driver", "tokio"], &[&a]);
+    let tracks = ["chat"];
+    let (_publisher, _broadcast, mut producers) = publisher(&a, "room/alice", &tracks).await;
+    let (_viewer, received) = subscriber(&b, "room/alice", &tracks).await;
+    const MESSAGES: u64 = 20;
+    let deadline = Instant::now() + PATIENCE;
+    let mut sent = 0;
+    // The viewer's subscription reaches A through B's link: send until it hears, then
+    // the counted messages.
+    while received[0].lock().unwrap().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "nothing reached the viewer over the tls:// link"
+        );
+        send(&mut producers, &format!("warm-up {sent}"));
+        sent += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for n in 0..MESSAGES {
+        send(&mut producers, &format!("message {n}"));
+    }
+    // The counted messages are groups `sent` to `sent + MESSAGES - 1`: every one arrives.
+    let counted = sent..sent + MESSAGES;
+    let complete = until(|| {
+        let groups = received[0].lock().unwrap();
+        counted
+            .clone()
+            .all(|group| groups.contains(&group))
+            .then_some(())
+    });
+    assert!(
+        complete.await.is_some(),
+        "{:?}",
+        received[0].lock().unwrap()
+    );
+    let topology: serde_json::Value = serde_json::from_str(&b.http_get("/cluster")).unwrap();
+    let links = topology["links"].as_array().unwrap();
+    assert!(
+        links[0]["peer"].as_str().unwrap().starts_with("tls://") && links[0]["state"] == "up",
+        "{links:?}"
+    );
+    let metrics = a.http_get("/metrics");
+    assert_eq!(
+        sample(
+            &metrics,
+            "moq_relay_sessions_opened_by_binding_total",
+            "binding=\"tls\""
+        ),
+        Some(1),
+        "{metrics}"
+    );
+}

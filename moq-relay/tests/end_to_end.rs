@@ -68,11 +68,19 @@ fn collect(mut child: Child) -> (bool, String, String) {
 #[test]
 fn moq_publish_reaches_moq_subscribe_through_the_relay_over_every_binding_pair() {
     let relay = Relay::start(&["--no-http"]);
-    for (publisher, subscriber) in [("moqt", "moqt"), ("https", "https"), ("moqt", "https")] {
+    publish_reaches_subscribe(
+        &relay,
+        &[("moqt", "moqt"), ("https", "https"), ("moqt", "https")],
+    );
+}
+
+/// `moq publish` over each pair's first scheme reaches `moq subscribe` over its second.
+fn publish_reaches_subscribe(relay: &Relay, pairs: &[(&str, &str)]) {
+    for (publisher, subscriber) in pairs {
         let path = format!("{publisher}-to-{subscriber}");
-        let reader = subscribe(&relay, &relay.url(subscriber, "demo"), &path, 3);
+        let reader = subscribe(relay, &relay.url(subscriber, "demo"), &path, 3);
         let writer = publish(
-            &relay,
+            relay,
             &relay.url(publisher, "demo"),
             &path,
             "one\ntwo\nthree\n",
@@ -91,28 +99,16 @@ fn moq_publish_reaches_moq_subscribe_through_the_relay_over_every_binding_pair()
 #[test]
 fn qmux_clients_meet_quic_clients_on_the_same_port_and_are_counted_by_binding() {
     let relay = Relay::start(&[]);
-    let pairs = [
-        ("ws", "ws"),
-        ("moqt", "ws"),
-        ("ws", "https"),
-        ("wss", "tls"),
-        ("tls", "moqt"),
-    ];
-    for (publisher, subscriber) in pairs {
-        let path = format!("{publisher}-to-{subscriber}");
-        let reader = subscribe(&relay, &relay.url(subscriber, "demo"), &path, 3);
-        let writer = publish(
-            &relay,
-            &relay.url(publisher, "demo"),
-            &path,
-            "one\ntwo\nthree\n",
-        );
-        let (ok, out, err) = collect(reader);
-        assert!(ok, "{publisher} -> {subscriber}: subscriber failed: {err}");
-        assert_eq!(out, "one\ntwo\nthree\n", "{publisher} -> {subscriber}");
-        let (ok, _, err) = collect(writer);
-        assert!(ok, "{publisher} -> {subscriber}: publisher failed: {err}");
-    }
+    publish_reaches_subscribe(
+        &relay,
+        &[
+            ("ws", "ws"),
+            ("moqt", "ws"),
+            ("ws", "https"),
+            ("wss", "tls"),
+            ("tls", "moqt"),
+        ],
+    );
     let metrics = relay.http_get("/metrics");
     for (binding, count) in [
         ("websocket", 5),

@@ -18,6 +18,12 @@
 //! `https://host:port/path` (WebTransport, the path in the CONNECT); [`Reconnect`] keeps
 //! a client session up across a list of relays, their GOAWAYs and lost connections.
 //!
+//! Where UDP is blocked or WebTransport broken, moq-lite runs over QMux (`moq_qmux`) on
+//! TCP: [`connect`] also takes `ws://`, `wss://` (a WebSocket), `tls://` and `tcp://`;
+//! [`QmuxListener`] serves any of them on a TCP port, and [`WebSocketUpgrade`] and
+//! [`accept_tls`] let an HTTP server of the application's own (the relay's web port)
+//! serve WebSocket and TLS clients beside its pages.
+//!
 //! It **is not** the protocol, nor the binding policy: every byte of moq-lite is
 //! `moq_net`'s; the QUIC configuration, the dispatch by ALPN, the WebTransport handshake,
 //! the URL rules and the close codes are `moq_runtime`'s. This crate only moves bytes,

@@ -1,11 +1,17 @@
-//! Connecting a session to a relay from the browser.
+//! Connecting a session to a relay from the browser, over WebTransport or QMux over a
+//! WebSocket (which one, and the race between them: [`crate::race`]).
+
+use std::time::Duration;
 
 use moq_net::coding::Version;
 use moq_net::redact::Redacted;
+use moq_net::runtime::Instant;
 use moq_net::session::{self, Session, SessionConfig};
+use moq_qmux::{Connection, QmuxConnection, QmuxSession, Side};
 use wasm_bindgen_futures::JsFuture;
 
 use crate::bindings::{WebTransport, WebTransportHash, WebTransportOptions, dictionary};
+use crate::race::Transport;
 use crate::runtime::WasmRuntime;
 use crate::transport::{WebTransportSession, message};
 
@@ -44,8 +50,16 @@ pub enum ConnectError {
         /// The code the session ended with.
         error: moq_net::Error,
     },
+    /// Every transport tried failed: what each said.
+    #[error("could not connect to {url}: {}", .failures.join("; "))]
+    Failed {
+        /// Where to.
+        url: String,
+        /// Each transport's failure, in the order they were tried.
+        failures: Vec<String>,
+    },
     /// The session was up and the transport did not take it.
-    #[error("the WebTransport session to {url} failed as it started: {reason}")]
+    #[error("the session to {url} failed as it started: {reason}")]
     Transport {
         /// Where to.
         url: String,
@@ -66,24 +80,57 @@ pub struct ConnectOptions {
     pub versions: Vec<Version>,
     /// The session's configuration; its version is replaced by the negotiated one.
     pub session: SessionConfig,
+    /// The transports to try, raced: WebTransport (skipped where it is missing or known
+    /// broken) and QMux over a WebSocket.
+    pub transports: Vec<Transport>,
+    /// Where the WebSocket goes; `None`: the URL's host, port and path over `wss://`
+    /// (`ws://` for an `http://` URL). A relay with a self-signed certificate needs
+    /// `ws://` here: browsers pin certificates for WebTransport only.
+    pub websocket_url: Option<String>,
+    /// How long WebTransport has alone before the WebSocket starts too (0 once the
+    /// WebSocket has won for this URL on this page).
+    pub head_start: Duration,
 }
 
 impl Default for ConnectOptions {
-    /// No pinned certificate; offering moq-lite-05, -04 and -03.
+    /// No pinned certificate; offering moq-lite-05, -04 and -03; WebTransport, then a
+    /// WebSocket 500 ms later.
     fn default() -> Self {
         Self {
             fingerprints: Vec::new(),
             versions: Version::DEFAULT_OFFER.to_vec(),
             session: SessionConfig::default(),
+            transports: vec![Transport::WebTransport, Transport::WebSocket],
+            websocket_url: None,
+            head_start: Duration::from_millis(500),
         }
     }
 }
 
+/// A session, and the transport it runs over.
+#[derive(Debug, Clone)]
+pub struct Connected {
+    /// The session, established.
+    pub session: Session,
+    /// What it runs over.
+    pub transport: Transport,
+}
+
+/// Connects to `url` and starts a moq-lite session on this thread's event loop, over
+/// the first of `options.transports` that works (see [`crate::race`]): `https://` races
+/// WebTransport against a WebSocket, `ws://` and `wss://` use a WebSocket alone. Resolves
+/// once the session is established (the relay answered SETUP), as every driver's
+/// `connect` does; a relay that refuses the client is an error naming its code.
+pub async fn connect(url: &str, options: ConnectOptions) -> Result<Connected, ConnectError> {
+    crate::race::race(url, options).await
+}
+
 /// Connects to `url` (`https://host:port/root`) over WebTransport and starts a moq-lite
-/// session on this thread's event loop. Resolves once the session is established (the
-/// relay answered SETUP), as every driver's `connect` does; a relay that refuses the
-/// client is an error naming its code.
-pub async fn connect(url: &str, options: ConnectOptions) -> Result<Session, ConnectError> {
+/// session; resolves once it is established.
+pub(crate) async fn connect_webtransport(
+    url: &str,
+    options: &ConnectOptions,
+) -> Result<Session, ConnectError> {
     let transport_options: WebTransportOptions = dictionary();
     if !options.fingerprints.is_empty() {
         let hashes = js_sys::Array::new();
@@ -107,6 +154,8 @@ pub async fn connect(url: &str, options: ConnectOptions) -> Result<Session, Conn
             reason: message(&error),
         })?;
     tracing::debug!(url = %Redacted(url), "WebTransport: connecting");
+    // Closed if this future is dropped (the WebSocket won the race) before it is handed on.
+    let pending = ClosedUnlessTaken(Some(transport.clone()));
     if let Err(error) = JsFuture::from(transport.ready()).await {
         let reason = message(&error);
         tracing::debug!(url = %Redacted(url), %reason, "WebTransport: the handshake failed");
@@ -115,6 +164,7 @@ pub async fn connect(url: &str, options: ConnectOptions) -> Result<Session, Conn
             reason,
         });
     }
+    drop(pending.take());
     let transport =
         WebTransportSession::new(transport).map_err(|error| ConnectError::Transport {
             url: Redacted(url).to_string(),
@@ -143,22 +193,116 @@ pub async fn connect(url: &str, options: ConnectOptions) -> Result<Session, Conn
     };
     tracing::debug!(url = %Redacted(url), %version, "WebTransport: connected");
     let session = session::connect(
-        WasmRuntime::new(),
+        WasmRuntime::<WebTransportSession>::new(),
         transport,
         SessionConfig {
             version,
-            ..options.session
+            ..options.session.clone()
         },
     );
-    // Like every driver's connect: done once the relay answered SETUP (let us in).
-    session
-        .established()
-        .await
-        .map_err(|error| ConnectError::SessionRefused {
+    established(url, session).await
+}
+
+/// Connects to `url` (`ws://` or `wss://host:port/root`) with QMux over a WebSocket and
+/// starts a moq-lite session; resolves once it is established.
+pub(crate) async fn connect_websocket(
+    url: &str,
+    options: &ConnectOptions,
+) -> Result<Session, ConnectError> {
+    let redacted = || Redacted(url).to_string();
+    tracing::debug!(url = %Redacted(url), "WebSocket: connecting");
+    let opened = crate::websocket::open(
+        url,
+        &moq_qmux::negotiation::client_offers(&options.versions),
+    )
+    .await
+    .map_err(|reason| ConnectError::Handshake {
+        url: redacted(),
+        reason,
+    })?;
+    // What the server chose; none at all: QMux draft 01 and the default version, as
+    // deployed relays speak to a client that names nothing.
+    let chosen = match opened.protocol().as_str() {
+        "" => moq_qmux::negotiation::chosen("qmux-01", &options.versions),
+        name => moq_qmux::negotiation::chosen(name, &options.versions),
+    };
+    let Some(negotiated) = chosen else {
+        return Err(ConnectError::Transport {
+            url: redacted(),
+            reason: format!(
+                "no moq-lite version in common: the server chose the subprotocol {:?}",
+                opened.protocol()
+            ),
+        });
+    };
+    tracing::debug!(url = %Redacted(url), subprotocol = %negotiated.name, "WebSocket: connected");
+    let connection = QmuxConnection::new(Connection::new(
+        Side::Client,
+        negotiated.draft,
+        moq_qmux::Config::default(),
+        Vec::new(),
+        Instant::now(),
+    ));
+    crate::websocket::carry(opened, connection.clone());
+    let session = session::connect(
+        WasmRuntime::<QmuxSession>::new(),
+        connection.session(Some(negotiated.version.alpn().to_owned())),
+        SessionConfig {
+            version: negotiated.version,
+            ..options.session.clone()
+        },
+    );
+    established(url, session).await
+}
+
+/// A WebTransport being set up: closed if dropped before [`take`](Self::take).
+struct ClosedUnlessTaken(Option<WebTransport>);
+
+impl ClosedUnlessTaken {
+    fn take(mut self) -> Option<WebTransport> {
+        self.0.take()
+    }
+}
+
+impl Drop for ClosedUnlessTaken {
+    fn drop(&mut self) {
+        if let Some(transport) = self.0.take() {
+            transport.close(&dictionary());
+        }
+    }
+}
+
+/// Like every driver's connect: done once the relay answered SETUP (let us in). A
+/// session whose race was lost (this future dropped first) is closed, not left running.
+async fn established(url: &str, session: Session) -> Result<Session, ConnectError> {
+    let guard = CloseUnlessKept(Some(session.clone()));
+    match session.established().await {
+        Ok(_) => {
+            guard.keep();
+            Ok(session)
+        }
+        Err(error) => Err(ConnectError::SessionRefused {
             url: Redacted(url).to_string(),
             error,
-        })?;
-    Ok(session)
+        }),
+    }
+}
+
+/// A session being established: closed if dropped before [`keep`](Self::keep).
+struct CloseUnlessKept(Option<Session>);
+
+impl CloseUnlessKept {
+    fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CloseUnlessKept {
+    fn drop(&mut self) {
+        if let Some(session) = self.0.take() {
+            session.close(moq_net::Error::Cancel);
+        }
+    }
 }
 
 /// Parses a certificate fingerprint: 64 hexadecimal digits, with or without `:` between

@@ -9,11 +9,15 @@ use gloo_timers::callback::Timeout;
 use kio::Waiter;
 use moq_net::runtime::{Deadline, Instant, Runtime};
 use moq_net::session::SessionMachine;
+use moq_net::transport::Session;
 
 use crate::transport::WebTransportSession;
 
 /// Runs sessions on the page's (or worker's) event loop: a machine is a local task
-/// (`spawn_local`), a deadline a `setTimeout`, the time `performance.now()`.
+/// (`spawn_local`), a deadline a `setTimeout`, the time `performance.now()`. `T` is the
+/// transport its sessions run over: the browser's WebTransport
+/// ([`WebTransportSession`], the default) or QMux over a WebSocket
+/// ([`QmuxSession`](moq_qmux::QmuxSession)).
 ///
 /// Everything it runs is `!Send`, as the browser's objects are; the [`Session`] handle a
 /// session returns is still `Send + Sync` (it holds no transport).
@@ -22,21 +26,38 @@ use crate::transport::WebTransportSession;
 /// still works, with coarser timeouts.
 ///
 /// [`Session`]: moq_net::session::Session
-#[derive(Debug, Clone, Default)]
-pub struct WasmRuntime {
+#[derive(Debug)]
+pub struct WasmRuntime<T = WebTransportSession> {
     /// Only on the thread that made it: the machines it spawns are local tasks.
-    _local: std::marker::PhantomData<Rc<()>>,
+    _local: LocalTo<T>,
 }
 
-impl WasmRuntime {
-    /// A runtime for this thread's event loop.
-    pub fn new() -> Self {
-        Self::default()
+/// `!Send` and `!Sync` (an `Rc`), and tied to the transport type `T` without owning one.
+type LocalTo<T> = std::marker::PhantomData<(Rc<()>, fn() -> T)>;
+
+impl<T> Clone for WasmRuntime<T> {
+    fn clone(&self) -> Self {
+        Self::new()
     }
 }
 
-impl Runtime for WasmRuntime {
-    type Transport = WebTransportSession;
+impl<T> Default for WasmRuntime<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> WasmRuntime<T> {
+    /// A runtime for this thread's event loop.
+    pub fn new() -> Self {
+        Self {
+            _local: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<T: Session + 'static> Runtime for WasmRuntime<T> {
+    type Transport = T;
     type Deadline = BrowserDeadline;
 
     fn now(&self) -> Instant {

@@ -5,13 +5,19 @@
 // `nowMicros`). Users follow the room's announcements and subscribe to everyone else's
 // "chat" track. Query parameters: `name`, `room`, `autojoin=1` (join at once), `relay`
 // (default: the relay serving this page), `fingerprint` (default: the relay's own, from
-// /certificate.sha256), `log` (the library's log on the console, e.g. `debug`).
+// /certificate.sha256), `ws` (where the WebSocket fallback goes; default: the relay's host
+// over `ws://` for a page served over http, whose relay likely has a self-signed
+// certificate no browser takes for a WebSocket, else over `wss://`), `transport`
+// (`webtransport` or `websocket` alone; default: both, raced), `no-webtransport=1` (as if
+// the browser had none, like Safari: index.html deletes it before the module loads), `log`
+// (the library's log on the console, e.g. `debug`).
 //
 // A burst of messages can arrive out of order: moq-lite sends a newer group first (the
 // latest matters most in live media), so the page places each message after the ones from
 // the same sender with a lower sequence number.
 //
-// For tests and scripts, `window.chat` holds the state: `status`, `error`, `people`,
+// For tests and scripts, `window.chat` holds the state: `status`, `error`, `transport`
+// and `version` (what the connection negotiated), `people`,
 // `received` (every message, in that order: `{ from, group, text, latencyMs }`),
 // `goingAway` (the URI of the relay's GOAWAY once it sent one: it is shutting down), and
 // `send(text)`.
@@ -25,6 +31,8 @@ const decoder = new TextDecoder();
 const chat = {
   status: "loading",
   error: null,
+  transport: null,
+  version: null,
   goingAway: null,
   people: [],
   received: [],
@@ -61,11 +69,14 @@ function describe(error) {
   return String(error && error.message ? error.message : error);
 }
 
-/** The relay's WebTransport URL for `room`, and where its certificate's fingerprint is. */
+/** The relay's URLs for `room`: WebTransport, the WebSocket fallback, the certificate. */
 function relayUrls(room) {
   const relay = new URL(params.get("relay") ?? `https://${location.host}`);
   const certificate = `http://${relay.host}/certificate.sha256`;
-  return { session: `https://${relay.host}/${encodeURIComponent(room)}`, certificate };
+  const path = encodeURIComponent(room);
+  const websocket =
+    params.get("ws") ?? (location.protocol === "http:" ? `ws://${relay.host}/${path}` : undefined);
+  return { session: `https://${relay.host}/${path}`, websocket, certificate };
 }
 
 async function join(name, room) {
@@ -78,10 +89,20 @@ async function join(name, room) {
     if (!response.ok) throw new Error(`${urls.certificate}: HTTP ${response.status}`);
     fingerprint = (await response.text()).trim();
   }
-  connection = await Connection.connect(urls.session, fingerprint);
+  const transport = params.get("transport");
+  connection = await Connection.connect(urls.session, {
+    fingerprint,
+    webSocketUrl: urls.websocket,
+    transports: transport ? [transport] : undefined,
+  });
   await connection.established();
   me = connection.publish(name, "chat");
-  setStatus("connected", `Connected to ${urls.session} as ${name} (${connection.version}).`);
+  chat.transport = connection.transport;
+  chat.version = connection.version;
+  setStatus(
+    "connected",
+    `Connected to ${urls.session} as ${name} (${connection.version} over ${connection.transport}).`,
+  );
   $("join").hidden = true;
   $("room-view").hidden = false;
   addPerson(name, true);

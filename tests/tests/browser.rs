@@ -9,7 +9,10 @@
 //! 5. the page after a chat shows what a person should see, and its screenshot is saved
 //!    (`target/browser/chat.png`);
 //! 6. a relay shutting down (SIGTERM) tells the page first: `Connection.goingAway()`
-//!    resolves before the session ends.
+//!    resolves before the session ends;
+//! 7. a page without WebTransport (as on Safari) chats over a WebSocket (QMux) with a page
+//!    over WebTransport and with `moq subscribe` over raw QUIC, and says what it got;
+//! 8. a page whose relay's UDP port is unreachable falls back to the WebSocket.
 //!
 //! Run by `cargo xtask browser` (part of `cargo xtask test`), which installs Chromium,
 //! builds the page and sets `MOQ_WEB_ROOT`. The tests run one at a time: each starts
@@ -202,11 +205,22 @@ async fn moq_publish_publishes_and_the_page_receives_every_message() {
 
 /// Two pages, alice and bob, joined to `room` and hearing each other.
 async fn two_pages(relay: &Relay, chromium: &Chromium, room: &str) -> (Page, Page) {
+    two_pages_with(relay, chromium, room, "", "").await
+}
+
+/// [`two_pages`], with more query parameters for alice's page and bob's.
+async fn two_pages_with(
+    relay: &Relay,
+    chromium: &Chromium,
+    room: &str,
+    alice_query: &str,
+    bob_query: &str,
+) -> (Page, Page) {
     let alice = chromium
-        .open(&relay.page_url(&format!("name=alice&room={room}&autojoin=1")))
+        .open(&relay.page_url(&format!("name=alice&room={room}&autojoin=1{alice_query}")))
         .await;
     let bob = chromium
-        .open(&relay.page_url(&format!("name=bob&room={room}&autojoin=1")))
+        .open(&relay.page_url(&format!("name=bob&room={room}&autojoin=1{bob_query}")))
         .await;
     alice.wait_connected().await;
     bob.wait_connected().await;
@@ -313,7 +327,7 @@ async fn the_page_after_a_chat_is_screenshotted() {
     let text = text.as_str().unwrap_or_default();
     for shown in [
         "Connected to",
-        "(moq-lite-05)",
+        "(moq-lite-05 over webtransport)",
         "bob says 5",
         "alice says 5",
         " ms",
@@ -345,9 +359,12 @@ async fn a_wrong_fingerprint_fails_on_the_page_and_the_relay_keeps_serving() {
     let mut relay = relay();
     let chromium = Chromium::start();
     let wrong = "00".repeat(32);
+    // WebTransport alone: a pinned fingerprint is WebTransport's (the page's WebSocket
+    // fallback to a relay serving it over http is plain `ws://`, which has no
+    // certificate to check).
     let page = chromium
         .open(&relay.page_url(&format!(
-            "name=mallory&room=pinned&autojoin=1&fingerprint={wrong}"
+            "name=mallory&room=pinned&autojoin=1&transport=webtransport&fingerprint={wrong}"
         )))
         .await;
     let state = page
@@ -404,5 +421,68 @@ async fn a_relay_shutting_down_tells_the_page_before_the_session_ends() {
         .await;
     // The page records it only while connected: it was heard before the session ended.
     assert_eq!(state["goingAway"], "", "GOAWAY to the same place, later");
+    page.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_without_webtransport_chats_over_a_websocket_with_every_other_client() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let relay = relay();
+    let chromium = Chromium::start();
+    // Alice's browser has no WebTransport (deleted before the module loads); bob's has.
+    let (alice, bob) = two_pages_with(&relay, &chromium, "mixed", "&no-webtransport=1", "").await;
+    let (alice_state, bob_state) = (alice.chat().await, bob.chat().await);
+    assert_eq!(alice_state["transport"], "websocket", "{alice_state:#}");
+    assert_eq!(bob_state["transport"], "webtransport", "{bob_state:#}");
+    for state in [&alice_state, &bob_state] {
+        assert_eq!(
+            state["version"], "moq-lite-05",
+            "the negotiated version: {state:#}"
+        );
+    }
+    exchange(&alice, &bob, 10).await;
+
+    // `moq subscribe` over raw QUIC hears alice's page over its WebSocket.
+    let (mut subscriber, mut lines) = subscribe_to_page(&relay, &alice, "mixed").await;
+    let expected: Vec<String> = numbered("over a websocket").into_iter().take(10).collect();
+    for text in &expected {
+        alice.send(text).await;
+    }
+    let deadline = Instant::now() + PATIENCE;
+    while only_numbered(lines.seen(), "over a websocket").len() < expected.len() {
+        assert!(
+            Instant::now() < deadline,
+            "moq subscribe printed only {:?}",
+            lines.seen()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut received = only_numbered(lines.seen(), "over a websocket");
+    received.sort_by_key(|text| number(text));
+    assert_eq!(received, expected);
+    let _ = subscriber.kill();
+    let _ = subscriber.wait();
+    alice.close().await;
+    bob.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_whose_relay_udp_port_is_unreachable_falls_back_to_a_websocket() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let relay = relay();
+    let chromium = Chromium::start();
+    // WebTransport goes to a UDP port nothing listens on; the WebSocket to the relay.
+    let closed = std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|socket| socket.local_addr())
+        .expect("a free UDP port")
+        .port();
+    let query = format!(
+        "name=alice&room=fallback&autojoin=1&relay=https://127.0.0.1:{closed}&ws=ws://127.0.0.1:{}/fallback&fingerprint={}",
+        relay.port(),
+        relay.fingerprint().trim()
+    );
+    let page = chromium.open(&relay.page_url(&query)).await;
+    let state = page.wait_connected().await;
+    assert_eq!(state["transport"], "websocket", "{state:#}");
     page.close().await;
 }

@@ -52,13 +52,11 @@ fn ours(stream: TcpStream, side: Side, applications: Vec<String>) -> QmuxConnect
     let outbound = connection.clone();
     tokio::spawn(async move {
         loop {
-            let record = poll_fn(
-                |cx| match outbound.poll_transmit(Instant::now(), cx.waker()) {
-                    Some(record) => Poll::Ready(Some(record)),
-                    None if outbound.closed().is_some() => Poll::Ready(None),
-                    None => Poll::Pending,
-                },
-            )
+            let record = poll_fn(|cx| match outbound.poll_transmit(cx.waker()) {
+                Some(record) => Poll::Ready(Some(record)),
+                None if outbound.closed().is_some() => Poll::Ready(None),
+                None => Poll::Pending,
+            })
             .await;
             let Some(record) = record else {
                 let _ = write.shutdown().await;

@@ -41,11 +41,11 @@ impl Pair {
     fn pump(&mut self) {
         loop {
             let mut moved = false;
-            while let Some(record) = self.client.poll_transmit(self.now) {
+            while let Some(record) = self.client.poll_transmit() {
                 self.server.handle_record(record, self.now);
                 moved = true;
             }
-            while let Some(record) = self.server.poll_transmit(self.now) {
+            while let Some(record) = self.server.poll_transmit() {
                 self.client.handle_record(record, self.now);
                 moved = true;
             }
@@ -188,7 +188,7 @@ fn the_more_urgent_stream_goes_first() {
     assert!(ready(pair.write(old, &[1u8; 40_000], true)).is_ok());
     assert!(ready(pair.write(new, &[2u8; 40_000], true)).is_ok());
     // The first record with stream data holds the newer group's.
-    let record = pair.client.poll_transmit(pair.now).unwrap();
+    let record = pair.client.poll_transmit().unwrap();
     let mut record = record;
     let first = loop {
         match Frame::decode(&mut record, crate::frame::Lengthless::RunsToEnd).unwrap() {
@@ -235,7 +235,7 @@ fn a_close_reaches_the_peer_with_its_code_and_reason() {
         }
     );
     assert!(
-        pair.client.poll_transmit(pair.now).is_none(),
+        pair.client.poll_transmit().is_none(),
         "nothing after the close"
     );
 }
@@ -260,7 +260,7 @@ fn a_quiet_peer_is_pinged_and_a_silent_one_given_up() {
         let at = pair.client.timeout().expect("a timer while open");
         pair.now = at;
         pair.client.on_timeout(at);
-        while pair.client.poll_transmit(at).is_some() {}
+        while pair.client.poll_transmit().is_some() {}
     }
     assert_eq!(pair.now, heard + Duration::from_secs(30));
     assert!(matches!(
@@ -319,7 +319,7 @@ fn hostile(records: &[Bytes]) -> (TransportError, Frame) {
     }
     let error = server.closed().cloned().expect("the server closed");
     let mut close = None;
-    while let Some(mut record) = server.poll_transmit(now) {
+    while let Some(mut record) = server.poll_transmit() {
         while !record.is_empty() {
             if let Ok(frame @ Frame::ConnectionClose { .. }) =
                 Frame::decode(&mut record, crate::frame::Lengthless::RunsToEnd)

@@ -2,7 +2,6 @@
 //! streams' order, within the peer's record size and credit.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use moq_net::runtime::Instant;
 
 use super::Connection;
 use crate::frame::{Frame, encode_stream_header, stream_data_room};
@@ -19,8 +18,7 @@ impl Connection {
     /// stream carrier frames it ([`crate::record::frame_record`]); a WebSocket sends it as
     /// one message. After the CONNECTION_CLOSE (or a close that sends none) it returns
     /// `None` for good, and the carrier is shut down.
-    pub fn poll_transmit(&mut self, now: Instant) -> Option<Bytes> {
-        let _ = now;
+    pub fn poll_transmit(&mut self) -> Option<Bytes> {
         self.driver_woken = false;
         let room = self.record_room();
         let mut record = BytesMut::new();

@@ -18,7 +18,8 @@ pub struct ClusterSection {
     /// below 2^53 (browsers read it as a JavaScript number). Unset: a random one at each
     /// start, fine for a relay nobody needs to recognise across restarts.
     pub id: Option<u64>,
-    /// Peers to dial, as full URLs (`moqt://relay-b:4443/` for raw QUIC, `https://…` for
+    /// Peers to dial, as full URLs (`moqt://relay-b:4443/` for raw QUIC, `tls://…` for QMux
+    /// over TLS to the peer's TCP web port where UDP is blocked, `https://…` for
     /// WebTransport). Query parameters this relay reads and removes: `cost=N` prices
     /// routes through that peer (default 1: routes are ranked by hop count), and
     /// `fingerprint=HEX` pins the peer's certificate (a self-signed one) instead of
@@ -195,9 +196,10 @@ impl NodeUrl {
         let display = moq_net::redact::redact(text).into_owned();
         let url =
             url::Url::parse(text).map_err(|error| format!("{display:?} is not a URL: {error}"))?;
-        if !matches!(url.scheme(), "moqt" | "moql" | "https") {
+        if !matches!(url.scheme(), "moqt" | "moql" | "https" | "tls") {
             return Err(format!(
-                "{display:?}: a node is reached by moqt:// (raw QUIC) or https:// (WebTransport)"
+                "{display:?}: a node is reached by moqt:// (raw QUIC), https:// (WebTransport) \
+                 or tls:// (QMux over TLS, where UDP is blocked)"
             ));
         }
         let Some(host) = url.host_str() else {
@@ -259,11 +261,12 @@ impl PeerUrl {
         let mut url =
             url::Url::parse(text).map_err(|error| format!("{display:?} is not a URL: {error}"))?;
         match url.scheme() {
-            "moqt" | "moql" | "https" => {}
+            "moqt" | "moql" | "https" | "tls" => {}
             scheme => {
                 return Err(format!(
                     "{display:?}: the scheme {scheme:?} is not one a peer is dialed with \
-                     (moqt:// for raw QUIC, https:// for WebTransport)"
+                     (moqt:// for raw QUIC, https:// for WebTransport, tls:// for QMux over \
+                     TLS where UDP is blocked)"
                 ));
             }
         }

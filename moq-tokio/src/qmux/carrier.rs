@@ -70,7 +70,7 @@ impl<S> ByteStream<S> {
             reader: RecordReader::new(records, limit),
             records,
             out: BytesMut::new(),
-            read_buffer: vec![0u8; 16 * 1024].into_boxed_slice(),
+            read_buffer: vec![0u8; super::READ_BUFFER].into_boxed_slice(),
         }
     }
 }

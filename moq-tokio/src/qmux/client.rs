@@ -14,8 +14,8 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 
-use super::carrier::{ByteStream, WebSocket};
-use super::driver::drive as drive_connection;
+use super::carrier::WebSocket;
+use super::driver::{drive as drive_connection, over_byte_stream};
 use super::websocket_config;
 use crate::poll::drive;
 use crate::{Error, TokioRuntime};
@@ -47,7 +47,13 @@ pub(crate) async fn connect(target: Target, config: ClientConfig) -> Result<Sess
                     }
                     .into());
                 };
-                let connection = over_byte_stream(stream, negotiated.draft, Vec::new(), &config);
+                let connection = over_byte_stream(
+                    stream,
+                    Side::Client,
+                    negotiated.draft,
+                    Vec::new(),
+                    &config.limits,
+                );
                 Ok((connection, negotiated.version))
             }
             _ => tcp(stream, &config).await,
@@ -162,7 +168,13 @@ async fn tcp(
         .iter()
         .map(|v| v.alpn().to_owned())
         .collect();
-    let connection = over_byte_stream(stream, qmux::TCP_DRAFT, offered.clone(), config);
+    let connection = over_byte_stream(
+        stream,
+        Side::Client,
+        qmux::TCP_DRAFT,
+        offered.clone(),
+        &config.limits,
+    );
     let parameters = drive(|waiter| connection.with(|inner| inner.poll_parameters(waiter)))
         .await
         .map_err(|error| ConnectError::Handshake(error.to_string()))?;
@@ -178,31 +190,6 @@ async fn tcp(
             .into())
         }
     }
-}
-
-/// A client connection of `draft` over a byte stream (TCP, TLS), its driver spawned;
-/// `applications` go in its transport parameters (plain TCP only).
-fn over_byte_stream<S>(
-    stream: S,
-    draft: moq_qmux::Version,
-    applications: Vec<String>,
-    config: &ClientConfig,
-) -> QmuxConnection
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let settings = qmux::config(&config.limits);
-    let limit = settings.max_record_size;
-    let connection = QmuxConnection::new(Connection::new(
-        Side::Client,
-        draft,
-        settings,
-        applications,
-        Instant::now(),
-    ));
-    let carrier = ByteStream::new(stream, draft.has_records(), limit);
-    tokio::spawn(drive_connection(carrier, connection.clone(), None));
-    connection
 }
 
 fn bad_url(target: &Target, problem: &str) -> ConnectError {

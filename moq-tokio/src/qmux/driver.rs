@@ -7,9 +7,11 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use moq_qmux::QmuxConnection;
+use moq_qmux::{Connection, QmuxConnection, Side};
+use moq_runtime::quiche_config::QuicLimits;
+use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::carrier::{Arrived, Carrier};
+use super::carrier::{Arrived, ByteStream, Carrier};
 
 /// Records taken from the carrier in one turn before the task yields to others.
 const RECORDS_PER_TURN: usize = 64;
@@ -35,6 +37,33 @@ pub(crate) fn drive<C: Carrier + Send>(
         keep_alive: keep_alive.map(|every| (every, Instant::now() + every)),
         state: State::Open,
     }
+}
+
+/// A connection of `side` speaking `draft` over a byte stream (TCP, TLS), with the QMux
+/// configuration of `limits`, its driver spawned; `applications` go in its transport
+/// parameters (plain TCP only).
+pub(super) fn over_byte_stream<S>(
+    stream: S,
+    side: Side,
+    draft: moq_qmux::Version,
+    applications: Vec<String>,
+    limits: &QuicLimits,
+) -> QmuxConnection
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let settings = moq_runtime::qmux::config(limits);
+    let limit = settings.max_record_size;
+    let connection = QmuxConnection::new(Connection::new(
+        side,
+        draft,
+        settings,
+        applications,
+        Instant::now(),
+    ));
+    let carrier = ByteStream::new(stream, draft.has_records(), limit);
+    tokio::spawn(drive(carrier, connection.clone(), None));
+    connection
 }
 
 enum State {
@@ -141,7 +170,7 @@ impl<C: Carrier> Driver<C> {
         loop {
             let record = match self.pending.take() {
                 Some(record) => record,
-                None => match self.connection.poll_transmit(now, cx.waker()) {
+                None => match self.connection.poll_transmit(cx.waker()) {
                     Some(record) => record,
                     None => break,
                 },

@@ -4,11 +4,11 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use moq_net::coding::Version;
 use moq_net::session::SessionConfig;
-use moq_qmux::{Connection, QmuxConnection, Side};
+use moq_qmux::Side;
 use moq_runtime::binding::Binding;
 use moq_runtime::qmux::{self, Negotiated};
 use moq_runtime::quiche_config::QuicLimits;
@@ -22,8 +22,7 @@ use tokio_tungstenite::tungstenite::handshake::server::{
 };
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
 
-use super::carrier::ByteStream;
-use super::driver::drive;
+use super::driver::over_byte_stream;
 use super::websocket_config;
 use crate::{Error, TokioRuntime};
 
@@ -279,7 +278,13 @@ pub fn accept_tls<S>(
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let connection = over_byte_stream(stream, negotiated.draft, Vec::new(), config);
+    let connection = over_byte_stream(
+        stream,
+        Side::Server,
+        negotiated.draft,
+        Vec::new(),
+        &config.limits,
+    );
     Request::qmux(
         TokioRuntime::current(),
         connection.session(Some(negotiated.version.alpn().to_owned())),
@@ -302,7 +307,13 @@ async fn tcp(
         .iter()
         .map(|v| v.alpn().to_owned())
         .collect();
-    let connection = over_byte_stream(stream, qmux::TCP_DRAFT, ours.clone(), config);
+    let connection = over_byte_stream(
+        stream,
+        Side::Server,
+        qmux::TCP_DRAFT,
+        ours.clone(),
+        &config.limits,
+    );
     let parameters =
         crate::poll::drive(|waiter| connection.with(|inner| inner.poll_parameters(waiter)))
             .await
@@ -324,29 +335,4 @@ async fn tcp(
         Some(remote),
         config.session.clone(),
     ))
-}
-
-/// A server connection of `draft` over a byte stream (TCP, TLS), its driver spawned;
-/// `applications` go in its transport parameters (plain TCP only).
-fn over_byte_stream<S>(
-    stream: S,
-    draft: moq_qmux::Version,
-    applications: Vec<String>,
-    config: &QmuxServerConfig,
-) -> QmuxConnection
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let settings = qmux::config(&config.limits);
-    let limit = settings.max_record_size;
-    let connection = QmuxConnection::new(Connection::new(
-        Side::Server,
-        draft,
-        settings,
-        applications,
-        Instant::now(),
-    ));
-    let carrier = ByteStream::new(stream, draft.has_records(), limit);
-    tokio::spawn(drive(carrier, connection.clone(), None));
-    connection
 }

@@ -7,15 +7,19 @@ use wasm_bindgen_futures::future_to_promise;
 
 use super::error::{from_moq, moq_error, set};
 use super::iterator::async_iterable;
+use super::options::connect_options;
 use super::{Announcements, Publisher, Subscription};
-use crate::connect::{ConnectOptions, connect, parse_fingerprint};
+use crate::connect::connect;
+use crate::race::Transport;
 
-/// A moq-lite session with a relay over WebTransport: what this page publishes, and what
-/// it subscribes to.
+/// A moq-lite session with a relay, over WebTransport or (where WebTransport is missing or
+/// broken, or UDP blocked) a WebSocket: what this page publishes, and what it subscribes
+/// to.
 #[wasm_bindgen]
 #[derive(Debug)]
 pub struct Connection {
     session: Session,
+    transport: Transport,
     /// What this page publishes: served to the relay.
     published: Origin,
     /// What the relay announces: filled by the session.
@@ -25,18 +29,17 @@ pub struct Connection {
 
 #[wasm_bindgen]
 impl Connection {
-    /// Connects to `url` (`https://host:port/root`; the root scopes every path). With a
-    /// `fingerprint` (the SHA-256 the relay serves at `/certificate.sha256`, hex, with or
-    /// without colons) the relay's certificate is pinned to it, as a self-signed one must
-    /// be. Rejects with a `MoqError` (code 4, transport) if the session cannot be set up.
-    pub async fn connect(url: String, fingerprint: Option<String>) -> Result<Connection, JsValue> {
-        let fingerprints = match fingerprint.as_deref().map(str::trim) {
-            None | Some("") => Vec::new(),
-            Some(text) => vec![
-                parse_fingerprint(text)
-                    .map_err(|error| JsValue::from(js_sys::RangeError::new(&error.to_string())))?,
-            ],
-        };
+    /// Connects to `url` (`https://host:port/root`, the root scoping every path; or
+    /// `ws://`/`wss://` for a WebSocket alone). The second argument is the relay's
+    /// certificate fingerprint (the SHA-256 it serves at `/certificate.sha256`, hex, with
+    /// or without colons), pinned as a self-signed certificate must be, or an options
+    /// object: `{ fingerprint, versions: ["moq-lite-05", …], transports: ["webtransport",
+    /// "websocket"], webSocketUrl, headStartMs }`. WebTransport and a WebSocket are raced
+    /// (WebTransport first, 500 ms ahead); `transport` says which won. Rejects with a
+    /// `MoqError` (code 4, transport) if the session cannot be set up, and throws a
+    /// `RangeError` for a bad option.
+    pub async fn connect(url: String, options: JsValue) -> Result<Connection, JsValue> {
+        let mut options = connect_options(&options)?;
         let published = Origin::new();
         let discovered = Origin::new();
         let session = SessionConfig {
@@ -44,18 +47,13 @@ impl Connection {
             subscribe: Some(discovered.clone()),
             ..SessionConfig::default()
         };
-        let session = connect(
-            &url,
-            ConnectOptions {
-                fingerprints,
-                session,
-                ..ConnectOptions::default()
-            },
-        )
-        .await
-        .map_err(|error| moq_error(moq_net::Error::Transport.to_code(), &error.to_string()))?;
+        options.session = session;
+        let connected = connect(&url, options)
+            .await
+            .map_err(|error| moq_error(moq_net::Error::Transport.to_code(), &error.to_string()))?;
         Ok(Connection {
-            session,
+            session: connected.session,
+            transport: connected.transport,
             published,
             discovered,
             url,
@@ -171,6 +169,12 @@ impl Connection {
     #[wasm_bindgen(getter)]
     pub fn url(&self) -> String {
         self.url.clone()
+    }
+
+    /// What the session runs over: `"webtransport"` or `"websocket"`.
+    #[wasm_bindgen(getter)]
+    pub fn transport(&self) -> String {
+        self.transport.name().to_owned()
     }
 
     /// The moq-lite version the relay chose (`"moq-lite-05"`, …).

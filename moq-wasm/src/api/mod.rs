@@ -20,6 +20,7 @@ mod connection;
 mod error;
 mod iterator;
 mod log;
+mod options;
 mod publisher;
 mod race;
 mod subscription;

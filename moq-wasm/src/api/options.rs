@@ -1,0 +1,110 @@
+//! `Connection.connect`'s second argument: a fingerprint string, or an options object.
+
+use std::time::Duration;
+
+use moq_net::coding::Version;
+use wasm_bindgen::JsValue;
+
+use crate::connect::{ConnectOptions, parse_fingerprint};
+use crate::race::Transport;
+
+/// Reads `value`: `undefined`, `null` or a string (a fingerprint, `""` for none), or
+/// `{ fingerprint, versions, transports, webSocketUrl, headStartMs }`, each optional. A
+/// bad value is a `RangeError` naming the option.
+pub(crate) fn connect_options(value: &JsValue) -> Result<ConnectOptions, JsValue> {
+    let mut options = ConnectOptions::default();
+    if value.is_undefined() || value.is_null() {
+        return Ok(options);
+    }
+    if let Some(fingerprint) = value.as_string() {
+        options.fingerprints = fingerprints(&fingerprint)?;
+        return Ok(options);
+    }
+    if !value.is_object() {
+        return Err(range_error(
+            "the second argument must be a fingerprint string or an options object",
+        ));
+    }
+    if let Some(fingerprint) = field(value, "fingerprint")? {
+        let text = fingerprint
+            .as_string()
+            .ok_or_else(|| range_error("fingerprint must be a string"))?;
+        options.fingerprints = fingerprints(&text)?;
+    }
+    if let Some(versions) = field(value, "versions")? {
+        options.versions = strings(&versions, "versions")?
+            .iter()
+            .map(|name| {
+                Version::from_alpn(name).ok_or_else(|| {
+                    range_error(&format!("versions: unknown moq-lite version {name:?}"))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        if options.versions.is_empty() {
+            return Err(range_error("versions must name at least one"));
+        }
+    }
+    if let Some(transports) = field(value, "transports")? {
+        options.transports = strings(&transports, "transports")?
+            .iter()
+            .map(|name| {
+                Transport::from_name(name).ok_or_else(|| {
+                    range_error(&format!(
+                        "transports: {name:?} is not \"webtransport\" or \"websocket\""
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        if options.transports.is_empty() {
+            return Err(range_error("transports must name at least one"));
+        }
+    }
+    if let Some(url) = field(value, "webSocketUrl")? {
+        options.websocket_url = Some(
+            url.as_string()
+                .ok_or_else(|| range_error("webSocketUrl must be a string"))?,
+        );
+    }
+    if let Some(millis) = field(value, "headStartMs")? {
+        let millis = millis
+            .as_f64()
+            .filter(|millis| millis.is_finite() && *millis >= 0.0)
+            .ok_or_else(|| {
+                range_error("headStartMs must be a number of milliseconds, 0 or more")
+            })?;
+        options.head_start = Duration::from_secs_f64(millis / 1000.0);
+    }
+    Ok(options)
+}
+
+fn fingerprints(text: &str) -> Result<Vec<[u8; 32]>, JsValue> {
+    match text.trim() {
+        "" => Ok(Vec::new()),
+        text => Ok(vec![
+            parse_fingerprint(text).map_err(|error| range_error(&error.to_string()))?,
+        ]),
+    }
+}
+
+/// The property `key` of `object`, `None` when absent or `undefined`.
+fn field(object: &JsValue, key: &str) -> Result<Option<JsValue>, JsValue> {
+    let value = js_sys::Reflect::get(object, &JsValue::from_str(key))?;
+    Ok((!value.is_undefined()).then_some(value))
+}
+
+fn strings(value: &JsValue, name: &str) -> Result<Vec<String>, JsValue> {
+    if !js_sys::Array::is_array(value) {
+        return Err(range_error(&format!("{name} must be an array of strings")));
+    }
+    js_sys::Array::from(value)
+        .iter()
+        .map(|item| {
+            item.as_string()
+                .ok_or_else(|| range_error(&format!("{name} must be an array of strings")))
+        })
+        .collect()
+}
+
+fn range_error(message: &str) -> JsValue {
+    js_sys::RangeError::new(message).into()
+}
