@@ -50,6 +50,14 @@ pub enum ConnectError {
         /// The code the session ended with.
         error: moq_net::Error,
     },
+    /// No session was established in time (`timeout`); every attempt was closed.
+    #[error("could not connect to {url} within {after:?}")]
+    Timeout {
+        /// Where to.
+        url: String,
+        /// The limit.
+        after: Duration,
+    },
     /// Every transport tried failed: what each said.
     #[error("could not connect to {url}: {}", .failures.join("; "))]
     Failed {
@@ -90,11 +98,14 @@ pub struct ConnectOptions {
     /// How long WebTransport has alone before the WebSocket starts too (0 once the
     /// WebSocket has won for this URL on this page).
     pub head_start: Duration,
+    /// How long connecting may take, every attempt together, until the session is
+    /// established; `None`: as long as the browser's own handshakes take.
+    pub timeout: Option<Duration>,
 }
 
 impl Default for ConnectOptions {
     /// No pinned certificate; offering moq-lite-05, -04 and -03; WebTransport, then a
-    /// WebSocket 500 ms later.
+    /// WebSocket 500 ms later; 10 s to connect.
     fn default() -> Self {
         Self {
             fingerprints: Vec::new(),
@@ -103,6 +114,7 @@ impl Default for ConnectOptions {
             transports: vec![Transport::WebTransport, Transport::WebSocket],
             websocket_url: None,
             head_start: Duration::from_millis(500),
+            timeout: Some(Duration::from_secs(10)),
         }
     }
 }
@@ -122,7 +134,19 @@ pub struct Connected {
 /// once the session is established (the relay answered SETUP), as every driver's
 /// `connect` does; a relay that refuses the client is an error naming its code.
 pub async fn connect(url: &str, options: ConnectOptions) -> Result<Connected, ConnectError> {
-    crate::race::race(url, options).await
+    let Some(limit) = options.timeout else {
+        return crate::race::race(url, options).await;
+    };
+    let racing = Box::pin(crate::race::race(url, options));
+    let timer = Box::pin(gloo_timers::future::sleep(limit));
+    match futures_util::future::select(racing, timer).await {
+        futures_util::future::Either::Left((result, _)) => result,
+        // Dropping the race closes whatever it had opened.
+        futures_util::future::Either::Right(((), _)) => Err(ConnectError::Timeout {
+            url: Redacted(url).to_string(),
+            after: limit,
+        }),
+    }
 }
 
 /// Connects to `url` (`https://host:port/root`) over WebTransport and starts a moq-lite

@@ -2,16 +2,25 @@
 // connection sends `n` messages at `rate` per second, a second connection of the same page
 // subscribes to them, and each arrival is timed against its send on the page's one clock
 // (`performance.now()`). Query parameters: `n`, `rate`, `room`, `relay` and `fingerprint`
-// as for the chat page. The result lands in `window.bench`:
-// `{ status, error, sent, latenciesMs }` (`status` "done" when finished).
+// as for the chat page, and `transport` (`webtransport` or `websocket`: that one alone;
+// the WebSocket goes to the relay's host over `ws://`). The result lands in
+// `window.bench`: `{ status, error, transport, sent, latenciesMs }` (`status` "done" when
+// finished).
 
-import init, { Connection } from "./pkg/moq_wasm.js";
+import load, { Connection } from "./pkg/index.js";
 
 const params = new URLSearchParams(location.search);
 const count = Number(params.get("n") ?? 1000);
 const rate = Number(params.get("rate") ?? 100);
 const room = params.get("room") ?? "bench";
-const bench = { status: "loading", error: null, sent: 0, warmups: 0, latenciesMs: [] };
+const bench = {
+  status: "loading",
+  error: null,
+  transport: null,
+  sent: 0,
+  warmups: 0,
+  latenciesMs: [],
+};
 window.bench = bench;
 
 const micros = () => Math.round(performance.now() * 1000);
@@ -19,15 +28,22 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const status = (text) => (document.getElementById("status").textContent = text);
 
 async function run() {
-  await init();
+  await load();
   const relay = new URL(params.get("relay") ?? `https://${location.host}`);
   let fingerprint = params.get("fingerprint");
   if (fingerprint === null) {
     fingerprint = (await (await fetch(`http://${relay.host}/certificate.sha256`)).text()).trim();
   }
   const url = `https://${relay.host}/${encodeURIComponent(room)}`;
-  const sender = await Connection.connect(url, fingerprint);
-  const receiver = await Connection.connect(url, fingerprint);
+  const transport = params.get("transport");
+  const options = {
+    fingerprint,
+    transports: transport ? [transport] : undefined,
+    webSocketUrl: `ws://${relay.host}/${encodeURIComponent(room)}`,
+  };
+  const sender = await Connection.connect(url, options);
+  const receiver = await Connection.connect(url, options);
+  bench.transport = sender.transport;
   await Promise.all([sender.established(), receiver.established()]);
   const track = sender.publish("page", "chat");
 

@@ -22,7 +22,7 @@
 // `goingAway` (the URI of the relay's GOAWAY once it sent one: it is shutting down), and
 // `send(text)`.
 
-import init, { Connection, setLogLevel } from "./pkg/moq_wasm.js";
+import load, { Connection, setLogLevel } from "./pkg/index.js";
 
 const params = new URLSearchParams(location.search);
 const encoder = new TextEncoder();
@@ -224,7 +224,7 @@ $("send").addEventListener("submit", (event) => {
 });
 
 try {
-  await init();
+  await load();
   if (params.get("log")) setLogLevel(params.get("log"));
   $("name").value = params.get("name") ?? `guest${Math.floor(Math.random() * 1000)}`;
   $("room").value = params.get("room") ?? "lobby";

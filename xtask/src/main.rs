@@ -26,14 +26,18 @@ usage: cargo xtask <command>
 commands:
   demo       the main job: a relay on loopback with a room of chat users through it, a summary;
              --cluster: the room across three linked relays, one of them killed mid-run
-  test       everything CI runs: setup, fmt, deps, wasm, clippy, page, tests (the browser
-             tests among them), loom, docs, and every fuzz target briefly
+  test       everything CI runs: setup, fmt, deps, wasm, types, clippy, page, tests (the
+             browser tests among them), loom, docs, and every fuzz target briefly
   check      the fast static checks: fmt, deps, wasm, clippy, docs
   setup      install missing system packages (cmake, libclang-dev) with apt-get as root
   fmt        cargo fmt --check
   deps       the dependency-direction check (the sans-IO core must not depend on I/O crates)
   wasm       clippy of kio, moq-net and moq-wasm for wasm32-unknown-unknown (the browser
              driver's target; the rustup target is added if missing)
+  types      the browser package's TypeScript declarations, checked by compiling a consumer
+             with tsc --strict --noImplicitAny (installs node-typescript if missing)
+  package    builds the browser package (target/web/pkg) and packs it with npm pack
+             (installs npm if missing); prints the bundle's size, gzipped
   web        builds the chat page (moq-wasm through wasm-bindgen; installs the wasm32 target
              and wasm-bindgen-cli if missing) and serves it from a relay on loopback:
              http://127.0.0.1:4443/?room=lobby (--port N for another port)
@@ -63,15 +67,18 @@ fn main() -> ExitCode {
     let rest = &args[1..];
     let steps: &[&str] = match command.as_str() {
         "test" => &[
-            "setup", "fmt", "deps", "wasm", "clippy", "page", "unit", "loom", "doc", "fuzz",
+            "setup", "fmt", "deps", "wasm", "types", "clippy", "page", "unit", "loom", "doc",
+            "fuzz",
         ],
         "check" => &["fmt", "deps", "wasm", "clippy", "doc"],
-        "setup" | "fmt" | "deps" | "wasm" | "clippy" | "page" | "unit" | "loom" | "doc"
-        | "bench" | "demo" | "suite" | "fuzz" | "web" | "browser" => std::slice::from_ref(command)
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>()
-            .leak(),
+        "setup" | "fmt" | "deps" | "wasm" | "types" | "clippy" | "page" | "unit" | "loom"
+        | "doc" | "bench" | "demo" | "suite" | "fuzz" | "web" | "browser" | "package" => {
+            std::slice::from_ref(command)
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .leak()
+        }
         "help" | "--help" | "-h" => {
             print!("{HELP}");
             return ExitCode::SUCCESS;
@@ -229,6 +236,8 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
         "fuzz" => fuzz::run(&root, args),
         "web" => web::serve(&root, args),
         "browser" => web::test(&root),
+        "types" => web::check_types(&root),
+        "package" => web::package(&root),
         other => unreachable!("step {other} is listed in main"),
     }
 }

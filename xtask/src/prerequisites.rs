@@ -38,6 +38,18 @@ pub(crate) const BROWSER: &[Package] = &[
     },
 ];
 
+/// What the package's type check needs: TypeScript's compiler (Debian's, with Node).
+pub(crate) const TYPES: &[Package] = &[Package {
+    name: "node-typescript",
+    present: || program_runs("tsc"),
+}];
+
+/// What `cargo xtask package` needs besides: npm, for `npm pack`.
+pub(crate) const NPM: &[Package] = &[Package {
+    name: "npm",
+    present: || program_runs("npm"),
+}];
+
 /// Installs what the build needs, if it is missing.
 pub(crate) fn ensure() -> Result<(), Failure> {
     ensure_packages(BUILD)

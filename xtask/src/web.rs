@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::WASM_TARGET;
 use crate::cmd::{Command, Failure, cargo};
 
-/// Where the built page goes: the files of `moq-wasm/web/`, and the module in `pkg/`.
+/// Where the built page goes: the files of `moq-wasm/web/`, and the package in `pkg/`.
 pub(crate) fn web_root(root: &Path) -> PathBuf {
     root.join("target").join("web")
 }
@@ -44,16 +44,86 @@ pub(crate) fn build(root: &Path) -> Result<PathBuf, Failure> {
         &["--target", "web", "--out-dir", &pkg_arg, &module],
     )
     .run()?;
-    let page = root.join("moq-wasm").join("web");
-    let entries = std::fs::read_dir(&page)
-        .map_err(|e| Failure(format!("reading {}: {e}", page.display())))?;
+    // The package: the generated module beside its entry point, types and error class
+    // (`moq-wasm/package/`). wasm-bindgen's own declarations say `any` where ours type.
+    copy_files(&root.join("moq-wasm").join("package"), &pkg)?;
+    let _ = std::fs::remove_file(pkg.join("moq_wasm.d.ts"));
+    copy_files(&root.join("moq-wasm").join("web"), &out)?;
+    println!("the chat page is built in {}", out.display());
+    Ok(out)
+}
+
+/// Copies the files (not the folders) of `from` into `to`.
+fn copy_files(from: &Path, to: &Path) -> Result<(), Failure> {
+    let entries =
+        std::fs::read_dir(from).map_err(|e| Failure(format!("reading {}: {e}", from.display())))?;
     for entry in entries.flatten() {
-        let target = out.join(entry.file_name());
+        if !entry.file_type().is_ok_and(|kind| kind.is_file()) {
+            continue;
+        }
+        let target = to.join(entry.file_name());
         std::fs::copy(entry.path(), &target)
             .map_err(|e| Failure(format!("copying to {}: {e}", target.display())))?;
     }
-    println!("the chat page is built in {}", out.display());
-    Ok(out)
+    Ok(())
+}
+
+/// `cargo xtask types`: the package's declarations against a consumer that uses all of
+/// them (and misuses some, which must fail), with `tsc --strict --noImplicitAny`.
+pub(crate) fn check_types(root: &Path) -> Result<(), Failure> {
+    crate::prerequisites::ensure_packages(crate::prerequisites::TYPES)?;
+    let project = root
+        .join("moq-wasm")
+        .join("package")
+        .join("check")
+        .join("tsconfig.json");
+    let project = project.to_string_lossy().into_owned();
+    Command::new("tsc", &["--version"]).run()?;
+    Command::new("tsc", &["-p", &project]).run()?;
+    println!("the package's declarations type-check a strict consumer");
+    Ok(())
+}
+
+/// `cargo xtask package`: the package built and packed (`npm pack`), and its size.
+pub(crate) fn package(root: &Path) -> Result<(), Failure> {
+    crate::prerequisites::ensure_packages(crate::prerequisites::NPM)?;
+    let out = build(root)?;
+    let pkg = out.join("pkg");
+    let destination = out.to_string_lossy().into_owned();
+    Command::new("npm", &["pack", "--pack-destination", &destination])
+        .current_dir(&pkg)
+        .run()?;
+    let mut total = (0, 0);
+    for file in [
+        "moq_wasm_bg.wasm",
+        "moq_wasm.js",
+        "index.js",
+        "moq_error.js",
+    ] {
+        let bytes =
+            std::fs::read(pkg.join(file)).map_err(|e| Failure(format!("reading {file}: {e}")))?;
+        let gzipped = gzipped_len(&pkg.join(file))?;
+        println!(
+            "  {file:<18} {:>9} bytes, {gzipped:>8} gzipped",
+            bytes.len()
+        );
+        total = (total.0 + bytes.len(), total.1 + gzipped);
+    }
+    println!(
+        "  {:<18} {:>9} bytes, {:>8} gzipped",
+        "the bundle", total.0, total.1
+    );
+    Ok(())
+}
+
+/// The size of `file` compressed with `gzip -9` (Debian's, always present).
+fn gzipped_len(file: &Path) -> Result<usize, Failure> {
+    let output = std::process::Command::new("gzip")
+        .args(["-9", "-c"])
+        .arg(file)
+        .output()
+        .map_err(|e| Failure(format!("running gzip: {e}")))?;
+    Ok(output.stdout.len())
 }
 
 /// `cargo xtask web`: builds the page and the relay, and serves the page from a relay on

@@ -34,8 +34,9 @@ impl Connection {
     /// certificate fingerprint (the SHA-256 it serves at `/certificate.sha256`, hex, with
     /// or without colons), pinned as a self-signed certificate must be, or an options
     /// object: `{ fingerprint, versions: ["moq-lite-05", …], transports: ["webtransport",
-    /// "websocket"], webSocketUrl, headStartMs }`. WebTransport and a WebSocket are raced
-    /// (WebTransport first, 500 ms ahead); `transport` says which won. Rejects with a
+    /// "websocket"], webSocketUrl, headStartMs, timeoutMs }`. WebTransport and a WebSocket
+    /// are raced (WebTransport first, 500 ms ahead; 10 s for it all unless `timeoutMs`);
+    /// `transport` says which won. Rejects with a
     /// `MoqError` (code 4, transport) if the session cannot be set up, and throws a
     /// `RangeError` for a bad option.
     pub async fn connect(url: String, options: JsValue) -> Result<Connection, JsValue> {

@@ -1,14 +1,23 @@
-//! Errors as JavaScript sees them.
+//! Errors as JavaScript sees them: instances of the package's `MoqError` class
+//! (`moq-wasm/package/moq_error.js`, beside the generated module), so that a page's
+//! `instanceof MoqError` narrows them.
 
 use wasm_bindgen::JsValue;
+use wasm_bindgen::prelude::*;
 
-/// An `Error` named `MoqError` carrying the moq-lite wire `code` and the `reason`.
+#[wasm_bindgen(raw_module = "./moq_error.js")]
+extern "C" {
+    /// `class MoqError extends Error { code; reason }`.
+    #[wasm_bindgen(js_name = MoqError)]
+    type JsMoqError;
+
+    #[wasm_bindgen(constructor, js_class = "MoqError")]
+    fn new(code: f64, reason: &str) -> JsMoqError;
+}
+
+/// A `MoqError` carrying the moq-lite wire `code` and the `reason`.
 pub(crate) fn moq_error(code: u64, reason: &str) -> JsValue {
-    let error = js_sys::Error::new(reason);
-    error.set_name("MoqError");
-    set(&error, "code", &JsValue::from_f64(code as f64));
-    set(&error, "reason", &JsValue::from_str(reason));
-    error.into()
+    JsMoqError::new(code as f64, reason).into()
 }
 
 /// A [`moq_net::Error`] as a `MoqError`, with `context` (what was being done) in front.

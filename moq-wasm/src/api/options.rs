@@ -9,7 +9,8 @@ use crate::connect::{ConnectOptions, parse_fingerprint};
 use crate::race::Transport;
 
 /// Reads `value`: `undefined`, `null` or a string (a fingerprint, `""` for none), or
-/// `{ fingerprint, versions, transports, webSocketUrl, headStartMs }`, each optional. A
+/// `{ fingerprint, versions, transports, webSocketUrl, headStartMs, timeoutMs }`, each
+/// optional. A
 /// bad value is a `RangeError` naming the option.
 pub(crate) fn connect_options(value: &JsValue) -> Result<ConnectOptions, JsValue> {
     let mut options = ConnectOptions::default();
@@ -64,6 +65,13 @@ pub(crate) fn connect_options(value: &JsValue) -> Result<ConnectOptions, JsValue
             url.as_string()
                 .ok_or_else(|| range_error("webSocketUrl must be a string"))?,
         );
+    }
+    if let Some(millis) = field(value, "timeoutMs")? {
+        let millis = millis
+            .as_f64()
+            .filter(|millis| millis.is_finite() && *millis > 0.0)
+            .ok_or_else(|| range_error("timeoutMs must be a number of milliseconds above 0"))?;
+        options.timeout = Some(Duration::from_secs_f64(millis / 1000.0));
     }
     if let Some(millis) = field(value, "headStartMs")? {
         let millis = millis

@@ -2,10 +2,11 @@
 //! native client, side by side in one run against one relay.
 //!
 //! The page (`moq-wasm/web/bench.html`) sends `--messages` messages at `--rate` per second
-//! from one connection to a second connection of its own, timing each on its one clock;
-//! at the same time the native chat example runs two users through the same relay, each
-//! sending the same number at the same rate and timing each delivery. It prints both
-//! latency distributions (p50, p99) as a table and a JSON line.
+//! from one connection to a second connection of its own, timing each on its one clock,
+//! once over WebTransport and once over a WebSocket (QMux); at the same time the native
+//! chat example runs two users through the same relay, each sending the same number at
+//! the same rate and timing each delivery. It prints the latency distributions (p50, p99)
+//! as a table and a JSON line.
 //!
 //! ```text
 //! cargo xtask web            # builds target/web (or: cargo xtask browser)
@@ -71,9 +72,63 @@ async fn main() {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("the chat example runs");
+    let mut pages = Vec::new();
+    for transport in ["webtransport", "websocket"] {
+        pages.push((
+            transport,
+            page_latencies(&chromium, &relay, &args, transport).await,
+        ));
+    }
+    let output = native.wait_with_output().expect("the chat example ends");
+    assert!(output.status.success(), "the chat example failed");
+    let native: Value =
+        serde_json::from_slice(&output.stdout).expect("the chat example prints JSON");
+    let native_p50 = native["latency_ms"]["p50"].as_f64().unwrap_or(f64::NAN);
+    let native_p99 = native["latency_ms"]["p99"].as_f64().unwrap_or(f64::NAN);
+    let native_count = native["delivered"].as_u64().unwrap_or(0);
+
+    println!(
+        "send-to-receive latency through one relay, {} messages at {}/s each:",
+        args.messages, args.rate
+    );
+    println!("| client | deliveries | p50 (ms) | p99 (ms) |");
+    println!("|---|---:|---:|---:|");
+    let mut page_json = serde_json::Map::new();
+    for (transport, page_ms) in &pages {
+        let (p50, p99) = (quantile(page_ms, 0.5), quantile(page_ms, 0.99));
+        println!(
+            "| page (Chromium, moq-wasm) over {transport} | {} | {p50:.2} | {p99:.2} |",
+            page_ms.len()
+        );
+        page_json.insert(
+            (*transport).to_owned(),
+            json!({ "deliveries": page_ms.len(), "p50_ms": p50, "p99_ms": p99 }),
+        );
+    }
+    println!(
+        "| native (chat example, moq-tokio) | {native_count} | {native_p50:.2} | {native_p99:.2} |"
+    );
+    println!(
+        "{}",
+        json!({
+            "messages": args.messages,
+            "rate": args.rate,
+            "page": page_json,
+            "native": { "deliveries": native_count, "p50_ms": native_p50, "p99_ms": native_p99 },
+        })
+    );
+}
+
+/// The page's send-to-receive latencies over `transport` alone, sorted.
+async fn page_latencies(
+    chromium: &Chromium,
+    relay: &Relay,
+    args: &Args,
+    transport: &str,
+) -> Vec<f64> {
     let page = chromium
         .open(&relay.http_url(&format!(
-            "/bench.html?n={}&rate={}&room=page",
+            "/bench.html?n={}&rate={}&room=page-{transport}&transport={transport}",
             args.messages, args.rate
         )))
         .await;
@@ -93,12 +148,11 @@ async fn main() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     };
     assert_eq!(bench["status"], "done", "the page failed: {bench:#}");
-    let output = native.wait_with_output().expect("the chat example ends");
-    assert!(output.status.success(), "the chat example failed");
-    let native: Value =
-        serde_json::from_slice(&output.stdout).expect("the chat example prints JSON");
+    assert_eq!(
+        bench["transport"], transport,
+        "the page connected over another transport"
+    );
     page.close().await;
-
     let mut page_ms: Vec<f64> = bench["latenciesMs"]
         .as_array()
         .expect("latencies")
@@ -106,32 +160,5 @@ async fn main() {
         .filter_map(Value::as_f64)
         .collect();
     page_ms.sort_by(f64::total_cmp);
-    let page_p50 = quantile(&page_ms, 0.5);
-    let page_p99 = quantile(&page_ms, 0.99);
-    let native_p50 = native["latency_ms"]["p50"].as_f64().unwrap_or(f64::NAN);
-    let native_p99 = native["latency_ms"]["p99"].as_f64().unwrap_or(f64::NAN);
-    let native_count = native["delivered"].as_u64().unwrap_or(0);
-
-    println!(
-        "send-to-receive latency through one relay, {} messages at {}/s each:",
-        args.messages, args.rate
-    );
-    println!("| client | deliveries | p50 (ms) | p99 (ms) |");
-    println!("|---|---:|---:|---:|");
-    println!(
-        "| page (Chromium, moq-wasm) | {} | {page_p50:.2} | {page_p99:.2} |",
-        page_ms.len()
-    );
-    println!(
-        "| native (chat example, moq-tokio) | {native_count} | {native_p50:.2} | {native_p99:.2} |"
-    );
-    println!(
-        "{}",
-        json!({
-            "messages": args.messages,
-            "rate": args.rate,
-            "page": { "deliveries": page_ms.len(), "p50_ms": page_p50, "p99_ms": page_p99 },
-            "native": { "deliveries": native_count, "p50_ms": native_p50, "p99_ms": native_p99 },
-        })
-    );
+    page_ms
 }
