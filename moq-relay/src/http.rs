@@ -19,6 +19,7 @@ use moq_net::model::Origin;
 
 use crate::cluster::Cluster;
 use crate::metrics::Metrics;
+use crate::per_address::PerAddress;
 use crate::web_qmux::{Peer, QmuxService, Sorted};
 
 /// What the handlers read.
@@ -208,47 +209,6 @@ where
         Ok(Ok(())) => {}
         Ok(Err(error)) => tracing::debug!(%peer, %error, "HTTP connection failed"),
         Err(_) => tracing::debug!(%peer, "HTTP connection closed at its lifetime"),
-    }
-}
-
-/// Connections per client address. An entry exists only while its address holds a
-/// connection, so the table is bounded by `max_connections`.
-#[derive(Debug, Default)]
-struct PerAddress {
-    counts: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
-}
-
-/// One connection's place in [`PerAddress`], given back when it drops.
-struct AddressSlot {
-    table: Arc<PerAddress>,
-    address: std::net::IpAddr,
-}
-
-impl PerAddress {
-    /// A place for one more connection from `address`, if it holds fewer than `limit`.
-    fn try_take(table: &Arc<Self>, address: std::net::IpAddr, limit: usize) -> Option<AddressSlot> {
-        let mut counts = table.counts.lock().unwrap_or_else(|e| e.into_inner());
-        let count = counts.entry(address).or_insert(0);
-        if *count >= limit {
-            return None;
-        }
-        *count += 1;
-        Some(AddressSlot {
-            table: table.clone(),
-            address,
-        })
-    }
-}
-
-impl Drop for AddressSlot {
-    fn drop(&mut self) {
-        let mut counts = self.table.counts.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(count) = counts.get_mut(&self.address) {
-            *count -= 1;
-            if *count == 0 {
-                counts.remove(&self.address);
-            }
-        }
     }
 }
 

@@ -31,6 +31,7 @@ pub mod driver;
 pub mod gatekeeper;
 mod http;
 pub mod metrics;
+mod per_address;
 mod relay;
 mod web_qmux;
 

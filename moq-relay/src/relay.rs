@@ -184,6 +184,7 @@ impl Relay {
             }
             None => None,
         };
+        let max_sessions_per_address = config.limits.max_sessions_per_address;
         let cluster = Arc::new(cluster(config, cluster_id, &session)?);
         let workers = server.counters();
         let gatekeeper = Arc::new(Gatekeeper {
@@ -202,6 +203,8 @@ impl Relay {
                 gatekeeper: gatekeeper.clone(),
                 config,
                 tls,
+                per_address: Arc::default(),
+                max_per_address: max_sessions_per_address,
             })
         });
         Ok(Self {

@@ -24,6 +24,7 @@ use moq_tokio::{QmuxServerConfig, WebSocketUpgrade};
 use tokio::net::TcpStream;
 
 use crate::gatekeeper::Gatekeeper;
+use crate::per_address::{AddressSlot, PerAddress};
 
 /// What the web port needs to serve QMux clients.
 pub(crate) struct QmuxService {
@@ -31,6 +32,10 @@ pub(crate) struct QmuxService {
     pub(crate) config: QmuxServerConfig,
     /// The relay's certificate, and the ALPN choice between QMux and HTTP.
     pub(crate) tls: boring::ssl::SslAcceptor,
+    /// Sessions per client address, within `limits.max_sessions_per_address` (0: no cap),
+    /// as the QUIC endpoint counts its connections.
+    pub(crate) per_address: Arc<PerAddress>,
+    pub(crate) max_per_address: usize,
 }
 
 impl std::fmt::Debug for QmuxService {
@@ -84,11 +89,30 @@ impl QmuxService {
         let Some(negotiated) = tcp_tls::negotiated(stream.ssl(), &self.config.versions) else {
             return Sorted::Tls(stream);
         };
+        let Some(slot) = self.address_slot(peer) else {
+            return Sorted::Gone;
+        };
         let request = moq_tokio::accept_tls(stream, peer, negotiated, &self.config);
         if let Some(watch) = self.gatekeeper.admit(request) {
-            tokio::spawn(watch);
+            tokio::spawn(async move {
+                watch.await;
+                drop(slot);
+            });
         }
         Sorted::Session
+    }
+
+    /// A place for one more session from `peer`: `Some(None)` when there is no cap,
+    /// `None` (and a log line) when its address holds its share.
+    fn address_slot(&self, peer: SocketAddr) -> Option<Option<AddressSlot>> {
+        if self.max_per_address == 0 {
+            return Some(None);
+        }
+        let slot = PerAddress::try_take(&self.per_address, peer.ip(), self.max_per_address);
+        if slot.is_none() {
+            tracing::warn!(%peer, limit = self.max_per_address, "refused a QMux client: limits.max_sessions_per_address reached");
+        }
+        slot.map(Some)
     }
 }
 
@@ -107,6 +131,19 @@ pub(crate) fn upgrade(service: Arc<QmuxService>, request: Request) -> Response {
             tracing::debug!(?remote, %refused, "refused a WebSocket upgrade");
             return (refused.status, refused.reason).into_response();
         }
+    };
+    let slot = match remote {
+        Some(peer) => match service.address_slot(peer) {
+            Some(slot) => slot,
+            None => {
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too many sessions from this address",
+                )
+                    .into_response();
+            }
+        },
+        None => None,
     };
     let Some(on_upgrade) = parts.extensions.remove::<hyper::upgrade::OnUpgrade>() else {
         // The connection was not served with upgrades: a bug of ours, not the client's.
@@ -130,6 +167,7 @@ pub(crate) fn upgrade(service: Arc<QmuxService>, request: Request) -> Response {
         if let Some(watch) = service.gatekeeper.admit(request) {
             watch.await;
         }
+        drop(slot);
     });
     let mut response = Response::new(Body::empty());
     *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;

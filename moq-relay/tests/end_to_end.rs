@@ -122,6 +122,23 @@ fn qmux_clients_meet_quic_clients_on_the_same_port_and_are_counted_by_binding() 
         assert!(metrics.contains(&line), "{line}{metrics}");
     }
 
+    // One session per address: a second WebSocket client from it is turned away while the
+    // first holds its place, and the first goes on.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("relay.toml");
+    std::fs::write(&config, "[limits]\nmax_sessions_per_address = 1\n").unwrap();
+    let capped = Relay::start(&["--config", config.to_str().unwrap()]);
+    let first = subscribe(&capped, &capped.url("ws", "demo"), "capped", 1);
+    capped.wait_for_metric("sessions", 1);
+    let second = subscribe(&capped, &capped.url("ws", "demo"), "capped", 1);
+    let (ok, _, err) = collect(second);
+    assert!(!ok, "a second session from one address got in past the cap");
+    assert!(err.contains("503"), "{err}");
+    let writer = publish(&capped, &capped.url("moqt", "demo"), "capped", "one\n");
+    let (ok, out, err) = collect(first);
+    assert!(ok && out == "one\n", "the first session goes on: {err}");
+    let _ = collect(writer);
+
     let closed = Relay::start(&["--no-websocket"]);
     let reader = subscribe(&closed, &closed.url("ws", "demo"), "nothing", 1);
     let (ok, _, err) = collect(reader);
