@@ -1,5 +1,5 @@
 //! Connecting a session to a relay from the browser, over WebTransport or QMux over a
-//! WebSocket (which one, and the race between them: [`crate::race`]).
+//! WebSocket (which one, and the race between them: the `race` module).
 
 use std::time::Duration;
 
@@ -129,7 +129,7 @@ pub struct Connected {
 }
 
 /// Connects to `url` and starts a moq-lite session on this thread's event loop, over
-/// the first of `options.transports` that works (see [`crate::race`]): `https://` races
+/// the first of `options.transports` that works (see [`Transport`](crate::Transport)): `https://` races
 /// WebTransport against a WebSocket, `ws://` and `wss://` use a WebSocket alone. Resolves
 /// once the session is established (the relay answered SETUP), as every driver's
 /// `connect` does; a relay that refuses the client is an error naming its code.

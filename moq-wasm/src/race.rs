@@ -24,7 +24,13 @@ use crate::connect::{
     ConnectError, ConnectOptions, Connected, connect_websocket, connect_webtransport,
 };
 
-/// What a session runs over.
+/// What a session runs over. [`connect`](crate::connect) races them for an `https://`
+/// URL: WebTransport first, a WebSocket after [`ConnectOptions::head_start`] (at once if
+/// the WebSocket already won for that URL on the page), the WebSocket alone where
+/// WebTransport is missing or known broken (every Safari; Firefox before 153); the first
+/// session established wins and the other is closed.
+///
+/// [`ConnectOptions::head_start`]: crate::ConnectOptions::head_start
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Transport {
     /// The browser's WebTransport (HTTP/3 over QUIC).
