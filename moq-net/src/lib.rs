@@ -73,6 +73,7 @@ mod id_map;
 pub mod backoff;
 pub mod coding;
 pub mod model;
+pub mod reconnect;
 pub mod redact;
 pub mod runtime;
 pub mod session;

@@ -502,3 +502,11 @@ impl Session {
         self.shared.snapshot.lock().counters
     }
 }
+
+impl AsRef<Session> for Session {
+    /// The session itself: what [`Reconnect`](crate::reconnect::Reconnect) keeps up,
+    /// when the dialer returns nothing more.
+    fn as_ref(&self) -> &Session {
+        self
+    }
+}
