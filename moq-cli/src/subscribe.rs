@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use clap::Args;
-use moq_net::model::{Announcement, BroadcastConsumer, FollowedTrack, Origin, Path};
+use moq_net::model::{Announcement, BroadcastConsumer, FollowedTrack, Origin, Path, TrackFrames};
 use moq_net::session::SessionConfig;
 
 use crate::client::{Connection, close, ended};
@@ -90,40 +90,33 @@ async fn read_followed(origin: &Origin, path: &Path, args: &SubscribeArgs) -> Re
     copy(track, args).await
 }
 
-/// Copies `track` to stdout until it ends.
-async fn copy(mut track: FollowedTrack, args: &SubscribeArgs) -> Result<(), String> {
+/// Copies `track` to stdout until it ends, each frame as it arrives from whichever group
+/// is open (`TrackFrames`: a group whose end is late, as a browser publisher's often is,
+/// never holds the next group's frames).
+async fn copy(track: FollowedTrack, args: &SubscribeArgs) -> Result<(), String> {
     let mut stdout = std::io::stdout();
-    let mut frames = 0u64;
+    let mut frames = TrackFrames::new(track);
+    let mut count = 0u64;
     loop {
-        let group = match track.next_group().await {
-            Ok(Some(group)) => group,
+        let frame = match frames.read_frame().await {
+            Ok(Some((_, frame))) => frame,
             Ok(None) => return Ok(()), // the publisher finished the track
             Err(error) => return Err(format!("the track ended: {error}")),
         };
-        let mut group = group;
-        loop {
-            match group.read_frame().await {
-                Ok(Some(frame)) => {
-                    stdout
-                        .write_all(&frame.payload)
-                        .and_then(|()| {
-                            if args.raw {
-                                Ok(())
-                            } else {
-                                stdout.write_all(b"\n")
-                            }
-                        })
-                        .and_then(|()| stdout.flush())
-                        .map_err(|e| format!("writing stdout: {e}"))?;
-                    frames += 1;
-                    if args.count.is_some_and(|count| frames >= count) {
-                        return Ok(());
-                    }
+        stdout
+            .write_all(&frame.payload)
+            .and_then(|()| {
+                if args.raw {
+                    Ok(())
+                } else {
+                    stdout.write_all(b"\n")
                 }
-                Ok(None) => break,
-                // A group cut short (too old, dropped upstream): go on with the next one.
-                Err(_) => break,
-            }
+            })
+            .and_then(|()| stdout.flush())
+            .map_err(|e| format!("writing stdout: {e}"))?;
+        count += 1;
+        if args.count.is_some_and(|limit| count >= limit) {
+            return Ok(());
         }
     }
 }

@@ -71,6 +71,7 @@ mod broadcast;
 mod budget;
 mod follow;
 mod frame;
+mod frames;
 mod group;
 mod hook;
 mod linger;
@@ -86,6 +87,7 @@ pub use broadcast::{BroadcastConsumer, BroadcastProducer, PendingTrack, TrackReq
 pub use budget::{BudgetStats, MemoryBudget};
 pub use follow::FollowedTrack;
 pub use frame::{Frame, FrameConsumer, FrameProducer};
+pub use frames::{OPEN_GROUPS, TrackFrames};
 pub use group::{GroupConsumer, GroupProducer};
 pub use linger::{Lingering, LingeringPath};
 pub use origin::{Announced, Announcement, ListenerStats, Origin, RouteChanges};
