@@ -74,14 +74,22 @@ impl RecordReader {
             self.buffer.advance(header);
             return Ok(Some(self.buffer.split_to(size).freeze()));
         }
-        // Draft-00: find where the frame ends by decoding a copy of what is here.
-        let mut peek = Bytes::copy_from_slice(&self.buffer);
-        let before = peek.len();
-        match Frame::decode(&mut peek, Lengthless::Refused) {
-            Ok(_) => {
-                let len = before - peek.len();
-                Ok(Some(self.buffer.split_to(len).freeze()))
-            }
+        // Draft-00: find where the frame ends by decoding what is here. The buffer is
+        // frozen for the decode and thawed after without a copy (a frame that arrives in
+        // many reads is tried once per read: copying it each time would be quadratic);
+        // only bytes after a whole frame are copied, once.
+        let mut rest = std::mem::take(&mut self.buffer).freeze();
+        let before = rest.len();
+        let decoded = {
+            let mut peek = rest.clone();
+            Frame::decode(&mut peek, Lengthless::Refused).map(|_| before - peek.len())
+        };
+        let frame = decoded.as_ref().ok().map(|len| rest.split_to(*len));
+        self.buffer = rest
+            .try_into_mut()
+            .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
+        match decoded {
+            Ok(_) => Ok(frame),
             Err(FrameError::Short) if (before as u64) < self.limit => Ok(None),
             Err(FrameError::Short) => Err(RecordError::TooLarge {
                 size: before as u64,

@@ -81,8 +81,35 @@ impl Connection {
         data: &mut Bytes,
         fin: bool,
     ) -> Poll<Result<(), StreamError>> {
+        if let Err(error) = self.queue(id, data, fin) {
+            return Poll::Ready(Err(error));
+        }
+        if data.is_empty() {
+            return Poll::Ready(Ok(()));
+        }
+        if let Some(send) = self
+            .streams
+            .get_mut(&id)
+            .and_then(|stream| stream.send.as_mut())
+        {
+            send.writer.register(waiter);
+        }
+        if !self.waiting_writers.contains(&id) {
+            self.waiting_writers.push(id);
+        }
+        Poll::Pending
+    }
+
+    /// Ends the stream after what was written (FIN).
+    pub fn finish(&mut self, id: u64) -> Result<(), StreamError> {
+        self.queue(id, &mut Bytes::new(), true)
+    }
+
+    /// Queues what of `data` the stream's credit and the send buffer take (splitting it
+    /// off `data`), and the FIN once all of it is queued, if `fin`.
+    fn queue(&mut self, id: u64, data: &mut Bytes, fin: bool) -> Result<(), StreamError> {
         if let Some(error) = &self.closed {
-            return Poll::Ready(Err(error.clone().into()));
+            return Err(error.clone().into());
         }
         let buffer_room = self.config.send_buffer.saturating_sub(self.buffered);
         let Some(send) = self
@@ -90,13 +117,13 @@ impl Connection {
             .get_mut(&id)
             .and_then(|stream| stream.send.as_mut())
         else {
-            return Poll::Ready(Err(StreamError::Stopped(0)));
+            return Err(StreamError::Stopped(0));
         };
         if let Some(code) = send.stopped {
-            return Poll::Ready(Err(StreamError::Stopped(code)));
+            return Err(StreamError::Stopped(code));
         }
         if send.done || send.finishing {
-            return Poll::Ready(Err(StreamError::Stopped(0)));
+            return Err(StreamError::Stopped(0));
         }
         let credit = send.max.saturating_sub(send.offset + send.queued as u64);
         let take = (data.len() as u64).min(credit).min(buffer_room as u64) as usize;
@@ -107,26 +134,9 @@ impl Connection {
         }
         if data.is_empty() {
             send.finishing = fin;
-        } else {
-            send.writer.register(waiter);
-            if !self.waiting_writers.contains(&id) {
-                self.waiting_writers.push(id);
-            }
         }
         self.schedule(id);
-        match data.is_empty() {
-            true => Poll::Ready(Ok(())),
-            false => Poll::Pending,
-        }
-    }
-
-    /// Ends the stream after what was written (FIN).
-    pub fn finish(&mut self, id: u64) -> Result<(), StreamError> {
-        let mut empty = Bytes::new();
-        match self.poll_write(id, &Waiter::new(std::task::Waker::noop()), &mut empty, true) {
-            Poll::Ready(result) => result,
-            Poll::Pending => Ok(()),
-        }
+        Ok(())
     }
 
     /// Abandons the stream's sending half with `code` (RESET_STREAM); what was queued is

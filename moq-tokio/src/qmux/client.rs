@@ -15,7 +15,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 use super::carrier::WebSocket;
-use super::driver::{drive as drive_connection, over_byte_stream};
+use super::driver::{InBandError, drive as drive_connection, in_band, over_byte_stream};
 use super::websocket_config;
 use crate::poll::drive;
 use crate::{Error, TokioRuntime};
@@ -163,33 +163,16 @@ async fn tcp(
     stream: TcpStream,
     config: &ClientConfig,
 ) -> Result<(QmuxConnection, moq_net::coding::Version), Error> {
-    let offered: Vec<String> = config
-        .versions
-        .iter()
-        .map(|v| v.alpn().to_owned())
-        .collect();
-    let connection = over_byte_stream(
-        stream,
-        Side::Client,
-        qmux::TCP_DRAFT,
-        offered.clone(),
-        &config.limits,
-    );
-    let parameters = drive(|waiter| connection.with(|inner| inner.poll_parameters(waiter)))
+    in_band(stream, Side::Client, &config.versions, &config.limits)
         .await
-        .map_err(|error| ConnectError::Handshake(error.to_string()))?;
-    match qmux::choose_in_band(&parameters.application_protocols, &offered) {
-        Some(version) => Ok((connection, version)),
-        None => {
-            connection
-                .with(|inner| inner.close(moq_net::Error::Version.to_code(), "no common version"));
-            Err(ConnectError::NoCommonVersion {
+        .map_err(|error| match error {
+            InBandError::Handshake(reason) => ConnectError::Handshake(reason).into(),
+            InBandError::NoCommonVersion { theirs } => ConnectError::NoCommonVersion {
                 offered: config.versions.clone(),
-                detail: format!("the server speaks {:?}", parameters.application_protocols),
+                detail: format!("the server speaks {theirs:?}"),
             }
-            .into())
-        }
-    }
+            .into(),
+        })
 }
 
 fn bad_url(target: &Target, problem: &str) -> ConnectError {

@@ -66,6 +66,57 @@ where
     connection
 }
 
+/// Plain TCP's version negotiation (no ALPN, no subprotocol): each side lists the
+/// moq-lite versions it speaks as application protocols in its transport parameters, and
+/// the server's preference among those both list is the version. Starts a connection of
+/// `side` over `stream` offering `versions`, waits for the peer's parameters, and returns
+/// the connection with the version; a connection with none in common is closed (code
+/// [`Version`](moq_net::Error::Version)) and the error says what the peer listed.
+pub(super) async fn in_band<S>(
+    stream: S,
+    side: Side,
+    versions: &[moq_net::coding::Version],
+    limits: &QuicLimits,
+) -> Result<(QmuxConnection, moq_net::coding::Version), InBandError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let ours: Vec<String> = versions.iter().map(|v| v.alpn().to_owned()).collect();
+    let connection = over_byte_stream(
+        stream,
+        side,
+        moq_runtime::qmux::TCP_DRAFT,
+        ours.clone(),
+        limits,
+    );
+    let parameters =
+        crate::poll::drive(|waiter| connection.with(|inner| inner.poll_parameters(waiter)))
+            .await
+            .map_err(|error| InBandError::Handshake(error.to_string()))?;
+    let theirs = parameters.application_protocols;
+    let chosen = match side {
+        Side::Client => moq_runtime::qmux::choose_in_band(&theirs, &ours),
+        Side::Server => moq_runtime::qmux::choose_in_band(&ours, &theirs),
+    };
+    match chosen {
+        Some(version) => Ok((connection, version)),
+        None => {
+            connection
+                .with(|inner| inner.close(moq_net::Error::Version.to_code(), "no common version"));
+            Err(InBandError::NoCommonVersion { theirs })
+        }
+    }
+}
+
+/// Why [`in_band`] found no version.
+#[derive(Debug)]
+pub(super) enum InBandError {
+    /// The connection failed before the peer's transport parameters arrived.
+    Handshake(String),
+    /// The peer listed none of ours: what it listed.
+    NoCommonVersion { theirs: Vec<String> },
+}
+
 enum State {
     Open,
     /// Our side is being ended; the peer's end is awaited until the deadline.

@@ -22,7 +22,7 @@ use tokio_tungstenite::tungstenite::handshake::server::{
 };
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
 
-use super::driver::over_byte_stream;
+use super::driver::{InBandError, in_band, over_byte_stream};
 use super::websocket_config;
 use crate::{Error, TokioRuntime};
 
@@ -302,30 +302,14 @@ async fn tcp(
     remote: SocketAddr,
     config: &QmuxServerConfig,
 ) -> Result<Request<TokioRuntime>, String> {
-    let ours: Vec<String> = config
-        .versions
-        .iter()
-        .map(|v| v.alpn().to_owned())
-        .collect();
-    let connection = over_byte_stream(
-        stream,
-        Side::Server,
-        qmux::TCP_DRAFT,
-        ours.clone(),
-        &config.limits,
-    );
-    let parameters =
-        crate::poll::drive(|waiter| connection.with(|inner| inner.poll_parameters(waiter)))
-            .await
-            .map_err(|error| error.to_string())?;
-    let Some(version) = qmux::choose_in_band(&ours, &parameters.application_protocols) else {
-        connection
-            .with(|inner| inner.close(moq_net::Error::Version.to_code(), "no common version"));
-        return Err(format!(
-            "no moq-lite version in common: the client offered {:?}",
-            parameters.application_protocols
-        ));
-    };
+    let (connection, version) = in_band(stream, Side::Server, &config.versions, &config.limits)
+        .await
+        .map_err(|error| match error {
+            InBandError::Handshake(reason) => reason,
+            InBandError::NoCommonVersion { theirs } => {
+                format!("no moq-lite version in common: the client offered {theirs:?}")
+            }
+        })?;
     Ok(Request::qmux(
         TokioRuntime::current(),
         connection.session(Some(version.alpn().to_owned())),
