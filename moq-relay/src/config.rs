@@ -63,6 +63,11 @@ pub struct ServerSection {
     /// or `"bbr2"`, the one that paces (its packets leave spread over a round trip, not
     /// in window-sized bursts that overflow a shallow router queue).
     pub congestion_control: String,
+    /// A TCP address serving moq-lite over QMux on plain TCP (`tcp://`): no encryption
+    /// and no certificate, so for trusted networks only (a sidecar, a private network
+    /// between relays); off unless set. Clients are admitted, authorized and counted as
+    /// every other.
+    pub tcp_bind: Option<SocketAddr>,
 }
 
 impl Default for ServerSection {
@@ -81,6 +86,7 @@ impl Default for ServerSection {
                 .map(|version| version.alpn().to_owned())
                 .collect(),
             congestion_control: CongestionControl::default().to_string(),
+            tcp_bind: None,
         }
     }
 }

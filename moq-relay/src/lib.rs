@@ -33,6 +33,7 @@ mod http;
 pub mod metrics;
 mod per_address;
 mod relay;
+mod tcp_qmux;
 mod web_qmux;
 
 pub use config::Config;

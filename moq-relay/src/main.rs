@@ -94,6 +94,10 @@ struct ServeArgs {
     /// Serve no WebSocket clients (moq-lite over QMux, `ws://`) on the HTTP port.
     #[arg(long)]
     no_websocket: bool,
+    /// Also serve moq-lite over QMux on plain TCP (`tcp://`) at this address: no
+    /// encryption, for trusted networks only.
+    #[arg(long, value_name = "ADDR")]
+    tcp_bind: Option<SocketAddr>,
     /// A directory of static files to serve over HTTP at / (a web page).
     #[arg(long, value_name = "DIR")]
     web_root: Option<PathBuf>,
@@ -301,6 +305,9 @@ fn configure(args: &ServeArgs) -> Result<Config, String> {
     }
     if args.no_websocket {
         config.http.websocket = false;
+    }
+    if args.tcp_bind.is_some() {
+        config.server.tcp_bind = args.tcp_bind;
     }
     if args.no_http {
         config.http.enabled = false;

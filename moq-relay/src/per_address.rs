@@ -36,6 +36,24 @@ impl PerAddress {
     }
 }
 
+/// A place for one more session from `peer` within `limit` sessions an address (0: no
+/// cap): `Some(None)` when there is no cap, `None` (and a warning naming the limit) when
+/// its address holds its share.
+pub(crate) fn session_slot(
+    table: &Arc<PerAddress>,
+    peer: std::net::SocketAddr,
+    limit: usize,
+) -> Option<Option<AddressSlot>> {
+    if limit == 0 {
+        return Some(None);
+    }
+    let slot = PerAddress::try_take(table, peer.ip(), limit);
+    if slot.is_none() {
+        tracing::warn!(%peer, limit, "refused a QMux client: limits.max_sessions_per_address reached");
+    }
+    slot.map(Some)
+}
+
 impl Drop for AddressSlot {
     fn drop(&mut self) {
         let mut counts = self.table.counts.lock().unwrap_or_else(|e| e.into_inner());

@@ -10,6 +10,7 @@ use std::time::Duration;
 use moq_net::model::{MemoryBudget, Origin};
 use moq_net::session::SessionConfig;
 use moq_runtime::admission::Admission;
+use moq_runtime::binding::Binding;
 use moq_runtime::client::ClientConfig;
 use moq_runtime::server::ServerConfig;
 use moq_runtime::tls::{Certificate, Fingerprint};
@@ -49,6 +50,14 @@ pub enum RelayError {
         /// What the system said.
         source: std::io::Error,
     },
+    /// The plain-TCP port could not be bound.
+    #[error("server.tcp_bind {address}: {source}")]
+    TcpBind {
+        /// The address.
+        address: SocketAddr,
+        /// What the listener said.
+        source: moq_tokio::Error,
+    },
     /// The HTTP port could not be bound.
     #[error("http.bind {address}: {source}")]
     HttpBind {
@@ -68,6 +77,10 @@ pub struct Relay<L: Listener = driver::Server> {
     /// How QMux clients (WebSocket, TLS) are served on the HTTP port (`None`: they are
     /// not).
     qmux: Option<Arc<crate::web_qmux::QmuxService>>,
+    /// The plain-TCP QMux listener (`server.tcp_bind`), if configured.
+    tcp: Option<moq_tokio::QmuxListener>,
+    /// `limits.max_sessions_per_address`, which QMux clients count against here.
+    max_sessions_per_address: usize,
     gatekeeper: Arc<Gatekeeper>,
     fingerprint: Fingerprint,
     drain: Duration,
@@ -168,14 +181,20 @@ impl Relay {
         };
         // The session each WebSocket client starts from is the gatekeeper's choice, as
         // for every other client; this one is only the listener's default.
-        let websocket = (config.http.enabled && config.http.websocket).then(|| {
-            let mut websocket = moq_tokio::QmuxServerConfig::new(session.clone());
-            websocket.versions = server_config_versions.clone();
-            websocket.limits = server_limits.clone();
-            websocket.handshake_timeout = Duration::from_secs(config.limits.setup_timeout_secs);
-            websocket.max_pending_handshakes = config.limits.max_pending_setup;
-            websocket
-        });
+        let mut qmux_config = moq_tokio::QmuxServerConfig::new(session.clone());
+        qmux_config.versions = server_config_versions.clone();
+        qmux_config.limits = server_limits.clone();
+        qmux_config.handshake_timeout = Duration::from_secs(config.limits.setup_timeout_secs);
+        qmux_config.max_pending_handshakes = config.limits.max_pending_setup;
+        let tcp = match config.server.tcp_bind {
+            Some(address) => Some(
+                moq_tokio::QmuxListener::bind(address, Binding::Tcp, qmux_config.clone())
+                    .await
+                    .map_err(|source| RelayError::TcpBind { address, source })?,
+            ),
+            None => None,
+        };
+        let websocket = (config.http.enabled && config.http.websocket).then_some(qmux_config);
         let websocket = match websocket {
             Some(websocket) => {
                 let tls = moq_runtime::tcp_tls::server_context(&certificate, &websocket.versions)
@@ -211,6 +230,8 @@ impl Relay {
             server,
             http,
             qmux,
+            tcp,
+            max_sessions_per_address,
             gatekeeper,
             fingerprint,
             drain: config.drain(),
@@ -261,6 +282,14 @@ impl<L: Listener> Relay<L> {
                 websocket,
             )
         });
+        let tcp = self.tcp.take().map(|listener| {
+            tracing::info!(address = %listener.local_addr(), "serving QMux on plain TCP (tcp://): trusted networks only");
+            tokio::spawn(crate::tcp_qmux::serve(
+                listener,
+                self.gatekeeper.clone(),
+                self.max_sessions_per_address,
+            ))
+        });
         self.gatekeeper.cluster.start(&self.gatekeeper.origin);
         // The driver admits clients through the gatekeeper until it stops, or until the
         // shutdown signal.
@@ -279,6 +308,9 @@ impl<L: Listener> Relay<L> {
         self.gatekeeper.begin_drain();
         self.gatekeeper.cluster.stop();
         self.server.stop_admitting();
+        if let Some(tcp) = tcp {
+            tcp.abort();
+        }
         self.drain().await;
         if let Some(http) = http {
             http.abort();

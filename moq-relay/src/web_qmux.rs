@@ -24,7 +24,7 @@ use moq_tokio::{QmuxServerConfig, WebSocketUpgrade};
 use tokio::net::TcpStream;
 
 use crate::gatekeeper::Gatekeeper;
-use crate::per_address::{AddressSlot, PerAddress};
+use crate::per_address::{AddressSlot, PerAddress, session_slot};
 
 /// What the web port needs to serve QMux clients.
 pub(crate) struct QmuxService {
@@ -102,17 +102,9 @@ impl QmuxService {
         Sorted::Session
     }
 
-    /// A place for one more session from `peer`: `Some(None)` when there is no cap,
-    /// `None` (and a log line) when its address holds its share.
+    /// A place for one more session from `peer` (see [`session_slot`]).
     fn address_slot(&self, peer: SocketAddr) -> Option<Option<AddressSlot>> {
-        if self.max_per_address == 0 {
-            return Some(None);
-        }
-        let slot = PerAddress::try_take(&self.per_address, peer.ip(), self.max_per_address);
-        if slot.is_none() {
-            tracing::warn!(%peer, limit = self.max_per_address, "refused a QMux client: limits.max_sessions_per_address reached");
-        }
-        slot.map(Some)
+        session_slot(&self.per_address, peer, self.max_per_address)
     }
 }
 

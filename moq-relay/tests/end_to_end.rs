@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{PATIENCE, Relay, finish, moq_binary, wait};
+use common::{PATIENCE, Relay, finish, free_port, moq_binary, wait};
 use moq_relay::auth::{Claims, Key, KeyAlgorithm};
 
 /// Publishes `lines` with `moq publish --wait`, keeping stdin open: the track (one open
@@ -76,15 +76,19 @@ fn moq_publish_reaches_moq_subscribe_through_the_relay_over_every_binding_pair()
 
 /// `moq publish` over each pair's first scheme reaches `moq subscribe` over its second.
 fn publish_reaches_subscribe(relay: &Relay, pairs: &[(&str, &str)]) {
+    publish_reaches_subscribe_at(relay, pairs, |scheme| relay.url(scheme, "demo"));
+}
+
+/// [`publish_reaches_subscribe`], each scheme's URL from `url`.
+fn publish_reaches_subscribe_at(
+    relay: &Relay,
+    pairs: &[(&str, &str)],
+    url: impl Fn(&str) -> String,
+) {
     for (publisher, subscriber) in pairs {
         let path = format!("{publisher}-to-{subscriber}");
-        let reader = subscribe(relay, &relay.url(subscriber, "demo"), &path, 3);
-        let writer = publish(
-            relay,
-            &relay.url(publisher, "demo"),
-            &path,
-            "one\ntwo\nthree\n",
-        );
+        let reader = subscribe(relay, &url(subscriber), &path, 3);
+        let writer = publish(relay, &url(publisher), &path, "one\ntwo\nthree\n");
         let (ok, out, err) = collect(reader);
         assert!(ok, "{publisher} -> {subscriber}: subscriber failed: {err}");
         assert_eq!(out, "one\ntwo\nthree\n", "{publisher} -> {subscriber}");
@@ -95,11 +99,14 @@ fn publish_reaches_subscribe(relay: &Relay, pairs: &[(&str, &str)]) {
 
 /// QMux clients on the relay's TCP port (the same number as its UDP one): WebSocket
 /// (`ws://`, `wss://`) and TLS (`tls://`) clients reach QUIC and WebTransport clients and
-/// each other, `/metrics` counts them by binding, and `--no-websocket` turns them away.
+/// each other, as do plain-TCP ones (`tcp://`) on `--tcp-bind`; `/metrics` counts them
+/// by binding, and `--no-websocket` turns WebSocket clients away.
 #[test]
 fn qmux_clients_meet_quic_clients_on_the_same_port_and_are_counted_by_binding() {
-    let relay = Relay::start(&[]);
-    publish_reaches_subscribe(
+    let tcp_port = free_port();
+    let tcp_bind = format!("127.0.0.1:{tcp_port}");
+    let relay = Relay::start(&["--tcp-bind", &tcp_bind]);
+    publish_reaches_subscribe_at(
         &relay,
         &[
             ("ws", "ws"),
@@ -107,12 +114,18 @@ fn qmux_clients_meet_quic_clients_on_the_same_port_and_are_counted_by_binding() 
             ("ws", "https"),
             ("wss", "tls"),
             ("tls", "moqt"),
+            ("tcp", "ws"),
         ],
+        |scheme| match scheme {
+            "tcp" => format!("tcp://{tcp_bind}/demo"),
+            scheme => relay.url(scheme, "demo"),
+        },
     );
     let metrics = relay.http_get("/metrics");
     for (binding, count) in [
-        ("websocket", 5),
+        ("websocket", 6),
         ("tls", 2),
+        ("tcp", 1),
         ("quic", 2),
         ("webtransport", 1),
     ] {
