@@ -34,7 +34,18 @@ export interface ConnectOptions {
   headStartMs?: number;
   /** How long connecting may take, until the session is established [default: 10000]. */
   timeoutMs?: number;
+  /** Keep a session up once the first is: make a new one when it ends or its relay goes
+   * away (to the URL a GOAWAY names, else the URL and then each of `alternateUrls`),
+   * backing off from 1 s to 10 s between failures; publications and subscriptions carry
+   * on over it [default: false]. */
+  reconnect?: boolean;
+  /** More relays to reconnect to, in turn after the URL (with `reconnect`). */
+  alternateUrls?: string[];
 }
+
+/** Where a connection stands: a kept-up (`reconnect`) one is `"reconnecting"` between
+ * sessions. */
+export type ConnectionStatus = "connected" | "reconnecting" | "closed";
 
 /** One frame of a subscribed track. */
 export interface Frame {
@@ -78,23 +89,28 @@ export class Connection {
   static connect(url: string, options?: string | ConnectOptions | null): Promise<Connection>;
   /** The URL it connected to. */
   readonly url: string;
-  /** The version the relay chose. */
+  /** The version the relay chose (the last session's while reconnecting). */
   readonly version: Version;
-  /** What it runs over. */
+  /** What it runs over (the last session's while reconnecting). */
   readonly transport: Transport;
-  /** Resolves once both sides exchanged SETUP; rejects with a `MoqError`. */
+  /** Where it stands now. */
+  readonly status: ConnectionStatus;
+  /** Sessions established so far: 1, more once it has reconnected. */
+  readonly connects: number;
+  /** Resolves once both sides exchanged SETUP (with `reconnect`: once a session is up);
+   * rejects with a `MoqError`. */
   established(): Promise<void>;
   /** Publishes a broadcast at `path` with one track `track`. Throws a `MoqError`
    * (duplicate) if this connection already publishes `path`. */
   publish(path: string, track: string): Publisher;
   /** The frames of `track` of the broadcast at `path`, once it is announced; ends with the
-   * track, rejects with a `MoqError`. */
+   * track, rejects with a `MoqError` (with `reconnect`, a session lost does not end it). */
   subscribe(path: string, track: string): AsyncIterableIterator<Frame>;
   /** The broadcasts under `prefix` (`""` for all) as they come and go. */
   announced(prefix: string): AsyncIterableIterator<Announcement>;
-  /** Closes the session (code 0). Idempotent. */
+  /** Closes the session (code 0) and stops reconnecting. Idempotent. */
   close(): void;
-  /** Resolves once the session ended. */
+  /** Resolves once the session ended (with `reconnect`: once closed). */
   closed(): Promise<Closed>;
   /** Resolves with the URI the relay names when it says it is going away (`""`: the same
    * place, later), or `null` if the session ended first. */

@@ -128,6 +128,13 @@ pub struct Connected {
     pub transport: Transport,
 }
 
+impl AsRef<Session> for Connected {
+    /// The session: what [`Reconnect`](crate::Reconnect) keeps up.
+    fn as_ref(&self) -> &Session {
+        &self.session
+    }
+}
+
 /// Connects to `url` and starts a moq-lite session on this thread's event loop, over
 /// the first of `options.transports` that works (see [`Transport`](crate::Transport)): `https://` races
 /// WebTransport against a WebSocket, `ws://` and `wss://` use a WebSocket alone. Resolves

@@ -44,6 +44,7 @@ pub mod api;
 mod bindings;
 mod connect;
 mod race;
+mod reconnect;
 mod runtime;
 mod transport;
 mod websocket;
@@ -57,5 +58,6 @@ pub fn start() {
 
 pub use connect::{ConnectError, ConnectOptions, Connected, connect, parse_fingerprint};
 pub use race::Transport;
+pub use reconnect::{Reconnect, reconnect};
 pub use runtime::{BrowserDeadline, WasmRuntime};
 pub use transport::{WebRecvStream, WebSendStream, WebTransportSession};

@@ -9,15 +9,17 @@
 // over `ws://` for a page served over http, whose relay likely has a self-signed
 // certificate no browser takes for a WebSocket, else over `wss://`), `transport`
 // (`webtransport` or `websocket` alone; default: both, raced), `no-webtransport=1` (as if
-// the browser had none, like Safari: index.html deletes it before the module loads), `log`
-// (the library's log on the console, e.g. `debug`).
+// the browser had none, like Safari: index.html deletes it before the module loads),
+// `reconnect=1` (keep a session up: a new one when the relay restarts or goes away, the
+// room carrying on over it), `log` (the library's log on the console, e.g. `debug`).
 //
 // A burst of messages can arrive out of order: moq-lite sends a newer group first (the
 // latest matters most in live media), so the page places each message after the ones from
 // the same sender with a lower sequence number.
 //
-// For tests and scripts, `window.chat` holds the state: `status`, `error`, `transport`
-// and `version` (what the connection negotiated), `people`,
+// For tests and scripts, `window.chat` holds the state: `status` (`connected`, and
+// `reconnecting` between sessions with `reconnect=1`), `connects` (sessions so far),
+// `error`, `transport` and `version` (what the connection negotiated), `people`,
 // `received` (every message, in that order: `{ from, group, text, latencyMs }`),
 // `goingAway` (the URI of the relay's GOAWAY once it sent one: it is shutting down), and
 // `send(text)`.
@@ -30,6 +32,7 @@ const decoder = new TextDecoder();
 
 const chat = {
   status: "loading",
+  connects: 0,
   error: null,
   transport: null,
   version: null,
@@ -94,15 +97,29 @@ async function join(name, room) {
     fingerprint,
     webSocketUrl: urls.websocket,
     transports: transport ? [transport] : undefined,
+    reconnect: params.get("reconnect") === "1",
   });
   await connection.established();
   me = connection.publish(name, "chat");
-  chat.transport = connection.transport;
-  chat.version = connection.version;
-  setStatus(
-    "connected",
-    `Connected to ${urls.session} as ${name} (${connection.version} over ${connection.transport}).`,
-  );
+  const showConnected = () => {
+    chat.transport = connection.transport;
+    chat.version = connection.version;
+    chat.connects = connection.connects;
+    setStatus(
+      "connected",
+      `Connected to ${urls.session} as ${name} (${connection.version} over ${connection.transport}).`,
+    );
+  };
+  showConnected();
+  // A kept-up connection moves between sessions by itself: show where it stands.
+  const watch = setInterval(() => {
+    if (connection.status === "closed") return clearInterval(watch);
+    if (connection.status === "reconnecting" && chat.status === "connected") {
+      setStatus("reconnecting", "Lost the relay: reconnecting …");
+    } else if (connection.status === "connected" && connection.connects !== chat.connects) {
+      showConnected();
+    }
+  }, 250);
   $("join").hidden = true;
   $("room-view").hidden = false;
   addPerson(name, true);
@@ -125,11 +142,14 @@ async function followRoom() {
   try {
     for await (const { path, active } of connection.announced("")) {
       if (path === myName) continue;
-      if (active && !reading.has(path)) {
-        reading.set(path, true);
+      if (active) {
         addPerson(path, false);
-        readMessages(path).finally(() => reading.delete(path));
-      } else if (!active) {
+        // A subscription outlives a session lost (with `reconnect=1`): one reader a person.
+        if (!reading.has(path)) {
+          reading.set(path, true);
+          readMessages(path).finally(() => reading.delete(path));
+        }
+      } else {
         removePerson(path);
       }
     }

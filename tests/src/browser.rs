@@ -83,18 +83,45 @@ pub struct Relay {
     _scratch: tempfile::TempDir,
 }
 
+/// How a test relay starts, beyond the defaults.
+#[derive(Debug, Default)]
+pub struct RelayOptions {
+    /// Its port (UDP and TCP); `None`: a free one.
+    pub port: Option<u16>,
+    /// Its certificate chain and key (PEM files); `None`: a self-signed one of its own.
+    /// A relay restarted with the same files keeps its fingerprint, which pages pin.
+    pub certificate: Option<(PathBuf, PathBuf)>,
+    /// More arguments (`--drain 1`, say).
+    pub args: Vec<String>,
+}
+
 impl Relay {
     /// Starts `binary` serving `web_root`, and waits until it listens.
     pub fn start(binary: &Path, web_root: &Path) -> Self {
+        Self::start_with(binary, web_root, RelayOptions::default())
+    }
+
+    /// [`start`](Self::start), as `options` say.
+    pub fn start_with(binary: &Path, web_root: &Path, options: RelayOptions) -> Self {
         let scratch = tempfile::tempdir().expect("a scratch directory");
         let fingerprint_file = scratch.path().join("fingerprint");
-        let port = free_port();
-        let mut child = Command::new(binary)
+        let port = options.port.unwrap_or_else(free_port);
+        let mut command = Command::new(binary);
+        command
             .args(["--bind", &format!("127.0.0.1:{port}")])
             .arg("--web-root")
             .arg(web_root)
             .arg("--fingerprint-file")
             .arg(&fingerprint_file)
+            .args(&options.args);
+        if let Some((chain, key)) = &options.certificate {
+            command
+                .arg("--tls-cert")
+                .arg(chain)
+                .arg("--tls-key")
+                .arg(key);
+        }
+        let mut child = command
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
@@ -146,6 +173,17 @@ impl Relay {
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits for the process to exit (after [`terminate`](Self::terminate)).
+    ///
+    /// # Panics
+    ///
+    /// After [`PATIENCE`].
+    pub fn wait_exit(&mut self) {
+        wait_for("the relay to exit", || {
+            matches!(self.child.try_wait(), Ok(Some(_))).then_some(())
+        });
     }
 
     /// Sends it SIGTERM: it sends GOAWAY to every session, drains, and exits.

@@ -12,7 +12,9 @@
 //!    resolves before the session ends;
 //! 7. a page without WebTransport (as on Safari) chats over a WebSocket (QMux) with a page
 //!    over WebTransport and with `moq subscribe` over raw QUIC, and says what it got;
-//! 8. a page whose relay's UDP port is unreachable falls back to the WebSocket.
+//! 8. a page whose relay's UDP port is unreachable falls back to the WebSocket;
+//! 9. a page that reconnects (`reconnect: true`) carries on after its relay restarts:
+//!    it hears `moq publish` again, and `moq subscribe` hears it, on the new relay.
 //!
 //! Run by `cargo xtask browser` (part of `cargo xtask test`), which installs Chromium,
 //! builds the page and sets `MOQ_WEB_ROOT`. The tests run one at a time: each starts
@@ -32,7 +34,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 
 use moq_conformance::browser::{
-    Chromium, Lines, PATIENCE, Page, Relay, messages_from, web_root, workspace_binary,
+    Chromium, Lines, PATIENCE, Page, Relay, RelayOptions, messages_from, web_root, workspace_binary,
 };
 use serde_json::Value;
 
@@ -107,6 +109,44 @@ async fn subscribe_to_page(relay: &Relay, page: &Page, room: &str) -> (Child, Li
     (subscriber, lines)
 }
 
+/// Writes to `moq publish` (its stdin) as `from`: warm-up lines until the page hears one
+/// more message from it than it had (its subscription is up), then the numbered messages
+/// `prefix 0..`, every one of which the page must show, in order.
+async fn publish_to_page(
+    page: &Page,
+    stdin: &mut std::process::ChildStdin,
+    from: &str,
+    prefix: &str,
+) {
+    let heard = page.received_from(from).await.len();
+    let deadline = Instant::now() + PATIENCE;
+    let mut warmups = 0;
+    while page.received_from(from).await.len() == heard {
+        assert!(
+            Instant::now() < deadline,
+            "the page heard nothing from {from}"
+        );
+        writeln!(stdin, "warm-up {warmups}").unwrap();
+        stdin.flush().unwrap();
+        warmups += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let expected = numbered(prefix);
+    for text in &expected {
+        writeln!(stdin, "{text}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let state = page
+        .wait_until(&format!("every message from {from}"), |state| {
+            only_numbered(&messages_from(state, from), prefix).len() >= MESSAGES
+        })
+        .await;
+    assert_eq!(
+        only_numbered(&messages_from(&state, from), prefix),
+        expected
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_publishes_and_moq_subscribe_receives_every_message() {
     let _one = ONE_AT_A_TIME.lock().await;
@@ -174,29 +214,7 @@ async fn moq_publish_publishes_and_the_page_receives_every_message() {
             .is_some_and(|people| people.iter().any(|p| p == "carol"))
     })
     .await;
-    let deadline = Instant::now() + PATIENCE;
-    let mut warmups = 0;
-    while page.received_from("carol").await.is_empty() {
-        assert!(Instant::now() < deadline, "the page received nothing");
-        writeln!(stdin, "warm-up {warmups}").unwrap();
-        stdin.flush().unwrap();
-        warmups += 1;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let expected = numbered("from moq publish");
-    for text in &expected {
-        writeln!(stdin, "{text}").unwrap();
-    }
-    stdin.flush().unwrap();
-    let state = page
-        .wait_until("every message from moq publish", |state| {
-            only_numbered(&messages_from(state, "carol"), "from moq publish").len() >= MESSAGES
-        })
-        .await;
-    assert_eq!(
-        only_numbered(&messages_from(&state, "carol"), "from moq publish"),
-        expected
-    );
+    publish_to_page(&page, &mut stdin, "carol", "from moq publish").await;
     drop(stdin);
     let _ = publisher.kill();
     let _ = publisher.wait();
@@ -484,5 +502,79 @@ async fn a_page_whose_relay_udp_port_is_unreachable_falls_back_to_a_websocket() 
     let page = chromium.open(&relay.page_url(&query)).await;
     let state = page.wait_connected().await;
     assert_eq!(state["transport"], "websocket", "{state:#}");
+    page.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_that_reconnects_carries_on_after_its_relay_restarts() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    // One certificate for both lives of the relay: the page pins its fingerprint.
+    let files = tempfile::tempdir().unwrap();
+    let certificate =
+        moq_runtime::tls::Certificate::self_signed(&["127.0.0.1".into(), "localhost".into()])
+            .unwrap();
+    let (chain, key) = (files.path().join("chain.pem"), files.path().join("key.pem"));
+    std::fs::write(&chain, certificate.chain_pem()).unwrap();
+    std::fs::write(&key, certificate.key_pem()).unwrap();
+    let binary = workspace_binary("moq-relay", "moq-relay", false, false);
+    let start = |port| {
+        Relay::start_with(
+            &binary,
+            &web_root(),
+            RelayOptions {
+                port,
+                certificate: Some((chain.clone(), key.clone())),
+                args: vec!["--drain".into(), "1".into()],
+            },
+        )
+    };
+    let mut relay = start(None);
+    let port = relay.port();
+
+    let chromium = Chromium::start();
+    let page = chromium
+        .open(&relay.page_url("name=alice&room=comeback&autojoin=1&reconnect=1"))
+        .await;
+    page.wait_connected().await;
+    let mut publisher = moq(
+        &relay,
+        &[
+            "publish",
+            &relay.moqt_url("comeback"),
+            "carol",
+            "--track",
+            "chat",
+            "--group-size",
+            "1",
+            "--reconnect",
+        ],
+    )
+    .stdin(Stdio::piped())
+    .spawn()
+    .expect("moq publish runs");
+    let mut stdin = publisher.stdin.take().unwrap();
+    publish_to_page(&page, &mut stdin, "carol", "before the restart").await;
+
+    // The relay restarts: it drains (GOAWAY, 1 s), exits, and comes back on its port.
+    relay.terminate();
+    relay.wait_exit();
+    let relay = start(Some(port));
+    let state = page
+        .wait_until("the page to reconnect", |state| {
+            state["status"] == "connected" && state["connects"].as_u64() >= Some(2)
+        })
+        .await;
+    assert_eq!(state["error"], Value::Null, "{state:#}");
+    // Carol (reconnected too) reaches the page again: every numbered message, in order.
+    publish_to_page(&page, &mut stdin, "carol", "after the restart").await;
+
+    // The page's own broadcast is back on the new relay: `moq subscribe` hears it.
+    let (mut subscriber, mut lines) = subscribe_to_page(&relay, &page, "comeback").await;
+    assert!(lines.seen()[0].starts_with("warm-up"), "{:?}", lines.seen());
+    let _ = subscriber.kill();
+    let _ = subscriber.wait();
+    drop(stdin);
+    let _ = publisher.kill();
+    let _ = publisher.wait();
     page.close().await;
 }

@@ -3,7 +3,15 @@
 // line must fail to, or the build fails.
 
 import load, { connect, Connection, MoqError, setLogLevel } from "../index.js";
-import type { Announcement, ConnectOptions, Frame, Stats, Transport, Version } from "../index.js";
+import type {
+  Announcement,
+  ConnectionStatus,
+  ConnectOptions,
+  Frame,
+  Stats,
+  Transport,
+  Version,
+} from "../index.js";
 
 async function chat(): Promise<void> {
   await load();
@@ -15,11 +23,16 @@ async function chat(): Promise<void> {
     webSocketUrl: "ws://127.0.0.1:4443/room",
     headStartMs: 500,
     timeoutMs: 10_000,
+    reconnect: true,
+    alternateUrls: ["https://backup.example/room"],
   };
   const connection: Connection = await connect("https://127.0.0.1:4443/room", options);
   const again: Connection = await Connection.connect("wss://relay.example/room", "ab:cd");
   const transport: Transport = connection.transport;
   const version: Version = again.version;
+  const status: ConnectionStatus = connection.status;
+  const connects: number = connection.connects;
+  console.log(status === "reconnecting" ? "between sessions" : status, connects);
   await connection.established();
   const me = connection.publish("alice", "chat");
   const group: number = me.write(new TextEncoder().encode("hello"), Date.now() * 1000);
@@ -57,6 +70,11 @@ async function misuses(connection: Connection): Promise<void> {
   await connect("https://x/", { transports: ["quic"] });
   // @ts-expect-error: not a version
   await connect("https://x/", { versions: ["moq-lite-99"] });
+  // @ts-expect-error: reconnect is a flag
+  await connect("https://x/", { reconnect: "yes" });
+  // @ts-expect-error: not a status
+  const lost: ConnectionStatus = "lost";
+  void lost;
   // @ts-expect-error: a payload is bytes, not text
   connection.publish("a", "b").write("text");
   for await (const frame of connection.subscribe("a", "b")) {

@@ -26,10 +26,10 @@ mod announcements;
 mod connection;
 mod error;
 mod iterator;
+mod link;
 mod log;
 mod options;
 mod publisher;
-mod race;
 mod subscription;
 
 pub use announcements::Announcements;

@@ -8,24 +8,43 @@ use wasm_bindgen::JsValue;
 use crate::connect::{ConnectOptions, parse_fingerprint};
 use crate::race::Transport;
 
+/// What a page asked of its connection.
+#[derive(Debug, Default)]
+pub(crate) struct PageOptions {
+    /// How each session is made.
+    pub(crate) connect: ConnectOptions,
+    /// Keep a session up across relays.
+    pub(crate) reconnect: bool,
+    /// More relays to reconnect to, in turn after the first.
+    pub(crate) alternate_urls: Vec<String>,
+}
+
 /// Reads `value`: `undefined`, `null` or a string (a fingerprint, `""` for none), or
-/// `{ fingerprint, versions, transports, webSocketUrl, headStartMs, timeoutMs }`, each
-/// optional. A
-/// bad value is a `RangeError` naming the option.
-pub(crate) fn connect_options(value: &JsValue) -> Result<ConnectOptions, JsValue> {
-    let mut options = ConnectOptions::default();
+/// `{ fingerprint, versions, transports, webSocketUrl, headStartMs, timeoutMs, reconnect,
+/// alternateUrls }`, each optional. A bad value is a `RangeError` naming the option.
+pub(crate) fn connect_options(value: &JsValue) -> Result<PageOptions, JsValue> {
+    let mut page = PageOptions::default();
     if value.is_undefined() || value.is_null() {
-        return Ok(options);
+        return Ok(page);
     }
     if let Some(fingerprint) = value.as_string() {
-        options.fingerprints = fingerprints(&fingerprint)?;
-        return Ok(options);
+        page.connect.fingerprints = fingerprints(&fingerprint)?;
+        return Ok(page);
     }
     if !value.is_object() {
         return Err(range_error(
             "the second argument must be a fingerprint string or an options object",
         ));
     }
+    if let Some(reconnect) = field(value, "reconnect")? {
+        page.reconnect = reconnect
+            .as_bool()
+            .ok_or_else(|| range_error("reconnect must be true or false"))?;
+    }
+    if let Some(urls) = field(value, "alternateUrls")? {
+        page.alternate_urls = strings(&urls, "alternateUrls")?;
+    }
+    let options = &mut page.connect;
     if let Some(fingerprint) = field(value, "fingerprint")? {
         let text = fingerprint
             .as_string()
@@ -82,7 +101,7 @@ pub(crate) fn connect_options(value: &JsValue) -> Result<ConnectOptions, JsValue
             })?;
         options.head_start = Duration::from_secs_f64(millis / 1000.0);
     }
-    Ok(options)
+    Ok(page)
 }
 
 fn fingerprints(text: &str) -> Result<Vec<[u8; 32]>, JsValue> {

@@ -3,9 +3,10 @@
 //!
 //! The page (`moq-wasm/web/bench.html`) sends `--messages` messages at `--rate` per second
 //! from one connection to a second connection of its own, timing each on its one clock,
-//! once over WebTransport and once over a WebSocket (QMux); at the same time the native
-//! chat example runs two users through the same relay, each sending the same number at
-//! the same rate and timing each delivery. It prints the latency distributions (p50, p99)
+//! once over WebTransport and once over a WebSocket (QMux), one after the other (in the
+//! order `--transports webtransport,websocket` gives); meanwhile the native chat example
+//! runs two users through the same relay, each sending the same number at the same rate
+//! and timing each delivery (it overlaps the first page's run). It prints the latency distributions (p50, p99)
 //! as a table and a JSON line.
 //!
 //! ```text
@@ -25,12 +26,15 @@ use serde_json::{Value, json};
 struct Args {
     messages: u64,
     rate: f64,
+    /// The page's transports, measured one after the other in this order.
+    transports: Vec<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         messages: 1000,
         rate: 50.0,
+        transports: vec!["webtransport".into(), "websocket".into()],
     };
     let mut given = std::env::args().skip(1);
     while let Some(flag) = given.next() {
@@ -40,7 +44,23 @@ fn parse_args() -> Result<Args, String> {
         match flag.as_str() {
             "--messages" => args.messages = value.parse().map_err(|_| "--messages: a count")?,
             "--rate" => args.rate = value.parse().map_err(|_| "--rate: messages per second")?,
-            other => return Err(format!("unknown flag {other} (--messages N, --rate R)")),
+            "--transports" => {
+                args.transports = value.split(',').map(str::to_owned).collect();
+                if let Some(bad) = args
+                    .transports
+                    .iter()
+                    .find(|t| !["webtransport", "websocket"].contains(&t.as_str()))
+                {
+                    return Err(format!(
+                        "--transports: {bad:?} is not webtransport or websocket"
+                    ));
+                }
+            }
+            other => {
+                return Err(format!(
+                    "unknown flag {other} (--messages N, --rate R, --transports LIST)"
+                ));
+            }
         }
     }
     if args.messages == 0 || args.rate <= 0.0 {
@@ -73,9 +93,9 @@ async fn main() {
         .spawn()
         .expect("the chat example runs");
     let mut pages = Vec::new();
-    for transport in ["webtransport", "websocket"] {
+    for transport in &args.transports {
         pages.push((
-            transport,
+            transport.as_str(),
             page_latencies(&chromium, &relay, &args, transport).await,
         ));
     }
