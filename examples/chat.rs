@@ -273,28 +273,29 @@ async fn read(
             .map(moq_net::model::FollowedTrack::fixed),
         Track::Followed(origin, path) => origin.follow_track(path, "chat").await,
     };
-    let Ok(mut track) = track else {
+    let Ok(track) = track else {
         return;
     };
-    while let Ok(Some(mut group)) = track.next_group().await {
-        while let Ok(Some(frame)) = group.read_frame().await {
-            if room.over.load(Ordering::Relaxed) {
-                return;
-            }
-            if frame.payload.starts_with(b"hello") {
-                let mut heard = heard.lock().unwrap_or_else(|e| e.into_inner());
-                if heard.insert(sender.clone()) && heard.len() == users - 1 {
-                    room.ready.fetch_add(1, Ordering::Relaxed);
-                }
-                continue;
-            }
-            let latency = now_micros().saturating_sub(frame.timestamp);
-            room.latencies
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(latency);
-            room.delivered.fetch_add(1, Ordering::Relaxed);
+    // Frames as they arrive from every group open: a message (a group) whose end comes
+    // late, as a browser user's often does, never holds up the next one.
+    let mut frames = moq_net::model::TrackFrames::new(track);
+    while let Ok(Some((_group, frame))) = frames.read_frame().await {
+        if room.over.load(Ordering::Relaxed) {
+            return;
         }
+        if frame.payload.starts_with(b"hello") {
+            let mut heard = heard.lock().unwrap_or_else(|e| e.into_inner());
+            if heard.insert(sender.clone()) && heard.len() == users - 1 {
+                room.ready.fetch_add(1, Ordering::Relaxed);
+            }
+            continue;
+        }
+        let latency = now_micros().saturating_sub(frame.timestamp);
+        room.latencies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(latency);
+        room.delivered.fetch_add(1, Ordering::Relaxed);
     }
 }
 
