@@ -623,16 +623,24 @@ fn sigterm_drains_live_sessions_exits_zero_and_ends_subscribers_cleanly() {
 
     let status = relay.terminate();
     assert!(status.success(), "the relay's exit: {status}");
+    // What each subscriber said, first: if one left early, its words say why.
+    let ended: Vec<_> = [("waiting", waiting), ("reading", reading)]
+        .into_iter()
+        .map(|(what, child)| (what, collect(child)))
+        .collect();
+    let said: String = ended
+        .iter()
+        .map(|(what, (ok, _, err))| format!("{what} (ok: {ok}): {err}\n"))
+        .collect();
     // None of the three clients leaves on GOAWAY: the drain deadline, not the clients,
     // ended the drain, and the relay closed them itself.
     let log = std::fs::read_to_string(&log_path).unwrap();
     assert!(
         log.contains("drain over") && log.contains("closed_at_deadline=3"),
-        "{log}"
+        "{log}\n{said}"
     );
-    for (what, child) in [("waiting", waiting), ("reading", reading)] {
-        let (ok, _, err) = collect(child);
-        assert!(ok, "the {what} subscriber did not end cleanly: {err}");
+    for (what, (ok, _, _)) in &ended {
+        assert!(ok, "the {what} subscriber did not end cleanly: {said}");
     }
     drop(stdin);
     let _ = wait(&mut writer, PATIENCE);
