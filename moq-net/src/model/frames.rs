@@ -19,17 +19,18 @@ use super::{FollowedTrack, Frame, GroupConsumer};
 use crate::Error;
 
 /// Groups read side by side at most: a group is taken from the track only when every
-/// group open has nothing to read, and past this many the oldest still open (waiting for
-/// its end, or for frames that are late) is dropped; in live media and chat, the newest
-/// matters most.
+/// group open has nothing to read, and to make room for it the oldest open group that has
+/// delivered a frame (and waits for its end, or for frames that are late) is dropped; in
+/// live media and chat, the newest matters most. A group that has delivered nothing yet is
+/// never dropped.
 pub const OPEN_GROUPS: usize = 4;
 
 /// A track's frames as they arrive, from every group open (see the module docs).
 #[derive(Debug)]
 pub struct TrackFrames {
     track: FollowedTrack,
-    /// The groups read now, oldest first.
-    open: VecDeque<GroupConsumer>,
+    /// The groups read now, oldest first, each with whether it has delivered a frame.
+    open: VecDeque<(GroupConsumer, bool)>,
     /// The track has no more groups to give: it finished, or failed with this error
     /// (`Some`), which is returned once the groups open are read.
     ended: Option<Option<Error>>,
@@ -62,9 +63,10 @@ impl TrackFrames {
             // What the open groups have first, so that a burst of groups is read through
             // one at a time (none dropped for room while it still has frames coming in).
             let mut index = 0;
-            while let Some(group) = self.open.get_mut(index) {
+            while let Some((group, delivered)) = self.open.get_mut(index) {
                 match group.poll_read_frame(waiter) {
                     Poll::Ready(Ok(Some(frame))) => {
+                        *delivered = true;
                         return Poll::Ready(Ok(Some((group.sequence(), frame))));
                     }
                     Poll::Ready(Ok(None) | Err(_)) => {
@@ -73,14 +75,20 @@ impl TrackFrames {
                     Poll::Pending => index += 1,
                 }
             }
-            // Nothing ready: the next group, if one has come.
-            if self.ended.is_none() {
+            // Nothing ready: the next group, if one has come and there is room for it.
+            // Room is made only by dropping a group that has delivered a frame (what is
+            // left of it is late, or only its end): a group whose first frame is still on
+            // its way is never dropped, so nothing is lost to a burst; with every place
+            // taken by such groups, the next waits.
+            let full = self.open.len() >= OPEN_GROUPS;
+            let evictable = self.open.iter().position(|(_, delivered)| *delivered);
+            if self.ended.is_none() && (!full || evictable.is_some()) {
                 match self.track.poll_next_group(waiter) {
                     Poll::Ready(Ok(Some(group))) => {
-                        self.open.push_back(group);
-                        if self.open.len() > OPEN_GROUPS {
-                            self.open.pop_front();
+                        if let (true, Some(oldest)) = (full, evictable) {
+                            self.open.remove(oldest);
                         }
+                        self.open.push_back((group, false));
                         continue;
                     }
                     Poll::Ready(Ok(None)) => self.ended = Some(None),
@@ -148,19 +156,30 @@ mod tests {
     }
 
     #[test]
-    fn past_the_limit_the_oldest_open_group_is_dropped() {
+    fn room_is_made_only_by_dropping_a_group_that_has_delivered_a_frame() {
         let mut track = TrackProducer::new(Track::new("chat"));
         let mut frames = frames_of(&track);
+        // One more group than there is room for, none with a frame yet (their streams
+        // opened before their bytes came, as in a burst): none is dropped.
         let mut groups: Vec<_> = (0..=OPEN_GROUPS).map(|_| track.append_group()).collect();
         assert!(read(&mut frames).is_pending());
-        // The oldest (group 0) was dropped to make room: its frame never comes.
         for (sequence, group) in groups.iter_mut().enumerate() {
             group.write(0, format!("{sequence}"));
         }
-        for sequence in 1..=OPEN_GROUPS as u64 {
+        for sequence in 0..=OPEN_GROUPS as u64 {
             assert_eq!(text(read(&mut frames)), (sequence, sequence.to_string()));
         }
         assert!(read(&mut frames).is_pending());
+        // Every place is now held by a group that delivered its frame and waits for its
+        // end: a late frame of one is still read, and the oldest makes room for the next.
+        groups[1].write(0, "late");
+        let mut next = track.append_group();
+        next.write(0, "next");
+        assert_eq!(text(read(&mut frames)), (1, "late".into()));
+        assert_eq!(
+            text(read(&mut frames)),
+            (OPEN_GROUPS as u64 + 1, "next".into())
+        );
     }
 
     #[test]
