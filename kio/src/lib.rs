@@ -60,7 +60,7 @@ pub mod watch;
 mod test_util;
 
 pub use queue::Queue;
-pub use wait::{Wait, wait};
+pub use wait::{Wait, unless, wait};
 pub use waiter::{Waiter, WaiterList, WaiterSlot};
 pub use watch::{Consumer, Producer, Ref, Write};
 

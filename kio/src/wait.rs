@@ -66,3 +66,44 @@ impl<F> fmt::Debug for Wait<F> {
             .finish_non_exhaustive()
     }
 }
+
+/// Runs `future` until it completes (`Ok` with its output), or until `stop` is ready first
+/// (`Err` with stop's output): how a wait is cut short by something that is polled rather
+/// than awaited (a session's or a handle's close). `future` is polled first, so a value
+/// ready at the moment of the stop is not lost.
+///
+/// ```
+/// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     let mut f = std::pin::pin!(f);
+/// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+/// #     loop { if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } }
+/// # }
+/// use std::task::Poll;
+///
+/// let never = std::future::pending::<u32>();
+/// let stopped = block_on(kio::unless(never, |_waiter| Poll::Ready("closed")));
+/// assert_eq!(stopped, Err("closed"));
+/// let done = block_on(kio::unless(async { 7 }, |_waiter| Poll::Ready("closed")));
+/// assert_eq!(done, Ok(7));
+/// ```
+pub async fn unless<T, S>(
+    future: impl Future<Output = T>,
+    mut stop: impl FnMut(&Waiter) -> Poll<S>,
+) -> Result<T, S> {
+    let mut future = std::pin::pin!(future);
+    let mut waiter: Option<Waiter> = None;
+    std::future::poll_fn(|context| {
+        if let Poll::Ready(value) = future.as_mut().poll(context) {
+            return Poll::Ready(Ok(value));
+        }
+        let waiter = match &waiter {
+            Some(waiter) => {
+                waiter.set_waker(context.waker());
+                waiter
+            }
+            None => waiter.insert(Waiter::new(context.waker())),
+        };
+        stop(waiter).map(Err)
+    })
+    .await
+}

@@ -31,7 +31,6 @@
 
 use std::fmt::Display;
 use std::future::Future;
-use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -329,25 +328,11 @@ async fn unless_closed<C, T>(
     closed: &watch::Consumer<Status<C>>,
     future: impl Future<Output = T>,
 ) -> Option<T> {
-    let mut future = pin!(future);
-    let mut waiter: Option<Waiter> = None;
-    std::future::poll_fn(|cx| {
-        let waiter = match &waiter {
-            Some(waiter) => {
-                waiter.set_waker(cx.waker());
-                waiter
-            }
-            None => waiter.insert(Waiter::new(cx.waker())),
-        };
-        if closed
-            .poll_until(waiter, |status| status.closed.then_some(()))
-            .is_ready()
-        {
-            return Poll::Ready(None);
-        }
-        future.as_mut().poll(cx).map(Some)
+    kio::unless(future, |waiter| {
+        closed.poll_until(waiter, |status| status.closed.then_some(()))
     })
     .await
+    .ok()
 }
 
 /// Waits `duration` on `runtime`'s clock.

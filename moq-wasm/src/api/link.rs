@@ -2,7 +2,6 @@
 //! across relays (`reconnect: true`).
 
 use std::future::Future;
-use std::pin::pin;
 use std::rc::Rc;
 use std::task::Poll;
 
@@ -79,20 +78,5 @@ pub(crate) async fn or_closed<T>(
     link: &Link,
     future: impl Future<Output = T>,
 ) -> Result<T, moq_net::Error> {
-    let mut future = pin!(future);
-    let mut waiter: Option<Waiter> = None;
-    std::future::poll_fn(|context| {
-        if let Poll::Ready(value) = future.as_mut().poll(context) {
-            return Poll::Ready(Ok(value));
-        }
-        let waiter = match &waiter {
-            Some(waiter) => {
-                waiter.set_waker(context.waker());
-                waiter
-            }
-            None => waiter.insert(Waiter::new(context.waker())),
-        };
-        link.poll_closed(waiter).map(Err)
-    })
-    .await
+    kio::unless(future, |waiter| link.poll_closed(waiter)).await
 }
