@@ -161,7 +161,16 @@ impl RelayProcess {
             .iter()
             .position(|line| line.contains("panicked at"))
         {
-            let panic = lines[at..lines.len().min(at + 3)].join("\n  ");
+            let mut panic: Vec<&str> = lines[at..lines.len().min(at + 3)].to_vec();
+            // The frames in the workspace's crates and quiche say where; the rest of a
+            // backtrace is the runtime's.
+            panic.extend(
+                lines[at..tail_start]
+                    .iter()
+                    .filter(|line| line.contains("moq_") || line.contains("quiche::"))
+                    .take(PANIC_FRAMES),
+            );
+            let panic = panic.join("\n  ");
             tail = format!("{panic}\n  …\n  {tail}");
         }
         if tail.is_empty() {
@@ -190,6 +199,10 @@ impl RelayProcess {
 
 /// How many lines of a dead relay's stderr a report quotes.
 const STDERR_TAIL_LINES: usize = 20;
+
+/// How many backtrace frames in the workspace's crates (or quiche) a report quotes from a
+/// panic that the tail cut off.
+const PANIC_FRAMES: usize = 12;
 
 impl Drop for RelayProcess {
     fn drop(&mut self) {
