@@ -11,7 +11,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use libfuzzer_sys::fuzz_target;
 use moq_net::model::Origin;
-use moq_auth::{Authorizer, Claims, Key, KeyAlgorithm, request_path};
+use moq_auth::{Authorizer, Claims, Key, KeyAlgorithm, Keys, Public, request_path};
 
 /// A signing key and a relay's authorizer verifying with it, for the whole run (making
 /// them per input would be most of the cost).
@@ -20,7 +20,7 @@ fn keys() -> &'static (Key, Authorizer) {
     KEYS.get_or_init(|| {
         let key = Key::generate(KeyAlgorithm::Hs256).expect("a key");
         let verifier = Key::parse(&key.to_json()).expect("its own JSON");
-        (key, Authorizer::new(Some(verifier), &["public".into()]))
+        (key, Authorizer::new(Keys::from(verifier), Public::both(&["public".into()])))
     })
 }
 

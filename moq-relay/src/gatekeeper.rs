@@ -6,8 +6,8 @@
 //! the connection) and runs the task it returns.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
 use moq_net::model::{Origin, Path};
@@ -17,18 +17,16 @@ use moq_runtime::binding::{Binding, BindingSession};
 use moq_runtime::server::Request;
 use moq_runtime::webtransport::StatusCode;
 
-use crate::auth::Authorizer;
 use crate::metrics::{Metrics, Refusal};
+use crate::policy::Policy;
 
 /// The relay's admission policy and what it counts with.
 #[derive(Debug)]
 pub struct Gatekeeper {
     pub(crate) origin: Origin,
-    pub(crate) authorizer: Arc<Authorizer>,
     pub(crate) metrics: Arc<Metrics>,
-    pub(crate) session: SessionConfig,
-    pub(crate) max_sessions: usize,
-    pub(crate) max_pending_setup: usize,
+    /// What a reload can change; read once per client.
+    pub(crate) policy: RwLock<Arc<Policy>>,
     /// The last session id given.
     pub(crate) next_id: AtomicU64,
     /// Set when the relay starts draining: new clients are refused.
@@ -38,6 +36,34 @@ pub struct Gatekeeper {
 }
 
 impl Gatekeeper {
+    /// The policy in force.
+    pub(crate) fn policy(&self) -> Arc<Policy> {
+        self.policy
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Puts `policy` in force for the clients that come from now on.
+    pub(crate) fn set_policy(&self, policy: Policy) {
+        *self
+            .policy
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(policy);
+    }
+
+    /// Whether the relay is draining (refusing every new client).
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    /// Whether a new client would be taken now: not draining, and below
+    /// `limits.max_sessions` (what `/ready` says).
+    pub fn is_ready(&self) -> bool {
+        !self.draining.load(Ordering::Acquire)
+            && self.metrics.session_count() < self.policy().max_sessions
+    }
+
     /// Refuses every client from now on: the relay is draining.
     pub fn begin_drain(&self) {
         self.draining.store(true, Ordering::Release);
@@ -55,6 +81,7 @@ impl Gatekeeper {
         R: Runtime<Transport = BindingSession>,
     {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let policy = self.policy();
         let remote = request.remote_addr();
         let binding = request.binding();
         let version = request.version();
@@ -69,7 +96,7 @@ impl Gatekeeper {
         // WebTransport and WebSocket clients name their path (and token) in their request;
         // raw QUIC, TLS and TCP ones in SETUP, once the session runs.
         let path_in_request = matches!(binding, Binding::WebTransport | Binding::WebSocket);
-        if path_in_request && self.metrics.session_count() >= self.max_sessions {
+        if path_in_request && self.metrics.session_count() >= policy.max_sessions {
             tracing::warn!(?remote, "refused: limits.max_sessions reached");
             self.metrics.refused(Refusal::TooManySessions);
             request.reject(
@@ -78,7 +105,7 @@ impl Gatekeeper {
             );
             return None;
         }
-        if !path_in_request && self.metrics.pending_count() >= self.max_pending_setup {
+        if !path_in_request && self.metrics.pending_count() >= policy.max_pending_setup {
             tracing::warn!(?remote, "refused: limits.max_pending_setup reached");
             self.metrics.refused(Refusal::TooManyPending);
             request.reject(
@@ -91,7 +118,7 @@ impl Gatekeeper {
             // The path (and token) came with the request: decide now.
             true => {
                 let path = request.path().unwrap_or_default();
-                match self
+                match policy
                     .authorizer
                     .authorize(&self.origin, &path, SystemTime::now())
                 {
@@ -108,11 +135,11 @@ impl Gatekeeper {
                             }
                             Ok(origins)
                         });
-                        request.accept_with(self.session_config(Origins::default(), Some(hook)))
+                        request.accept_with(session_config(&policy, Origins::default(), Some(hook)))
                     }
                     Ok(grant) => {
                         tracing::info!(?remote, %version, root = %grant.root, "{binding} session");
-                        request.accept_with(self.session_config(grant.origins, None))
+                        request.accept_with(session_config(&policy, grant.origins, None))
                     }
                     Err(error) => {
                         tracing::warn!(
@@ -129,10 +156,10 @@ impl Gatekeeper {
             // The path arrives in SETUP: the session decides when it does.
             false => {
                 let (authorizer, origin, metrics, max_sessions, cluster) = (
-                    self.authorizer.clone(),
+                    policy.authorizer.clone(),
                     self.origin.clone(),
                     self.metrics.clone(),
-                    self.max_sessions,
+                    policy.max_sessions,
                     self.cluster.clone(),
                 );
                 let hook = Authorize::new(move |setup| {
@@ -166,23 +193,10 @@ impl Gatekeeper {
                         }
                     }
                 });
-                request.accept_with(self.session_config(Origins::default(), Some(hook)))
+                request.accept_with(session_config(&policy, Origins::default(), Some(hook)))
             }
         };
-        Some(self.watch(id, session, path_in_request, binding))
-    }
-
-    /// What a session starts from: `origins` (or what `authorize` decides at its SETUP).
-    fn session_config(&self, origins: Origins, authorize: Option<Authorize>) -> SessionConfig {
-        SessionConfig {
-            publish: origins.publish,
-            subscribe: origins.subscribe,
-            valid_for: origins.valid_for,
-            trust_peer_routes: origins.trust_routes || self.session.trust_peer_routes,
-            subscribe_prefix: Path::root(),
-            authorize,
-            ..self.session.clone()
-        }
+        Some(self.watch(id, session, path_in_request, binding, remote))
     }
 
     /// Counts the session while it lives (established already, or once its SETUP is
@@ -193,9 +207,10 @@ impl Gatekeeper {
         session: Session,
         established: bool,
         binding: Binding,
+        remote: Option<std::net::SocketAddr>,
     ) -> impl Future<Output = ()> + Send + 'static {
         self.metrics
-            .opened(id, session.clone(), established, binding);
+            .opened(id, session.clone(), established, binding, remote);
         // A WebTransport peer was recorded before its session existed.
         self.cluster.inbound_session(id, &session);
         let (metrics, cluster) = (self.metrics.clone(), self.cluster.clone());
@@ -205,6 +220,24 @@ impl Gatekeeper {
             metrics.closed(id, error);
             cluster.inbound_closed(id);
         }
+    }
+}
+
+/// What a session starts from under `policy`: `origins` (or what `authorize` decides at
+/// its SETUP).
+fn session_config(
+    policy: &Policy,
+    origins: Origins,
+    authorize: Option<Authorize>,
+) -> SessionConfig {
+    SessionConfig {
+        publish: origins.publish,
+        subscribe: origins.subscribe,
+        valid_for: origins.valid_for,
+        trust_peer_routes: origins.trust_routes || policy.session.trust_peer_routes,
+        subscribe_prefix: Path::root(),
+        authorize,
+        ..policy.session.clone()
     }
 }
 

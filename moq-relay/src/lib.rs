@@ -32,9 +32,13 @@ pub mod gatekeeper;
 mod http;
 pub mod metrics;
 mod per_address;
+mod policy;
+mod process_metrics;
 mod relay;
+pub mod reload;
 mod tcp_qmux;
 mod web_qmux;
 
 pub use config::Config;
 pub use relay::{DriverFailed, Relay, RelayError};
+pub use reload::{RelayHandle, ReloadError, Reloaded};

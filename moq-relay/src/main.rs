@@ -10,6 +10,8 @@ use moq_relay::auth::{Claims, Key, KeyAlgorithm};
 use moq_relay::config::Driver;
 use moq_relay::{Config, Relay};
 
+mod lifecycle;
+
 /// A Media over QUIC relay: publishers and subscribers connect over raw QUIC
 /// (moqt://host:port/path) or WebTransport (https://host:port/path), both on one UDP port,
 /// and every broadcast published is relayed to everyone allowed to subscribe to it.
@@ -21,8 +23,13 @@ use moq_relay::{Config, Relay};
 ///
 /// Settings come from a TOML file (--config) and then from the flags, which win. The file
 /// has sections [server], [tls], [http], [auth], [limits], [shutdown] and [cluster]; see
-/// moq-relay/relay.example.toml. The cluster flags can also be set by MOQ_CLUSTER_*
-/// environment variables.
+/// moq-relay/relay.example.toml. Every flag can also be set by an environment variable,
+/// MOQ_ and the flag's name (MOQ_BIND, MOQ_AUTH_KEY, MOQ_CLUSTER_CONNECT; lists separated
+/// by commas); a flag given on the command line wins over its variable.
+///
+/// SIGTERM or SIGINT drains (GOAWAY, then up to shutdown.drain_secs) and exits; a second
+/// one exits at once. SIGHUP reloads the configuration file's reloadable parts (auth,
+/// limits for new sessions, the log filter) and logs what needs a restart.
 #[derive(Debug, Parser)]
 #[command(name = "moq-relay", version, args_conflicts_with_subcommands = true)]
 struct Cli {
@@ -48,89 +55,129 @@ enum Command {
 #[derive(Debug, Args, Default)]
 struct ServeArgs {
     /// A TOML configuration file.
-    #[arg(long, short, value_name = "FILE")]
+    #[arg(long, short, value_name = "FILE", env = "MOQ_CONFIG")]
     config: Option<PathBuf>,
     /// UDP address for both bindings [default: [::]:4443].
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", env = "MOQ_BIND")]
     bind: Option<SocketAddr>,
     /// The socket driver [default: tokio].
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, env = "MOQ_DRIVER")]
     driver: Option<Driver>,
     /// Worker threads of a thread-per-core driver, 0 for one per core [default: 0].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", env = "MOQ_WORKERS")]
     workers: Option<usize>,
     /// Send one datagram per sendmsg (no UDP GSO): to measure GSO.
-    #[arg(long)]
+    #[arg(long, env = "MOQ_NO_GSO")]
     no_gso: bool,
     /// Receive datagrams uncoalesced (no UDP GRO): to measure GRO.
-    #[arg(long)]
+    #[arg(long, env = "MOQ_NO_GRO")]
     no_gro: bool,
     /// Datagrams one receive call takes at most, 1 to 32 (tokio drivers) [default: 32].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", env = "MOQ_RECV_BATCH")]
     recv_batch: Option<usize>,
     /// The congestion controller: cubic, reno, or bbr2 (paces) [default: cubic].
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", env = "MOQ_CONGESTION_CONTROL")]
     congestion_control: Option<String>,
     /// A moq-lite version to accept (moq-lite-05, moq-lite-04, moq-lite-03,
     /// moq-lite-06-wip); repeat for several, in order of preference [default: 05, 04, 03].
     /// (`--version` prints the relay's own version.)
-    #[arg(long = "moq-version", value_name = "VERSION")]
+    #[arg(
+        long = "moq-version",
+        value_name = "VERSION",
+        env = "MOQ_VERSION",
+        value_delimiter = ','
+    )]
     versions: Vec<String>,
     /// Certificate chain (PEM); with --tls-key, instead of a self-signed certificate.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "MOQ_TLS_CERT")]
     tls_cert: Option<PathBuf>,
     /// The certificate's private key (PEM).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "MOQ_TLS_KEY")]
     tls_key: Option<PathBuf>,
     /// A name for the self-signed certificate (repeatable) [default: localhost, 127.0.0.1, ::1].
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", env = "MOQ_TLS_NAME", value_delimiter = ',')]
     tls_name: Vec<String>,
     /// TCP address for /metrics and /certificate.sha256 [default: the UDP address].
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", env = "MOQ_HTTP_BIND")]
     http_bind: Option<SocketAddr>,
+    /// A TCP address for operators: /metrics, /health, /ready, /cluster and
+    /// /debug/sessions move there, off the public port.
+    #[arg(long, value_name = "ADDR", env = "MOQ_OPS_BIND")]
+    ops_bind: Option<SocketAddr>,
     /// Serve no HTTP at all.
-    #[arg(long)]
+    #[arg(long, env = "MOQ_NO_HTTP")]
     no_http: bool,
     /// Serve no WebSocket clients (moq-lite over QMux, `ws://`) on the HTTP port.
-    #[arg(long)]
+    #[arg(long, env = "MOQ_NO_WEBSOCKET")]
     no_websocket: bool,
     /// Also serve moq-lite over QMux on plain TCP (`tcp://`) at this address: no
     /// encryption, for trusted networks only.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", env = "MOQ_TCP_BIND")]
     tcp_bind: Option<SocketAddr>,
     /// A directory of static files to serve over HTTP at / (a web page).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", env = "MOQ_WEB_ROOT")]
     web_root: Option<PathBuf>,
-    /// The key tokens must be signed with (a JWK file); without one, everything is public.
-    #[arg(long, value_name = "FILE")]
+    /// The keys tokens must be signed with: a JWK file, or a JWK Set of keys with ids
+    /// (reread on SIGHUP); without one, everything is public.
+    #[arg(long, value_name = "FILE", env = "MOQ_AUTH_KEY")]
     auth_key: Option<PathBuf>,
     /// A path prefix anyone may use without a token (repeatable; "" for everything).
-    #[arg(long, value_name = "PREFIX")]
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        env = "MOQ_AUTH_PUBLIC",
+        value_delimiter = ','
+    )]
     auth_public: Vec<String>,
+    /// A path prefix anyone may subscribe to without a token (repeatable): anonymous
+    /// viewers, with publishers still needing a token.
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        env = "MOQ_AUTH_PUBLIC_SUBSCRIBE",
+        value_delimiter = ','
+    )]
+    auth_public_subscribe: Vec<String>,
+    /// A path prefix anyone may publish under without a token (repeatable).
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        env = "MOQ_AUTH_PUBLIC_PUBLISH",
+        value_delimiter = ','
+    )]
+    auth_public_publish: Vec<String>,
+    /// An audience tokens must name in their `aud` claim (repeatable; any one of them).
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "MOQ_AUTH_AUDIENCE",
+        value_delimiter = ','
+    )]
+    auth_audience: Vec<String>,
     /// The most sessions at once [default: 10000].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", env = "MOQ_MAX_SESSIONS")]
     max_sessions: Option<usize>,
     /// The most subscriptions per session [default: 1000].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", env = "MOQ_MAX_SUBSCRIPTIONS")]
     max_subscriptions: Option<usize>,
     /// The largest frame accepted, in bytes [default: 16777216].
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", env = "MOQ_MAX_FRAME_SIZE")]
     max_frame_size: Option<u64>,
     /// Groups cached per track for late joiners [default: 32].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", env = "MOQ_CACHE_GROUPS")]
     cache_groups: Option<usize>,
     /// Payload bytes cached per track, 0 for no byte bound [default: 4194304].
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", env = "MOQ_CACHE_BYTES")]
     cache_bytes: Option<u64>,
     /// The relay-wide memory budget in bytes (limits.max_memory_bytes) [default: half of
     /// the memory the process may use].
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", env = "MOQ_MAX_MEMORY_BYTES")]
     max_memory_bytes: Option<u64>,
     /// Seconds sessions get to leave after SIGTERM/SIGINT [default: 5].
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", env = "MOQ_DRAIN")]
     drain: Option<f64>,
     /// Write the certificate's fingerprint to this file once listening (for scripts).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "MOQ_FINGERPRINT_FILE")]
     fingerprint_file: Option<PathBuf>,
     /// This relay's hop id in a cluster: non-zero, below 2^53 [default: random].
     #[arg(long, value_name = "ID", env = "MOQ_CLUSTER_ID")]
@@ -178,6 +225,10 @@ struct KeyArgs {
     /// EdDSA only: where to write the verify-only key to give the relay.
     #[arg(long, value_name = "FILE")]
     public: Option<PathBuf>,
+    /// The key's id (`kid`), named in the tokens it signs: a relay with several keys (a
+    /// JWK Set, during a rotation) picks the key by it.
+    #[arg(long, value_name = "ID")]
+    id: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -197,6 +248,10 @@ struct TokenArgs {
     /// Seconds until the token expires; 0 for never.
     #[arg(long, default_value_t = 86400)]
     expires_in: u64,
+    /// The relay (or deployment) the token is for, its `aud` claim (repeatable); relays
+    /// configured with `auth.audience` require it.
+    #[arg(long, value_name = "NAME")]
+    audience: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -218,16 +273,8 @@ fn main() -> ExitCode {
 }
 
 fn serve(args: ServeArgs) -> Result<(), String> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        // Colors only for a person at a terminal, never into a log file or a pipe.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let config = configure(&args)?;
+    let log = lifecycle::init_logging(&config);
     // Thread per core: the sessions run on the pinned workers, so the accept loop and
     // HTTP need one thread, not a pool competing with them for the cores.
     let runtime = match config.server.driver {
@@ -252,8 +299,10 @@ fn serve(args: ServeArgs) -> Result<(), String> {
             std::fs::write(path, fingerprint.to_string())
                 .map_err(|e| format!("writing {}: {e}", path.display()))?;
         }
+        lifecycle::notify_ready();
+        let stopped = lifecycle::until_stopped(relay.handle(), log, || configure(&args));
         relay
-            .run(shutdown_signal())
+            .run(stopped)
             .await
             .map_err(|failed| failed.to_string())?;
         tracing::info!("stopped");
@@ -303,6 +352,9 @@ fn configure(args: &ServeArgs) -> Result<Config, String> {
     if args.http_bind.is_some() {
         config.http.bind = args.http_bind;
     }
+    if args.ops_bind.is_some() {
+        config.http.ops_bind = args.ops_bind;
+    }
     if args.no_websocket {
         config.http.websocket = false;
     }
@@ -320,6 +372,15 @@ fn configure(args: &ServeArgs) -> Result<Config, String> {
     }
     if !args.auth_public.is_empty() {
         config.auth.public = Some(args.auth_public.clone());
+    }
+    if !args.auth_public_subscribe.is_empty() {
+        config.auth.public_subscribe = args.auth_public_subscribe.clone();
+    }
+    if !args.auth_public_publish.is_empty() {
+        config.auth.public_publish = args.auth_public_publish.clone();
+    }
+    if !args.auth_audience.is_empty() {
+        config.auth.audience = args.auth_audience.clone();
     }
     if let Some(n) = args.max_sessions {
         config.limits.max_sessions = n;
@@ -370,24 +431,11 @@ fn configure(args: &ServeArgs) -> Result<Config, String> {
     Ok(config)
 }
 
-/// Completes on SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot listen for signals; stop the relay with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM"),
-        _ = int.recv() => tracing::info!("SIGINT"),
-    }
-}
-
 fn key(args: KeyArgs) -> Result<(), String> {
-    let key = Key::generate(args.algorithm).map_err(|e| e.to_string())?;
+    let mut key = Key::generate(args.algorithm).map_err(|e| e.to_string())?;
+    if let Some(id) = args.id {
+        key = key.with_id(id);
+    }
     write_secret(&args.out, &key.to_json())?;
     if let Some(path) = &args.public {
         let public = key
@@ -429,6 +477,7 @@ fn token(args: TokenArgs) -> Result<(), String> {
         expires: (args.expires_in > 0).then(|| now + args.expires_in),
         issued: Some(now),
         not_before: None,
+        audience: args.audience,
     };
     let token = key.sign(&claims).map_err(|e| e.to_string())?;
     #[allow(clippy::print_stdout)]
@@ -441,6 +490,24 @@ fn token(args: TokenArgs) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
+
+    /// Containers are configured by environment: every flag of `serve` has a variable.
+    #[test]
+    fn every_serve_flag_has_an_environment_variable() {
+        let command = super::Cli::command();
+        let serve = command.find_subcommand("serve").unwrap();
+        for arg in serve.get_arguments() {
+            let name = arg.get_id().as_str();
+            if matches!(name, "help" | "version") {
+                continue;
+            }
+            let env = arg
+                .get_env()
+                .unwrap_or_else(|| panic!("--{name} has no variable"));
+            let env = env.to_str().unwrap();
+            assert!(env.starts_with("MOQ_"), "--{name}: {env}");
+        }
+    }
 
     /// clap checks a command line's definition only when it is built: a flag defined
     /// twice (ours and clap's own `--version`) would panic at the first run.

@@ -118,13 +118,35 @@ struct Live {
     established: bool,
     /// The binding's name.
     binding: &'static str,
+    /// The client's address, where the binding has one.
+    peer: Option<std::net::SocketAddr>,
+    /// When it opened.
+    since: std::time::Instant,
+}
+
+/// A live session as `/debug/sessions` shows it.
+#[derive(Debug, Clone)]
+pub(crate) struct LiveSession {
+    pub(crate) id: u64,
+    pub(crate) session: Session,
+    pub(crate) established: bool,
+    pub(crate) binding: &'static str,
+    pub(crate) peer: Option<std::net::SocketAddr>,
+    pub(crate) since: std::time::Instant,
 }
 
 impl Metrics {
-    /// Counts a session that opened over `binding`, established already (WebTransport,
-    /// WebSocket: its request was authorized) or waiting for its SETUP; its counters are
-    /// read until it closes.
-    pub fn opened(&self, id: u64, session: Session, established: bool, binding: Binding) {
+    /// Counts a session from `peer` that opened over `binding`, established already
+    /// (WebTransport, WebSocket: its request was authorized) or waiting for its SETUP; its
+    /// counters are read until it closes.
+    pub fn opened(
+        &self,
+        id: u64,
+        session: Session,
+        established: bool,
+        binding: Binding,
+        peer: Option<std::net::SocketAddr>,
+    ) {
         let mut state = self.lock();
         state.opened += 1;
         *state
@@ -142,6 +164,8 @@ impl Metrics {
                 session,
                 established,
                 binding: binding.name(),
+                peer,
+                since: std::time::Instant::now(),
             },
         );
     }
@@ -194,6 +218,25 @@ impl Metrics {
             .values()
             .map(|live| live.session.clone())
             .collect()
+    }
+
+    /// Every live session with what the relay knows of it, by id.
+    pub(crate) fn live_details(&self) -> Vec<LiveSession> {
+        let mut sessions: Vec<LiveSession> = self
+            .lock()
+            .live
+            .iter()
+            .map(|(&id, live)| LiveSession {
+                id,
+                session: live.session.clone(),
+                established: live.established,
+                binding: live.binding,
+                peer: live.peer,
+                since: live.since,
+            })
+            .collect();
+        sessions.sort_by_key(|live| live.id);
+        sessions
     }
 
     /// The live session `id`, if it is open.

@@ -15,13 +15,15 @@ use moq_runtime::client::ClientConfig;
 use moq_runtime::server::ServerConfig;
 use moq_runtime::tls::{Certificate, Fingerprint};
 
-use crate::auth::{AuthError, Authorizer, Key};
+use crate::auth::AuthError;
 use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::driver::{self, Listener};
 use crate::gatekeeper::Gatekeeper;
 use crate::http::{HttpLimits, HttpServer};
 use crate::metrics::Metrics;
+use crate::policy::Policy;
+use crate::reload::RelayHandle;
 
 /// Why the relay could not start.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +60,14 @@ pub enum RelayError {
         /// What the listener said.
         source: moq_tokio::Error,
     },
+    /// The ops listener's port could not be bound.
+    #[error("http.ops_bind {address}: {source}")]
+    OpsBind {
+        /// The address.
+        address: SocketAddr,
+        /// What the system said.
+        source: std::io::Error,
+    },
     /// The HTTP port could not be bound.
     #[error("http.bind {address}: {source}")]
     HttpBind {
@@ -74,6 +84,8 @@ pub enum RelayError {
 pub struct Relay<L: Listener = driver::Server> {
     server: L,
     http: Option<HttpServer>,
+    /// The operator's listener (`http.ops_bind`), if configured.
+    ops: Option<HttpServer>,
     /// How QMux clients (WebSocket, TLS) are served on the HTTP port (`None`: they are
     /// not).
     qmux: Option<Arc<crate::web_qmux::QmuxService>>,
@@ -83,7 +95,7 @@ pub struct Relay<L: Listener = driver::Server> {
     max_sessions_per_address: usize,
     gatekeeper: Arc<Gatekeeper>,
     fingerprint: Fingerprint,
-    drain: Duration,
+    handle: RelayHandle,
 }
 
 /// How long a stopping relay waits for its driver to close the connections the drain
@@ -104,36 +116,22 @@ impl Relay {
             _ => Certificate::self_signed(&config.tls.names)?,
         };
         let fingerprint = certificate.fingerprint();
-        let key = config.auth.key.as_deref().map(Key::from_file).transpose()?;
-        let authorizer = Arc::new(Authorizer::new(key, &config.public_prefixes()));
         let cluster_id = config.cluster.id.unwrap_or_else(origin_id);
         let memory = MemoryBudget::new(config.limits.memory_budget_bytes());
         tracing::info!(bytes = memory.limit(), "memory budget");
-        let session = SessionConfig {
-            memory_budget: Some(memory.clone()),
-            max_frame_size: config.limits.max_frame_size,
-            max_subscriptions: config.limits.max_subscriptions_per_session,
-            cache_groups: config.limits.cache_groups_per_track,
-            max_message_bytes: config.limits.max_message_bytes,
-            max_setup_bytes: config.limits.max_setup_bytes,
-            setup_timeout: Duration::from_secs(config.limits.setup_timeout_secs),
-            cache_bytes: match config.limits.cache_bytes_per_track {
-                0 => None,
-                bytes => Some(bytes),
+        let session = crate::policy::session_limits(
+            &config.limits,
+            SessionConfig {
+                memory_budget: Some(memory.clone()),
+                // Clients' routes are whatever they claim: every client counts as
+                // direct, and the newest publisher of a path is served (README, "Taking
+                // over a path").
+                trust_peer_routes: false,
+                origin_id: cluster_id,
+                ..SessionConfig::default()
             },
-            max_announce_requests: config.limits.max_announce_requests_per_session,
-            max_announces: config.limits.max_announces_per_session,
-            max_announce_path_bytes: config.limits.max_announce_path_bytes_per_session,
-            max_queued_groups: config.limits.max_queued_groups_per_session,
-            max_group_bytes: config.limits.max_group_bytes,
-            max_group_frames: config.limits.max_group_frames,
-            max_receiving_group_bytes: config.limits.max_unfinished_group_bytes_per_session,
-            // Clients' routes are whatever they claim: every client counts as direct, and
-            // the newest publisher of a path is served (README, "Taking over a path").
-            trust_peer_routes: false,
-            origin_id: cluster_id,
-            ..SessionConfig::default()
-        };
+        );
+        let policy = Policy::new(config, &session)?;
         let mut server_config =
             ServerConfig::new(config.server.bind, certificate.clone(), session.clone());
         server_config.udp.gso = config.server.gso;
@@ -164,20 +162,28 @@ impl Relay {
         let server = driver::bind(&config.server, server_config)
             .await
             .map_err(RelayError::Bind)?;
+        let limits = HttpLimits {
+            max_connections: config.http.max_connections,
+            max_connections_per_address: config.http.max_connections_per_address,
+            header_read_timeout: Duration::from_secs(config.http.header_read_timeout_secs),
+            connection_lifetime: Duration::from_secs(config.http.connection_lifetime_secs),
+        };
         let http = if config.http.enabled {
             let address = config.http.bind.unwrap_or_else(|| server.local_addr());
-            let limits = HttpLimits {
-                max_connections: config.http.max_connections,
-                max_connections_per_address: config.http.max_connections_per_address,
-                header_read_timeout: Duration::from_secs(config.http.header_read_timeout_secs),
-                connection_lifetime: Duration::from_secs(config.http.connection_lifetime_secs),
-            };
             let http = HttpServer::bind(address, limits, config.http.web_root.clone())
                 .await
                 .map_err(|source| RelayError::HttpBind { address, source })?;
             Some(http)
         } else {
             None
+        };
+        let ops = match config.http.ops_bind {
+            Some(address) => Some(
+                HttpServer::bind(address, limits, None)
+                    .await
+                    .map_err(|source| RelayError::OpsBind { address, source })?,
+            ),
+            None => None,
         };
         // The session each WebSocket client starts from is the gatekeeper's choice, as
         // for every other client; this one is only the listener's default.
@@ -208,11 +214,8 @@ impl Relay {
         let workers = server.counters();
         let gatekeeper = Arc::new(Gatekeeper {
             origin: Origin::with_memory_budget(memory.clone()),
-            authorizer,
             metrics: Arc::new(Metrics::with_workers(workers).with_memory_budget(memory)),
-            session,
-            max_sessions: config.limits.max_sessions,
-            max_pending_setup: config.limits.max_pending_setup,
+            policy: std::sync::RwLock::new(Arc::new(policy)),
             next_id: AtomicU64::new(0),
             draining: AtomicBool::new(false),
             cluster,
@@ -226,15 +229,21 @@ impl Relay {
                 max_per_address: max_sessions_per_address,
             })
         });
+        let handle = RelayHandle {
+            gatekeeper: gatekeeper.clone(),
+            base: session,
+            applied: Arc::new(std::sync::Mutex::new(config.clone())),
+        };
         Ok(Self {
             server,
             http,
+            ops,
             qmux,
             tcp,
             max_sessions_per_address,
             gatekeeper,
             fingerprint,
-            drain: config.drain(),
+            handle,
         })
     }
 }
@@ -250,9 +259,20 @@ impl<L: Listener> Relay<L> {
         self.http.as_ref().and_then(|http| http.local_addr().ok())
     }
 
+    /// The ops listener's address (`http.ops_bind`), if it has one.
+    pub fn ops_addr(&self) -> Option<SocketAddr> {
+        self.ops.as_ref().and_then(|ops| ops.local_addr().ok())
+    }
+
     /// The certificate's SHA-256 fingerprint, for clients to pin.
     pub fn fingerprint(&self) -> Fingerprint {
         self.fingerprint
+    }
+
+    /// A handle for what may change while the relay runs: [`RelayHandle::reload`] and
+    /// readiness.
+    pub fn handle(&self) -> RelayHandle {
+        self.handle.clone()
     }
 
     /// The origin every session shares.
@@ -272,15 +292,21 @@ impl<L: Listener> Relay<L> {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
+        let shared = crate::http::routes::Shared {
+            gatekeeper: self.gatekeeper.clone(),
+            fingerprint: hex,
+        };
         let websocket = self.qmux.take();
+        let ops = self.ops.take();
         let http = self.http.take().map(|http| {
-            http.spawn(
-                self.gatekeeper.metrics.clone(),
-                self.gatekeeper.origin.clone(),
-                self.gatekeeper.cluster.clone(),
-                hex,
-                websocket,
-            )
+            let routes = crate::http::routes::public(shared.clone(), ops.is_none());
+            http.spawn(routes, websocket)
+        });
+        let ops = ops.map(|ops| {
+            if let Ok(address) = ops.local_addr() {
+                tracing::info!(%address, "ops listener: /metrics, /health, /ready, /cluster, /debug/sessions");
+            }
+            ops.spawn(crate::http::routes::operator(shared), None)
         });
         let tcp = self.tcp.take().map(|listener| {
             tracing::info!(address = %listener.local_addr(), "serving QMux on plain TCP (tcp://): trusted networks only");
@@ -312,7 +338,7 @@ impl<L: Listener> Relay<L> {
             tcp.abort();
         }
         self.drain().await;
-        if let Some(http) = http {
+        for http in [http, ops].into_iter().flatten() {
             http.abort();
         }
         if tokio::time::timeout(DRIVER_SHUTDOWN, self.server.shutdown())
@@ -329,11 +355,12 @@ impl<L: Listener> Relay<L> {
     async fn drain(&self) {
         let mut sessions = self.gatekeeper.metrics.live_sessions();
         sessions.extend(self.gatekeeper.cluster.outbound_sessions());
-        tracing::info!(sessions = sessions.len(), drain = ?self.drain, "shutting down");
+        let drain = self.gatekeeper.policy().drain;
+        tracing::info!(sessions = sessions.len(), ?drain, "shutting down");
         for session in &sessions {
             session.goaway("");
         }
-        let deadline = tokio::time::Instant::now() + self.drain;
+        let deadline = tokio::time::Instant::now() + drain;
         for session in &sessions {
             if tokio::time::timeout_at(deadline, session.closed())
                 .await

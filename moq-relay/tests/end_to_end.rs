@@ -8,62 +8,13 @@ mod common;
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use common::{PATIENCE, Relay, finish, free_port, moq_binary, wait};
-use moq_relay::auth::{Claims, Key, KeyAlgorithm};
-
-/// Publishes `lines` with `moq publish --wait`, keeping stdin open: the track (one open
-/// group) finishes only when the caller collects the publisher, after its readers have
-/// everything. (Closing stdin at once raced a reader's SUBSCRIBE against the track's end:
-/// `--wait` can be satisfied by the relay's TRACK query before its SUBSCRIBE arrives.)
-fn publish(relay: &Relay, url: &str, path: &str, lines: &str) -> Child {
-    let mut child = relay
-        .moq(&[
-            "publish", url, path, "--track", "t", "--wait", "--linger", "5",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdin = child.stdin.as_mut().unwrap();
-    stdin.write_all(lines.as_bytes()).unwrap();
-    stdin.flush().unwrap();
-    child
-}
-
-/// Subscribes to `path` and returns what it printed once `count` frames arrived.
-fn subscribe(relay: &Relay, url: &str, path: &str, count: usize) -> Child {
-    relay
-        .moq(&[
-            "subscribe",
-            url,
-            path,
-            "--track",
-            "t",
-            "--count",
-            &count.to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-/// Closes the child's stdin (a publisher's end of input), waits for it, and returns
-/// whether it succeeded, its stdout and its stderr.
-fn collect(mut child: Child) -> (bool, String, String) {
-    drop(child.stdin.take());
-    let status = wait(&mut child, PATIENCE);
-    let output = child.wait_with_output().unwrap();
-    (
-        status.is_some_and(|s| s.success()),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
+use common::{
+    PATIENCE, Relay, collect, finish, free_port, moq_binary, publish, subscribe, token, wait,
+};
+use moq_relay::auth::{Key, KeyAlgorithm};
 
 #[test]
 fn moq_publish_reaches_moq_subscribe_through_the_relay_over_every_binding_pair() {
@@ -327,38 +278,27 @@ fn the_io_uring_relay_refuses_to_start_where_io_uring_is_refused() {
     assert!(stderr.contains("tokio driver"), "{stderr}");
 }
 
-/// A relay on `driver` (its flags) requiring tokens signed by `key`, with `anon` public,
+/// A relay on `driver` (its flags) requiring tokens for the audience `relay.test` signed
+/// by one of `keys` (a JWK Set), with `anon` public and `live` open to anonymous viewers,
 /// logging everything (`trace`) to `relay.log` in the directory it returns.
-fn authenticated_relay(key: &Key, driver: &[&str]) -> (Relay, tempfile::TempDir) {
+fn authenticated_relay(keys: &[&Key], driver: &[&str]) -> (Relay, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let key_file = dir.path().join("root.jwk");
-    std::fs::write(&key_file, key.to_json()).unwrap();
+    let key_file = dir.path().join("keys.jwks");
+    std::fs::write(&key_file, common::key_set(keys)).unwrap();
     let log = std::fs::File::create(dir.path().join("relay.log")).unwrap();
     let mut args = vec![
         "--auth-key",
         key_file.to_str().unwrap(),
         "--auth-public",
         "anon",
+        "--auth-public-subscribe",
+        "live",
+        "--auth-audience",
+        common::AUDIENCE,
     ];
     args.extend_from_slice(driver);
     let relay = Relay::start_logging(&args, "trace", log);
     (relay, dir)
-}
-
-fn token(key: &Key, root: &str, publish: &[&str], subscribe: &[&str], expires_in: i64) -> String {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
-    let claims = Claims {
-        root: root.into(),
-        publish: publish.iter().map(|s| s.to_string()).collect(),
-        subscribe: subscribe.iter().map(|s| s.to_string()).collect(),
-        expires: Some((now + expires_in) as u64),
-        issued: Some(now as u64),
-        not_before: None,
-    };
-    key.sign(&claims).unwrap()
 }
 
 /// The auth suite on the tokio driver (work-stealing).
@@ -395,20 +335,34 @@ fn tokens_scope_sessions_and_every_bad_one_is_refused_on_io_uring() {
 fn tokens_scope_sessions_and_every_bad_one_is_refused_while_a_valid_session_carries_on(
     driver: &[&str],
 ) {
-    let key = Key::generate(KeyAlgorithm::Hs256).unwrap();
-    let (relay, dir) = authenticated_relay(&key, driver);
+    // Two keys in force, chosen by the tokens' `kid`: a rotation under way.
+    let key = Key::generate(KeyAlgorithm::Hs256)
+        .unwrap()
+        .with_id("current");
+    let old = Key::generate(KeyAlgorithm::Eddsa).unwrap().with_id("old");
+    let (relay, dir) = authenticated_relay(&[&key, &old], driver);
     let ten_years = 10 * 365 * 86_400;
     let good = token(&key, "room", &[""], &[""], ten_years);
+    let good_old = token(&old, "room", &[""], &[""], 3600);
 
     // A valid pair: it must work start to end while the bad sessions are refused.
     let good_url = |scheme| relay.url(scheme, &format!("room?jwt={good}"));
     let reader = subscribe(&relay, &good_url("moqt"), "alice", 3);
-    let writer = publish(&relay, &good_url("https"), "alice", "a\nb\nc\n");
+    let old_url = relay.url("https", &format!("room?jwt={good_old}"));
+    let writer = publish(&relay, &old_url, "alice", "a\nb\nc\n");
 
     let forger = Key::generate(KeyAlgorithm::Hs256).unwrap();
+    let removed = Key::generate(KeyAlgorithm::Hs256)
+        .unwrap()
+        .with_id("removed");
     let bad = [
         ("expired", token(&key, "room", &[""], &[""], -3600)),
         ("another path", token(&key, "other", &[""], &[""], 3600)),
+        (
+            "another audience",
+            common::token_for(&key, "room", "elsewhere.test"),
+        ),
+        ("a removed key", token(&removed, "room", &[""], &[""], 3600)),
         (
             "forged signature",
             token(&forger, "room", &[""], &[""], 3600),
@@ -439,6 +393,17 @@ fn tokens_scope_sessions_and_every_bad_one_is_refused_while_a_valid_session_carr
         "a public path works without a token"
     );
     let _ = collect(public_writer);
+    // Anonymous viewers of what a signed-in publisher sends.
+    let publisher = token(&key, "live", &[""], &[], 3600);
+    let viewer = subscribe(&relay, &relay.url("moqt", "live"), "cam", 1);
+    let camera = publish(
+        &relay,
+        &relay.url("https", &format!("live?jwt={publisher}")),
+        "cam",
+        "frame\n",
+    );
+    assert_eq!(collect(viewer).1, "frame\n", "an anonymous viewer of live");
+    let _ = collect(camera);
 
     let (ok, out, err) = collect(reader);
     assert!(ok, "the valid subscriber: {err}");
@@ -448,13 +413,13 @@ fn tokens_scope_sessions_and_every_bad_one_is_refused_while_a_valid_session_carr
 
     let metrics = relay.http_get("/metrics");
     assert!(
-        metrics.contains("moq_relay_connections_refused_total{reason=\"unauthorized\"} 8\n"),
+        metrics.contains("moq_relay_connections_refused_total{reason=\"unauthorized\"} 12\n"),
         "{metrics}"
     );
     // The raw-QUIC refusals are sessions closed with the Unauthorized code at SETUP, before
     // anything of theirs was accepted (WebTransport ones never became sessions: a 403).
     assert!(
-        metrics.contains("moq_relay_sessions_closed_total{error=\"unauthorized\"} 4\n"),
+        metrics.contains("moq_relay_sessions_closed_total{error=\"unauthorized\"} 6\n"),
         "{metrics}"
     );
     // Secrets never reach the log, at any level (they used to: the whole JWT was in the
@@ -747,7 +712,7 @@ fn a_published_file_reaches_a_subscriber_that_was_waiting_first() {
 #[test]
 fn a_client_the_relay_refuses_exits_at_once_naming_the_refusal() {
     let key = Key::generate(KeyAlgorithm::Hs256).unwrap();
-    let (relay, _dir) = authenticated_relay(&key, &[]);
+    let (relay, _dir) = authenticated_relay(&[&key], &[]);
     let clock = example("clock");
     for scheme in ["moqt", "https"] {
         let url = relay.url(scheme, "room");

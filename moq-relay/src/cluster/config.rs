@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::config::ConfigError;
 
 /// `[cluster]`
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClusterSection {
     /// This relay's hop (origin) id: the identity it stamps on every route it forwards,

@@ -219,7 +219,7 @@ async fn a_session_is_closed_when_its_token_expires() {
                 subscribe: vec![String::new()],
                 expires: Some(now - 45),
                 issued: Some(now - 120),
-                not_before: None,
+                ..Claims::default()
             })
             .unwrap();
         let session = connect(

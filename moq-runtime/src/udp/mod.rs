@@ -11,6 +11,8 @@
 //! socket-wide `UDP_SEGMENT` option is cleared at bind, so nothing depends on a socket
 //! default (DESIGN.md, "UDP batching").
 
+pub mod buffers;
+
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 
@@ -75,10 +77,10 @@ impl UdpSocket {
             socket.set_reuse_port(true)?;
         }
         if let Some(bytes) = config.send_buffer {
-            socket.set_send_buffer_size(bytes)?;
+            buffers::set_send_buffer(&socket, bytes)?;
         }
         if let Some(bytes) = config.recv_buffer {
-            socket.set_recv_buffer_size(bytes)?;
+            buffers::set_recv_buffer(&socket, bytes)?;
         }
         socket.bind(&addr.into())?;
         let io: std::net::UdpSocket = socket.into();

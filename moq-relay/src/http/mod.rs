@@ -1,8 +1,10 @@
-//! The relay's HTTP side (TCP): `/metrics` for Prometheus, `/certificate.sha256` so a
-//! browser can pin the relay's self-signed certificate before it connects over
-//! WebTransport, QMux clients (WebSocket on any path, and TLS: [`crate::web_qmux`]), and
-//! optionally a
-//! directory of static files (a web page) at `/`.
+//! The relay's HTTP side (TCP): the listeners and their limits. What they answer is
+//! [`routes`]: `/certificate.sha256` so a browser can pin the relay's self-signed
+//! certificate before it connects over WebTransport, `/health` and `/ready`, `/metrics` for
+//! Prometheus; QMux clients (WebSocket on any path, and TLS: [`crate::web_qmux`]), and
+//! optionally a directory of static files (a web page) at `/`.
+
+pub(crate) mod routes;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,26 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::header;
-use axum::response::IntoResponse;
-use axum::routing::get;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use moq_net::model::Origin;
 
-use crate::cluster::Cluster;
-use crate::metrics::Metrics;
 use crate::per_address::PerAddress;
 use crate::web_qmux::{Peer, QmuxService, Sorted};
-
-/// What the handlers read.
-#[derive(Clone)]
-struct Shared {
-    metrics: Arc<Metrics>,
-    origin: Origin,
-    cluster: Arc<Cluster>,
-    fingerprint: String,
-}
 
 /// What bounds the HTTP side: a client that opens connections and sends nothing, or
 /// sends headers a byte at a time, holds at most `max_connections` sockets, each for a
@@ -78,26 +64,13 @@ impl HttpServer {
         self.listener.local_addr()
     }
 
-    /// Serves until the task is aborted; QMux clients go to `qmux`, if given.
+    /// Serves `routes` until the task is aborted, with `web_root`'s files for any other
+    /// path; QMux clients go to `qmux`, if given.
     pub(crate) fn spawn(
         self,
-        metrics: Arc<Metrics>,
-        origin: Origin,
-        cluster: Arc<Cluster>,
-        fingerprint: String,
+        routes: Router,
         qmux: Option<Arc<QmuxService>>,
     ) -> tokio::task::JoinHandle<()> {
-        let shared = Shared {
-            metrics,
-            origin,
-            cluster,
-            fingerprint,
-        };
-        let routes = Router::new()
-            .route("/metrics", get(metrics_text))
-            .route("/cluster", get(cluster_topology))
-            .route("/certificate.sha256", get(certificate))
-            .with_state(shared);
         // Files only (no directory listings); `index.html` for a directory; a path that
         // leaves the root is refused by `ServeDir`. Content types by extension
         // (`application/wasm` for a wasm module, which browsers require to stream it).
@@ -210,29 +183,4 @@ where
         Ok(Err(error)) => tracing::debug!(%peer, %error, "HTTP connection failed"),
         Err(_) => tracing::debug!(%peer, "HTTP connection closed at its lifetime"),
     }
-}
-
-async fn metrics_text(State(shared): State<Shared>) -> impl IntoResponse {
-    let mut text = shared.metrics.render(&shared.origin);
-    shared.cluster.render_metrics(&mut text, &shared.origin);
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
-}
-
-/// `GET /cluster`: this relay's id, its links to other relays, and the route of every
-/// broadcast it knows, as JSON.
-async fn cluster_topology(State(shared): State<Shared>) -> impl IntoResponse {
-    let topology = shared.cluster.topology(&shared.origin);
-    let body = serde_json::to_string_pretty(&topology).unwrap_or_else(|_| "{}".to_owned());
-    ([(header::CONTENT_TYPE, "application/json")], body)
-}
-
-async fn certificate(State(shared): State<Shared>) -> impl IntoResponse {
-    (
-        [
-            (header::CONTENT_TYPE, "text/plain"),
-            // Browsers on another origin (a web page served elsewhere) fetch it too.
-            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
-        ],
-        shared.fingerprint,
-    )
 }

@@ -10,12 +10,15 @@ use std::time::Duration;
 
 use moq_net::coding::Version;
 use moq_runtime::quiche_config::CongestionControl;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 pub use crate::cluster::ClusterSection;
+pub use auth::AuthSection;
+
+mod auth;
 
 /// Everything a relay is told.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Where it listens and how.
@@ -32,10 +35,21 @@ pub struct Config {
     pub shutdown: ShutdownSection,
     /// The other relays it links with.
     pub cluster: ClusterSection,
+    /// What it logs.
+    pub log: LogSection,
+}
+
+/// `[log]`
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSection {
+    /// What is logged, as `RUST_LOG` takes it (`"info"`, `"info,moq_net=debug"`);
+    /// reloaded on SIGHUP. `RUST_LOG`, where set, wins. Unset: `"info"`.
+    pub filter: Option<String>,
 }
 
 /// `[server]`
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerSection {
     /// The UDP address for both bindings (raw QUIC and WebTransport).
@@ -135,7 +149,7 @@ impl ServerSection {
 }
 
 /// Which driver runs the relay's sockets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Driver {
     /// tokio's work-stealing pool, one socket: portable.
@@ -152,7 +166,7 @@ pub enum Driver {
 }
 
 /// `[tls]`: PEM files, or nothing for a self-signed certificate.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct TlsSection {
     /// The certificate chain, PEM, leaf first.
@@ -175,7 +189,7 @@ impl Default for TlsSection {
 }
 
 /// `[http]`
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpSection {
     /// The TCP address serving `/metrics` and `/certificate.sha256`; `None` means the
@@ -196,6 +210,12 @@ pub struct HttpSection {
     pub header_read_timeout_secs: u64,
     /// How long one HTTP connection may live, requests and idle time together, in seconds.
     pub connection_lifetime_secs: u64,
+    /// A second TCP address, for operators: `/metrics`, `/health`, `/ready`, `/cluster`
+    /// and `/debug/sessions` are served there, and the public port then serves only what
+    /// clients need (`/certificate.sha256`, `/health`, `/ready`, WebSocket and TLS
+    /// sessions, `web_root`). Unset: the public port serves them all but
+    /// `/debug/sessions`.
+    pub ops_bind: Option<SocketAddr>,
     /// A directory of static files served at `/` (a web page, such as the chat page
     /// `cargo xtask web` builds); `None` serves none.
     pub web_root: Option<PathBuf>,
@@ -208,6 +228,7 @@ impl Default for HttpSection {
     fn default() -> Self {
         Self {
             bind: None,
+            ops_bind: None,
             enabled: true,
             websocket: true,
             max_connections: 256,
@@ -219,21 +240,8 @@ impl Default for HttpSection {
     }
 }
 
-/// `[auth]`
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct AuthSection {
-    /// The key tokens are verified with: a JWK file (JSON, or base64url of the JSON), HMAC
-    /// (`oct`, HS256/384/512) or Ed25519 (`OKP`, EdDSA). Without one, every path is
-    /// public and tokens are not needed.
-    pub key: Option<PathBuf>,
-    /// Path prefixes anyone may publish and subscribe under without a token. Defaults to
-    /// everything when no key is set, and to nothing when one is.
-    pub public: Option<Vec<String>>,
-}
-
 /// `[limits]`
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsSection {
     /// The relay-wide memory budget, in bytes: payload of every group held (cached, queued
@@ -366,7 +374,7 @@ fn usable_memory() -> Option<u64> {
 const MIN_MESSAGE_BYTES: usize = 4096;
 
 /// `[shutdown]`
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ShutdownSection {
     /// After SIGTERM or SIGINT and GOAWAY to every session, how long sessions may take to
@@ -443,6 +451,11 @@ impl Config {
                 return invalid("tls.names", "a self-signed certificate needs a name");
             }
             _ => {}
+        }
+        if let Some(filter) = &self.log.filter {
+            if let Err(error) = tracing_subscriber::EnvFilter::try_new(filter) {
+                return invalid("log.filter", &error.to_string());
+            }
         }
         if self.http.max_connections == 0 {
             return invalid("http.max_connections", "must be at least 1");
@@ -560,15 +573,6 @@ impl Config {
     pub fn drain(&self) -> Duration {
         Duration::from_secs_f64(self.shutdown.drain_secs.max(0.0))
     }
-
-    /// The public prefixes in effect: the configured ones, or everything without a key.
-    pub fn public_prefixes(&self) -> Vec<String> {
-        match (&self.auth.public, &self.auth.key) {
-            (Some(public), _) => public.clone(),
-            (None, None) => vec![String::new()],
-            (None, Some(_)) => Vec::new(),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -597,8 +601,8 @@ mod tests {
         assert_eq!(config, Config::default());
         config.validate().unwrap();
         assert_eq!(
-            config.public_prefixes(),
-            [""],
+            config.auth.public_prefixes(),
+            crate::auth::Public::both(&[String::new()]),
             "no key: everything is public"
         );
     }
@@ -638,7 +642,10 @@ mod tests {
         assert_eq!(config.server.worker_count(), 2);
         assert_eq!(config.limits.max_sessions, 10);
         assert_eq!(config.limits.max_message_bytes, 8192);
-        assert_eq!(config.public_prefixes(), ["anon"]);
+        assert_eq!(
+            config.auth.public_prefixes(),
+            crate::auth::Public::both(&["anon".into()])
+        );
         assert_eq!(config.drain(), Duration::from_millis(1500));
     }
 
@@ -699,14 +706,7 @@ mod tests {
 
     #[test]
     fn the_example_file_parses_to_the_defaults() {
-        let text = include_str!("../relay.example.toml");
+        let text = include_str!("../../relay.example.toml");
         assert_eq!(Config::from_toml(text).unwrap(), Config::default());
-    }
-
-    #[test]
-    fn a_key_without_public_prefixes_makes_nothing_public() {
-        let mut config = Config::default();
-        config.auth.key = Some("root.jwk".into());
-        assert!(config.public_prefixes().is_empty());
     }
 }

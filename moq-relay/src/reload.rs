@@ -1,0 +1,246 @@
+//! Reloading a running relay's configuration: what changed, what took effect, and what
+//! waits for a restart.
+//!
+//! The reloadable parts are the ones read per client ([`crate::policy`]): `[auth]` (its key
+//! file read again even when its path is unchanged, so a rotation needs no edit of the
+//! configuration), the limits each new session starts with, `limits.max_sessions` and
+//! `max_pending_setup`, `shutdown.drain_secs`, and `log.filter` (applied by whoever owns the
+//! log subscriber: the binary). Everything else (addresses, the driver, the certificate
+//! settings, transport limits, the cluster) is reported as needing a restart, and the
+//! running value stays.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use moq_net::session::SessionConfig;
+
+use crate::config::{Config, ConfigError};
+use crate::gatekeeper::Gatekeeper;
+use crate::policy::Policy;
+
+/// The keys a reload applies (a key, or every key of a section ending in `.`).
+const RELOADABLE: &[&str] = &[
+    "auth.",
+    "limits.max_sessions",
+    "limits.max_subscriptions_per_session",
+    "limits.max_frame_size",
+    "limits.cache_groups_per_track",
+    "limits.cache_bytes_per_track",
+    "limits.max_message_bytes",
+    "limits.max_setup_bytes",
+    "limits.setup_timeout_secs",
+    "limits.max_announce_requests_per_session",
+    "limits.max_announces_per_session",
+    "limits.max_announce_path_bytes_per_session",
+    "limits.max_queued_groups_per_session",
+    "limits.max_group_bytes",
+    "limits.max_group_frames",
+    "limits.max_unfinished_group_bytes_per_session",
+    "limits.max_pending_setup",
+    "shutdown.drain_secs",
+    "log.filter",
+];
+
+/// A handle on a running relay for what may change while it runs: cloned freely, and
+/// usable from any thread.
+#[derive(Debug, Clone)]
+pub struct RelayHandle {
+    pub(crate) gatekeeper: Arc<Gatekeeper>,
+    /// What a session starts from apart from the reloadable limits (memory budget, hop
+    /// id).
+    pub(crate) base: SessionConfig,
+    /// The configuration in force.
+    pub(crate) applied: Arc<Mutex<Config>>,
+}
+
+/// What a reload did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reloaded {
+    /// The keys whose new values are in force (`auth.public_subscribe`, ...).
+    pub applied: Vec<String>,
+    /// The keys that changed but keep their running value until a restart.
+    pub need_restart: Vec<String>,
+    /// The verifying keys now in force, by id (`None` for a key without one).
+    pub keys: Vec<Option<String>>,
+}
+
+/// Why a reload changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The new configuration does not work.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The new key file could not be read or used.
+    #[error("auth.key: {0}")]
+    Auth(#[from] crate::auth::AuthError),
+}
+
+impl RelayHandle {
+    /// Puts `config`'s reloadable parts in force for the clients that come from now on
+    /// (sessions running keep what they began with), reading the key file again. A
+    /// configuration that does not validate, or a key file that does not load, changes
+    /// nothing and says why.
+    pub fn reload(&self, config: &Config) -> Result<Reloaded, ReloadError> {
+        config.validate()?;
+        let mut applied = self
+            .applied
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // What stays as it runs: the new file's values for what needs a restart are
+        // reported, not used.
+        let mut next = applied.clone();
+        next.auth = config.auth.clone();
+        next.limits = reloadable_limits(&applied, config);
+        next.shutdown = config.shutdown.clone();
+        next.log = config.log.clone();
+        let policy = Policy::new(&next, &self.base)?;
+        let keys = policy
+            .authorizer
+            .keys()
+            .ids()
+            .into_iter()
+            .map(|id| id.map(str::to_owned))
+            .collect();
+        self.gatekeeper.set_policy(policy);
+        let (applied_keys, need_restart) = changed_keys(&applied, config)
+            .into_iter()
+            .partition(|key| is_reloadable(key));
+        *applied = next;
+        Ok(Reloaded {
+            applied: applied_keys,
+            need_restart,
+            keys,
+        })
+    }
+
+    /// Whether the relay takes new clients now: not draining, and below
+    /// `limits.max_sessions`.
+    pub fn is_ready(&self) -> bool {
+        self.gatekeeper.is_ready()
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> Config {
+        self.applied
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+}
+
+/// `applied`'s limits with `config`'s reloadable ones.
+fn reloadable_limits(applied: &Config, config: &Config) -> crate::config::LimitsSection {
+    let new = &config.limits;
+    crate::config::LimitsSection {
+        max_sessions: new.max_sessions,
+        max_subscriptions_per_session: new.max_subscriptions_per_session,
+        max_frame_size: new.max_frame_size,
+        cache_groups_per_track: new.cache_groups_per_track,
+        cache_bytes_per_track: new.cache_bytes_per_track,
+        max_message_bytes: new.max_message_bytes,
+        max_setup_bytes: new.max_setup_bytes,
+        setup_timeout_secs: new.setup_timeout_secs,
+        max_announce_requests_per_session: new.max_announce_requests_per_session,
+        max_announces_per_session: new.max_announces_per_session,
+        max_announce_path_bytes_per_session: new.max_announce_path_bytes_per_session,
+        max_queued_groups_per_session: new.max_queued_groups_per_session,
+        max_group_bytes: new.max_group_bytes,
+        max_group_frames: new.max_group_frames,
+        max_unfinished_group_bytes_per_session: new.max_unfinished_group_bytes_per_session,
+        max_pending_setup: new.max_pending_setup,
+        ..applied.limits.clone()
+    }
+}
+
+fn is_reloadable(key: &str) -> bool {
+    RELOADABLE
+        .iter()
+        .any(|reloadable| match reloadable.strip_suffix('.') {
+            Some(section) => key
+                .strip_prefix(section)
+                .is_some_and(|rest| rest.starts_with('.')),
+            None => key == *reloadable,
+        })
+}
+
+/// The `section.key` names whose values differ between `old` and `new`.
+pub(crate) fn changed_keys(old: &Config, new: &Config) -> Vec<String> {
+    let (old, new) = (flatten(old), flatten(new));
+    let mut changed: Vec<String> = old
+        .iter()
+        .filter(|(key, value)| new.get(*key) != Some(value))
+        .map(|(key, _)| key.clone())
+        .collect();
+    changed.extend(new.keys().filter(|key| !old.contains_key(*key)).cloned());
+    changed.sort();
+    changed.dedup();
+    changed
+}
+
+/// Every value of `config` by its `section.key` name (a key left unset is absent).
+fn flatten(config: &Config) -> BTreeMap<String, toml::Value> {
+    let mut keys = BTreeMap::new();
+    let Ok(toml::Value::Table(sections)) = toml::Value::try_from(config) else {
+        return keys;
+    };
+    for (section, value) in sections {
+        match value {
+            toml::Value::Table(table) => {
+                for (key, value) in table {
+                    keys.insert(format!("{section}.{key}"), value);
+                }
+            }
+            value => {
+                keys.insert(section, value);
+            }
+        }
+    }
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_are_named_and_sorted_into_applied_and_restart() {
+        let old = Config::default();
+        let mut new = Config::default();
+        new.limits.max_sessions = 5;
+        new.limits.idle_timeout_secs = 99;
+        new.auth.public_subscribe = vec!["live".into()];
+        new.server.bind = "127.0.0.1:1".parse().unwrap();
+        new.log.filter = Some("debug".into());
+        let changed = changed_keys(&old, &new);
+        assert_eq!(
+            changed,
+            [
+                "auth.public_subscribe",
+                "limits.idle_timeout_secs",
+                "limits.max_sessions",
+                "log.filter",
+                "server.bind"
+            ]
+        );
+        let (applied, restart): (Vec<_>, Vec<_>) =
+            changed.into_iter().partition(|key| is_reloadable(key));
+        assert_eq!(
+            applied,
+            ["auth.public_subscribe", "limits.max_sessions", "log.filter"]
+        );
+        assert_eq!(restart, ["limits.idle_timeout_secs", "server.bind"]);
+        assert!(!is_reloadable("authx.key"));
+    }
+
+    #[test]
+    fn a_reload_keeps_what_needs_a_restart() {
+        let mut running = Config::default();
+        running.limits.max_sessions = 10;
+        let mut file = Config::default();
+        file.limits.max_sessions = 20;
+        file.limits.idle_timeout_secs = 5;
+        let limits = reloadable_limits(&running, &file);
+        assert_eq!(limits.max_sessions, 20);
+        assert_eq!(limits.idle_timeout_secs, running.limits.idle_timeout_secs);
+    }
+}

@@ -1,0 +1,224 @@
+//! What an operator does to a running relay, on real processes: rotate keys and change
+//! limits with SIGHUP while sessions carry on (and a broken file changes nothing), probe
+//! `/health` and `/ready` through a drain, stop it at once with a second signal, move the
+//! operator's routes to an ops listener, and configure it from the environment.
+#![allow(missing_docs)]
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{
+    PATIENCE, Relay, collect, finish, free_port, http_response, publish, subscribe, token, wait,
+};
+use moq_relay::auth::{Key, KeyAlgorithm};
+use nix::sys::signal::Signal;
+
+/// Waits until `path`'s text contains `needle` (a log line), failing with the text.
+fn wait_for_text(path: &Path, needle: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.contains(needle) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no {needle:?} in:\n{text}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether a `moq publish` with `jwt` at `room` is accepted (it connects and finishes).
+fn accepted(relay: &Relay, jwt: &str) -> bool {
+    let url = relay.url("moqt", &format!("room?jwt={jwt}"));
+    let mut command = relay.moq(&["publish", &url, "probe", "--linger", "0"]);
+    command.stdin(Stdio::null());
+    finish(command).status.success()
+}
+
+#[test]
+fn sighup_rotates_keys_and_a_broken_file_changes_nothing_while_sessions_carry_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (keys, config, log_path) = (
+        dir.path().join("keys.jwks"),
+        dir.path().join("relay.toml"),
+        dir.path().join("relay.log"),
+    );
+    let first = Key::generate(KeyAlgorithm::Hs256).unwrap().with_id("first");
+    let second = Key::generate(KeyAlgorithm::Eddsa)
+        .unwrap()
+        .with_id("second");
+    std::fs::write(&keys, common::key_set(&[&first])).unwrap();
+    let file = |extra: &str| {
+        format!(
+            "[auth]\nkey = {:?}\naudience = [{:?}]\n{extra}",
+            keys.display().to_string(),
+            common::AUDIENCE
+        )
+    };
+    std::fs::write(&config, file("")).unwrap();
+    let log = std::fs::File::create(&log_path).unwrap();
+    let relay = Relay::start_logging(
+        &["--config", config.to_str().unwrap()],
+        "moq_relay=info",
+        log,
+    );
+    let (first_token, second_token) = (
+        token(&first, "room", &[""], &[""], 3600),
+        token(&second, "room", &[""], &[""], 3600),
+    );
+    assert!(accepted(&relay, &first_token));
+    assert!(!accepted(&relay, &second_token), "a key not yet added");
+
+    // A session on the first key, live across the rotation.
+    let url = relay.url("moqt", &format!("room?jwt={first_token}"));
+    let reader = subscribe(&relay, &url, "news", 2);
+    let mut writer = publish(&relay, &url, "news", "before\n");
+
+    // Rotation, step 1: both keys.
+    std::fs::write(&keys, common::key_set(&[&first, &second])).unwrap();
+    relay.signal(Signal::SIGHUP);
+    wait_for_text(&log_path, "reloaded");
+    assert!(accepted(&relay, &second_token), "the new key");
+    assert!(
+        accepted(&relay, &first_token),
+        "the old key, still in the set"
+    );
+    // Step 2: the old key removed. New sessions with its tokens are refused; the live
+    // one carries on.
+    std::fs::write(&keys, common::key_set(&[&second])).unwrap();
+    std::fs::write(&config, file("[server]\nworkers = 3\n")).unwrap();
+    relay.signal(Signal::SIGHUP);
+    wait_for_text(&log_path, "in force only after a restart");
+    assert!(!accepted(&relay, &first_token), "the removed key");
+    assert!(accepted(&relay, &second_token));
+    writeln!(writer.stdin.as_mut().unwrap(), "after").unwrap();
+    let (ok, out, err) = collect(reader);
+    assert!(ok, "the session from before the rotation: {err}");
+    assert_eq!(out, "before\nafter\n");
+    let _ = collect(writer);
+
+    // A broken file and a broken key file: refused, and the relay keeps its keys.
+    std::fs::write(&config, file("[limits]\nmax_sessions = \"many\"\n")).unwrap();
+    relay.signal(Signal::SIGHUP);
+    wait_for_text(&log_path, "reload refused");
+    std::fs::write(&config, file("")).unwrap();
+    std::fs::write(&keys, "{ not a key").unwrap();
+    relay.signal(Signal::SIGHUP);
+    wait_for_text(&log_path, "auth.key");
+    assert!(accepted(&relay, &second_token), "the keys in force stay");
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert_eq!(
+        log.matches("reload refused").count(),
+        2,
+        "both refusals are logged:\n{log}"
+    );
+    assert!(
+        log.contains("server.workers"),
+        "the restart is named:\n{log}"
+    );
+}
+
+#[test]
+fn ready_turns_503_in_a_drain_the_relay_exits_on_its_own_and_a_second_sigterm_at_once() {
+    // A drain that ends on its own: /ready says so from its start.
+    let mut relay = Relay::start(&["--drain", "3"]);
+    assert!(http_response(relay.port, "/health").starts_with("HTTP/1.0 200"));
+    assert!(http_response(relay.port, "/ready").starts_with("HTTP/1.0 200"));
+    let mut writer = publish(&relay, &relay.url("moqt", "demo"), "live", "one\n");
+    relay.wait_for_metric("sessions", 1);
+    relay.signal(Signal::SIGTERM);
+    let deadline = Instant::now() + PATIENCE;
+    while !http_response(relay.port, "/ready").starts_with("HTTP/1.0 503") {
+        assert!(Instant::now() < deadline, "/ready never turned 503");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(http_response(relay.port, "/ready").contains("draining"));
+    let mut child = relay.child.take().unwrap();
+    let status = wait(&mut child, PATIENCE).expect("the drain ends on its own");
+    assert!(status.success(), "{status}");
+    let _ = collect(writer);
+
+    // At its session limit it is not ready; a second SIGTERM ends a long drain at once.
+    let mut relay = Relay::start(&["--drain", "600", "--max-sessions", "1"]);
+    writer = publish(&relay, &relay.url("moqt", "demo"), "live", "one\n");
+    relay.wait_for_metric("sessions", 1);
+    let full = http_response(relay.port, "/ready");
+    assert!(
+        full.starts_with("HTTP/1.0 503") && full.contains("max_sessions"),
+        "{full}"
+    );
+    relay.signal(Signal::SIGTERM);
+    let deadline = Instant::now() + PATIENCE;
+    while !http_response(relay.port, "/ready").contains("draining") {
+        assert!(Instant::now() < deadline, "the drain never began");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    relay.signal(Signal::SIGTERM);
+    let mut child = relay.child.take().unwrap();
+    let status = wait(&mut child, PATIENCE).expect("a second SIGTERM exits at once");
+    assert_eq!(status.code(), Some(143), "{status}");
+    let _ = collect(writer);
+}
+
+#[test]
+fn the_ops_listener_takes_the_operators_routes_and_the_environment_configures_the_relay() {
+    let ops_port = free_port();
+    let ops = format!("127.0.0.1:{ops_port}");
+    let relay = Relay::start_with_env(
+        free_port(),
+        &[],
+        &[("MOQ_OPS_BIND", &ops), ("MOQ_MAX_SESSIONS", "1")],
+        "error",
+        Stdio::inherit(),
+    );
+    let writer = publish(&relay, &relay.url("moqt", "demo"), "live", "one\n");
+    common::wait_for_metric_on(ops_port, "sessions", 1);
+
+    // The public port: what clients need, and the probes.
+    for (path, status) in [
+        ("/certificate.sha256", 200),
+        ("/health", 200),
+        ("/metrics", 404),
+        ("/cluster", 404),
+        ("/debug/sessions", 404),
+    ] {
+        let response = http_response(relay.port, path);
+        assert!(
+            response.starts_with(&format!("HTTP/1.0 {status}")),
+            "public {path}: {response}"
+        );
+    }
+    // The ops port: metrics with the process's figures, and the live sessions.
+    let metrics = http_response(ops_port, "/metrics");
+    for family in [
+        "\nprocess_cpu_seconds_total ",
+        "\nprocess_resident_memory_bytes ",
+        "\nprocess_open_fds ",
+        "\nprocess_start_time_seconds ",
+        "\nmoq_relay_build_info{version=\"",
+    ] {
+        assert!(metrics.contains(family), "{family} in {metrics}");
+    }
+    let sessions = http_response(ops_port, "/debug/sessions");
+    let body = sessions.split_once("\r\n\r\n").unwrap().1;
+    let sessions: serde_json::Value = serde_json::from_str(body).unwrap();
+    let session = &sessions.as_array().unwrap()[0];
+    assert_eq!(session["binding"], "quic", "{session}");
+    assert!(
+        session["peer"].as_str().unwrap().starts_with("127.0.0.1:"),
+        "{session}"
+    );
+    assert!(session["established"].as_bool().unwrap(), "{session}");
+    // MOQ_MAX_SESSIONS=1: full with one session, on both ports.
+    for port in [relay.port, ops_port] {
+        let ready = http_response(port, "/ready");
+        assert!(
+            ready.starts_with("HTTP/1.0 503") && ready.contains("max_sessions"),
+            "{ready}"
+        );
+    }
+    let _ = collect(writer);
+}
