@@ -25,6 +25,7 @@
 /// Token authorization (the `moq-auth` crate, re-exported under the name the relay
 /// has always given it).
 pub use moq_auth as auth;
+mod certificate_watch;
 pub mod cluster;
 pub mod config;
 pub mod driver;

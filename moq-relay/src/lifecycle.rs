@@ -48,6 +48,17 @@ fn configured_filter(config: &Config) -> EnvFilter {
     EnvFilter::try_new(text).unwrap_or_else(|_| EnvFilter::new("info"))
 }
 
+/// Writes the fingerprint of each certificate the relay puts in force to `path`.
+pub(crate) async fn rewrite_fingerprint(handle: RelayHandle, path: std::path::PathBuf) {
+    let mut fingerprints = handle.fingerprints();
+    while fingerprints.changed().await.is_ok() {
+        let fingerprint = *fingerprints.borrow_and_update();
+        if let Err(error) = std::fs::write(&path, fingerprint.to_string()) {
+            tracing::warn!(%error, path = %path.display(), "writing the new fingerprint");
+        }
+    }
+}
+
 /// Tells the service manager (systemd, `Type=notify`) that the relay is ready.
 pub(crate) fn notify_ready() {
     notify(&[sd_notify::NotifyState::Ready]);

@@ -176,7 +176,8 @@ struct ServeArgs {
     /// Seconds sessions get to leave after SIGTERM/SIGINT [default: 5].
     #[arg(long, value_name = "SECONDS", env = "MOQ_DRAIN")]
     drain: Option<f64>,
-    /// Write the certificate's fingerprint to this file once listening (for scripts).
+    /// Write the certificate's fingerprint to this file once listening (for scripts), and
+    /// again each time the certificate is replaced.
     #[arg(long, value_name = "FILE", env = "MOQ_FINGERPRINT_FILE")]
     fingerprint_file: Option<PathBuf>,
     /// This relay's hop id in a cluster: non-zero, below 2^53 [default: random].
@@ -298,6 +299,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         if let Some(path) = &args.fingerprint_file {
             std::fs::write(path, fingerprint.to_string())
                 .map_err(|e| format!("writing {}: {e}", path.display()))?;
+            tokio::spawn(lifecycle::rewrite_fingerprint(relay.handle(), path.clone()));
         }
         lifecycle::notify_ready();
         let stopped = lifecycle::until_stopped(relay.handle(), log, || configure(&args));

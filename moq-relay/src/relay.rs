@@ -11,11 +11,13 @@ use moq_net::model::{MemoryBudget, Origin};
 use moq_net::session::SessionConfig;
 use moq_runtime::admission::Admission;
 use moq_runtime::binding::Binding;
+use moq_runtime::certificates::Certificates;
 use moq_runtime::client::ClientConfig;
 use moq_runtime::server::ServerConfig;
 use moq_runtime::tls::{Certificate, Fingerprint};
 
 use crate::auth::AuthError;
+use crate::certificate_watch::CertificateFeed;
 use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::driver::{self, Listener};
@@ -94,7 +96,10 @@ pub struct Relay<L: Listener = driver::Server> {
     /// `limits.max_sessions_per_address`, which QMux clients count against here.
     max_sessions_per_address: usize,
     gatekeeper: Arc<Gatekeeper>,
-    fingerprint: Fingerprint,
+    /// The certificate every binding presents, replaceable while the relay runs.
+    certificates: Certificates,
+    /// `[tls]`: what keeps the certificate current.
+    tls: crate::config::TlsSection,
     handle: RelayHandle,
 }
 
@@ -113,9 +118,10 @@ impl Relay {
         config.validate()?;
         let certificate = match (&config.tls.cert, &config.tls.key) {
             (Some(cert), Some(key)) => Certificate::from_pem_files(cert, key)?,
-            _ => Certificate::self_signed(&config.tls.names)?,
+            _ => {
+                Certificate::self_signed_for(&config.tls.names, config.tls.self_signed_validity())?
+            }
         };
-        let fingerprint = certificate.fingerprint();
         let cluster_id = config.cluster.id.unwrap_or_else(origin_id);
         let memory = MemoryBudget::new(config.limits.memory_budget_bytes());
         tracing::info!(bytes = memory.limit(), "memory budget");
@@ -132,8 +138,9 @@ impl Relay {
             },
         );
         let policy = Policy::new(config, &session)?;
-        let mut server_config =
-            ServerConfig::new(config.server.bind, certificate.clone(), session.clone());
+        let mut server_config = ServerConfig::new(config.server.bind, certificate, session.clone());
+        let certificates = server_config.certificates.clone();
+        let feed = CertificateFeed::new(certificates.clone());
         server_config.udp.gso = config.server.gso;
         server_config.udp.gro = config.server.gro;
         server_config.udp.recv_batch = config.server.recv_batch;
@@ -203,8 +210,9 @@ impl Relay {
         let websocket = (config.http.enabled && config.http.websocket).then_some(qmux_config);
         let websocket = match websocket {
             Some(websocket) => {
-                let tls = moq_runtime::tcp_tls::server_context(&certificate, &websocket.versions)
-                    .map_err(RelayError::WebTls)?;
+                let tls =
+                    crate::web_qmux::WebTls::new(certificates.clone(), websocket.versions.clone())
+                        .map_err(RelayError::WebTls)?;
                 Some((websocket, tls))
             }
             None => None,
@@ -231,6 +239,7 @@ impl Relay {
         });
         let handle = RelayHandle {
             gatekeeper: gatekeeper.clone(),
+            certificates: feed,
             base: session,
             applied: Arc::new(std::sync::Mutex::new(config.clone())),
         };
@@ -242,7 +251,8 @@ impl Relay {
             tcp,
             max_sessions_per_address,
             gatekeeper,
-            fingerprint,
+            certificates,
+            tls: config.tls.clone(),
             handle,
         })
     }
@@ -264,9 +274,10 @@ impl<L: Listener> Relay<L> {
         self.ops.as_ref().and_then(|ops| ops.local_addr().ok())
     }
 
-    /// The certificate's SHA-256 fingerprint, for clients to pin.
+    /// The certificate's SHA-256 fingerprint, for clients to pin (the one in force now:
+    /// it changes when the certificate is replaced).
     pub fn fingerprint(&self) -> Fingerprint {
-        self.fingerprint
+        self.certificates.fingerprint()
     }
 
     /// A handle for what may change while the relay runs: [`RelayHandle::reload`] and
@@ -286,15 +297,9 @@ impl<L: Listener> Relay<L> {
     /// rest the same way and returns the failure: the process should exit non-zero, so
     /// that its supervisor starts a whole relay again.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), DriverFailed> {
-        let hex: String = self
-            .fingerprint
-            .0
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
         let shared = crate::http::routes::Shared {
             gatekeeper: self.gatekeeper.clone(),
-            fingerprint: hex,
+            certificates: self.certificates.clone(),
         };
         let websocket = self.qmux.take();
         let ops = self.ops.take();
@@ -308,6 +313,7 @@ impl<L: Listener> Relay<L> {
             }
             ops.spawn(crate::http::routes::operator(shared), None)
         });
+        let renewal = crate::certificate_watch::spawn(&self.tls, self.handle.certificates.clone());
         let tcp = self.tcp.take().map(|listener| {
             tracing::info!(address = %listener.local_addr(), "serving QMux on plain TCP (tcp://): trusted networks only");
             tokio::spawn(crate::tcp_qmux::serve(
@@ -338,8 +344,8 @@ impl<L: Listener> Relay<L> {
             tcp.abort();
         }
         self.drain().await;
-        for http in [http, ops].into_iter().flatten() {
-            http.abort();
+        for task in [http, ops, Some(renewal)].into_iter().flatten() {
+            task.abort();
         }
         if tokio::time::timeout(DRIVER_SHUTDOWN, self.server.shutdown())
             .await

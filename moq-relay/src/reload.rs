@@ -7,7 +7,7 @@
 //! `max_pending_setup`, `shutdown.drain_secs`, and `log.filter` (applied by whoever owns the
 //! log subscriber: the binary). Everything else (addresses, the driver, the certificate
 //! settings, transport limits, the cluster) is reported as needing a restart, and the
-//! running value stays.
+//! running value stays. The certificate files are read again too (their paths stay).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -46,6 +46,8 @@ const RELOADABLE: &[&str] = &[
 #[derive(Debug, Clone)]
 pub struct RelayHandle {
     pub(crate) gatekeeper: Arc<Gatekeeper>,
+    /// The certificate in force, and who hears of its changes.
+    pub(crate) certificates: crate::certificate_watch::CertificateFeed,
     /// What a session starts from apart from the reloadable limits (memory budget, hop
     /// id).
     pub(crate) base: SessionConfig,
@@ -94,6 +96,10 @@ impl RelayHandle {
         next.shutdown = config.shutdown.clone();
         next.log = config.log.clone();
         let policy = Policy::new(&next, &self.base)?;
+        // The certificate files at the paths in force (a new path needs a restart), read
+        // again where their directory could not be watched; a pair that does not load is
+        // logged and the certificate in force stays.
+        let _ = self.certificates.reload_files(&applied.tls);
         let keys = policy
             .authorizer
             .keys()
@@ -117,6 +123,12 @@ impl RelayHandle {
     /// `limits.max_sessions`.
     pub fn is_ready(&self) -> bool {
         self.gatekeeper.is_ready()
+    }
+
+    /// The fingerprint of the certificate in force, as it changes (a renewed certificate
+    /// file, a self-signed certificate made anew): for a fingerprint file to rewrite.
+    pub fn fingerprints(&self) -> tokio::sync::watch::Receiver<moq_runtime::tls::Fingerprint> {
+        self.certificates.subscribe()
     }
 
     /// The configuration in force.

@@ -31,7 +31,7 @@ pub(crate) struct QmuxService {
     pub(crate) gatekeeper: Arc<Gatekeeper>,
     pub(crate) config: QmuxServerConfig,
     /// The relay's certificate, and the ALPN choice between QMux and HTTP.
-    pub(crate) tls: boring::ssl::SslAcceptor,
+    pub(crate) tls: WebTls,
     /// Sessions per client address, within `limits.max_sessions_per_address` (0: no cap),
     /// as the QUIC endpoint counts its connections.
     pub(crate) per_address: Arc<PerAddress>,
@@ -41,6 +41,50 @@ pub(crate) struct QmuxService {
 impl std::fmt::Debug for QmuxService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("QmuxService").finish_non_exhaustive()
+    }
+}
+
+/// The web port's TLS context, rebuilt for the first handshake after the relay's
+/// certificate is replaced.
+pub(crate) struct WebTls {
+    certificates: moq_runtime::certificates::Certificates,
+    versions: Vec<moq_net::coding::Version>,
+    /// The context, and the certificates' generation it was built at.
+    current: std::sync::Mutex<(u64, Arc<boring::ssl::SslAcceptor>)>,
+}
+
+impl WebTls {
+    /// The context for `certificates`' current certificate, offering QMux for `versions`
+    /// and HTTP.
+    pub(crate) fn new(
+        certificates: moq_runtime::certificates::Certificates,
+        versions: Vec<moq_net::coding::Version>,
+    ) -> Result<Self, moq_runtime::quiche_config::ConfigError> {
+        let generation = certificates.generation();
+        let acceptor = tcp_tls::server_context(&certificates.current(), &versions)?;
+        Ok(Self {
+            certificates,
+            versions,
+            current: std::sync::Mutex::new((generation, Arc::new(acceptor))),
+        })
+    }
+
+    /// The context for the certificate in force (a certificate the TLS library refuses
+    /// leaves the old one, logged).
+    fn acceptor(&self) -> Arc<boring::ssl::SslAcceptor> {
+        let mut current = self
+            .current
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let generation = self.certificates.generation();
+        if current.0 != generation {
+            current.0 = generation;
+            match tcp_tls::server_context(&self.certificates.current(), &self.versions) {
+                Ok(acceptor) => current.1 = Arc::new(acceptor),
+                Err(error) => tracing::warn!(%error, "the web port keeps its old certificate"),
+            }
+        }
+        current.1.clone()
     }
 }
 
@@ -74,18 +118,22 @@ impl QmuxService {
             Ok(Ok(1)) => return Sorted::Plain(stream),
             _ => return Sorted::Gone,
         }
-        let stream =
-            match tokio::time::timeout(patience, tokio_boring::accept(&self.tls, stream)).await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(error)) => {
-                    tracing::debug!(%peer, %error, "TLS handshake on the web port failed");
-                    return Sorted::Gone;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "no TLS handshake on the web port in time");
-                    return Sorted::Gone;
-                }
-            };
+        let stream = match tokio::time::timeout(
+            patience,
+            tokio_boring::accept(&self.tls.acceptor(), stream),
+        )
+        .await
+        {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(error)) => {
+                tracing::debug!(%peer, %error, "TLS handshake on the web port failed");
+                return Sorted::Gone;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "no TLS handshake on the web port in time");
+                return Sorted::Gone;
+            }
+        };
         let Some(negotiated) = tcp_tls::negotiated(stream.ssl(), &self.config.versions) else {
             return Sorted::Tls(stream);
         };

@@ -222,3 +222,128 @@ fn the_ops_listener_takes_the_operators_routes_and_the_environment_configures_th
     }
     let _ = collect(writer);
 }
+
+/// The certificate served at `/certificate.sha256`, as hex.
+fn served_fingerprint(relay: &Relay) -> String {
+    relay.http_get("/certificate.sha256")
+}
+
+/// Whether a `moq publish` pinning `fingerprint` is accepted over raw QUIC.
+fn accepted_pinning(relay: &Relay, fingerprint: &str) -> bool {
+    let mut command = std::process::Command::new(common::moq_binary());
+    command
+        .args(["publish", "--fingerprint", fingerprint])
+        .args([&relay.url("moqt", "room"), "probe", "--linger", "0"])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null());
+    finish(command).status.success()
+}
+
+/// Waits until the relay serves `fingerprint` (hex) at `/certificate.sha256`.
+fn wait_for_fingerprint(relay: &Relay, fingerprint: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    while served_fingerprint(relay) != fingerprint {
+        assert!(
+            Instant::now() < deadline,
+            "the relay never served {fingerprint}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn hex(certificate: &moq_runtime::tls::Certificate) -> String {
+    certificate
+        .fingerprint()
+        .0
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+#[test]
+fn renewed_certificate_files_reach_new_clients_while_a_session_carries_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["localhost".to_owned(), "127.0.0.1".to_owned()];
+    let (chain, key) = (
+        dir.path().join("fullchain.pem"),
+        dir.path().join("privkey.pem"),
+    );
+    // As certbot and cert-manager do: new files written beside, then renamed over.
+    let install = |certificate: &moq_runtime::tls::Certificate| {
+        for (path, text) in [
+            (&chain, certificate.chain_pem()),
+            (&key, certificate.key_pem()),
+        ] {
+            let staged = path.with_extension("new");
+            std::fs::write(&staged, text).unwrap();
+            std::fs::rename(&staged, path).unwrap();
+        }
+    };
+    let first = moq_runtime::tls::Certificate::self_signed(&names).unwrap();
+    install(&first);
+    let log_path = dir.path().join("relay.log");
+    let relay = Relay::start_logging(
+        &[
+            "--tls-cert",
+            chain.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+        "moq_relay=info",
+        std::fs::File::create(&log_path).unwrap(),
+    );
+    assert_eq!(served_fingerprint(&relay), hex(&first));
+    let url = relay.url("moqt", "room");
+    let reader = subscribe(&relay, &url, "news", 2);
+    let mut writer = publish(&relay, &url, "news", "before\n");
+
+    let second = moq_runtime::tls::Certificate::self_signed(&names).unwrap();
+    install(&second);
+    wait_for_fingerprint(&relay, &hex(&second));
+    assert!(accepted_pinning(&relay, &second.fingerprint().to_string()));
+    assert!(
+        !accepted_pinning(&relay, &first.fingerprint().to_string()),
+        "the old one"
+    );
+    writeln!(writer.stdin.as_mut().unwrap(), "after").unwrap();
+    let (ok, out, err) = collect(reader);
+    assert!(ok, "the session from before the renewal: {err}");
+    assert_eq!(out, "before\nafter\n");
+    let _ = collect(writer);
+
+    // A broken renewal: logged, and the certificate in force stays.
+    std::fs::write(&key, "not a key").unwrap();
+    wait_for_text(&log_path, "the certificate in force stays");
+    assert_eq!(served_fingerprint(&relay), hex(&second));
+    assert!(accepted_pinning(&relay, &second.fingerprint().to_string()));
+}
+
+#[test]
+fn a_self_signed_certificate_is_made_anew_before_it_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("relay.toml");
+    std::fs::write(&config, "[tls]\nself_signed_validity_secs = 6\n").unwrap();
+    let relay = Relay::start(&["--config", config.to_str().unwrap()]);
+    let first = served_fingerprint(&relay);
+    // Renewed every 4.5 s: a client pins what is served, and tries again if a renewal
+    // came between its fetch and its handshake (a loaded machine).
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let served = served_fingerprint(&relay);
+        if served != first {
+            let pinned = moq_runtime::tls::Fingerprint::parse(&served)
+                .unwrap()
+                .to_string();
+            if accepted_pinning(&relay, &pinned) {
+                break;
+            }
+            assert_ne!(
+                served_fingerprint(&relay),
+                served,
+                "the new certificate refused"
+            );
+        }
+        assert!(Instant::now() < deadline, "no new certificate");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

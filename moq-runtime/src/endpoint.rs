@@ -175,6 +175,8 @@ pub struct EndpointCounters {
 /// The connections on one UDP port.
 pub struct Endpoint {
     config: quiche::Config,
+    /// Where a replaced certificate comes from, if the server has one that can change.
+    certificates: Option<crate::certificates::Watched>,
     local: SocketAddr,
     cids: CidGenerator,
     /// The admission policy and the counts it is judged by (shared with the server's
@@ -270,6 +272,7 @@ impl Endpoint {
     ) -> Self {
         Self {
             config,
+            certificates: None,
             local,
             cids: CidGenerator::new(worker),
             gate: Gate::new(
@@ -362,12 +365,6 @@ impl Endpoint {
             .fetch_add(datagrams as u64, Ordering::Relaxed);
         self.send_failures
             .record(error, destination, datagrams, self.local, now);
-    }
-
-    /// Admits server connections through `gate`: its policy (`max_connections`
-    /// included) and its counts, which the server's other endpoints may share.
-    pub fn set_gate(&mut self, gate: Gate) {
-        self.gate = gate;
     }
 
     /// Derives every stateless reset token from `key`, and answers a short-header packet

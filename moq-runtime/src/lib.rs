@@ -24,6 +24,7 @@
 
 pub mod admission;
 pub mod binding;
+pub mod certificates;
 pub mod cid;
 pub mod client;
 pub mod cores;

@@ -26,6 +26,7 @@ use moq_qmux::QmuxSession;
 
 use crate::admission::{Admission, Gate};
 use crate::binding::{Binding, BindingSession};
+use crate::certificates::Certificates;
 use crate::endpoint::Endpoint;
 use crate::quic::QuicConnection;
 use crate::quiche_config::{ConfigError, QuicLimits, server_config};
@@ -45,8 +46,9 @@ pub const REFUSAL_LINGER: Duration = Duration::from_secs(2);
 pub struct ServerConfig {
     /// The address to bind.
     pub bind: SocketAddr,
-    /// The certificate it presents.
-    pub certificate: Certificate,
+    /// The certificate it presents: replace it ([`Certificates::replace`]) while the
+    /// server runs and new handshakes get the new one.
+    pub certificates: Certificates,
     /// What every session serves and fills (a relay: both halves on one origin), unless
     /// the application accepts a request with a configuration of its own. Its `version`
     /// is replaced by each connection's negotiated one.
@@ -84,7 +86,7 @@ impl ServerConfig {
     pub fn new(bind: SocketAddr, certificate: Certificate, session: SessionConfig) -> Self {
         Self {
             bind,
-            certificate,
+            certificates: Certificates::new(certificate),
             session,
             versions: Version::DEFAULT_OFFER.to_vec(),
             admission: Admission::default(),
@@ -112,14 +114,19 @@ impl ServerConfig {
         gate: &Gate,
         now: Instant,
     ) -> Result<Endpoint, ConfigError> {
-        let quiche = server_config(&self.certificate, &self.limits, &self.versions)?;
+        let certificate = self.certificates.current();
+        let quiche = server_config(&certificate, &self.limits, &self.versions)?;
         let mut endpoint =
             Endpoint::new(quiche, local, worker, self.admission.max_connections, now);
+        let (limits, versions) = (self.limits.clone(), self.versions.clone());
+        endpoint.follow_certificates(self.certificates.clone(), move |certificate| {
+            server_config(certificate, &limits, &versions)
+        });
         endpoint.set_gate(gate.clone());
         endpoint.set_stateless_reset_key(
             self.stateless_reset_key
                 .clone()
-                .unwrap_or_else(|| StatelessResetKey::for_certificate(&self.certificate)),
+                .unwrap_or_else(|| StatelessResetKey::for_certificate(&certificate)),
         );
         Ok(endpoint)
     }

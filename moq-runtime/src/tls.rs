@@ -86,6 +86,12 @@ impl Certificate {
     /// A self-signed ECDSA P-256 certificate for `names` (DNS names or IP addresses),
     /// valid from now for [`SELF_SIGNED_VALIDITY`].
     pub fn self_signed(names: &[String]) -> Result<Self, TlsError> {
+        Self::self_signed_for(names, SELF_SIGNED_VALIDITY)
+    }
+
+    /// [`self_signed`](Self::self_signed), valid from now for `validity` (browsers refuse
+    /// to pin one valid for longer than [`SELF_SIGNED_VALIDITY`]).
+    pub fn self_signed_for(names: &[String], validity: Duration) -> Result<Self, TlsError> {
         let failed = |reason: String| TlsError::SelfSigned {
             names: names.to_vec(),
             reason,
@@ -95,7 +101,7 @@ impl Certificate {
         params.distinguished_name = DistinguishedName::new();
         let now = SystemTime::now();
         params.not_before = now.into();
-        params.not_after = (now + SELF_SIGNED_VALIDITY).into();
+        params.not_after = (now + validity).into();
         let key = KeyPair::generate().map_err(|e| failed(e.to_string()))?;
         let certificate = params
             .self_signed(&key)

@@ -175,6 +175,17 @@ pub struct TlsSection {
     pub key: Option<PathBuf>,
     /// The names a self-signed certificate is made for.
     pub names: Vec<String>,
+    /// How long a self-signed certificate is valid, in seconds: at most 14 days (1209600),
+    /// the most browsers accept for a pinned one. A new one is made a day (or a quarter
+    /// of this, if shorter) before it expires.
+    pub self_signed_validity_secs: u64,
+}
+
+impl TlsSection {
+    /// `self_signed_validity_secs` as a duration.
+    pub fn self_signed_validity(&self) -> Duration {
+        Duration::from_secs(self.self_signed_validity_secs)
+    }
 }
 
 impl Default for TlsSection {
@@ -184,6 +195,7 @@ impl Default for TlsSection {
             cert: None,
             key: None,
             names: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            self_signed_validity_secs: moq_runtime::tls::SELF_SIGNED_VALIDITY.as_secs(),
         }
     }
 }
@@ -451,6 +463,13 @@ impl Config {
                 return invalid("tls.names", "a self-signed certificate needs a name");
             }
             _ => {}
+        }
+        let most = moq_runtime::tls::SELF_SIGNED_VALIDITY.as_secs();
+        if !(1..=most).contains(&self.tls.self_signed_validity_secs) {
+            return invalid(
+                "tls.self_signed_validity_secs",
+                &format!("must be between 1 and {most} seconds (14 days)"),
+            );
         }
         if let Some(filter) = &self.log.filter {
             if let Err(error) = tracing_subscriber::EnvFilter::try_new(filter) {

@@ -17,8 +17,8 @@ use crate::gatekeeper::Gatekeeper;
 #[derive(Clone)]
 pub(crate) struct Shared {
     pub(crate) gatekeeper: Arc<Gatekeeper>,
-    /// The certificate's SHA-256, hex.
-    pub(crate) fingerprint: String,
+    /// The certificate in force, whose SHA-256 `/certificate.sha256` serves.
+    pub(crate) certificates: moq_runtime::certificates::Certificates,
 }
 
 /// The public port's routes: the certificate's fingerprint and the probes, with the
@@ -74,7 +74,13 @@ async fn certificate(State(shared): State<Shared>) -> impl IntoResponse {
             // Browsers on another origin (a web page served elsewhere) fetch it too.
             (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
         ],
-        shared.fingerprint,
+        shared
+            .certificates
+            .fingerprint()
+            .0
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect::<String>(),
     )
 }
 

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::{Endpoint, EndpointError, MAX_DATAGRAM, Transmit};
+use crate::admission::Gate;
 use crate::quic::QuicConnection;
 
 impl Endpoint {
@@ -81,6 +82,13 @@ impl Endpoint {
             None => self.reset_key.as_ref().map(|key| key.token(&scid)),
             Some(_) => None,
         };
+        if let Some(config) = self
+            .certificates
+            .as_mut()
+            .and_then(crate::certificates::Watched::refreshed)
+        {
+            self.config = config;
+        }
         self.config.set_stateless_reset_token(token);
         self.gate.begin_handshake()?;
         let conn = match quiche::accept(
@@ -102,5 +110,32 @@ impl Endpoint {
             entry.client = Some(from.ip());
         }
         Ok(Some(index))
+    }
+}
+
+impl Endpoint {
+    /// Admits server connections through `gate`: its policy (`max_connections`
+    /// included) and its counts, which the server's other endpoints may share.
+    pub fn set_gate(&mut self, gate: Gate) {
+        self.gate = gate;
+    }
+
+    /// New handshakes follow `certificates`: when it is replaced, the next handshake
+    /// first rebuilds this endpoint's QUIC configuration with `rebuild` (connections up
+    /// keep theirs). The configuration it has now is taken to hold the current one.
+    pub fn follow_certificates(
+        &mut self,
+        certificates: crate::certificates::Certificates,
+        rebuild: impl Fn(
+            &crate::tls::Certificate,
+        ) -> Result<quiche::Config, crate::quiche_config::ConfigError>
+        + Send
+        + 'static,
+    ) {
+        self.certificates = Some(crate::certificates::Watched {
+            generation: certificates.generation(),
+            certificates,
+            rebuild: Box::new(rebuild),
+        });
     }
 }
