@@ -104,6 +104,10 @@ struct ServeArgs {
     /// /debug/sessions move there, off the public port.
     #[arg(long, value_name = "ADDR", env = "MOQ_OPS_BIND")]
     ops_bind: Option<SocketAddr>,
+    /// A directory for a qlog of each QUIC connection (debug.qlog_dir); SSLKEYLOGFILE
+    /// names a TLS key log (debug.keylog_file).
+    #[arg(long, value_name = "DIR", env = "MOQ_QLOG_DIR")]
+    qlog_dir: Option<PathBuf>,
     /// Serve no HTTP at all.
     #[arg(long, env = "MOQ_NO_HTTP")]
     no_http: bool,
@@ -356,6 +360,12 @@ fn configure(args: &ServeArgs) -> Result<Config, String> {
     }
     if args.ops_bind.is_some() {
         config.http.ops_bind = args.ops_bind;
+    }
+    if args.qlog_dir.is_some() {
+        config.debug.qlog_dir = args.qlog_dir.clone();
+    }
+    if let Some(path) = std::env::var_os("SSLKEYLOGFILE").filter(|path| !path.is_empty()) {
+        config.debug.keylog_file = Some(path.into());
     }
     if args.no_websocket {
         config.http.websocket = false;

@@ -13,6 +13,7 @@ use moq_runtime::admission::Admission;
 use moq_runtime::binding::Binding;
 use moq_runtime::certificates::Certificates;
 use moq_runtime::client::ClientConfig;
+use moq_runtime::quic_trace::{KeyLog, QlogDir, QuicTrace};
 use moq_runtime::server::ServerConfig;
 use moq_runtime::tls::{Certificate, Fingerprint};
 
@@ -67,6 +68,16 @@ pub enum RelayError {
     OpsBind {
         /// The address.
         address: SocketAddr,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// A debugging file or directory could not be made.
+    #[error("{key} {path}: {source}")]
+    Debug {
+        /// The setting.
+        key: &'static str,
+        /// Its path.
+        path: std::path::PathBuf,
         /// What the system said.
         source: std::io::Error,
     },
@@ -139,6 +150,7 @@ impl Relay {
         );
         let policy = Policy::new(config, &session)?;
         let mut server_config = ServerConfig::new(config.server.bind, certificate, session.clone());
+        server_config.trace = quic_trace(&config.debug)?;
         let certificates = server_config.certificates.clone();
         let feed = CertificateFeed::new(certificates.clone());
         server_config.udp.gso = config.server.gso;
@@ -409,6 +421,31 @@ async fn close_all(sessions: &[moq_net::session::Session]) {
             break;
         }
     }
+}
+
+/// What `[debug]` asks to be traced of each QUIC connection.
+fn quic_trace(settings: &crate::config::DebugSection) -> Result<QuicTrace, RelayError> {
+    let mut trace = QuicTrace::default();
+    if let Some(dir) = &settings.qlog_dir {
+        let qlogs = QlogDir::new(dir, settings.qlog_max_files, settings.qlog_max_file_bytes)
+            .map_err(|source| RelayError::Debug {
+                key: "debug.qlog_dir",
+                path: dir.clone(),
+                source,
+            })?;
+        tracing::info!(dir = %dir.display(), max_files = settings.qlog_max_files, "a qlog of each QUIC connection");
+        trace.qlog = Some(Arc::new(qlogs));
+    }
+    if let Some(path) = &settings.keylog_file {
+        let keylog = KeyLog::open(path).map_err(|source| RelayError::Debug {
+            key: "debug.keylog_file",
+            path: path.clone(),
+            source,
+        })?;
+        tracing::warn!(path = %path.display(), "the TLS secrets of every QUIC connection are written to a key log: anyone who reads it can decrypt the traffic");
+        trace.keylog = Some(keylog);
+    }
+    Ok(trace)
 }
 
 /// The relay's driver failed while serving: see [`Relay::run`].

@@ -347,3 +347,60 @@ fn a_self_signed_certificate_is_made_anew_before_it_expires() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn each_connection_gets_a_qlog_that_parses_as_json_seq_and_the_key_log_its_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let (qlogs, keys) = (dir.path().join("qlog"), dir.path().join("keys.log"));
+    let relay = Relay::start_with_env(
+        free_port(),
+        &["--qlog-dir", qlogs.to_str().unwrap()],
+        &[("SSLKEYLOGFILE", keys.to_str().unwrap())],
+        "error",
+        Stdio::inherit(),
+    );
+    assert!(accepted(&relay, ""), "one session");
+    // The relay writes the file out as the connection goes, the rest when it is dropped.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let text = std::fs::read_dir(&qlogs)
+            .unwrap()
+            .filter_map(|entry| std::fs::read(entry.unwrap().path()).ok())
+            .next()
+            .unwrap_or_default();
+        // JSON-SEQ (RFC 7464): each record a record separator, a JSON text, a newline;
+        // the last one may still be on its way.
+        let records: Vec<serde_json::Value> = text
+            .split(|&byte| byte == 0x1e)
+            .filter_map(|record| serde_json::from_slice(record).ok())
+            .collect();
+        let complete = text
+            .split(|&byte| byte == 0x1e)
+            .filter(|r| !r.is_empty())
+            .count();
+        let names: Vec<&str> = records
+            .iter()
+            .skip(1)
+            .filter_map(|event| event["name"].as_str())
+            .collect();
+        if names.iter().any(|name| name.ends_with("packet_received"))
+            && names.iter().any(|name| name.ends_with("packet_sent"))
+        {
+            assert_eq!(
+                records[0]["serialization_format"], "JSON-SEQ",
+                "{}",
+                records[0]
+            );
+            assert!(records.len() + 1 >= complete, "every whole record parses");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no qlog events in {}: {names:?}",
+            qlogs.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let keys = std::fs::read_to_string(&keys).unwrap();
+    assert!(keys.contains("CLIENT_HANDSHAKE_TRAFFIC_SECRET "), "{keys}");
+}

@@ -177,6 +177,8 @@ pub struct Endpoint {
     config: quiche::Config,
     /// Where a replaced certificate comes from, if the server has one that can change.
     certificates: Option<crate::certificates::Watched>,
+    /// What is traced of each new server connection (qlog, TLS keys).
+    trace: crate::quic_trace::QuicTrace,
     local: SocketAddr,
     cids: CidGenerator,
     /// The admission policy and the counts it is judged by (shared with the server's
@@ -273,6 +275,7 @@ impl Endpoint {
         Self {
             config,
             certificates: None,
+            trace: Default::default(),
             local,
             cids: CidGenerator::new(worker),
             gate: Gate::new(

@@ -31,6 +31,7 @@ pub mod cores;
 pub mod endpoint;
 pub mod qmux;
 pub mod quic;
+pub mod quic_trace;
 pub mod quiche_config;
 pub mod reset;
 pub mod server;

@@ -29,6 +29,7 @@ use crate::binding::{Binding, BindingSession};
 use crate::certificates::Certificates;
 use crate::endpoint::Endpoint;
 use crate::quic::QuicConnection;
+use crate::quic_trace::QuicTrace;
 use crate::quiche_config::{ConfigError, QuicLimits, server_config};
 use crate::reset::StatelessResetKey;
 use crate::tls::Certificate;
@@ -75,6 +76,9 @@ pub struct ServerConfig {
     /// same certificate resets the connections it lost at once, at their peers' next
     /// packet.
     pub stateless_reset_key: Option<StatelessResetKey>,
+    /// What is traced of each connection: a qlog per connection, the TLS keys (both off
+    /// by default).
+    pub trace: QuicTrace,
 }
 
 impl ServerConfig {
@@ -95,6 +99,7 @@ impl ServerConfig {
             max_pending_handshakes: 1024,
             udp: UdpConfig::default(),
             stateless_reset_key: None,
+            trace: QuicTrace::default(),
         }
     }
 
@@ -115,13 +120,22 @@ impl ServerConfig {
         now: Instant,
     ) -> Result<Endpoint, ConfigError> {
         let certificate = self.certificates.current();
-        let quiche = server_config(&certificate, &self.limits, &self.versions)?;
+        let keylog = self.trace.keylog.is_some();
+        let build = {
+            let (limits, versions) = (self.limits.clone(), self.versions.clone());
+            move |certificate: &Certificate| {
+                let mut config = server_config(certificate, &limits, &versions)?;
+                if keylog {
+                    config.log_keys();
+                }
+                Ok(config)
+            }
+        };
+        let quiche = build(&certificate)?;
         let mut endpoint =
             Endpoint::new(quiche, local, worker, self.admission.max_connections, now);
-        let (limits, versions) = (self.limits.clone(), self.versions.clone());
-        endpoint.follow_certificates(self.certificates.clone(), move |certificate| {
-            server_config(certificate, &limits, &versions)
-        });
+        endpoint.follow_certificates(self.certificates.clone(), build);
+        endpoint.set_trace(self.trace.clone());
         endpoint.set_gate(gate.clone());
         endpoint.set_stateless_reset_key(
             self.stateless_reset_key

@@ -37,6 +37,37 @@ pub struct Config {
     pub cluster: ClusterSection,
     /// What it logs.
     pub log: LogSection,
+    /// Tracing connections for debugging.
+    pub debug: DebugSection,
+}
+
+/// `[debug]`: off unless set; read at start.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DebugSection {
+    /// A directory for a qlog of each QUIC connection (quiche's JSON-SEQ, `.sqlog`, for
+    /// qvis), created if missing.
+    pub qlog_dir: Option<PathBuf>,
+    /// The most qlog files kept: the oldest is deleted to make room for a new one.
+    pub qlog_max_files: usize,
+    /// The most bytes of one qlog file; the rest of the connection is not written.
+    pub qlog_max_file_bytes: u64,
+    /// A file the TLS secrets of every QUIC connection are appended to (NSS key log
+    /// format, for Wireshark to decrypt a capture); the binary also takes
+    /// `SSLKEYLOGFILE`. Anyone who reads it can decrypt the traffic: for debugging only.
+    pub keylog_file: Option<PathBuf>,
+}
+
+impl Default for DebugSection {
+    /// Nothing traced; 100 qlog files of at most 16 MiB once a directory is set.
+    fn default() -> Self {
+        Self {
+            qlog_dir: None,
+            qlog_max_files: 100,
+            qlog_max_file_bytes: 16 << 20,
+            keylog_file: None,
+        }
+    }
 }
 
 /// `[log]`
@@ -470,6 +501,9 @@ impl Config {
                 "tls.self_signed_validity_secs",
                 &format!("must be between 1 and {most} seconds (14 days)"),
             );
+        }
+        if self.debug.qlog_max_files == 0 {
+            return invalid("debug.qlog_max_files", "must be at least 1");
         }
         if let Some(filter) = &self.log.filter {
             if let Err(error) = tracing_subscriber::EnvFilter::try_new(filter) {

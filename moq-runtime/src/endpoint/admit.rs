@@ -91,7 +91,7 @@ impl Endpoint {
         }
         self.config.set_stateless_reset_token(token);
         self.gate.begin_handshake()?;
-        let conn = match quiche::accept(
+        let mut conn = match quiche::accept(
             &quiche::ConnectionId::from_ref(&scid),
             original.as_ref(),
             local,
@@ -104,6 +104,9 @@ impl Endpoint {
                 return Err(error.into());
             }
         };
+        if self.trace.is_enabled() {
+            self.trace.attach(&mut conn, "server");
+        }
         self.half_open += 1;
         let index = self.insert(QuicConnection::new(conn), cids, false, now);
         if let Some(entry) = self.connections[index].as_mut() {
@@ -118,6 +121,13 @@ impl Endpoint {
     /// included) and its counts, which the server's other endpoints may share.
     pub fn set_gate(&mut self, gate: Gate) {
         self.gate = gate;
+    }
+
+    /// Traces each new server connection as `trace` says (qlog, TLS keys). A key log
+    /// needs the endpoint's QUIC configuration made with keys logged
+    /// (`quiche::Config::log_keys`).
+    pub fn set_trace(&mut self, trace: crate::quic_trace::QuicTrace) {
+        self.trace = trace;
     }
 
     /// New handshakes follow `certificates`: when it is replaced, the next handshake
