@@ -134,14 +134,15 @@ impl Listener for Server {
     }
 
     fn failed(&self) -> impl Future<Output = String> + Send + 'static {
-        let uring = match self {
-            Self::Tokio(_) => None,
-            Self::Uring(server) => Some(server.failed()),
+        let (tokio, uring) = match self {
+            Self::Tokio(server) => (Some(server.failed()), None),
+            Self::Uring(server) => (None, Some(server.failed())),
         };
         async move {
-            match uring {
-                Some(failed) => failed.await.to_string(),
-                None => std::future::pending().await,
+            match (tokio, uring) {
+                (Some(failed), _) => failed.await,
+                (_, Some(failed)) => failed.await.to_string(),
+                _ => std::future::pending().await,
             }
         }
     }

@@ -118,6 +118,9 @@ pub struct Relay<L: Listener = driver::Server> {
 /// closed (their close frames going out) before it returns anyway.
 const DRIVER_SHUTDOWN: Duration = Duration::from_secs(2);
 
+/// How long a driver that stopped serving on its own gets to say why.
+const FAILURE_REPORT: Duration = Duration::from_secs(1);
+
 /// How long the sessions closed at the end of a drain get, all together, for their close
 /// frames to leave.
 const CLOSE_GRACE: Duration = Duration::from_millis(200);
@@ -338,11 +341,20 @@ impl<L: Listener> Relay<L> {
         // The driver admits clients through the gatekeeper until it stops, or until the
         // shutdown signal.
         let failed = self.server.failed();
+        tokio::pin!(failed);
         let mut failure = None;
         tokio::select! {
-            () = self.server.serve(self.gatekeeper.clone()) => {}
+            () = self.server.serve(self.gatekeeper.clone()) => {
+                // Nobody asked it to stop: a worker died (its reason may be a moment
+                // behind the end of its requests).
+                let reason = tokio::time::timeout(FAILURE_REPORT, &mut failed)
+                    .await
+                    .unwrap_or_else(|_| "the driver stopped serving".to_owned());
+                tracing::error!(%reason, "the driver failed: draining and stopping");
+                failure = Some(DriverFailed(reason));
+            }
             () = shutdown => {}
-            reason = failed => {
+            reason = &mut failed => {
                 tracing::error!(%reason, "the driver failed: draining and stopping");
                 failure = Some(DriverFailed(reason));
             }

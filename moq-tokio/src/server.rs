@@ -50,6 +50,28 @@ pub struct Server {
     requests: mpsc::UnboundedReceiver<Request>,
     /// Each closes when its worker (its endpoint task, or its thread) has ended.
     finished: Vec<oneshot::Receiver<()>>,
+    /// Why a worker died (a panic), once one has: its connections died with it.
+    failure: Failure,
+}
+
+/// Where a worker that died reports why.
+type Failure = Arc<tokio::sync::watch::Sender<Option<String>>>;
+
+/// Reports `ended` (a worker's endpoint task) to `failure` if it panicked.
+fn report(ended: Result<(), tokio::task::JoinError>, worker: usize, failure: &Failure) {
+    let Err(error) = ended else { return };
+    if !error.is_panic() {
+        return;
+    }
+    let payload = error.into_panic();
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_owned());
+    let reason = format!("worker {worker} panicked: {message}");
+    tracing::error!(%reason, "a worker died, and its connections with it");
+    failure.send_replace(Some(reason));
 }
 
 impl Server {
@@ -73,8 +95,10 @@ impl Server {
             config.udp.recv_batch,
         )?;
         let (done, finished) = oneshot::channel();
+        let failure = Failure::default();
+        let reporter = failure.clone();
         tokio::spawn(async move {
-            let _ = task.await;
+            report(task.await, 0, &reporter);
             drop(done);
         });
         tracing::info!(%local_addr, "serving (work-stealing)");
@@ -84,6 +108,7 @@ impl Server {
             counters,
             requests,
             finished: vec![finished],
+            failure,
         })
     }
 
@@ -109,6 +134,7 @@ impl Server {
             counters: Vec::with_capacity(workers),
             requests,
             finished: Vec::with_capacity(workers),
+            failure: Failure::default(),
         };
         for (index, socket) in sockets.into_iter().enumerate() {
             // `index` < MAX_WORKERS = 256.
@@ -124,6 +150,7 @@ impl Server {
                 acceptor: acceptor.clone(),
                 requests: requests_sender.clone(),
                 recv_batch: config.udp.recv_batch,
+                failure: server.failure.clone(),
             };
             std::thread::Builder::new()
                 .name(format!("moq-worker-{index}"))
@@ -136,6 +163,24 @@ impl Server {
         }
         tracing::info!(%local_addr, workers, "serving (thread per core)");
         Ok(server)
+    }
+
+    /// Resolves if a worker dies (a panic in its endpoint), with why: its connections
+    /// died with it, and the process should stop so that its supervisor starts it again.
+    /// Never resolves while the workers serve, nor when they end by
+    /// [`shutdown`](Self::shutdown).
+    pub fn failed(&self) -> impl std::future::Future<Output = String> + Send + 'static {
+        let mut failure = self.failure.subscribe();
+        async move {
+            loop {
+                if let Some(reason) = failure.borrow_and_update().clone() {
+                    return reason;
+                }
+                if failure.changed().await.is_err() {
+                    return std::future::pending().await;
+                }
+            }
+        }
     }
 
     /// The bound address (with the port the system chose, if it was 0).
@@ -198,6 +243,7 @@ struct Worker {
     acceptor: Acceptor,
     requests: mpsc::UnboundedSender<Request>,
     recv_batch: usize,
+    failure: Failure,
 }
 
 impl Worker {
@@ -233,7 +279,7 @@ impl Worker {
                 ) {
                     Ok((handle, task)) => {
                         let _ = ready.send(Ok(handle));
-                        let _ = task.await;
+                        report(task.await, self.index, &self.failure);
                     }
                     Err(error) => {
                         let _ = ready.send(Err(error));
