@@ -11,6 +11,7 @@ use moq_relay::config::Driver;
 use moq_relay::{Config, Relay};
 
 mod lifecycle;
+mod probe;
 
 /// A Media over QUIC relay: publishers and subscribers connect over raw QUIC
 /// (moqt://host:port/path) or WebTransport (https://host:port/path), both on one UDP port,
@@ -49,6 +50,19 @@ enum Command {
     /// Signs a token granting publish and subscribe rights under a root path. The client
     /// adds it to its URL: moqt://relay:4443/ROOT?jwt=TOKEN.
     Token(TokenArgs),
+    /// Asks a running relay's /health (or /ready) over HTTP and exits 0 if it answers 200:
+    /// a container's health check.
+    Health(HealthArgs),
+}
+
+#[derive(Debug, Args)]
+struct HealthArgs {
+    /// The relay's HTTP address (its port, or the ops listener's).
+    #[arg(default_value = "127.0.0.1:4443")]
+    address: String,
+    /// Ask /ready (taking new clients) instead of /health (alive).
+    #[arg(long)]
+    ready: bool,
 }
 
 /// Flags override the file's values.
@@ -266,6 +280,10 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => serve(*args),
         Some(Command::Key(args)) => key(args),
         Some(Command::Token(args)) => token(args),
+        Some(Command::Health(args)) => {
+            let path = if args.ready { "/ready" } else { "/health" };
+            probe::probe(&args.address, path).map(|_| ())
+        }
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -121,12 +121,23 @@ fn sighup_rotates_keys_and_a_broken_file_changes_nothing_while_sessions_carry_on
     );
 }
 
+/// Whether `moq-relay health` (with `--ready`) says the relay on `port` is well.
+fn health_probe(port: u16, ready: bool) -> bool {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_moq-relay"));
+    command.args(["health", &format!("127.0.0.1:{port}")]);
+    if ready {
+        command.arg("--ready");
+    }
+    finish(command).status.success()
+}
+
 #[test]
 fn ready_turns_503_in_a_drain_the_relay_exits_on_its_own_and_a_second_sigterm_at_once() {
     // A drain that ends on its own: /ready says so from its start.
     let mut relay = Relay::start(&["--drain", "3"]);
     assert!(http_response(relay.port, "/health").starts_with("HTTP/1.0 200"));
     assert!(http_response(relay.port, "/ready").starts_with("HTTP/1.0 200"));
+    assert!(health_probe(relay.port, true), "`moq-relay health --ready`");
     let mut writer = publish(&relay, &relay.url("moqt", "demo"), "live", "one\n");
     relay.wait_for_metric("sessions", 1);
     relay.signal(Signal::SIGTERM);
@@ -139,7 +150,9 @@ fn ready_turns_503_in_a_drain_the_relay_exits_on_its_own_and_a_second_sigterm_at
     let mut child = relay.child.take().unwrap();
     let status = wait(&mut child, PATIENCE).expect("the drain ends on its own");
     assert!(status.success(), "{status}");
-    let _ = collect(writer);
+    // Its relay gone, the publisher has nothing left to do.
+    let _ = writer.kill();
+    let _ = writer.wait();
 
     // At its session limit it is not ready; a second SIGTERM ends a long drain at once.
     let mut relay = Relay::start(&["--drain", "600", "--max-sessions", "1"]);
@@ -156,11 +169,15 @@ fn ready_turns_503_in_a_drain_the_relay_exits_on_its_own_and_a_second_sigterm_at
         assert!(Instant::now() < deadline, "the drain never began");
         std::thread::sleep(Duration::from_millis(20));
     }
+    assert!(health_probe(relay.port, false), "alive while draining");
+    assert!(!health_probe(relay.port, true), "not ready while draining");
     relay.signal(Signal::SIGTERM);
     let mut child = relay.child.take().unwrap();
     let status = wait(&mut child, PATIENCE).expect("a second SIGTERM exits at once");
     assert_eq!(status.code(), Some(143), "{status}");
-    let _ = collect(writer);
+    // Its relay gone, the publisher has nothing left to do.
+    let _ = writer.kill();
+    let _ = writer.wait();
 }
 
 #[test]
@@ -174,7 +191,7 @@ fn the_ops_listener_takes_the_operators_routes_and_the_environment_configures_th
         "error",
         Stdio::inherit(),
     );
-    let writer = publish(&relay, &relay.url("moqt", "demo"), "live", "one\n");
+    let mut writer = publish(&relay, &relay.url("moqt", "demo"), "live", "one\n");
     common::wait_for_metric_on(ops_port, "sessions", 1);
 
     // The public port: what clients need, and the probes.
@@ -220,7 +237,9 @@ fn the_ops_listener_takes_the_operators_routes_and_the_environment_configures_th
             "{ready}"
         );
     }
-    let _ = collect(writer);
+    // No one subscribed: the publisher would wait for a reader.
+    let _ = writer.kill();
+    let _ = writer.wait();
 }
 
 /// The certificate served at `/certificate.sha256`, as hex.

@@ -757,6 +757,19 @@ mod tests {
         config.validate().unwrap();
     }
 
+    /// The configurations packaging/ ships with the Dockerfile and the systemd unit.
+    #[test]
+    fn the_packaged_configurations_parse_and_validate() {
+        for text in [
+            include_str!("../../../packaging/docker/relay.toml"),
+            include_str!("../../../packaging/systemd/relay.toml"),
+        ] {
+            let config = Config::from_toml(text).unwrap();
+            config.validate().unwrap();
+            assert!(config.http.ops_bind.is_some());
+        }
+    }
+
     #[test]
     fn the_example_file_parses_to_the_defaults() {
         let text = include_str!("../../relay.example.toml");
