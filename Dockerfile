@@ -3,16 +3,16 @@
 #   docker run --rm -p 4443:4443/udp -p 4443:4443/tcp moq-relay
 #
 # Built in two stages: the first compiles a release `moq-relay` (quiche's BoringSSL needs
-# cmake and clang), the second is Debian slim with the binary, run as an unprivileged user.
+# cmake, clang and git), the second is Debian slim with the binary, run as an unprivileged user.
 # The base images are arguments, for builders that use a mirror.
-# Set the UDP buffer sysctls on the host (they are not per container): README, "Running
+# Set the UDP buffer sysctls on the host (they are not per container): README, "Operating
 # the relay".
 ARG BUILDER=docker.io/library/rust:1-bookworm
 ARG RUNTIME=docker.io/library/debian:bookworm-slim
 
 FROM ${BUILDER} AS build
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends cmake clang libclang-dev \
+    && apt-get install -y --no-install-recommends cmake clang libclang-dev git \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

@@ -115,7 +115,7 @@ async fn watch_files(tls: TlsSection, cert: PathBuf, key: PathBuf, feed: Certifi
 }
 
 /// The directory a file's changes show in.
-fn parent(file: &Path) -> &Path {
+pub(crate) fn parent(file: &Path) -> &Path {
     match file.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),

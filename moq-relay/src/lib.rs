@@ -31,6 +31,7 @@ pub mod config;
 pub mod driver;
 pub mod gatekeeper;
 mod http;
+mod key_source;
 pub mod metrics;
 mod per_address;
 mod policy;

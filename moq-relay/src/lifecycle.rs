@@ -96,7 +96,7 @@ pub(crate) async fn until_stopped(
                 tracing::info!("SIGINT: draining (a second SIGTERM or SIGINT exits at once)");
                 break;
             }
-            _ = hup.recv() => reload(&handle, &log, &configure),
+            _ = hup.recv() => reload(&handle, &log, &configure).await,
         }
     }
     notify(&[sd_notify::NotifyState::Stopping]);
@@ -117,7 +117,11 @@ async fn exit_on_second(mut term: Signal, mut int: Signal) {
 }
 
 /// Reads the configuration again and puts its reloadable parts in force.
-fn reload(handle: &RelayHandle, log: &LogFilter, configure: &impl Fn() -> Result<Config, String>) {
+async fn reload(
+    handle: &RelayHandle,
+    log: &LogFilter,
+    configure: &impl Fn() -> Result<Config, String>,
+) {
     tracing::info!("SIGHUP: reloading the configuration");
     notify(&[
         sd_notify::NotifyState::Reloading,
@@ -131,6 +135,7 @@ fn reload(handle: &RelayHandle, log: &LogFilter, configure: &impl Fn() -> Result
             return;
         }
     };
+    handle.prefetch(&config).await;
     match handle.reload(&config) {
         Ok(reloaded) => {
             if reloaded.applied.iter().any(|key| key == "log.filter") {

@@ -139,6 +139,10 @@ struct ServeArgs {
     /// (reread on SIGHUP); without one, everything is public.
     #[arg(long, value_name = "FILE", env = "MOQ_AUTH_KEY")]
     auth_key: Option<PathBuf>,
+    /// A URL serving the JWK Set tokens are checked with (an identity provider's JWKS),
+    /// instead of --auth-key: fetched at start, every auth.key_refresh_secs and on SIGHUP.
+    #[arg(long, value_name = "URL", env = "MOQ_AUTH_KEY_URL")]
+    auth_key_url: Option<String>,
     /// A path prefix anyone may use without a token (repeatable; "" for everything).
     #[arg(
         long,
@@ -399,6 +403,9 @@ fn configure(args: &ServeArgs) -> Result<Config, String> {
     }
     if args.auth_key.is_some() {
         config.auth.key = args.auth_key.clone();
+    }
+    if args.auth_key_url.is_some() {
+        config.auth.key_url = args.auth_key_url.clone();
     }
     if !args.auth_public.is_empty() {
         config.auth.public = Some(args.auth_public.clone());

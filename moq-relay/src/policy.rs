@@ -28,11 +28,16 @@ pub(crate) struct Policy {
 
 impl Policy {
     /// The policy `config` describes, over `base` (the settings a reload cannot change:
-    /// the memory budget, the hop id, route trust): the key file is read now, so a bad
-    /// one fails here and the policy in force stays.
-    pub(crate) fn new(config: &Config, base: &SessionConfig) -> Result<Self, AuthError> {
+    /// the memory budget, the hop id, route trust): the key file is read now (or the set
+    /// `fetched_keys` from `auth.key_url` parsed), so a bad one fails here and the policy
+    /// in force stays.
+    pub(crate) fn new(
+        config: &Config,
+        base: &SessionConfig,
+        fetched_keys: Option<&str>,
+    ) -> Result<Self, AuthError> {
         Ok(Self {
-            authorizer: Arc::new(config.auth.authorizer()?),
+            authorizer: Arc::new(config.auth.authorizer(fetched_keys)?),
             session: session_limits(&config.limits, base.clone()),
             max_sessions: config.limits.max_sessions,
             max_pending_setup: config.limits.max_pending_setup,

@@ -44,6 +44,9 @@ pub enum RelayError {
     /// The auth key could not be loaded.
     #[error("auth.key: {0}")]
     Auth(#[from] AuthError),
+    /// The JWK Set at `auth.key_url` could not be fetched.
+    #[error("auth.key_url: {0}")]
+    KeyUrl(String),
     /// The UDP port could not be bound, or the driver could not start.
     #[error("server.bind: {0}")]
     Bind(driver::BindError),
@@ -151,7 +154,15 @@ impl Relay {
                 ..SessionConfig::default()
             },
         );
-        let policy = Policy::new(config, &session)?;
+        let fetched_keys = match &config.auth.key_url {
+            Some(url) => Some(
+                crate::key_source::fetch(url)
+                    .await
+                    .map_err(RelayError::KeyUrl)?,
+            ),
+            None => None,
+        };
+        let policy = Policy::new(config, &session, fetched_keys.as_deref())?;
         let mut server_config = ServerConfig::new(config.server.bind, certificate, session.clone());
         server_config.trace = quic_trace(&config.debug)?;
         let certificates = server_config.certificates.clone();
@@ -257,6 +268,8 @@ impl Relay {
             certificates: feed,
             base: session,
             applied: Arc::new(std::sync::Mutex::new(config.clone())),
+            fetched_keys: Arc::new(std::sync::Mutex::new(fetched_keys)),
+            reloads: Arc::new(tokio::sync::watch::channel(0).0),
         };
         Ok(Self {
             server,
@@ -329,6 +342,7 @@ impl<L: Listener> Relay<L> {
             ops.spawn(crate::http::routes::operator(shared), None)
         });
         let renewal = crate::certificate_watch::spawn(&self.tls, self.handle.certificates.clone());
+        let keys = tokio::spawn(crate::key_source::follow(self.handle.clone()));
         let tcp = self.tcp.take().map(|listener| {
             tracing::info!(address = %listener.local_addr(), "serving QMux on plain TCP (tcp://): trusted networks only");
             tokio::spawn(crate::tcp_qmux::serve(
@@ -368,7 +382,7 @@ impl<L: Listener> Relay<L> {
             tcp.abort();
         }
         self.drain().await;
-        for task in [http, ops, Some(renewal)].into_iter().flatten() {
+        for task in [http, ops, Some(renewal), Some(keys)].into_iter().flatten() {
             task.abort();
         }
         if tokio::time::timeout(DRIVER_SHUTDOWN, self.server.shutdown())

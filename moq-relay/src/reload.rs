@@ -53,6 +53,10 @@ pub struct RelayHandle {
     pub(crate) base: SessionConfig,
     /// The configuration in force.
     pub(crate) applied: Arc<Mutex<Config>>,
+    /// The JWK Set last fetched from `auth.key_url`.
+    pub(crate) fetched_keys: Arc<Mutex<Option<String>>>,
+    /// Bumped by each reload that took effect: the key source follows the configuration.
+    pub(crate) reloads: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 /// What a reload did.
@@ -95,7 +99,7 @@ impl RelayHandle {
         next.limits = reloadable_limits(&applied, config);
         next.shutdown = config.shutdown.clone();
         next.log = config.log.clone();
-        let policy = Policy::new(&next, &self.base)?;
+        let policy = Policy::new(&next, &self.base, self.fetched_keys().as_deref())?;
         // The certificate files at the paths in force (a new path needs a restart), read
         // again where their directory could not be watched; a pair that does not load is
         // logged and the certificate in force stays.
@@ -112,11 +116,67 @@ impl RelayHandle {
             .into_iter()
             .partition(|key| is_reloadable(key));
         *applied = next;
+        self.reloads.send_modify(|count| *count += 1);
         Ok(Reloaded {
             applied: applied_keys,
             need_restart,
             keys,
         })
+    }
+
+    /// Fetches what a reload of `config` needs beforehand: the JWK Set at `auth.key_url`,
+    /// if it names one. A fetch that fails is logged, and the reload uses the set fetched
+    /// before (or fails, if there is none).
+    pub async fn prefetch(&self, config: &Config) {
+        if let Some(url) = &config.auth.key_url {
+            match crate::key_source::fetch(url).await {
+                Ok(text) => *self.lock_fetched() = Some(text),
+                Err(error) => tracing::warn!(%error, "fetching auth.key_url"),
+            }
+        }
+    }
+
+    /// Puts a JWK Set fetched from `auth.key_url` in force, if it differs from the last.
+    pub(crate) fn set_fetched_keys(&self, text: String) {
+        {
+            let mut fetched = self.lock_fetched();
+            if fetched.as_deref() == Some(text.as_str()) {
+                return;
+            }
+            *fetched = Some(text);
+        }
+        self.refresh_keys();
+    }
+
+    /// Rebuilds the policy in force with its keys read again (the key file, or the set last
+    /// fetched); keys that do not load are logged and the ones in force stay.
+    pub(crate) fn refresh_keys(&self) {
+        let applied = self.config();
+        match Policy::new(&applied, &self.base, self.fetched_keys().as_deref()) {
+            Ok(policy) => {
+                let keys = policy.authorizer.keys().ids();
+                tracing::info!(?keys, "the token keys were read again");
+                self.gatekeeper.set_policy(policy);
+            }
+            Err(error) => {
+                tracing::warn!(%error, "the new token keys do not load; the keys in force stay");
+            }
+        }
+    }
+
+    /// Ticks at each reload that took effect.
+    pub(crate) fn reloads(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.reloads.subscribe()
+    }
+
+    fn fetched_keys(&self) -> Option<String> {
+        self.lock_fetched().clone()
+    }
+
+    fn lock_fetched(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.fetched_keys
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Whether the relay takes new clients now: not draining, and below

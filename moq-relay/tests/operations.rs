@@ -30,6 +30,27 @@ fn wait_for_text(path: &Path, needle: &str) {
     }
 }
 
+/// Waits until `path` holds more than `seen` lines containing `needle`.
+fn wait_for_another(path: &Path, needle: &str, seen: usize) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.matches(needle).count() > seen {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no new {needle:?} in:\n{text}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// How many lines of `path` contain `needle`.
+fn count_in(path: &Path, needle: &str) -> usize {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .matches(needle)
+        .count()
+}
+
 /// Whether a `moq publish` with `jwt` at `room` is accepted (it connects and finishes).
 fn accepted(relay: &Relay, jwt: &str) -> bool {
     let url = relay.url("moqt", &format!("room?jwt={jwt}"));
@@ -99,6 +120,20 @@ fn sighup_rotates_keys_and_a_broken_file_changes_nothing_while_sessions_carry_on
     assert!(ok, "the session from before the rotation: {err}");
     assert_eq!(out, "before\nafter\n");
     let _ = collect(writer);
+
+    // The key file is watched: a new set is in force without a SIGHUP.
+    let third = Key::generate(KeyAlgorithm::Hs256).unwrap().with_id("third");
+    let third_token = token(&third, "room", &[""], &[""], 3600);
+    // Settled first: the writes above may still be echoing in the watch.
+    std::thread::sleep(Duration::from_millis(500));
+    let read = count_in(&log_path, "the token keys were read again");
+    std::fs::write(&keys, common::key_set(&[&second, &third])).unwrap();
+    wait_for_another(&log_path, "the token keys were read again", read);
+    let deadline = Instant::now() + PATIENCE;
+    while !accepted(&relay, &third_token) {
+        assert!(Instant::now() < deadline, "the watched key file's new key");
+    }
+    std::fs::write(&keys, common::key_set(&[&second])).unwrap();
 
     // A broken file and a broken key file: refused, and the relay keeps its keys.
     std::fs::write(&config, file("[limits]\nmax_sessions = \"many\"\n")).unwrap();
@@ -422,4 +457,68 @@ fn each_connection_gets_a_qlog_that_parses_as_json_seq_and_the_key_log_its_secre
     }
     let keys = std::fs::read_to_string(&keys).unwrap();
     assert!(keys.contains("CLIENT_HANDSHAKE_TRAFFIC_SECRET "), "{keys}");
+}
+
+/// A JWK Set served over HTTP from a thread: what `/jwks` answers is `served`'s text.
+fn serve_key_set(served: std::sync::Arc<std::sync::Mutex<String>>) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = [0u8; 4096];
+            let _ = std::io::Read::read(&mut stream, &mut request);
+            let body = served.lock().unwrap().clone();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn keys_at_a_url_are_fetched_and_fetched_again() {
+    let first = Key::generate(KeyAlgorithm::Hs256).unwrap().with_id("first");
+    let second = Key::generate(KeyAlgorithm::Eddsa)
+        .unwrap()
+        .with_id("second");
+    let served = std::sync::Arc::new(std::sync::Mutex::new(common::key_set(&[&first])));
+    let port = serve_key_set(served.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("relay.toml");
+    std::fs::write(
+        &config,
+        format!("[auth]\nkey_url = \"http://127.0.0.1:{port}/jwks\"\nkey_refresh_secs = 1\n"),
+    )
+    .unwrap();
+    let log_path = dir.path().join("relay.log");
+    let relay = Relay::start_logging(
+        &["--config", config.to_str().unwrap()],
+        "moq_relay=info",
+        std::fs::File::create(&log_path).unwrap(),
+    );
+    let audience_free = |key: &Key| {
+        let claims = moq_relay::auth::Claims {
+            root: "room".into(),
+            publish: vec![String::new()],
+            ..Default::default()
+        };
+        key.sign(&claims).unwrap()
+    };
+    assert!(accepted(&relay, &audience_free(&first)));
+    assert!(!accepted(&relay, &audience_free(&second)));
+    *served.lock().unwrap() = common::key_set(&[&second]);
+    wait_for_text(&log_path, "the token keys were read again");
+    assert!(accepted(&relay, &audience_free(&second)));
+    assert!(
+        !accepted(&relay, &audience_free(&first)),
+        "the key the URL no longer serves"
+    );
+    // A URL that stops answering keeps the keys in force.
+    *served.lock().unwrap() = "{ broken".to_owned();
+    wait_for_text(&log_path, "the keys in force stay");
+    assert!(accepted(&relay, &audience_free(&second)));
 }

@@ -502,6 +502,7 @@ impl Config {
                 &format!("must be between 1 and {most} seconds (14 days)"),
             );
         }
+        self.auth.validate()?;
         if self.debug.qlog_max_files == 0 {
             return invalid("debug.qlog_max_files", "must be at least 1");
         }

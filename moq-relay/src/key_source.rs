@@ -1,0 +1,163 @@
+//! Where the relay's token keys come from while it runs, besides a SIGHUP: the key file,
+//! watched like the certificate files (its directory, so renames and symlink swaps count),
+//! or a JWK Set at a URL (`auth.key_url`, an identity provider's JWKS endpoint), fetched at
+//! start and every `auth.key_refresh_secs`. A set that does not load is logged and the keys
+//! in force stay.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Limited};
+use notify::Watcher;
+
+use crate::reload::RelayHandle;
+
+/// The most bytes of a JWK Set fetched.
+const MAX_JWKS_BYTES: usize = 1 << 20;
+
+/// How long one fetch may take, connection and TLS included.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long after a change in the key file's directory it is read.
+const SETTLE: Duration = Duration::from_millis(250);
+
+/// Fetches the text at `url` (`https://`, or `http://` for a sidecar on a trusted
+/// network), which must answer 200 within 10 s and 1 MiB.
+pub(crate) async fn fetch(url: &str) -> Result<String, String> {
+    tokio::time::timeout(FETCH_TIMEOUT, fetch_now(url))
+        .await
+        .map_err(|_| format!("{url}: no answer within {FETCH_TIMEOUT:?}"))?
+}
+
+async fn fetch_now(url: &str) -> Result<String, String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
+    let host = parsed
+        .host_str()
+        .ok_or_else(|| format!("{url}: no host"))?
+        .to_owned();
+    let port = parsed
+        .port_or_known_default()
+        .ok_or_else(|| format!("{url}: no port"))?;
+    let stream = tokio::net::TcpStream::connect((host.trim_matches(['[', ']']), port))
+        .await
+        .map_err(|e| format!("connecting to {host}:{port}: {e}"))?;
+    let path = match parsed.query() {
+        Some(query) => format!("{}?{query}", parsed.path()),
+        None => parsed.path().to_owned(),
+    };
+    match parsed.scheme() {
+        "http" => get(stream, &host, &path).await,
+        "https" => {
+            let mut connector = boring::ssl::SslConnector::builder(boring::ssl::SslMethod::tls())
+                .map_err(|e| e.to_string())?;
+            connector
+                .set_default_verify_paths()
+                .map_err(|e| e.to_string())?;
+            let config = connector.build().configure().map_err(|e| e.to_string())?;
+            let stream = tokio_boring::connect(config, &host, stream)
+                .await
+                .map_err(|e| format!("TLS with {host}: {e}"))?;
+            get(stream, &host, &path).await
+        }
+        other => Err(format!("{url}: the scheme {other:?} is not http or https")),
+    }
+}
+
+/// GET `path` over `io` (HTTP/1.1), the body as text.
+async fn get<I>(io: I, host: &str, path: &str) -> Result<String, String>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io))
+            .await
+            .map_err(|e| e.to_string())?;
+    let connection = tokio::spawn(connection);
+    let request = hyper::Request::get(path)
+        .header(hyper::header::HOST, host)
+        .header(hyper::header::ACCEPT, "application/json")
+        .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+        .map_err(|e| e.to_string())?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status();
+    let body = Limited::new(response.into_body(), MAX_JWKS_BYTES)
+        .collect()
+        .await
+        .map_err(|e| format!("reading the answer: {e}"))?
+        .to_bytes();
+    connection.abort();
+    if !status.is_success() {
+        return Err(format!("{host}{path} answered {status}"));
+    }
+    String::from_utf8(body.to_vec()).map_err(|_| "the answer is not UTF-8".to_owned())
+}
+
+/// Keeps the keys current: watches `auth.key`'s directory, or fetches `auth.key_url`
+/// every `auth.key_refresh_secs`, whichever the configuration in force names (a reload may
+/// change it). Ends when aborted.
+pub(crate) async fn follow(handle: RelayHandle) {
+    loop {
+        let auth = handle.config().auth;
+        let mut reloads = handle.reloads();
+        match (auth.key, auth.key_url) {
+            (Some(path), _) => {
+                tokio::select! {
+                    () = watch_file(&handle, path) => {}
+                    _ = reloads.changed() => {}
+                }
+            }
+            (None, Some(url)) => {
+                let every = Duration::from_secs(auth.key_refresh_secs);
+                tokio::select! {
+                    () = tokio::time::sleep(every) => refresh_url(&handle, &url).await,
+                    // A reload with a URL fetches at once (it may be a new one).
+                    _ = reloads.changed() => refresh_url(&handle, &url).await,
+                }
+            }
+            (None, None) => {
+                let _ = reloads.changed().await;
+            }
+        }
+    }
+}
+
+/// Fetches `url` and puts its keys in force if they load.
+pub(crate) async fn refresh_url(handle: &RelayHandle, url: &str) {
+    match fetch(url).await {
+        Ok(text) => handle.set_fetched_keys(text),
+        Err(error) => {
+            tracing::warn!(%error, "fetching auth.key_url; the keys in force stay");
+        }
+    }
+}
+
+/// Rereads the keys after each change in `path`'s directory, until the watch fails.
+async fn watch_file(handle: &RelayHandle, path: PathBuf) {
+    let (events, mut changes) = tokio::sync::mpsc::unbounded_channel();
+    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok() {
+            let _ = events.send(());
+        }
+    });
+    let directory = crate::certificate_watch::parent(&path).to_owned();
+    let watching = watcher.and_then(|mut watcher| {
+        watcher
+            .watch(&directory, notify::RecursiveMode::NonRecursive)
+            .map(|()| watcher)
+    });
+    let _watcher = match watching {
+        Ok(watcher) => watcher,
+        Err(error) => {
+            tracing::warn!(%error, directory = %directory.display(), "cannot watch the key file's directory; SIGHUP rereads it");
+            return std::future::pending().await;
+        }
+    };
+    while changes.recv().await.is_some() {
+        tokio::time::sleep(SETTLE).await;
+        while changes.try_recv().is_ok() {}
+        handle.refresh_keys();
+    }
+}
