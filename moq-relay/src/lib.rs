@@ -6,7 +6,10 @@
 //! every session publishes into and subscribes from (upstream subscriptions shared by all
 //! downstream subscribers of a track, cancelled a moment after the last one leaves), token
 //! [`auth`] scoping what each session may publish and subscribe to, Prometheus
-//! [`metrics`] over HTTP, and a graceful stop (GOAWAY, drain, exit).
+//! [`metrics`] over HTTP (with `/health`, `/ready` and an optional listener of its own for
+//! operators), a graceful stop (GOAWAY, drain, exit), and what changes while it runs: a
+//! [`RelayHandle`] reloads the configuration's reloadable parts ([`reload`]), and renewed
+//! certificates and token keys are followed as their files (or URL) change.
 //!
 //! It **is not** the protocol (that is `moq_net`) nor a socket driver: it is the policy
 //! around them, over any driver that implements [`driver::Listener`] (`moq_tokio`,

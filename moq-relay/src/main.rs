@@ -20,13 +20,15 @@ mod probe;
 /// With no options it listens on [::]:4443 with a self-signed certificate (its SHA-256
 /// fingerprint is printed, and served at http://host:4443/certificate.sha256 for browsers
 /// to pin), lets anyone publish and subscribe, and serves Prometheus metrics at
-/// http://host:4443/metrics. Set `auth.key` to require tokens (see `moq-relay token`).
+/// http://host:4443/metrics and probes at /health and /ready (--ops-bind moves the
+/// operator's routes to a port of their own). Set `auth.key` to require tokens (see
+/// `moq-relay token`).
 ///
 /// Settings come from a TOML file (--config) and then from the flags, which win. The file
-/// has sections [server], [tls], [http], [auth], [limits], [shutdown] and [cluster]; see
-/// moq-relay/relay.example.toml. Every flag can also be set by an environment variable,
-/// MOQ_ and the flag's name (MOQ_BIND, MOQ_AUTH_KEY, MOQ_CLUSTER_CONNECT; lists separated
-/// by commas); a flag given on the command line wins over its variable.
+/// has sections [server], [tls], [http], [auth], [limits], [shutdown], [cluster], [log] and
+/// [debug]; see moq-relay/relay.example.toml. Every flag can also be set by an environment
+/// variable, MOQ_ and the flag's name (MOQ_BIND, MOQ_AUTH_KEY, MOQ_CLUSTER_CONNECT; lists
+/// separated by commas); a flag given on the command line wins over its variable.
 ///
 /// SIGTERM or SIGINT drains (GOAWAY, then up to shutdown.drain_secs) and exits; a second
 /// one exits at once. SIGHUP reloads the configuration file's reloadable parts (auth,

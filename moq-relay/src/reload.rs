@@ -1,7 +1,7 @@
 //! Reloading a running relay's configuration: what changed, what took effect, and what
 //! waits for a restart.
 //!
-//! The reloadable parts are the ones read per client ([`crate::policy`]): `[auth]` (its key
+//! The reloadable parts are the ones the gatekeeper reads per client: `[auth]` (its key
 //! file read again even when its path is unchanged, so a rotation needs no edit of the
 //! configuration), the limits each new session starts with, `limits.max_sessions` and
 //! `max_pending_setup`, `shutdown.drain_secs`, and `log.filter` (applied by whoever owns the
