@@ -74,24 +74,12 @@ pub enum KeyAlgorithm {
 impl Key {
     /// Reads a key file: a JWK as JSON, or base64url of the JSON.
     pub fn from_file(path: &FilePath) -> Result<Self, AuthError> {
-        let text = std::fs::read_to_string(path).map_err(|source| AuthError::ReadKey {
-            path: path.to_owned(),
-            source,
-        })?;
-        Self::parse(&text)
+        Self::parse(&read_key_file(path)?)
     }
 
     /// Parses a JWK (JSON, or base64url of the JSON).
     pub fn parse(text: &str) -> Result<Self, AuthError> {
-        let text = text.trim();
-        let json = if text.starts_with('{') {
-            text.to_owned()
-        } else {
-            let bytes = URL_SAFE_NO_PAD
-                .decode(text)
-                .map_err(|e| AuthError::BadKey(format!("neither JSON nor base64url: {e}")))?;
-            String::from_utf8(bytes).map_err(|e| AuthError::BadKey(e.to_string()))?
-        };
+        let json = key_json(text)?;
         let jwk: Jwk = serde_json::from_str(&json).map_err(|e| AuthError::BadKey(e.to_string()))?;
         Self::from_jwk(jwk)
     }
@@ -278,6 +266,26 @@ impl Key {
         }
         Ok(claims)
     }
+}
+
+/// A key file's text.
+pub(crate) fn read_key_file(path: &FilePath) -> Result<String, AuthError> {
+    std::fs::read_to_string(path).map_err(|source| AuthError::ReadKey {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// A key file's JSON: the text itself, or what its base64url decodes to.
+pub(crate) fn key_json(text: &str) -> Result<String, AuthError> {
+    let text = text.trim();
+    if text.starts_with('{') {
+        return Ok(text.to_owned());
+    }
+    let bytes = URL_SAFE_NO_PAD
+        .decode(text)
+        .map_err(|e| AuthError::BadKey(format!("neither JSON nor base64url: {e}")))?;
+    String::from_utf8(bytes).map_err(|e| AuthError::BadKey(e.to_string()))
 }
 
 /// The PKCS#8 v1 document of an Ed25519 seed (RFC 8410), the form `jsonwebtoken` signs

@@ -9,11 +9,9 @@
 use std::path::Path as FilePath;
 use std::time::SystemTime;
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Deserialize;
 
-use crate::key::Jwk;
+use crate::key::{Jwk, key_json, read_key_file};
 use crate::{AuthError, Claims, Key};
 
 /// A set of verifying keys; empty means the relay checks no tokens.
@@ -55,24 +53,12 @@ impl Keys {
     /// Reads a key file: one JWK, or a JWK Set (`{"keys": [...]}`), as JSON or base64url
     /// of the JSON.
     pub fn from_file(path: &FilePath) -> Result<Self, AuthError> {
-        let text = std::fs::read_to_string(path).map_err(|source| AuthError::ReadKey {
-            path: path.to_owned(),
-            source,
-        })?;
-        Self::parse(&text)
+        Self::parse(&read_key_file(path)?)
     }
 
     /// Parses one JWK, or a JWK Set, as JSON or base64url of the JSON.
     pub fn parse(text: &str) -> Result<Self, AuthError> {
-        let text = text.trim();
-        let json = if text.starts_with('{') {
-            text.to_owned()
-        } else {
-            let bytes = URL_SAFE_NO_PAD
-                .decode(text)
-                .map_err(|e| AuthError::BadKey(format!("neither JSON nor base64url: {e}")))?;
-            String::from_utf8(bytes).map_err(|e| AuthError::BadKey(e.to_string()))?
-        };
+        let json = key_json(text)?;
         let value: serde_json::Value =
             serde_json::from_str(&json).map_err(|e| AuthError::BadKey(e.to_string()))?;
         if value.get("keys").is_some() {
