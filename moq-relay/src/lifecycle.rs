@@ -23,11 +23,9 @@ pub(crate) type LogFilter = reload::Handle<EnvFilter, tracing_subscriber::Regist
 /// Installs the log subscriber: `RUST_LOG` if set, else `log.filter`, else `info`; text on
 /// stderr, coloured only at a terminal.
 pub(crate) fn init_logging(config: &Config) -> LogFilter {
-    let filter = match std::env::var("RUST_LOG") {
-        Ok(text) if !text.is_empty() => {
-            EnvFilter::try_new(&text).unwrap_or_else(|_| EnvFilter::new("info"))
-        }
-        _ => configured_filter(config),
+    let filter = match rust_log() {
+        Some(text) => EnvFilter::try_new(&text).unwrap_or_else(|_| EnvFilter::new("info")),
+        None => configured_filter(config),
     };
     let (filter, handle) = reload::Layer::new(filter);
     tracing_subscriber::registry()
@@ -40,6 +38,13 @@ pub(crate) fn init_logging(config: &Config) -> LogFilter {
         )
         .init();
     handle
+}
+
+/// `RUST_LOG`, if set to something.
+fn rust_log() -> Option<String> {
+    std::env::var("RUST_LOG")
+        .ok()
+        .filter(|text| !text.is_empty())
 }
 
 /// `log.filter`, or `info` (validated with the configuration, so it parses).
@@ -139,7 +144,7 @@ async fn reload(
     match handle.reload(&config) {
         Ok(reloaded) => {
             if reloaded.applied.iter().any(|key| key == "log.filter") {
-                if std::env::var_os("RUST_LOG").is_some() {
+                if rust_log().is_some() {
                     tracing::warn!("log.filter changed, but RUST_LOG is set and wins");
                 } else if let Err(error) = log.reload(configured_filter(&config)) {
                     tracing::warn!(%error, "applying log.filter");

@@ -522,3 +522,25 @@ fn keys_at_a_url_are_fetched_and_fetched_again() {
     wait_for_text(&log_path, "the keys in force stay");
     assert!(accepted(&relay, &audience_free(&second)));
 }
+
+#[test]
+fn sighup_applies_a_new_log_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, log_path) = (dir.path().join("relay.toml"), dir.path().join("relay.log"));
+    std::fs::write(&config, "[log]\nfilter = \"warn\"\n").unwrap();
+    // No RUST_LOG: the file's filter decides.
+    let relay = Relay::start_logging(
+        &["--config", config.to_str().unwrap()],
+        "",
+        std::fs::File::create(&log_path).unwrap(),
+    );
+    std::fs::write(&config, "[log]\nfilter = \"moq_relay=info\"\n").unwrap();
+    relay.signal(Signal::SIGHUP);
+    wait_for_text(&log_path, "reloaded");
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        !log.contains("relay listening"),
+        "info was filtered out at first:\n{log}"
+    );
+    assert!(log.contains("log.filter"), "the change is named:\n{log}");
+}
