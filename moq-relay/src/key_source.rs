@@ -155,9 +155,15 @@ async fn watch_file(handle: &RelayHandle, path: PathBuf) {
             return std::future::pending().await;
         }
     };
+    // Only a change of the file itself counts (the directory may hold the certificate).
+    let mut last = std::fs::read(&path).ok();
     while changes.recv().await.is_some() {
         tokio::time::sleep(SETTLE).await;
         while changes.try_recv().is_ok() {}
-        handle.refresh_keys();
+        let now = std::fs::read(&path).ok();
+        if now != last {
+            last = now;
+            handle.refresh_keys();
+        }
     }
 }

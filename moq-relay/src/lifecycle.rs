@@ -128,10 +128,10 @@ async fn reload(
     configure: &impl Fn() -> Result<Config, String>,
 ) {
     tracing::info!("SIGHUP: reloading the configuration");
-    notify(&[
-        sd_notify::NotifyState::Reloading,
-        sd_notify::NotifyState::monotonic_usec_now().unwrap_or(sd_notify::NotifyState::Reloading),
-    ]);
+    // systemd 253 and later want the monotonic time with RELOADING=1.
+    let mut reloading = vec![sd_notify::NotifyState::Reloading];
+    reloading.extend(sd_notify::NotifyState::monotonic_usec_now().ok());
+    notify(&reloading);
     let config = match configure() {
         Ok(config) => config,
         Err(error) => {
