@@ -78,7 +78,7 @@ async fn publish(args: &Args) -> Result<(), String> {
         let now = now_micros();
         let seconds = now / 1_000_000;
         // A new group at the top of every minute (and for the first second).
-        if seconds % 60 == 0 || group.is_none() {
+        if seconds.is_multiple_of(60) || group.is_none() {
             if let Some(previous) = group.take() {
                 moq_net::model::GroupProducer::finish(previous);
             }
@@ -112,10 +112,10 @@ async fn subscribe(args: &Args) -> Result<(), String> {
         .await?;
     let mut announced = origin.announced(args.broadcast.as_str());
     let broadcast = loop {
-        if let Announcement::Active { path, broadcast } = announced.next().await {
-            if path.as_str() == args.broadcast {
-                break broadcast;
-            }
+        if let Announcement::Active { path, broadcast } = announced.next().await
+            && path.as_str() == args.broadcast
+        {
+            break broadcast;
         }
     };
     let mut track = broadcast

@@ -295,10 +295,11 @@ impl WaiterSlot {
     /// one slot, one waiter). Registering the same waiter again is a no-op.
     pub fn register(&mut self, waiter: &Waiter) {
         let generation = waiter.slot.generation.load(Ordering::Acquire);
-        if let Some(entry) = &self.entry {
-            if entry.generation == generation && Arc::ptr_eq(&entry.slot, &waiter.slot) {
-                return;
-            }
+        if let Some(entry) = &self.entry
+            && entry.generation == generation
+            && Arc::ptr_eq(&entry.slot, &waiter.slot)
+        {
+            return;
         }
         self.entry = Some(Entry {
             slot: waiter.slot.clone(),

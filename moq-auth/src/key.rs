@@ -254,15 +254,15 @@ impl Key {
             .map_err(|e| AuthError::BadToken(e.to_string()))?;
         let claims = data.claims;
         let now = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-        if let Some(expires) = claims.expires {
-            if now > expires.saturating_add(LEEWAY_SECS) {
-                return Err(AuthError::BadToken("expired".into()));
-            }
+        if let Some(expires) = claims.expires
+            && now > expires.saturating_add(LEEWAY_SECS)
+        {
+            return Err(AuthError::BadToken("expired".into()));
         }
-        if let Some(not_before) = claims.not_before {
-            if now.saturating_add(LEEWAY_SECS) < not_before {
-                return Err(AuthError::BadToken("not valid yet (nbf)".into()));
-            }
+        if let Some(not_before) = claims.not_before
+            && now.saturating_add(LEEWAY_SECS) < not_before
+        {
+            return Err(AuthError::BadToken("not valid yet (nbf)".into()));
         }
         Ok(claims)
     }

@@ -39,12 +39,12 @@ impl Keys {
             )));
         }
         for (at, key) in keys.iter().enumerate() {
-            if let Some(id) = key.id() {
-                if keys[..at].iter().any(|other| other.id() == Some(id)) {
-                    return Err(AuthError::AmbiguousKeys(format!(
-                        "the id {id:?} is used twice"
-                    )));
-                }
+            if let Some(id) = key.id()
+                && keys[..at].iter().any(|other| other.id() == Some(id))
+            {
+                return Err(AuthError::AmbiguousKeys(format!(
+                    "the id {id:?} is used twice"
+                )));
             }
         }
         Ok(Self { keys })

@@ -440,10 +440,10 @@ fn hash(text: &str) -> usize {
 async fn follow(seen: Origin, me: String, tally: Arc<Tally>, shard: usize) {
     let mut announced = seen.announced("");
     loop {
-        if let Announcement::Active { path, broadcast } = announced.next().await {
-            if path.as_str() != me {
-                tokio::spawn(read(path.to_string(), broadcast, tally.clone(), shard));
-            }
+        if let Announcement::Active { path, broadcast } = announced.next().await
+            && path.as_str() != me
+        {
+            tokio::spawn(read(path.to_string(), broadcast, tally.clone(), shard));
         }
     }
 }

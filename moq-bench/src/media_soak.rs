@@ -285,10 +285,10 @@ async fn publish(
 async fn read(seen: Origin, index: usize, counters: Arc<MediaCounters>) {
     let mut announced = seen.announced("");
     let broadcast = loop {
-        if let Announcement::Active { path, broadcast } = announced.next().await {
-            if path.as_str() == PATH {
-                break broadcast;
-            }
+        if let Announcement::Active { path, broadcast } = announced.next().await
+            && path.as_str() == PATH
+        {
+            break broadcast;
         }
     };
     let Ok(mut track) = broadcast.subscribe_track("video").await else {

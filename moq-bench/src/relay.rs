@@ -108,11 +108,9 @@ impl RelayProcess {
             if let Some(status) = relay.exit_status() {
                 return Err(relay.exit_report("at start", status));
             }
-            if waits_for_file {
-                if let Some(text) = read_nonempty(&fingerprint_file) {
-                    relay.fingerprint = Some(text);
-                    return Ok(relay);
-                }
+            if waits_for_file && let Some(text) = read_nonempty(&fingerprint_file) {
+                relay.fingerprint = Some(text);
+                return Ok(relay);
             }
             if Instant::now() >= deadline {
                 if waits_for_file {

@@ -715,10 +715,10 @@ fn describe_losses(counters: &Counters) -> Vec<String> {
 async fn read_room(seen: Origin, reader: Option<u32>, me: String, counters: Arc<Counters>) {
     let mut announced = seen.announced("");
     loop {
-        if let Announcement::Active { path, broadcast } = announced.next().await {
-            if path.as_str() != me {
-                tokio::spawn(read(broadcast, reader, counters.clone()));
-            }
+        if let Announcement::Active { path, broadcast } = announced.next().await
+            && path.as_str() != me
+        {
+            tokio::spawn(read(broadcast, reader, counters.clone()));
         }
     }
 }

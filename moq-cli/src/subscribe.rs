@@ -129,10 +129,9 @@ pub(crate) async fn announced(origin: &Origin, path: &Path) -> BroadcastConsumer
             path: active,
             broadcast,
         } = announced.next().await
+            && &active == path
         {
-            if &active == path {
-                return broadcast;
-            }
+            return broadcast;
         }
     }
 }

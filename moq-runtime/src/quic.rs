@@ -488,11 +488,11 @@ impl QuicConnection {
                 state.parked_may_send = true;
             }
         }
-        if state.close_at.as_ref().is_some_and(|(at, ..)| *at <= now) {
-            if let Some((_, code, reason)) = state.close_at.take() {
-                tracing::debug!(conn = state.conn.trace_id(), code, %reason, "closing after lingering");
-                let _ = state.conn.close(true, code, reason.as_bytes());
-            }
+        if state.close_at.as_ref().is_some_and(|(at, ..)| *at <= now)
+            && let Some((_, code, reason)) = state.close_at.take()
+        {
+            tracing::debug!(conn = state.conn.trace_id(), code, %reason, "closing after lingering");
+            let _ = state.conn.close(true, code, reason.as_bytes());
         }
         let wakes = state.process(false);
         drop(state);

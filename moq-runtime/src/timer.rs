@@ -110,10 +110,10 @@ impl<K: Hash + Eq + Copy> TimerWheel<K> {
         let level = &mut self.levels[entry.level];
         let slot = &mut level.slots[entry.slot];
         slot.swap_remove(entry.index);
-        if let Some(&moved) = slot.get(entry.index) {
-            if let Some(moved) = self.entries.get_mut(&moved) {
-                moved.index = entry.index;
-            }
+        if let Some(&moved) = slot.get(entry.index)
+            && let Some(moved) = self.entries.get_mut(&moved)
+        {
+            moved.index = entry.index;
         }
         if slot.is_empty() {
             level.occupied &= !(1 << entry.slot);

@@ -118,10 +118,10 @@ fn streams_datagrams_and_codes_keep_their_webtransport_meaning() {
     let mut read = Vec::new();
     let mut accepted = None;
     assert!(run_until(&runtime, &client, &server, || {
-        if accepted.is_none() {
-            if let Poll::Ready(result) = server_session.poll_accept_uni(&waiter) {
-                accepted = Some(result.expect("a stream"));
-            }
+        if accepted.is_none()
+            && let Poll::Ready(result) = server_session.poll_accept_uni(&waiter)
+        {
+            accepted = Some(result.expect("a stream"));
         }
         if let Some(stream) = &mut accepted {
             while let Poll::Ready(Ok(Some(chunk))) = stream.poll_read(&waiter) {

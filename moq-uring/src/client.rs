@@ -96,10 +96,10 @@ impl Worker {
                     config.handshake_timeout
                 ))));
             }
-            if let Some(port) = self.core.ports.borrow_mut().get_mut(index) {
-                if let Role::Client { waiting, .. } = &mut port.role {
-                    waiting.push(cx.waker().clone());
-                }
+            if let Some(port) = self.core.ports.borrow_mut().get_mut(index)
+                && let Role::Client { waiting, .. } = &mut port.role
+            {
+                waiting.push(cx.waker().clone());
             }
             Poll::Pending
         })

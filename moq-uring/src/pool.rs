@@ -89,11 +89,10 @@ impl Pool {
                 .spawn(move || {
                     let span = tracing::info_span!("worker", role, index, cpu);
                     let _entered = span.enter();
-                    if config.pin {
-                        if let Err(error) = moq_runtime::cores::pin_current_thread(cpu) {
+                    if config.pin
+                        && let Err(error) = moq_runtime::cores::pin_current_thread(cpu) {
                             tracing::warn!(%error, "running unpinned");
                         }
-                    }
                     let started = (|| {
                         let ring = crate::ring::build(crate::ring::SUBMISSION_ENTRIES)
                             .map_err(Error::io("building the worker's ring"))?;

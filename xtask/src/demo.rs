@@ -161,10 +161,10 @@ impl Relay {
     pub(crate) fn wait_ready(&mut self, fingerprint_file: &Path) -> Result<String, Failure> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if let Ok(text) = std::fs::read_to_string(fingerprint_file) {
-                if !text.trim().is_empty() {
-                    return Ok(text.trim().to_owned());
-                }
+            if let Ok(text) = std::fs::read_to_string(fingerprint_file)
+                && !text.trim().is_empty()
+            {
+                return Ok(text.trim().to_owned());
             }
             if let Ok(Some(status)) = self.child.try_wait() {
                 return Err(Failure(format!("the relay exited at start ({status})")));

@@ -215,14 +215,13 @@ fn locked_version(root: &Path, package: &str) -> Result<String, Failure> {
     let name = format!("name = \"{package}\"");
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
-        if line.trim() == name {
-            if let Some(version) = lines
+        if line.trim() == name
+            && let Some(version) = lines
                 .next()
                 .and_then(|line| line.trim().strip_prefix("version = \""))
                 .and_then(|rest| rest.strip_suffix('"'))
-            {
-                return Ok(version.to_owned());
-            }
+        {
+            return Ok(version.to_owned());
         }
     }
     Err(Failure(format!("{package} is not in {}", lock.display())))

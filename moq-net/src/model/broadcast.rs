@@ -582,10 +582,10 @@ impl TrackRequest {
     /// Removes this request from the broadcast's list, if it is still the one listed.
     fn unlist(&self) {
         let mut state = self.broadcast.state.lock();
-        if let Some(Slot::Requested { id, .. }) = state.tracks.get(&self.name) {
-            if *id == self.id {
-                state.tracks.remove(&self.name);
-            }
+        if let Some(Slot::Requested { id, .. }) = state.tracks.get(&self.name)
+            && *id == self.id
+        {
+            state.tracks.remove(&self.name);
         }
     }
 }

@@ -211,10 +211,10 @@ impl GroupProducer {
             Ordering::Release,
             Ordering::Relaxed,
         );
-        if first.is_ok() {
-            if let Some(newest) = &self.shared.track_newest {
-                newest.fetch_max(timestamp + 1, Ordering::AcqRel);
-            }
+        if first.is_ok()
+            && let Some(newest) = &self.shared.track_newest
+        {
+            newest.fetch_max(timestamp + 1, Ordering::AcqRel);
         }
     }
 

@@ -305,13 +305,13 @@ impl TrackProducer {
         }
         // Under the relay's memory pressure the oldest cached groups go first: this track
         // keeps only the group it just started.
-        if let Some(memory) = &self.memory {
-            if memory.under_pressure() {
-                if self.retained > 1 {
-                    memory.note_cache_shed();
-                }
-                keep = 1;
+        if let Some(memory) = &self.memory
+            && memory.under_pressure()
+        {
+            if self.retained > 1 {
+                memory.note_cache_shed();
             }
+            keep = 1;
         }
         if keep != self.retained {
             self.retained = keep;

@@ -165,12 +165,11 @@ impl Context {
         // Lingers that are over: their sub-machines decide (cancel, or go on), each woken
         // once.
         for route in self.routes.values_mut() {
-            if let Some(linger) = &mut route.linger {
-                if linger.until <= now {
-                    if let Some(wake) = linger.wake.take() {
-                        wake.wake();
-                    }
-                }
+            if let Some(linger) = &mut route.linger
+                && linger.until <= now
+                && let Some(wake) = linger.wake.take()
+            {
+                wake.wake();
             }
         }
         self.routes

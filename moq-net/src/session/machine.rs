@@ -194,11 +194,9 @@ impl<R: Runtime> SessionMachine<R> {
             // raw QUIC client of those versions carries none).
             let setup = Setup::default();
             context.setup_received = true;
-            if deferred {
-                if let Err(error) = super::setup::authorize(&mut context, &setup) {
-                    // Closed on the first turn, inside the session's span.
-                    context.refused = Some(error);
-                }
+            if deferred && let Err(error) = super::setup::authorize(&mut context, &setup) {
+                // Closed on the first turn, inside the session's span.
+                context.refused = Some(error);
             }
             context.peer_setup = Some(setup);
         }

@@ -171,11 +171,11 @@ impl<R: RecvStream> SetupRead<R> {
             {
                 Poll::Ready(Ok(Some(setup))) => {
                     tracing::debug!(?setup, "the peer's SETUP");
-                    if cx.side == Side::Server {
-                        if let Err(error) = authorize(cx, &setup) {
-                            tracing::debug!(%error, "the authorization hook refused the client");
-                            return Poll::Ready(Err(error));
-                        }
+                    if cx.side == Side::Server
+                        && let Err(error) = authorize(cx, &setup)
+                    {
+                        tracing::debug!(%error, "the authorization hook refused the client");
+                        return Poll::Ready(Err(error));
                     }
                     self.received = true;
                     cx.setup_received = true;

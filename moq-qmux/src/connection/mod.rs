@@ -337,18 +337,18 @@ impl Connection {
         if self.closed.is_some() {
             return;
         }
-        if let Some(idle) = self.idle_timeout() {
-            if now >= self.last_heard + idle {
-                tracing::debug!(
-                    ?idle,
-                    "QMux peer silent past the idle timeout: giving it up"
-                );
-                // spec: -02 §7.2, no frame: the carrier is shut down.
-                self.set_closed(TransportError::Lost(format!(
-                    "no word from the peer for {idle:?} (idle timeout)"
-                )));
-                return;
-            }
+        if let Some(idle) = self.idle_timeout()
+            && now >= self.last_heard + idle
+        {
+            tracing::debug!(
+                ?idle,
+                "QMux peer silent past the idle timeout: giving it up"
+            );
+            // spec: -02 §7.2, no frame: the carrier is shut down.
+            self.set_closed(TransportError::Lost(format!(
+                "no word from the peer for {idle:?} (idle timeout)"
+            )));
+            return;
         }
         if let Some(interval) = self.ping_interval() {
             let since = self
@@ -487,11 +487,11 @@ impl Connection {
     }
 
     fn wake_driver(&mut self) {
-        if !self.driver_woken {
-            if let Some(driver) = &self.driver {
-                self.driver_woken = true;
-                self.wakers.push(driver.clone());
-            }
+        if !self.driver_woken
+            && let Some(driver) = &self.driver
+        {
+            self.driver_woken = true;
+            self.wakers.push(driver.clone());
         }
     }
 
@@ -535,10 +535,10 @@ impl Connection {
         if !self.streams.get(&id).is_some_and(Stream::finished) {
             return;
         }
-        if let Some(stream) = self.streams.remove(&id) {
-            if let Some(key) = stream.key {
-                self.sendable.remove(&key);
-            }
+        if let Some(stream) = self.streams.remove(&id)
+            && let Some(key) = stream.key
+        {
+            self.sendable.remove(&key);
         }
         let kind = StreamKind::of(id);
         if kind != self.local_kind(kind.uni) {

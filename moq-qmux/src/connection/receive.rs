@@ -147,11 +147,11 @@ impl Connection {
                         "an answer to a QX_PING never sent",
                     ));
                 }
-                if let Some((sent, at)) = self.ping_sent {
-                    if sent == sequence {
-                        self.rtt = Some(self.last_heard.saturating_duration_since(at));
-                        self.ping_sent = None;
-                    }
+                if let Some((sent, at)) = self.ping_sent
+                    && sent == sequence
+                {
+                    self.rtt = Some(self.last_heard.saturating_duration_since(at));
+                    self.ping_sent = None;
                 }
             }
         }

@@ -101,13 +101,13 @@ impl std::fmt::Debug for PeerUrl {
 impl ClusterSection {
     /// Checks the section's values (the peers' URLs parse, the id is in range).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if let Some(id) = self.id {
-            if id == 0 || id > MAX_CLUSTER_ID {
-                return Err(ConfigError::Invalid {
-                    key: "cluster.id",
-                    problem: format!("must be between 1 and {MAX_CLUSTER_ID} (2^53 - 1)"),
-                });
-            }
+        if let Some(id) = self.id
+            && (id == 0 || id > MAX_CLUSTER_ID)
+        {
+            return Err(ConfigError::Invalid {
+                key: "cluster.id",
+                problem: format!("must be between 1 and {MAX_CLUSTER_ID} (2^53 - 1)"),
+            });
         }
         if !(self.peer_timeout_secs.is_finite() && self.peer_timeout_secs >= 0.1) {
             return Err(ConfigError::Invalid {
@@ -291,10 +291,10 @@ impl PeerUrl {
                 _ => kept.push((name.into_owned(), value.into_owned())),
             }
         }
-        if let Some(token) = token {
-            if !kept.iter().any(|(name, _)| name == "jwt") {
-                kept.push(("jwt".to_owned(), token.to_owned()));
-            }
+        if let Some(token) = token
+            && !kept.iter().any(|(name, _)| name == "jwt")
+        {
+            kept.push(("jwt".to_owned(), token.to_owned()));
         }
         if kept.is_empty() {
             url.set_query(None);

@@ -506,10 +506,10 @@ impl Config {
         if self.debug.qlog_max_files == 0 {
             return invalid("debug.qlog_max_files", "must be at least 1");
         }
-        if let Some(filter) = &self.log.filter {
-            if let Err(error) = tracing_subscriber::EnvFilter::try_new(filter) {
-                return invalid("log.filter", &error.to_string());
-            }
+        if let Some(filter) = &self.log.filter
+            && let Err(error) = tracing_subscriber::EnvFilter::try_new(filter)
+        {
+            return invalid("log.filter", &error.to_string());
         }
         if self.http.max_connections == 0 {
             return invalid("http.max_connections", "must be at least 1");
@@ -523,13 +523,13 @@ impl Config {
         if self.http.connection_lifetime_secs == 0 {
             return invalid("http.connection_lifetime_secs", "must be at least 1 second");
         }
-        if let Some(root) = &self.http.web_root {
-            if !root.is_dir() {
-                return invalid(
-                    "http.web_root",
-                    &format!("{} is not a directory", root.display()),
-                );
-            }
+        if let Some(root) = &self.http.web_root
+            && !root.is_dir()
+        {
+            return invalid(
+                "http.web_root",
+                &format!("{} is not a directory", root.display()),
+            );
         }
         if self.server.workers > moq_tokio::MAX_WORKERS {
             return invalid("server.workers", "must be at most 256 (0: one per core)");

@@ -82,10 +82,10 @@ impl HttpServer {
             let (websocket, files) = (websocket.clone(), files.clone());
             async move {
                 use axum::response::IntoResponse;
-                if let Some(websocket) = websocket {
-                    if moq_tokio::WebSocketUpgrade::is_requested(request.headers()) {
-                        return crate::web_qmux::upgrade(websocket, request);
-                    }
+                if let Some(websocket) = websocket
+                    && moq_tokio::WebSocketUpgrade::is_requested(request.headers())
+                {
+                    return crate::web_qmux::upgrade(websocket, request);
                 }
                 match files {
                     Some(files) => match tower::ServiceExt::oneshot(files, request).await {

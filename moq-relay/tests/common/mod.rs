@@ -66,10 +66,10 @@ impl Relay {
             .expect("the relay binary runs");
         let deadline = Instant::now() + PATIENCE;
         let fingerprint = loop {
-            if let Ok(text) = std::fs::read_to_string(&fingerprint_file) {
-                if !text.is_empty() {
-                    break text;
-                }
+            if let Ok(text) = std::fs::read_to_string(&fingerprint_file)
+                && !text.is_empty()
+            {
+                break text;
             }
             assert!(
                 Instant::now() < deadline,

@@ -36,30 +36,31 @@ impl Endpoint {
             },
             _ => None,
         };
-        if validated.is_none() && self.gate.wants_retry() {
-            if let Some(tokens) = self.gate.retry_tokens() {
-                let scid = self.cids.generate()?;
-                let token = tokens.mint(from, &header.dcid, scid.as_bytes(), now);
-                let mut contents = self.spare_contents.take();
-                contents.resize(MAX_DATAGRAM, 0);
-                let len = quiche::retry(
-                    &header.scid,
-                    &header.dcid,
-                    &quiche::ConnectionId::from_ref(scid.as_bytes()),
-                    &token,
-                    header.version,
-                    &mut contents,
-                )?;
-                contents.truncate(len);
-                tracing::debug!(%from, half_open = self.gate.half_open(), "asking for address validation (Retry)");
-                self.stateless.push(Transmit {
-                    destination: from,
-                    source: self.source(local),
-                    contents,
-                    segment_size: len,
-                });
-                return Ok(None);
-            }
+        if validated.is_none()
+            && self.gate.wants_retry()
+            && let Some(tokens) = self.gate.retry_tokens()
+        {
+            let scid = self.cids.generate()?;
+            let token = tokens.mint(from, &header.dcid, scid.as_bytes(), now);
+            let mut contents = self.spare_contents.take();
+            contents.resize(MAX_DATAGRAM, 0);
+            let len = quiche::retry(
+                &header.scid,
+                &header.dcid,
+                &quiche::ConnectionId::from_ref(scid.as_bytes()),
+                &token,
+                header.version,
+                &mut contents,
+            )?;
+            contents.truncate(len);
+            tracing::debug!(%from, half_open = self.gate.half_open(), "asking for address validation (Retry)");
+            self.stateless.push(Transmit {
+                destination: from,
+                source: self.source(local),
+                contents,
+                segment_size: len,
+            });
+            return Ok(None);
         }
         tracing::debug!(%from, validated = validated.is_some(), "a new connection");
         let (scid, cids) = match &validated {

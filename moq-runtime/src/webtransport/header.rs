@@ -52,10 +52,10 @@ impl Incoming {
                 }
             };
             // The common case: the whole header is in the first chunk, parsed in place.
-            if self.buffered.is_empty() {
-                if let Some((kind, len)) = parse(&chunk) {
-                    return Poll::Ready(HeaderRead::Parsed(kind, chunk.slice(len..)));
-                }
+            if self.buffered.is_empty()
+                && let Some((kind, len)) = parse(&chunk)
+            {
+                return Poll::Ready(HeaderRead::Parsed(kind, chunk.slice(len..)));
             }
             self.buffered.extend_from_slice(&chunk);
             if let Some((kind, len)) = parse(&self.buffered) {

@@ -111,10 +111,8 @@ impl WebTransportSession {
     /// Sorting for one accept may queue a stream of the other kind, which nothing else
     /// would announce: wake the caller to accept it too.
     fn wake_for_other_queue(&self, waiter: &Waiter, other_has_streams: bool) {
-        if other_has_streams {
-            if let Some(waker) = waiter.waker() {
-                waker.wake();
-            }
+        if other_has_streams && let Some(waker) = waiter.waker() {
+            waker.wake();
         }
     }
 

@@ -212,11 +212,12 @@ impl<C: Carrier> Driver<C> {
     /// Moves the connection's records (and a keep-alive when due) into the carrier and
     /// flushes it.
     fn send(&mut self, cx: &mut Context<'_>, now: Instant) -> Result<(), String> {
-        if let Some((every, at)) = self.keep_alive {
-            if at <= now && self.carrier.poll_ready(cx)?.is_ready() {
-                self.carrier.send_keep_alive()?;
-                self.keep_alive = Some((every, now + every));
-            }
+        if let Some((every, at)) = self.keep_alive
+            && at <= now
+            && self.carrier.poll_ready(cx)?.is_ready()
+        {
+            self.carrier.send_keep_alive()?;
+            self.keep_alive = Some((every, now + every));
         }
         loop {
             let record = match self.pending.take() {

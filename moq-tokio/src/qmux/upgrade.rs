@@ -122,10 +122,10 @@ impl WebSocketUpgrade {
         if let Ok(accept) = HeaderValue::from_str(&self.accept_key) {
             headers.push((header::SEC_WEBSOCKET_ACCEPT, accept));
         }
-        if self.named {
-            if let Ok(name) = HeaderValue::from_str(&self.negotiated.name) {
-                headers.push((header::SEC_WEBSOCKET_PROTOCOL, name));
-            }
+        if self.named
+            && let Ok(name) = HeaderValue::from_str(&self.negotiated.name)
+        {
+            headers.push((header::SEC_WEBSOCKET_PROTOCOL, name));
         }
         headers
     }

@@ -10,10 +10,10 @@ pub(crate) fn message(value: &JsValue) -> String {
     if let Some(error) = value.dyn_ref::<js_sys::Error>() {
         return String::from(error.message());
     }
-    if let Some(error) = value.dyn_ref::<WebTransportError>() {
-        if let Some(message) = error.message() {
-            return message;
-        }
+    if let Some(error) = value.dyn_ref::<WebTransportError>()
+        && let Some(message) = error.message()
+    {
+        return message;
     }
     value.as_string().unwrap_or_else(|| format!("{value:?}"))
 }

@@ -43,11 +43,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Some(path) = fingerprint_file {
-        if let Err(error) = std::fs::write(&path, &fingerprint) {
-            eprintln!("strict-relay: writing {path}: {error}");
-            return ExitCode::FAILURE;
-        }
+    if let Some(path) = fingerprint_file
+        && let Err(error) = std::fs::write(&path, &fingerprint)
+    {
+        eprintln!("strict-relay: writing {path}: {error}");
+        return ExitCode::FAILURE;
     }
     eprintln!("strict-relay: listening on {}", relay.local_addr());
     relay.run()

@@ -368,10 +368,10 @@ impl StrictRelay {
             }
         }
         for index in 0..self.clients.len() {
-            if let Some(client) = self.clients[index].as_mut() {
-                if client.conn.timeout() == Some(Duration::ZERO) {
-                    client.conn.on_timeout();
-                }
+            if let Some(client) = self.clients[index].as_mut()
+                && client.conn.timeout() == Some(Duration::ZERO)
+            {
+                client.conn.on_timeout();
             }
             self.serve(index);
         }

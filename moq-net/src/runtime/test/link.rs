@@ -622,18 +622,18 @@ fn transmit(
     end.stats.bytes_sent += len as u64;
     let later_uni_write =
         stream.is_some_and(|id| id & UNI != 0 && end.last_arrival.contains_key(&id));
-    if let (Some(id), Event::Data(..), true) = (stream, &event, later_uni_write) {
-        if rng.f64() < config.reset_probability {
-            // Fault: the stream is reset in flight. The sender learns of it as a stop.
-            event = Event::Reset(id, 0);
-            if let Some(state) = end.send.get_mut(&id) {
-                state.stopped = Some(0);
-                state.done = true;
-                let waiters = state.waiters.clone();
-                drop(link);
-                waiters.wake_all();
-                link = link_cell.borrow_mut();
-            }
+    if let (Some(id), Event::Data(..), true) = (stream, &event, later_uni_write)
+        && rng.f64() < config.reset_probability
+    {
+        // Fault: the stream is reset in flight. The sender learns of it as a stop.
+        event = Event::Reset(id, 0);
+        if let Some(state) = end.send.get_mut(&id) {
+            state.stopped = Some(0);
+            state.done = true;
+            let waiters = state.waiters.clone();
+            drop(link);
+            waiters.wake_all();
+            link = link_cell.borrow_mut();
         }
     }
     if let Some(id) = stream {

@@ -531,10 +531,10 @@ impl StrictRelay {
     }
 
     pub(super) fn forget_link(&mut self, link: u64) {
-        if let Some(entry) = self.links.remove(&link) {
-            if let Some((_, up_id)) = entry.subscribe {
-                self.by_upstream_id.remove(&(entry.publisher, up_id));
-            }
+        if let Some(entry) = self.links.remove(&link)
+            && let Some((_, up_id)) = entry.subscribe
+        {
+            self.by_upstream_id.remove(&(entry.publisher, up_id));
         }
     }
 
