@@ -12,19 +12,15 @@
 //!
 //! Connections already up keep the certificate they were made with.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use moq_runtime::certificates::Certificates;
 use moq_runtime::tls::{Certificate, Fingerprint};
-use notify::Watcher;
 
 use crate::config::TlsSection;
-
-/// How long after a change in a watched directory the files are read: a renewal writes
-/// the chain and the key one after the other.
-const SETTLE: Duration = Duration::from_millis(250);
+use crate::file_watch::FileWatch;
 
 /// The relay's certificate, and who hears when it changes.
 #[derive(Debug, Clone)]
@@ -87,38 +83,11 @@ pub(crate) fn spawn(tls: &TlsSection, feed: CertificateFeed) -> tokio::task::Joi
 
 /// Reloads the files after each change in their directories.
 async fn watch_files(tls: TlsSection, cert: PathBuf, key: PathBuf, feed: CertificateFeed) {
-    let (events, mut changes) = tokio::sync::mpsc::unbounded_channel();
-    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok() {
-            let _ = events.send(());
-        }
-    });
-    let mut watcher = match watcher {
-        Ok(watcher) => watcher,
-        Err(error) => {
-            tracing::warn!(%error, "cannot watch the certificate files; SIGHUP reloads them");
-            return;
-        }
+    let Some(mut watch) = FileWatch::new(&[&cert, &key], "the certificate files") else {
+        return;
     };
-    let mut directories: Vec<&Path> = [&cert, &key].iter().map(|file| parent(file)).collect();
-    directories.dedup();
-    for directory in directories {
-        if let Err(error) = watcher.watch(directory, notify::RecursiveMode::NonRecursive) {
-            tracing::warn!(%error, directory = %directory.display(), "cannot watch a certificate directory; SIGHUP reloads the files");
-        }
-    }
-    while changes.recv().await.is_some() {
-        tokio::time::sleep(SETTLE).await;
-        while changes.try_recv().is_ok() {}
+    while watch.changed().await.is_some() {
         let _ = feed.reload_files(&tls);
-    }
-}
-
-/// The directory a file's changes show in.
-pub(crate) fn parent(file: &Path) -> &Path {
-    match file.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
     }
 }
 
@@ -155,10 +124,5 @@ mod tests {
         let day = Duration::from_secs(86_400);
         assert_eq!(renew_after(14 * day), 13 * day);
         assert_eq!(renew_after(Duration::from_secs(8)), Duration::from_secs(6));
-        assert_eq!(parent(Path::new("cert.pem")), Path::new("."));
-        assert_eq!(
-            parent(Path::new("/etc/moq/cert.pem")),
-            Path::new("/etc/moq")
-        );
     }
 }

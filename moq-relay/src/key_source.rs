@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Limited};
-use notify::Watcher;
 
+use crate::file_watch::FileWatch;
 use crate::reload::RelayHandle;
 
 /// The most bytes of a JWK Set fetched.
@@ -17,9 +17,6 @@ const MAX_JWKS_BYTES: usize = 1 << 20;
 
 /// How long one fetch may take, connection and TLS included.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long after a change in the key file's directory it is read.
-const SETTLE: Duration = Duration::from_millis(250);
 
 /// Fetches the text at `url` (`https://`, or `http://` for a sidecar on a trusted
 /// network), which must answer 200 within 10 s and 1 MiB.
@@ -134,32 +131,14 @@ pub(crate) async fn refresh_url(handle: &RelayHandle, url: &str) {
     }
 }
 
-/// Rereads the keys after each change in `path`'s directory, until the watch fails.
+/// Rereads the keys after each change of the file at `path`, until the watch ends.
 async fn watch_file(handle: &RelayHandle, path: PathBuf) {
-    let (events, mut changes) = tokio::sync::mpsc::unbounded_channel();
-    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok() {
-            let _ = events.send(());
-        }
-    });
-    let directory = crate::certificate_watch::parent(&path).to_owned();
-    let watching = watcher.and_then(|mut watcher| {
-        watcher
-            .watch(&directory, notify::RecursiveMode::NonRecursive)
-            .map(|()| watcher)
-    });
-    let _watcher = match watching {
-        Ok(watcher) => watcher,
-        Err(error) => {
-            tracing::warn!(%error, directory = %directory.display(), "cannot watch the key file's directory; SIGHUP rereads it");
-            return std::future::pending().await;
-        }
+    let Some(mut watch) = FileWatch::new(&[&path], "the key file") else {
+        return std::future::pending().await;
     };
     // Only a change of the file itself counts (the directory may hold the certificate).
     let mut last = std::fs::read(&path).ok();
-    while changes.recv().await.is_some() {
-        tokio::time::sleep(SETTLE).await;
-        while changes.try_recv().is_ok() {}
+    while watch.changed().await.is_some() {
         let now = std::fs::read(&path).ok();
         if now != last {
             last = now;

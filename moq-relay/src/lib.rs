@@ -32,6 +32,7 @@ mod certificate_watch;
 pub mod cluster;
 pub mod config;
 pub mod driver;
+mod file_watch;
 pub mod gatekeeper;
 mod http;
 mod key_source;
