@@ -60,8 +60,7 @@ impl Gatekeeper {
     /// Whether a new client would be taken now: not draining, and below
     /// `limits.max_sessions` (what `/ready` says).
     pub fn is_ready(&self) -> bool {
-        !self.draining.load(Ordering::Acquire)
-            && self.metrics.session_count() < self.policy().max_sessions
+        !self.is_draining() && self.metrics.session_count() < self.policy().max_sessions
     }
 
     /// Refuses every client from now on: the relay is draining.

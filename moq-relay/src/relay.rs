@@ -11,7 +11,6 @@ use moq_net::model::{MemoryBudget, Origin};
 use moq_net::session::SessionConfig;
 use moq_runtime::admission::Admission;
 use moq_runtime::binding::Binding;
-use moq_runtime::certificates::Certificates;
 use moq_runtime::client::ClientConfig;
 use moq_runtime::quic_trace::{KeyLog, QlogDir, QuicTrace};
 use moq_runtime::server::ServerConfig;
@@ -110,10 +109,7 @@ pub struct Relay<L: Listener = driver::Server> {
     /// `limits.max_sessions_per_address`, which QMux clients count against here.
     max_sessions_per_address: usize,
     gatekeeper: Arc<Gatekeeper>,
-    /// The certificate every binding presents, replaceable while the relay runs.
-    certificates: Certificates,
-    /// `[tls]`: what keeps the certificate current.
-    tls: crate::config::TlsSection,
+    /// What may change while it runs, the certificate every binding presents included.
     handle: RelayHandle,
 }
 
@@ -279,8 +275,6 @@ impl Relay {
             tcp,
             max_sessions_per_address,
             gatekeeper,
-            certificates,
-            tls: config.tls.clone(),
             handle,
         })
     }
@@ -305,7 +299,7 @@ impl<L: Listener> Relay<L> {
     /// The certificate's SHA-256 fingerprint, for clients to pin (the one in force now:
     /// it changes when the certificate is replaced).
     pub fn fingerprint(&self) -> Fingerprint {
-        self.certificates.fingerprint()
+        self.handle.certificates.certificates.fingerprint()
     }
 
     /// A handle for what may change while the relay runs: [`RelayHandle::reload`] and
@@ -327,7 +321,7 @@ impl<L: Listener> Relay<L> {
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), DriverFailed> {
         let shared = crate::http::routes::Shared {
             gatekeeper: self.gatekeeper.clone(),
-            certificates: self.certificates.clone(),
+            certificates: self.handle.certificates.certificates.clone(),
         };
         let websocket = self.qmux.take();
         let ops = self.ops.take();
@@ -341,7 +335,10 @@ impl<L: Listener> Relay<L> {
             }
             ops.spawn(crate::http::routes::operator(shared), None)
         });
-        let renewal = crate::certificate_watch::spawn(&self.tls, self.handle.certificates.clone());
+        let renewal = crate::certificate_watch::spawn(
+            &self.handle.config().tls,
+            self.handle.certificates.clone(),
+        );
         let keys = tokio::spawn(crate::key_source::follow(self.handle.clone()));
         let tcp = self.tcp.take().map(|listener| {
             tracing::info!(address = %listener.local_addr(), "serving QMux on plain TCP (tcp://): trusted networks only");

@@ -18,27 +18,17 @@ use crate::config::{Config, ConfigError};
 use crate::gatekeeper::Gatekeeper;
 use crate::policy::Policy;
 
-/// The keys a reload applies (a key, or every key of a section ending in `.`).
-const RELOADABLE: &[&str] = &[
-    "auth.",
-    "limits.max_sessions",
-    "limits.max_subscriptions_per_session",
-    "limits.max_frame_size",
-    "limits.cache_groups_per_track",
-    "limits.cache_bytes_per_track",
-    "limits.max_message_bytes",
-    "limits.max_setup_bytes",
-    "limits.setup_timeout_secs",
-    "limits.max_announce_requests_per_session",
-    "limits.max_announces_per_session",
-    "limits.max_announce_path_bytes_per_session",
-    "limits.max_queued_groups_per_session",
-    "limits.max_group_bytes",
-    "limits.max_group_frames",
-    "limits.max_unfinished_group_bytes_per_session",
-    "limits.max_pending_setup",
-    "shutdown.drain_secs",
-    "log.filter",
+/// The keys a reload applies (a key, or every key of a section ending in `.`), but those
+/// in [`NEEDS_RESTART`].
+const RELOADABLE: &[&str] = &["auth.", "limits.", "shutdown.drain_secs", "log.filter"];
+
+/// The limits a running relay cannot change ([`reloadable_limits`] keeps them).
+const NEEDS_RESTART: &[&str] = &[
+    "limits.max_memory_bytes",
+    "limits.idle_timeout_secs",
+    "limits.max_half_open",
+    "limits.retry_above_half_open",
+    "limits.max_sessions_per_address",
 ];
 
 /// A handle on a running relay for what may change while it runs: cloned freely, and
@@ -200,39 +190,30 @@ impl RelayHandle {
     }
 }
 
-/// `applied`'s limits with `config`'s reloadable ones.
+/// `config`'s limits, but those a running relay cannot change (the memory budget, QUIC's
+/// idle timeout, the endpoint's admission) as `applied` has them.
 fn reloadable_limits(applied: &Config, config: &Config) -> crate::config::LimitsSection {
-    let new = &config.limits;
+    let running = &applied.limits;
     crate::config::LimitsSection {
-        max_sessions: new.max_sessions,
-        max_subscriptions_per_session: new.max_subscriptions_per_session,
-        max_frame_size: new.max_frame_size,
-        cache_groups_per_track: new.cache_groups_per_track,
-        cache_bytes_per_track: new.cache_bytes_per_track,
-        max_message_bytes: new.max_message_bytes,
-        max_setup_bytes: new.max_setup_bytes,
-        setup_timeout_secs: new.setup_timeout_secs,
-        max_announce_requests_per_session: new.max_announce_requests_per_session,
-        max_announces_per_session: new.max_announces_per_session,
-        max_announce_path_bytes_per_session: new.max_announce_path_bytes_per_session,
-        max_queued_groups_per_session: new.max_queued_groups_per_session,
-        max_group_bytes: new.max_group_bytes,
-        max_group_frames: new.max_group_frames,
-        max_unfinished_group_bytes_per_session: new.max_unfinished_group_bytes_per_session,
-        max_pending_setup: new.max_pending_setup,
-        ..applied.limits.clone()
+        max_memory_bytes: running.max_memory_bytes,
+        idle_timeout_secs: running.idle_timeout_secs,
+        max_half_open: running.max_half_open,
+        retry_above_half_open: running.retry_above_half_open,
+        max_sessions_per_address: running.max_sessions_per_address,
+        ..config.limits.clone()
     }
 }
 
 fn is_reloadable(key: &str) -> bool {
-    RELOADABLE
-        .iter()
-        .any(|reloadable| match reloadable.strip_suffix('.') {
-            Some(section) => key
-                .strip_prefix(section)
-                .is_some_and(|rest| rest.starts_with('.')),
-            None => key == *reloadable,
-        })
+    !NEEDS_RESTART.contains(&key)
+        && RELOADABLE
+            .iter()
+            .any(|reloadable| match reloadable.strip_suffix('.') {
+                Some(section) => key
+                    .strip_prefix(section)
+                    .is_some_and(|rest| rest.starts_with('.')),
+                None => key == *reloadable,
+            })
 }
 
 /// The `section.key` names whose values differ between `old` and `new`.
