@@ -24,7 +24,7 @@ bench:
     cargo xtask bench --instructions
     cargo xtask suite
 
-# The chat page: builds moq-wasm and serves the page from a relay on 127.0.0.1:4443.
+# The chat page: builds moqx-wasm and serves the page from a relay on 127.0.0.1:4443.
 web:
     cargo xtask web
 

@@ -14,7 +14,7 @@
 //! end. At the end it prints what was delivered, the rate and the latency percentiles.
 //!
 //! ```text
-//! cargo run -p moq-relay -- --bind 127.0.0.1:4443
+//! cargo run -p moqx-relay -- --bind 127.0.0.1:4443
 //! cargo run -p moq-examples --example chat -- --insecure moqt://127.0.0.1:4443/room \
 //!     --users 5 --messages 50 --rate 20 --progress
 //! ```
@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use moq_examples::{RelayArgs, now_micros, quantile};
-use moq_net::model::{Announcement, BroadcastConsumer, BroadcastProducer, Origin};
-use moq_net::session::{Session, SessionConfig};
+use moqx_net::model::{Announcement, BroadcastConsumer, BroadcastProducer, Origin};
+use moqx_net::session::{Session, SessionConfig};
 
 /// N users chatting in one room through a relay; prints deliveries, rate and latency.
 #[derive(Debug, Clone, Parser)]
@@ -58,7 +58,7 @@ struct Args {
     /// these, in turn.
     #[arg(long = "relay", value_name = "URL")]
     relays: Vec<String>,
-    /// Keep each user's session up across relays (`moq_tokio::Reconnect`): a user whose
+    /// Keep each user's session up across relays (`moqx_tokio::Reconnect`): a user whose
     /// relay goes away or is lost moves to the next one, its broadcast and subscriptions
     /// carried over. Lost relays are noticed after --timeout seconds.
     #[arg(long)]
@@ -83,7 +83,7 @@ struct Room {
 
 #[tokio::main]
 async fn main() {
-    // RUST_LOG=debug (or moq_net=debug, …) shows why a session ended or a subscription
+    // RUST_LOG=debug (or moqx_net=debug, …) shows why a session ended or a subscription
     // moved; nothing without it.
     if std::env::var_os("RUST_LOG").is_some() {
         tracing_subscriber::fmt()
@@ -148,19 +148,19 @@ struct User {
     session: Link,
     /// Published for as long as the user exists.
     _broadcast: BroadcastProducer,
-    track: Mutex<moq_net::model::TrackProducer>,
+    track: Mutex<moqx_net::model::TrackProducer>,
 }
 
 /// A user's connection: one session, or one kept up across relays.
 enum Link {
     Session(Session),
-    Reconnect(moq_tokio::Reconnect),
+    Reconnect(moqx_tokio::Reconnect),
 }
 
 impl Link {
     fn close(&self) {
         match self {
-            Link::Session(session) => session.close(moq_net::Error::Cancel),
+            Link::Session(session) => session.close(moqx_net::Error::Cancel),
             Link::Reconnect(reconnect) => reconnect.close(),
         }
     }
@@ -177,12 +177,12 @@ async fn join(index: usize, args: &Args, room: Arc<Room>) -> Result<User, String
     let name = format!("user{index}");
     let published = Origin::new();
     let broadcast = BroadcastProducer::new();
-    let track = broadcast.create_track(moq_net::model::Track {
+    let track = broadcast.create_track(moqx_net::model::Track {
         timescale: 1_000_000, // frame timestamps are microseconds
         // A user that moves to another relay is asked for what its readers missed
         // meanwhile: keep a few seconds of messages.
         cache_groups: 512,
-        ..moq_net::model::Track::new("chat")
+        ..moqx_net::model::Track::new("chat")
     });
     published
         .publish(name.as_str(), &broadcast)
@@ -202,7 +202,7 @@ async fn join(index: usize, args: &Args, room: Arc<Room>) -> Result<User, String
         true => {
             let mut config = args.relay.client_config(session)?;
             config.limits.idle_timeout = Duration::from_secs_f64(args.timeout.max(0.1));
-            let reconnect = moq_tokio::Reconnect::new(relays, config);
+            let reconnect = moqx_tokio::Reconnect::new(relays, config);
             reconnect
                 .connected()
                 .await
@@ -270,7 +270,7 @@ async fn read(
         Track::Once(broadcast) => broadcast
             .subscribe_track("chat")
             .await
-            .map(moq_net::model::FollowedTrack::fixed),
+            .map(moqx_net::model::FollowedTrack::fixed),
         Track::Followed(origin, path) => origin.follow_track(path, "chat").await,
     };
     let Ok(track) = track else {
@@ -278,7 +278,7 @@ async fn read(
     };
     // Frames as they arrive from every group open: a message (a group) whose end comes
     // late, as a browser user's often does, never holds up the next one.
-    let mut frames = moq_net::model::TrackFrames::new(track);
+    let mut frames = moqx_net::model::TrackFrames::new(track);
     while let Ok(Some((_group, frame))) = frames.read_frame().await {
         if room.over.load(Ordering::Relaxed) {
             return;

@@ -5,7 +5,7 @@
 //! written (the group's cached frames), then each new second as it comes.
 //!
 //! ```text
-//! cargo run -p moq-relay -- --bind 127.0.0.1:4443
+//! cargo run -p moqx-relay -- --bind 127.0.0.1:4443
 //! cargo run -p moq-examples --example clock -- --insecure moqt://127.0.0.1:4443/ publish
 //! cargo run -p moq-examples --example clock -- --insecure moqt://127.0.0.1:4443/ subscribe
 //! ```
@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use moq_examples::{RelayArgs, now_micros};
-use moq_net::model::{Announcement, BroadcastProducer, Origin, Track};
-use moq_net::session::SessionConfig;
+use moqx_net::model::{Announcement, BroadcastProducer, Origin, Track};
+use moqx_net::session::SessionConfig;
 
 /// Publishes the time, or prints it.
 #[derive(Debug, Parser)]
@@ -80,7 +80,7 @@ async fn publish(args: &Args) -> Result<(), String> {
         // A new group at the top of every minute (and for the first second).
         if seconds.is_multiple_of(60) || group.is_none() {
             if let Some(previous) = group.take() {
-                moq_net::model::GroupProducer::finish(previous);
+                moqx_net::model::GroupProducer::finish(previous);
             }
             group = Some(track.append_group());
         }
@@ -96,7 +96,7 @@ async fn publish(args: &Args) -> Result<(), String> {
     }
     track.finish();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    session.close(moq_net::Error::Cancel);
+    session.close(moqx_net::Error::Cancel);
     let _ = session.closed().await;
     Ok(())
 }
@@ -128,7 +128,7 @@ async fn subscribe(args: &Args) -> Result<(), String> {
             println!("{}", String::from_utf8_lossy(&frame.payload));
             printed += 1;
             if args.count.is_some_and(|count| printed >= count) {
-                session.close(moq_net::Error::Cancel);
+                session.close(moqx_net::Error::Cancel);
                 let _ = session.closed().await;
                 return Ok(());
             }

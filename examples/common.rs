@@ -2,7 +2,7 @@
 //! statistics. The examples themselves are `chat.rs`, `clock.rs` and `embedded_relay.rs`:
 //!
 //! ```text
-//! cargo run -p moq-relay                                  # a relay on [::]:4443
+//! cargo run -p moqx-relay                                  # a relay on [::]:4443
 //! cargo run -p moq-examples --example chat -- --insecure moqt://localhost:4443/room
 //! cargo run -p moq-examples --example clock -- --insecure moqt://localhost:4443/ publish
 //! cargo run -p moq-examples --example embedded_relay
@@ -10,9 +10,9 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use moq_net::session::{Session, SessionConfig};
-use moq_runtime::tls::Fingerprint;
-use moq_tokio::ClientConfig;
+use moqx_net::session::{Session, SessionConfig};
+use moqx_runtime::tls::Fingerprint;
+use moqx_tokio::ClientConfig;
 
 /// How an example reaches its relay.
 #[derive(Debug, Clone, clap::Args)]
@@ -35,10 +35,10 @@ impl RelayArgs {
 
     /// Connects to `url` (another relay of the same network, trusted the same way).
     pub async fn connect_to(&self, url: &str, session: SessionConfig) -> Result<Session, String> {
-        moq_tokio::connect(url, self.client_config(session)?)
+        moqx_tokio::connect(url, self.client_config(session)?)
             .await
             .map_err(|error| {
-                let url = moq_net::redact::Redacted(url);
+                let url = moqx_net::redact::Redacted(url);
                 format!("connecting to {url}: {error}")
             })
     }

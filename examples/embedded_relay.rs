@@ -7,7 +7,7 @@
 //!
 //! This program runs such a relay on a loopback port, connects a publisher and a
 //! subscriber to it, passes a few messages, and exits. For a relay with auth, limits,
-//! metrics and a graceful stop, embed `moq_relay::Relay` the same way.
+//! metrics and a graceful stop, embed `moqx_relay::Relay` the same way.
 //!
 //! ```text
 //! cargo run -p moq-examples --example embedded_relay
@@ -16,10 +16,10 @@
 
 use std::time::Duration;
 
-use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::session::SessionConfig;
-use moq_runtime::tls::Certificate;
-use moq_tokio::{ClientConfig, Server, ServerConfig, connect};
+use moqx_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::session::SessionConfig;
+use moqx_runtime::tls::Certificate;
+use moqx_tokio::{ClientConfig, Server, ServerConfig, connect};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -105,8 +105,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!("the track ended; closing");
-    publisher.close(moq_net::Error::Cancel);
-    subscriber.close(moq_net::Error::Cancel);
+    publisher.close(moqx_net::Error::Cancel);
+    subscriber.close(moqx_net::Error::Cancel);
     let _ = tokio::join!(publisher.closed(), subscriber.closed());
     Ok(())
 }

@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use moq_net::coding::{
+use moqx_net::coding::{
     Announce, AnnounceOk, AnnounceRequest, BidiStream, DecodeError, Fetch, GoAway, Message, Probe,
     Setup, Subscribe, SubscribeResponse, SubscribeUpdate, Track, TrackInfo, TypedAnnounce,
     UniStream, Version,

@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use moq_net::coding::Datagram;
+use moqx_net::coding::Datagram;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&version, data)) = data.split_first() else {

@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use moq_net::coding::{GroupDecoder, GroupItem};
+use moqx_net::coding::{GroupDecoder, GroupItem};
 
 /// The frame size limit the decoder is given.
 const MAX_FRAME: u64 = 4096;

@@ -21,12 +21,12 @@ use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kio::Waiter;
+use moqx_kio::Waiter;
 use libfuzzer_sys::fuzz_target;
-use moq_net::model::{Announced, Announcement, BroadcastProducer, Origin, PendingTrack, Track};
-use moq_net::runtime::test::{LinkConfig, TestRecvStream, TestRuntime, TestSendStream};
-use moq_net::session::{self, SessionConfig};
-use moq_net::transport::{RecvStream, SendStream, Session as _};
+use moqx_net::model::{Announced, Announcement, BroadcastProducer, Origin, PendingTrack, Track};
+use moqx_net::runtime::test::{LinkConfig, TestRecvStream, TestRuntime, TestSendStream};
+use moqx_net::session::{self, SessionConfig};
+use moqx_net::transport::{RecvStream, SendStream, Session as _};
 
 /// The bounds under test, small so that inputs reach them.
 const MAX_ANNOUNCES: usize = 8;
@@ -145,7 +145,7 @@ fuzz_target!(|data: &[u8]| {
     check(&server, &origin, &peer);
     // End it: the session machine finishes and the runtime lets go of it (a machine still
     // running when the runtime is dropped would be reported as a leak).
-    server.close(moq_net::Error::Cancel);
+    server.close(moqx_net::Error::Cancel);
     drop((streams, kept, client, readers, announced));
     // The close waits at most a second for the transport to confirm.
     runtime.advance(Duration::from_millis(1500));

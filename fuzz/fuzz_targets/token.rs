@@ -10,8 +10,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, UNIX_EPOCH};
 
 use libfuzzer_sys::fuzz_target;
-use moq_net::model::Origin;
-use moq_auth::{Authorizer, Claims, Key, KeyAlgorithm, Keys, Public, request_path};
+use moqx_net::model::Origin;
+use moqx_auth::{Authorizer, Claims, Key, KeyAlgorithm, Keys, Public, request_path};
 
 /// A signing key and a relay's authorizer verifying with it, for the whole run (making
 /// them per input would be most of the cost).

@@ -6,8 +6,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use moq_webtransport_wire::capsule::CapsuleReader;
-use moq_webtransport_wire::header::{parse_bidi, parse_uni};
+use moqx_webtransport_wire::capsule::CapsuleReader;
+use moqx_webtransport_wire::header::{parse_bidi, parse_uni};
 
 /// What the capsule reader may hold: one 64 KiB frame and one 64 KiB capsule, with their
 /// headers.

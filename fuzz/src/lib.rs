@@ -1,6 +1,6 @@
 //! What the fuzz targets share: how an input's bits pick the moq-lite version.
 
-use moq_net::coding::Version;
+use moqx_net::coding::Version;
 
 /// The versions, in the order an input's version bits select them (and `make_seeds.py`
 /// writes them): -05, -04, -03, -06-wip.

@@ -1,7 +1,7 @@
 //! kio micro-benchmarks: the cost of parking and waking, and of one write seen by many readers.
 //!
 //! ```text
-//! cargo bench -p kio                       # wall-clock: median ns per operation
+//! cargo bench -p moqx-kio                       # wall-clock: median ns per operation
 //! cargo xtask bench --instructions         # instructions per operation, under callgrind
 //! ```
 //!
@@ -18,8 +18,8 @@ use std::task::Poll;
 
 use bench_harness::{Bench, counting_waker};
 
-use kio::log::{LogWriter, Next, Start};
-use kio::{Producer, Queue, Waiter, WaiterList};
+use moqx_kio::log::{LogWriter, Next, Start};
+use moqx_kio::{Producer, Queue, Waiter, WaiterList};
 
 fn benches() -> Vec<Bench> {
     let mut all = vec![

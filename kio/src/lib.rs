@@ -1,4 +1,4 @@
-//! # kio: runtime-free async primitives
+//! # moqx-kio: runtime-free async primitives
 //!
 //! The building blocks of the MoQ workspace's pub/sub model and session machines. kio **is**
 //! a small set of poll-based synchronization types; it **is not** a runtime: it has no
@@ -23,7 +23,7 @@
 //! released.
 //!
 //! ```
-//! use kio::{Producer, Queue};
+//! use moqx_kio::{Producer, Queue};
 //!
 //! // A control cell: the session's state, watched by whoever cares.
 //! let status = Producer::new("connecting");

@@ -33,7 +33,7 @@
 //! and by the [`WaiterList`] when a reader that has caught up parks.
 //!
 //! ```
-//! use kio::log::{LogWriter, Next, Start};
+//! use moqx_kio::log::{LogWriter, Next, Start};
 //!
 //! let mut writer = LogWriter::new();
 //! writer.append("hello");
@@ -151,17 +151,17 @@ impl<T> LogWriter<T> {
     pub fn with_config(config: LogConfig) -> Self {
         assert!(
             config.first_chunk > 0,
-            "kio::log::LogConfig::first_chunk must be at least 1"
+            "moqx_kio::log::LogConfig::first_chunk must be at least 1"
         );
         assert!(
             config.max_chunk >= config.first_chunk,
-            "kio::log::LogConfig::max_chunk ({}) must be at least first_chunk ({})",
+            "moqx_kio::log::LogConfig::max_chunk ({}) must be at least first_chunk ({})",
             config.max_chunk,
             config.first_chunk
         );
         assert!(
             config.retain != Some(0),
-            "kio::log::LogConfig::retain must be at least 1 (or None to keep everything)"
+            "moqx_kio::log::LogConfig::retain must be at least 1 (or None to keep everything)"
         );
         let tail = ChunkArc::new(Chunk::new(0, config.first_chunk));
         let shared = Arc::new(Shared {

@@ -19,7 +19,7 @@ use crate::{Closed, Waiter, WaiterList, wait};
 /// A FIFO queue handle. See the [module documentation](self).
 ///
 /// ```
-/// use kio::Queue;
+/// use moqx_kio::Queue;
 ///
 /// let queue = Queue::bounded(2);
 /// queue.try_push("a").unwrap();
@@ -28,7 +28,7 @@ use crate::{Closed, Waiter, WaiterList, wait};
 /// queue.close();
 /// assert_eq!(queue.try_pop(), Ok("a"));
 /// assert_eq!(queue.try_pop(), Ok("b"));
-/// assert_eq!(queue.try_pop(), Err(kio::queue::TryPopError::Closed));
+/// assert_eq!(queue.try_pop(), Err(moqx_kio::queue::TryPopError::Closed));
 /// ```
 pub struct Queue<T> {
     shared: Arc<Shared<T>>,
@@ -66,7 +66,7 @@ impl<T> Queue<T> {
     pub fn bounded(capacity: usize) -> Self {
         assert!(
             capacity > 0,
-            "kio::Queue::bounded: capacity must be at least 1"
+            "moqx_kio::Queue::bounded: capacity must be at least 1"
         );
         Self::with_capacity_limit(Some(capacity))
     }

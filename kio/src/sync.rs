@@ -2,11 +2,11 @@
 //!
 //! Every lock, atomic and `UnsafeCell` in kio comes from here, so that the loom models in
 //! `tests/loom.rs` explore every interleaving of the real code, not of a copy. Crates built on
-//! kio (moq-net's model) take their `Arc`, atomics and [`Mutex`] from here too, so that their
+//! kio (moqx-net's model) take their `Arc`, atomics and [`Mutex`] from here too, so that their
 //! own loom models run over the same switch:
 //!
 //! ```
-//! use kio::sync::{Arc, AtomicU64, Mutex, Ordering};
+//! use moqx_kio::sync::{Arc, AtomicU64, Mutex, Ordering};
 //!
 //! let counter = Arc::new(AtomicU64::new(0));
 //! counter.fetch_add(1, Ordering::Relaxed);

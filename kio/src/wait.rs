@@ -19,7 +19,7 @@ use crate::Waiter;
 /// #     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
 /// #     loop { if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } }
 /// # }
-/// use kio::{Queue, wait};
+/// use moqx_kio::{Queue, wait};
 ///
 /// let queue = Queue::unbounded();
 /// queue.try_push(7).unwrap();
@@ -81,9 +81,9 @@ impl<F> fmt::Debug for Wait<F> {
 /// use std::task::Poll;
 ///
 /// let never = std::future::pending::<u32>();
-/// let stopped = block_on(kio::unless(never, |_waiter| Poll::Ready("closed")));
+/// let stopped = block_on(moqx_kio::unless(never, |_waiter| Poll::Ready("closed")));
 /// assert_eq!(stopped, Err("closed"));
-/// let done = block_on(kio::unless(async { 7 }, |_waiter| Poll::Ready("closed")));
+/// let done = block_on(moqx_kio::unless(async { 7 }, |_waiter| Poll::Ready("closed")));
 /// assert_eq!(done, Ok(7));
 /// ```
 pub async fn unless<T, S>(

@@ -48,7 +48,7 @@ use crate::sync::{Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
 ///
 /// ```
 /// use std::task::{Poll, Waker};
-/// use kio::{Waiter, WaiterList};
+/// use moqx_kio::{Waiter, WaiterList};
 ///
 /// let list = WaiterList::new();
 /// let waiter = Waiter::new(Waker::noop());
@@ -270,7 +270,7 @@ impl fmt::Debug for WaiterList {
 /// [`Waker`] to call *after* the lock is released.
 ///
 /// ```
-/// use kio::{Waiter, WaiterSlot};
+/// use moqx_kio::{Waiter, WaiterSlot};
 ///
 /// let mut slot = WaiterSlot::new();
 /// let waiter = Waiter::new(std::task::Waker::noop());

@@ -24,7 +24,7 @@ use crate::{Closed, Waiter, WaiterList, wait};
 /// one is dropped.
 ///
 /// ```
-/// use kio::Producer;
+/// use moqx_kio::Producer;
 ///
 /// let producer = Producer::new(0u32);
 /// let consumer = producer.consume();
@@ -41,8 +41,8 @@ pub struct Producer<T> {
 /// The reading side of a watch cell. Cloning adds a consumer; producers can observe the count.
 ///
 /// ```
-/// # fn main() -> Result<(), kio::Closed> {
-/// use kio::Producer;
+/// # fn main() -> Result<(), moqx_kio::Closed> {
+/// use moqx_kio::Producer;
 ///
 /// let producer = Producer::new(Vec::<&str>::new());
 /// let consumer = producer.consume();

@@ -9,12 +9,12 @@
 use std::sync::Arc as StdArc;
 use std::task::{Poll, Wake, Waker};
 
-use kio::log::{LogConfig, LogWriter, Next, Start};
-use kio::{Producer, Queue, Waiter, WaiterList, WaiterSlot, wait};
 use loom::future::block_on;
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::thread;
+use moqx_kio::log::{LogConfig, LogWriter, Next, Start};
+use moqx_kio::{Producer, Queue, Waiter, WaiterList, WaiterSlot, wait};
 
 /// A flag guarded by a waiter list: the smallest instance of the protocol every kio primitive
 /// follows (check, register, re-check; store, wake).

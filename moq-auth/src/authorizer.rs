@@ -3,8 +3,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use moq_net::model::{Origin, Path};
-use moq_net::session::Origins;
+use moqx_net::model::{Origin, Path};
+use moqx_net::session::Origins;
 
 use crate::{AuthError, Claims, Keys, LEEWAY_SECS};
 
@@ -190,7 +190,7 @@ fn remaining(expires: u64, now: SystemTime) -> Duration {
 /// over raw QUIC, whose SETUP carries the client's bytes as they are, and over
 /// WebTransport, whose request went through those rules on its way in.
 pub fn request_path(path_and_query: &str) -> Result<String, AuthError> {
-    let bad = || AuthError::BadPath(moq_net::redact::redact(path_and_query).into_owned());
+    let bad = || AuthError::BadPath(moqx_net::redact::redact(path_and_query).into_owned());
     // A raw QUIC client may leave out the leading slash; a URL path always has one.
     let slash = if path_and_query.starts_with('/') {
         ""
@@ -231,7 +231,7 @@ mod tests {
     use super::*;
     use crate::test_support::{claims, now};
     use crate::{Key, KeyAlgorithm};
-    use moq_net::model::BroadcastProducer;
+    use moqx_net::model::BroadcastProducer;
 
     #[test]
     fn a_grant_is_scoped_to_the_connection_path_and_the_token() {

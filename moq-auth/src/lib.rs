@@ -1,9 +1,9 @@
-//! # moq-auth: token authorization for MoQ relays
+//! # moqx-auth: token authorization for MoQ relays
 //!
 //! Which paths a session may publish and subscribe under. This crate **is** the token
 //! format, its keys and the check of a path against a token's grants, with no I/O beyond
-//! reading a key file; it **is not** the relay that applies them (`moq-relay`, which
-//! re-exports it as `moq_relay::auth`), and has no dependency on a runtime or socket.
+//! reading a key file; it **is not** the relay that applies them (`moqx-relay`, which
+//! re-exports it as `moqx_relay::auth`), and has no dependency on a runtime or socket.
 //!
 //! Tokens are JWTs with the claims deployed moq relays use, so operators can bring the
 //! tokens (and keys) they already issue:

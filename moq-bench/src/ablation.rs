@@ -59,7 +59,7 @@ impl Configuration {
         label
     }
 
-    /// The relay command template for this configuration: `relay` (the moq-relay binary)
+    /// The relay command template for this configuration: `relay` (the moqx-relay binary)
     /// with `workers` workers (thread-per-core drivers), serving `/metrics` for the
     /// driver's counters.
     pub fn template(&self, relay: &str, workers: usize) -> String {
@@ -97,7 +97,7 @@ mod tests {
             recv_batching: Some(false),
         };
         assert_eq!(off.label(), "tokio-per-core gso- gro+ batch-");
-        let template = off.template("moq-relay", 2);
+        let template = off.template("moqx-relay", 2);
         assert!(template.contains("--no-gso"), "{template}");
         assert!(!template.contains("--no-gro"), "{template}");
         assert!(template.contains("--recv-batch 1"), "{template}");

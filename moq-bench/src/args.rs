@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use moq_bench::load::{Stream, Workload};
-use moq_net::coding::Version;
+use moqx_net::coding::Version;
 
 /// Load and measurement for moq-lite relays: chat, media and fanout profiles against a
 /// relay process started for each round, with relay CPU per delivered message (from
@@ -13,7 +13,7 @@ use moq_net::coding::Version;
 ///
 /// The relay is a command template: `{port}` becomes a free loopback port, and
 /// `{fingerprint_file}` a file the relay writes its certificate fingerprint to (the bench
-/// waits for it and pins it). The default runs this workspace's moq-relay.
+/// waits for it and pins it). The default runs this workspace's moqx-relay.
 #[derive(Debug, Parser)]
 #[command(name = "moq-bench", version)]
 pub(crate) struct Cli {
@@ -81,7 +81,7 @@ pub(crate) struct SoakArgs {
     /// after it (allocators and caches warm up for the first minutes of a long soak).
     #[arg(long, default_value_t = 2.0, value_name = "MINUTE")]
     pub(crate) baseline_minute: f64,
-    /// The relay command template [default: this workspace's moq-relay].
+    /// The relay command template [default: this workspace's moqx-relay].
     #[arg(long, value_name = "COMMAND")]
     pub(crate) relay: Option<String>,
     /// How long the relay may take to start listening, in seconds.
@@ -332,7 +332,7 @@ pub(crate) struct RunArgs {
     pub(crate) load: LoadArgs,
     #[command(flatten)]
     pub(crate) output: Output,
-    /// The relay command template [default: this workspace's moq-relay].
+    /// The relay command template [default: this workspace's moqx-relay].
     #[arg(long, value_name = "COMMAND")]
     pub(crate) relay: Option<String>,
     /// Rounds, each with a fresh relay process.
@@ -377,7 +377,7 @@ pub(crate) struct SweepArgs {
     pub(crate) load: LoadArgs,
     #[command(flatten)]
     pub(crate) output: Output,
-    /// The relay command template [default: this workspace's moq-relay].
+    /// The relay command template [default: this workspace's moqx-relay].
     #[arg(long, value_name = "COMMAND")]
     pub(crate) relay: Option<String>,
     /// Rates per publisher to try, in order.
@@ -399,7 +399,7 @@ pub(crate) struct SuiteArgs {
     /// Where the JSON lines and the chart go.
     #[arg(long, default_value = "target/moq-bench")]
     pub(crate) out: PathBuf,
-    /// The relay command template [default: this workspace's moq-relay].
+    /// The relay command template [default: this workspace's moqx-relay].
     #[arg(long, value_name = "COMMAND")]
     pub(crate) relay: Option<String>,
     /// Seconds per measured phase.
@@ -413,7 +413,7 @@ pub(crate) struct AblationArgs {
     pub(crate) load: LoadArgs,
     #[command(flatten)]
     pub(crate) output: Output,
-    /// The moq-relay binary [default: the one beside moq-bench].
+    /// The moqx-relay binary [default: the one beside moq-bench].
     #[arg(long, value_name = "FILE")]
     pub(crate) relay_binary: Option<String>,
     /// The drivers to measure.

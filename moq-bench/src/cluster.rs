@@ -12,7 +12,7 @@
 //!   GOAWAY, its links go silent). D notices when the link times out
 //!   (`cluster.peer_timeout_secs`) and moves its subscriptions to the other route.
 //! - `drain`: X and Y dial P. The publisher is on P, the subscribers on X with
-//!   [`moq_tokio::Reconnect`] over [X, Y]; X is stopped (SIGTERM: GOAWAY, then its drain).
+//!   [`moqx_tokio::Reconnect`] over [X, Y]; X is stopped (SIGTERM: GOAWAY, then its drain).
 //! - `fanout`: no failure; a tier (A the origin, B, C and D its edges with the
 //!   subscribers) against one relay serving them all: each relay's CPU per frame it
 //!   delivered.
@@ -23,9 +23,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::session::{Session, SessionConfig};
-use moq_tokio::ClientConfig;
+use moqx_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::session::{Session, SessionConfig};
+use moqx_tokio::ClientConfig;
 
 /// Arguments of `moq-bench cluster`.
 #[derive(Debug, Args)]
@@ -39,10 +39,10 @@ pub struct ClusterArgs {
     /// Subscribers per trial.
     #[arg(long, default_value_t = 10)]
     pub subscribers: usize,
-    /// The relays' driver (`moq-relay --driver`).
+    /// The relays' driver (`moqx-relay --driver`).
     #[arg(long, default_value = "tokio")]
     pub driver: String,
-    /// Groups the relays cache per track (`moq-relay --cache-groups`): what a moved
+    /// Groups the relays cache per track (`moqx-relay --cache-groups`): what a moved
     /// subscription can recover of what was published while its link was failing.
     #[arg(long)]
     pub cache_groups: Option<usize>,
@@ -332,7 +332,7 @@ impl Publisher {
         origin
             .publish("room/alice", &broadcast)
             .map_err(|e| e.to_string())?;
-        let session = moq_tokio::connect(
+        let session = moqx_tokio::connect(
             &relay.url(),
             client(SessionConfig {
                 publish: Some(origin),
@@ -387,7 +387,7 @@ async fn subscribe_all(relay: &RelayNode, count: usize) -> Result<Vec<Subscriber
     let mut subscribers = Vec::new();
     for _ in 0..count {
         let origin = Origin::new();
-        let session = moq_tokio::connect(
+        let session = moqx_tokio::connect(
             &relay.url(),
             client(SessionConfig {
                 subscribe: Some(origin.clone()),
@@ -406,7 +406,7 @@ async fn subscribe_reconnecting(urls: &[String], count: usize) -> Result<Vec<Sub
     let mut subscribers = Vec::new();
     for _ in 0..count {
         let origin = Origin::new();
-        let reconnect = moq_tokio::Reconnect::new(
+        let reconnect = moqx_tokio::Reconnect::new(
             urls.to_vec(),
             client(SessionConfig {
                 subscribe: Some(origin.clone()),
@@ -494,7 +494,7 @@ impl RelayNode {
     ) -> Result<Self, String> {
         let exe = std::env::current_exe()
             .map_err(|e| e.to_string())?
-            .with_file_name("moq-relay");
+            .with_file_name("moqx-relay");
         let port = crate::relay::free_port()?;
         let scratch =
             std::env::temp_dir().join(format!("moq-bench-cluster-{}-{port}", std::process::id()));

@@ -11,7 +11,7 @@
 //! relay loses nothing and does not grow. [`cluster`] measures how long a network of
 //! relays takes to carry on when one is killed or drained.
 //!
-//! It speaks plain moq-lite-05 through `moq-tokio`, so it can drive any moq-lite relay.
+//! It speaks plain moq-lite-05 through `moqx-tokio`, so it can drive any moq-lite relay.
 //! It **is not** a test: it asserts nothing about speed, it prints figures.
 
 pub mod ablation;

@@ -22,12 +22,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use moq_net::coding::Version;
-use moq_net::model::{Announcement, BroadcastConsumer, BroadcastProducer, Frame, Origin, Track};
-use moq_net::session::{Session, SessionConfig};
-use moq_runtime::client::ConnectError;
-use moq_runtime::tls::Fingerprint;
-use moq_tokio::ClientConfig;
+use moqx_net::coding::Version;
+use moqx_net::model::{Announcement, BroadcastConsumer, BroadcastProducer, Frame, Origin, Track};
+use moqx_net::session::{Session, SessionConfig};
+use moqx_runtime::client::ConnectError;
+use moqx_runtime::tls::Fingerprint;
+use moqx_tokio::ClientConfig;
 
 /// What each publisher writes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -213,9 +213,9 @@ impl Target {
         // a real client would; a refusal is not.
         let mut attempt = 1;
         let session = loop {
-            match moq_tokio::connect(&self.url, config.clone()).await {
+            match moqx_tokio::connect(&self.url, config.clone()).await {
                 Ok(session) => break session,
-                Err(moq_tokio::Error::Connect(ConnectError::Handshake(why)))
+                Err(moqx_tokio::Error::Connect(ConnectError::Handshake(why)))
                     if attempt < HANDSHAKE_ATTEMPTS =>
                 {
                     tracing::debug!(name, attempt, %why, "handshake lost: trying again");
@@ -358,7 +358,7 @@ impl Clients {
             task.abort();
         }
         for session in &self.sessions {
-            session.close(moq_net::Error::Cancel);
+            session.close(moqx_net::Error::Cancel);
         }
         for session in &self.sessions {
             let _ = tokio::time::timeout(Duration::from_secs(2), session.closed()).await;
@@ -482,7 +482,7 @@ async fn read(publisher: String, broadcast: BroadcastConsumer, tally: Arc<Tally>
 struct Publisher {
     /// Kept published for as long as the publisher runs.
     _broadcast: BroadcastProducer,
-    track: moq_net::model::TrackProducer,
+    track: moqx_net::model::TrackProducer,
     stream: Stream,
     seconds: f64,
     /// Its offset within the interval, as a share of it.

@@ -232,9 +232,9 @@ async fn soak(args: SoakArgs) -> Result<(), String> {
 fn default_relay() -> String {
     let relay = std::env::current_exe()
         .ok()
-        .map(|exe| exe.with_file_name("moq-relay"))
+        .map(|exe| exe.with_file_name("moqx-relay"))
         .filter(|path| path.exists())
-        .map_or_else(|| "moq-relay".to_owned(), |p| p.display().to_string());
+        .map_or_else(|| "moqx-relay".to_owned(), |p| p.display().to_string());
     format!(
         "{relay} --bind 127.0.0.1:{{port}} --http-bind 127.0.0.1:{{http_port}} --fingerprint-file {{fingerprint_file}} --max-sessions 100000 --max-subscriptions 100000"
     )
@@ -330,9 +330,9 @@ async fn ablation(args: AblationArgs) -> Result<(), String> {
     let binary = args.relay_binary.clone().unwrap_or_else(|| {
         std::env::current_exe()
             .ok()
-            .map(|exe| exe.with_file_name("moq-relay"))
+            .map(|exe| exe.with_file_name("moqx-relay"))
             .filter(|path| path.exists())
-            .map_or_else(|| "moq-relay".to_owned(), |p| p.display().to_string())
+            .map_or_else(|| "moqx-relay".to_owned(), |p| p.display().to_string())
     });
     let workload = args.load.workload();
     let mut rows = Vec::new();

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use moq_net::model::{Announcement, BroadcastProducer, Frame, Origin, Track};
-use moq_net::session::{Session, SessionConfig};
+use moqx_net::model::{Announcement, BroadcastProducer, Frame, Origin, Track};
+use moqx_net::session::{Session, SessionConfig};
 
 use crate::heard::Heard;
 use crate::load::Target;
@@ -181,7 +181,7 @@ impl MediaSoak {
                     session.transport_closed().unwrap_or_default()
                 ));
             }
-            session.close(moq_net::Error::Cancel);
+            session.close(moqx_net::Error::Cancel);
         }
         MediaReport {
             sent,
@@ -250,7 +250,7 @@ fn runs_of(numbers: &BTreeSet<u64>) -> Vec<Range<u64>> {
 /// with its end.
 async fn publish(
     _broadcast: BroadcastProducer,
-    mut track: moq_net::model::TrackProducer,
+    mut track: moqx_net::model::TrackProducer,
     counters: Arc<MediaCounters>,
 ) {
     let mut ticks = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));

@@ -9,7 +9,7 @@ use moq_bench::record::{PathRecord, ProcessCost, RssSample, RunRecord, SCHEMA};
 use moq_bench::relay::{self, RelayProcess, Usage};
 use moq_bench::stats::Latency;
 use moq_impair::{Proxy, ProxyConfig};
-use moq_net::coding::Version;
+use moqx_net::coding::Version;
 
 use crate::args::{ImpairedPath, LoadArgs, Output, Profile, Scheme};
 

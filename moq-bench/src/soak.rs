@@ -29,8 +29,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use moq_net::model::{Announcement, BroadcastConsumer, BroadcastProducer, Origin, Track};
-use moq_net::session::{Session, SessionConfig};
+use moqx_net::model::{Announcement, BroadcastConsumer, BroadcastProducer, Origin, Track};
+use moqx_net::session::{Session, SessionConfig};
 
 use crate::heard::Heard;
 use crate::load::Target;
@@ -342,7 +342,7 @@ pub async fn run(
                 session.transport_closed().unwrap_or_default()
             ));
         }
-        session.close(moq_net::Error::Cancel);
+        session.close(moqx_net::Error::Cancel);
     }
 
     let baseline = samples
@@ -485,7 +485,7 @@ impl Churner {
                     }
                     writer.abort();
                     reader.abort();
-                    session.close(moq_net::Error::Cancel);
+                    session.close(moqx_net::Error::Cancel);
                     let _ = tokio::time::timeout(Duration::from_secs(2), session.closed()).await;
                     self.counters.sessions.fetch_sub(1, Ordering::Relaxed);
                     self.counters.churn_cycles.fetch_add(1, Ordering::Relaxed);
@@ -500,7 +500,7 @@ impl Churner {
 
 type Connected = (
     Session,
-    moq_net::model::TrackProducer,
+    moqx_net::model::TrackProducer,
     Origin,
     BroadcastProducer,
 );
@@ -634,7 +634,7 @@ impl AnnounceChurn {
             if session.is_closed() {
                 counters.error(format!("the announce churn's {what} session ended"));
             }
-            session.close(moq_net::Error::Cancel);
+            session.close(moqx_net::Error::Cancel);
         }
     }
 }
@@ -643,7 +643,7 @@ impl AnnounceChurn {
 /// publisher records each number it sent.
 async fn publish(
     _broadcast: BroadcastProducer,
-    mut track: moq_net::model::TrackProducer,
+    mut track: moqx_net::model::TrackProducer,
     stable: Option<u32>,
     interval: Duration,
     size: usize,

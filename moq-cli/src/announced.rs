@@ -1,14 +1,14 @@
-//! `moq announced URL PREFIX`
+//! `moqx announced URL PREFIX`
 
 use std::io::Write;
 
 use clap::Args;
-use moq_net::model::{Announcement, Origin, Path};
-use moq_net::session::SessionConfig;
+use moqx_net::model::{Announcement, Origin, Path};
+use moqx_net::session::SessionConfig;
 
 use crate::client::{Connection, close, ended};
 
-/// Arguments of `moq announced`.
+/// Arguments of `moqx announced`.
 #[derive(Debug, Args)]
 pub(crate) struct AnnouncedArgs {
     #[command(flatten)]

@@ -3,12 +3,12 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use moq_net::Error;
-use moq_net::coding::Version;
-use moq_net::session::{Session, SessionConfig};
-use moq_runtime::client::ConnectError;
-use moq_runtime::tls::Fingerprint;
-use moq_tokio::ClientConfig;
+use moqx_net::Error;
+use moqx_net::coding::Version;
+use moqx_net::session::{Session, SessionConfig};
+use moqx_runtime::client::ConnectError;
+use moqx_runtime::tls::Fingerprint;
+use moqx_tokio::ClientConfig;
 
 /// How to reach the relay.
 #[derive(Debug, Args)]
@@ -21,7 +21,7 @@ pub(crate) struct Connection {
     /// Trust exactly the relay certificate with this SHA-256 fingerprint (hex).
     #[arg(long, value_name = "HEX")]
     fingerprint: Option<String>,
-    /// Read the fingerprint to trust from a file (as `moq-relay --fingerprint-file` writes).
+    /// Read the fingerprint to trust from a file (as `moqx-relay --fingerprint-file` writes).
     #[arg(long, value_name = "FILE", conflicts_with = "fingerprint")]
     fingerprint_file: Option<PathBuf>,
     /// Do not verify the relay's certificate at all (loopback testing only).
@@ -71,11 +71,11 @@ impl Connection {
     pub(crate) async fn keep_connected(
         &self,
         session: SessionConfig,
-    ) -> Result<moq_tokio::Reconnect, String> {
+    ) -> Result<moqx_tokio::Reconnect, String> {
         let config = self.config(session)?;
         let mut urls = vec![self.url.clone()];
         urls.extend(self.fallback.iter().cloned());
-        let reconnect = moq_tokio::Reconnect::new(urls, config);
+        let reconnect = moqx_tokio::Reconnect::new(urls, config);
         reconnect
             .connected()
             .await
@@ -88,16 +88,16 @@ impl Connection {
         let config = self.config(session)?;
         // Resolves once the relay answered SETUP: a relay checking tokens does that only
         // after letting this session in, and a refusal is an error with its code.
-        moq_tokio::connect(&self.url, config)
+        moqx_tokio::connect(&self.url, config)
             .await
             .map_err(|error| match error {
-                moq_tokio::Error::Connect(ConnectError::Refused { error }) => {
+                moqx_tokio::Error::Connect(ConnectError::Refused { error }) => {
                     ended(error).err().unwrap_or_else(|| {
                         format!("the relay closed the session before it started ({error})")
                     })
                 }
                 other => {
-                    let url = moq_net::redact::Redacted(&self.url);
+                    let url = moqx_net::redact::Redacted(&self.url);
                     format!("connecting to {url}: {other}")
                 }
             })

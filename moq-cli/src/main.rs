@@ -1,4 +1,4 @@
-//! `moq`: the command line for trying any moq-lite relay. `moq --help` says how.
+//! `moqx`: the command line for trying any moq-lite relay. `moqx --help` says how.
 
 mod announced;
 mod client;
@@ -17,13 +17,13 @@ use clap::{Parser, Subcommand};
 /// --fingerprint (it prints it, and serves it at http://host:port/certificate.sha256) or,
 /// on your own machine, --insecure.
 ///
-/// Try it against a local relay (`cargo run -p moq-relay`):
+/// Try it against a local relay (`cargo run -p moqx-relay`):
 ///
-///   moq subscribe --insecure moqt://localhost:4443/demo clock
+///   moqx subscribe --insecure moqt://localhost:4443/demo clock
 ///
-///   date | moq publish --insecure moqt://localhost:4443/demo clock
+///   date | moqx publish --insecure moqt://localhost:4443/demo clock
 #[derive(Debug, Parser)]
-#[command(name = "moq", version)]
+#[command(name = "moqx", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -85,7 +85,7 @@ fn main() -> ExitCode {
 /// One line to stderr: what went wrong.
 fn report(message: &str) {
     use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "moq: {message}");
+    let _ = writeln!(std::io::stderr(), "moqx: {message}");
 }
 
 #[cfg(test)]

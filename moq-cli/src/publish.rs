@@ -1,17 +1,19 @@
-//! `moq publish URL PATH`
+//! `moqx publish URL PATH`
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use clap::Args;
-use moq_net::model::{BroadcastProducer, Frame, GroupProducer, Origin, Path, Track, TrackProducer};
-use moq_net::session::{Session, SessionConfig};
+use moqx_net::model::{
+    BroadcastProducer, Frame, GroupProducer, Origin, Path, Track, TrackProducer,
+};
+use moqx_net::session::{Session, SessionConfig};
 use tokio::io::AsyncBufReadExt;
 
 use crate::client::{Connection, close, ended};
 
-/// Arguments of `moq publish`.
+/// Arguments of `moqx publish`.
 #[derive(Debug, Args)]
 pub(crate) struct PublishArgs {
     #[command(flatten)]

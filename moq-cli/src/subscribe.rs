@@ -1,14 +1,14 @@
-//! `moq subscribe URL PATH`
+//! `moqx subscribe URL PATH`
 
 use std::io::Write;
 
 use clap::Args;
-use moq_net::model::{Announcement, BroadcastConsumer, FollowedTrack, Origin, Path, TrackFrames};
-use moq_net::session::SessionConfig;
+use moqx_net::model::{Announcement, BroadcastConsumer, FollowedTrack, Origin, Path, TrackFrames};
+use moqx_net::session::SessionConfig;
 
 use crate::client::{Connection, close, ended};
 
-/// Arguments of `moq subscribe`.
+/// Arguments of `moqx subscribe`.
 #[derive(Debug, Args)]
 pub(crate) struct SubscribeArgs {
     #[command(flatten)]

@@ -9,7 +9,7 @@
 //! from a seed, so a failure reproduces with the same seed.
 //!
 //! It **is** the packet-level half of the test story: the virtual-time link of
-//! `moq_net`'s test runtime scripts faults into whole sessions without sockets; this
+//! `moqx_net`'s test runtime scripts faults into whole sessions without sockets; this
 //! proxy puts the same faults under real sockets. It **is not** an emulator of queues
 //! and routers in general (one bottleneck per direction, tail drop), and it needs no
 //! privileges: for what only the kernel can do (an interface MTU with Don't Fragment

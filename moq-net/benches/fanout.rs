@@ -2,7 +2,7 @@
 //! every subscriber. This is the relay's per-message CPU with the network taken out.
 //!
 //! ```text
-//! cargo bench -p moq-net --bench fanout     # wall-clock: median ns per delivered frame
+//! cargo bench -p moqx-net --bench fanout     # wall-clock: median ns per delivered frame
 //! cargo xtask bench --instructions          # instructions per delivered frame (callgrind)
 //! ```
 //!
@@ -28,8 +28,8 @@ use std::task::Poll;
 
 use bench_harness::{Bench, counting_waker};
 use bytes::Bytes;
-use kio::Waiter;
-use moq_net::model::{GroupConsumer, Track, TrackConsumer, TrackProducer};
+use moqx_kio::Waiter;
+use moqx_net::model::{GroupConsumer, Track, TrackConsumer, TrackProducer};
 
 const CHAT_FRAME: usize = 100;
 const MEDIA_FRAME: usize = 4096;

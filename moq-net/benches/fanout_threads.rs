@@ -29,7 +29,7 @@
 //! first. No task ever moves between cores; only the model's cache lines cross them.
 //!
 //! ```text
-//! cargo bench -p moq-net --bench fanout_threads [-- --rounds 7 --groups 20000 --subscribers 64]
+//! cargo bench -p moqx-net --bench fanout_threads [-- --rounds 7 --groups 20000 --subscribers 64]
 //! ```
 #![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
 
@@ -41,8 +41,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 
 use bytes::Bytes;
-use kio::Waiter;
-use moq_net::model::{Track, TrackProducer};
+use moqx_kio::Waiter;
+use moqx_net::model::{Track, TrackProducer};
 use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::sys::resource::{UsageWho, getrusage};
 use nix::sys::time::TimeValLike;
@@ -74,7 +74,7 @@ struct Options {
 /// Which track design a round runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Design {
-    /// `moq_net::model`: lock-free reads over `kio::log`.
+    /// `moqx_net::model`: lock-free reads over `moqx_kio::log`.
     Model,
     /// A track-wide `Mutex` taken on every read.
     Locked,
@@ -247,7 +247,7 @@ fn per_core_round(workers: usize, subscribers: usize, groups: u64) -> Sample {
     since(before, delivered, lagged)
 }
 
-/// The CPUs this process may run on (moq-runtime's `cores::available`, which this crate
+/// The CPUs this process may run on (moqx-runtime's `cores::available`, which this crate
 /// cannot depend on).
 fn allowed_cpus() -> Vec<usize> {
     let cpus: Vec<usize> = sched_getaffinity(Pid::from_raw(0))
@@ -274,7 +274,7 @@ async fn publish(mut track: TrackProducer, groups: u64) {
 
 /// Reads every frame of `consumer`'s track; returns how many, and how many groups it
 /// lagged past.
-async fn read_all(mut consumer: moq_net::model::TrackConsumer) -> (u64, u64) {
+async fn read_all(mut consumer: moqx_net::model::TrackConsumer) -> (u64, u64) {
     let mut waiter: Option<Waiter> = None;
     let mut delivered = 0u64;
     loop {
@@ -384,8 +384,9 @@ fn locked_round(runtime: &tokio::runtime::Runtime, subscribers: usize, groups: u
 
 /// The same workload with one private queue per subscriber and nothing shared.
 fn queues_round(runtime: &tokio::runtime::Runtime, subscribers: usize, groups: u64) -> Sample {
-    let queues: Vec<kio::Queue<Bytes>> =
-        (0..subscribers).map(|_| kio::Queue::unbounded()).collect();
+    let queues: Vec<moqx_kio::Queue<Bytes>> = (0..subscribers)
+        .map(|_| moqx_kio::Queue::unbounded())
+        .collect();
     let readers: Vec<_> = queues
         .iter()
         .map(|queue| {
@@ -416,7 +417,7 @@ fn queues_round(runtime: &tokio::runtime::Runtime, subscribers: usize, groups: u
             }
             tokio::task::yield_now().await;
         }
-        queues.iter().for_each(kio::Queue::close);
+        queues.iter().for_each(moqx_kio::Queue::close);
     });
     finish(runtime, before, publisher, readers)
 }

@@ -4,7 +4,7 @@
 //! excludes QUIC, sockets and the executor of a real driver.
 //!
 //! ```text
-//! cargo bench -p moq-net --bench session    # wall-clock: median ns per delivered frame
+//! cargo bench -p moqx-net --bench session    # wall-clock: median ns per delivered frame
 //! cargo xtask bench --instructions          # instructions per delivered frame (callgrind)
 //! ```
 //!
@@ -24,9 +24,9 @@ use std::time::Duration;
 
 use bench_harness::Bench;
 use bytes::Bytes;
-use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
-use moq_net::runtime::test::{LinkConfig, TestRuntime};
-use moq_net::session::{self, Session, SessionConfig};
+use moqx_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
+use moqx_net::runtime::test::{LinkConfig, TestRuntime};
+use moqx_net::session::{self, Session, SessionConfig};
 
 fn main() {
     let mut benches = Vec::new();

@@ -14,7 +14,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use moq_net::backoff::Backoff;
+//! use moqx_net::backoff::Backoff;
 //!
 //! let mut backoff = Backoff::new(7);
 //! let first = backoff.failed();

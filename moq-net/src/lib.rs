@@ -1,4 +1,4 @@
-//! # moq-net: the sans-IO core of MoQ
+//! # moqx-net: the sans-IO core of MoQ
 //!
 //! This crate **is** the part of a Media-over-QUIC implementation that does not depend on
 //! how bytes, time or tasks move:
@@ -15,7 +15,7 @@
 //! and the [`Error`] taxonomy with its one mapping to wire codes.
 //!
 //! It **is not** a network stack: it owns no sockets, reads no clock of its own and keeps no
-//! global state. Driver crates (`moq-tokio`, `moq-uring`, `moq-wasm`) implement
+//! global state. Driver crates (`moqx-tokio`, `moqx-uring`, `moqx-wasm`) implement
 //! [`transport`] over real connections and [`runtime::Runtime`] over their executors.
 //!
 //! # A session, driven
@@ -27,9 +27,9 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use moq_net::model::{BroadcastProducer, Origin, Track};
-//! use moq_net::runtime::test::{LinkConfig, TestRuntime};
-//! use moq_net::session::{self, SessionConfig};
+//! use moqx_net::model::{BroadcastProducer, Origin, Track};
+//! use moqx_net::runtime::test::{LinkConfig, TestRuntime};
+//! use moqx_net::session::{self, SessionConfig};
 //!
 //! let runtime = TestRuntime::new(1, std::time::Instant::now());
 //! let (client, server) = runtime.connect(LinkConfig::default());

@@ -1,6 +1,6 @@
 //! Clients that come back by themselves: a session kept up across relays, GOAWAYs and
 //! losses, while the application keeps its producers and consumers. One policy for
-//! every driver: each gives it a runtime and a way to dial (`moq_tokio::Reconnect` on
+//! every driver: each gives it a runtime and a way to dial (`moqx_tokio::Reconnect` on
 //! tokio, the browser driver's reconnecting `Connection`), and the virtual-time runtime
 //! runs it in tests.
 //!
@@ -34,7 +34,7 @@ use std::future::Future;
 use std::task::Poll;
 use std::time::Duration;
 
-use kio::{Waiter, watch};
+use moqx_kio::{Waiter, watch};
 
 use crate::Error;
 use crate::backoff::Backoff;
@@ -125,7 +125,7 @@ impl<C: AsRef<Session> + Clone + 'static> Reconnect<C> {
     /// Waits for a session to be up (one that has not ended), and returns it; `None` once
     /// closed.
     pub async fn connected(&self) -> Option<C> {
-        kio::wait(|waiter| self.poll_connected(waiter)).await
+        moqx_kio::wait(|waiter| self.poll_connected(waiter)).await
     }
 }
 
@@ -150,7 +150,7 @@ impl<C: AsRef<Session>> Reconnect<C> {
 
     /// Waits until [`close`](Self::close) is called.
     pub async fn closed(&self) {
-        kio::wait(|waiter| self.poll_closed(waiter)).await
+        moqx_kio::wait(|waiter| self.poll_closed(waiter)).await
     }
 
     /// Closes the session (code 0, cancel) and stops reconnecting. Idempotent.
@@ -306,7 +306,7 @@ async fn going_away_retiring<R: Runtime, C: AsRef<Session>>(
 ) -> Result<String, Error> {
     let mut overlap = runtime.deadline();
     overlap.set(Some(runtime.now() + OVERLAP));
-    let outcome = kio::wait(|waiter| {
+    let outcome = moqx_kio::wait(|waiter| {
         if let Some(old) = &leaving {
             let old = old.as_ref();
             if old.poll_closed(waiter).is_ready() || overlap.poll(waiter).is_ready() {
@@ -328,7 +328,7 @@ async fn unless_closed<C, T>(
     closed: &watch::Consumer<Status<C>>,
     future: impl Future<Output = T>,
 ) -> Option<T> {
-    kio::unless(future, |waiter| {
+    moqx_kio::unless(future, |waiter| {
         closed.poll_until(waiter, |status| status.closed.then_some(()))
     })
     .await
@@ -339,5 +339,5 @@ async fn unless_closed<C, T>(
 async fn sleep<R: Runtime>(runtime: &R, duration: Duration) {
     let mut deadline = runtime.deadline();
     deadline.set(Some(runtime.now() + duration));
-    kio::wait(|waiter| deadline.poll(waiter)).await
+    moqx_kio::wait(|waiter| deadline.poll(waiter)).await
 }

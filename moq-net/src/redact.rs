@@ -8,7 +8,7 @@
 //! it is a credential, and anything shaped like a JSON Web Token wherever it appears.
 //!
 //! ```
-//! use moq_net::redact::Redacted;
+//! use moqx_net::redact::Redacted;
 //!
 //! let url = "https://relay.example/room?jwt=eyJhbGciOiJFZERTQSJ9.eyJyb290Ijoicm9vbSJ9.c2ln&x=1";
 //! assert_eq!(

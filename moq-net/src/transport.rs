@@ -16,7 +16,7 @@
 use std::task::Poll;
 
 use bytes::Bytes;
-use kio::Waiter;
+use moqx_kio::Waiter;
 
 /// How urgently a stream's data should go, relative to the other streams of its session:
 /// a group stream's place in moq-lite's order (spec: moq-lite-05 §Priority). A higher

@@ -9,10 +9,10 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use common::seeded;
-use moq_net::Error;
-use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::runtime::test::{LinkConfig, TestRuntime};
-use moq_net::session::{self, Authorize, Origins, Session, SessionConfig};
+use moqx_net::Error;
+use moqx_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::runtime::test::{LinkConfig, TestRuntime};
+use moqx_net::session::{self, Authorize, Origins, Session, SessionConfig};
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -158,8 +158,8 @@ fn a_scoped_subscriber_sees_only_its_root_with_paths_relative_to_it() {
 
 #[test]
 fn a_subscription_outside_the_sessions_scope_is_refused_with_unauthorized() {
-    use moq_net::coding::{Message, Subscribe, Version};
-    use moq_net::transport::{RecvStream, SendStream, Session as _};
+    use moqx_net::coding::{Message, Subscribe, Version};
+    use moqx_net::transport::{RecvStream, SendStream, Session as _};
     seeded(105, |runtime| {
         let origin = Origin::new();
         let lobby = BroadcastProducer::new();
@@ -176,7 +176,7 @@ fn a_subscription_outside_the_sessions_scope_is_refused_with_unauthorized() {
                 ..SessionConfig::default()
             },
         );
-        let waiter = kio::Waiter::new(std::task::Waker::noop());
+        let waiter = moqx_kio::Waiter::new(std::task::Waker::noop());
         let std::task::Poll::Ready(Ok(mut setup)) = raw.poll_open_uni(&waiter) else {
             panic!("the test transport opens at once");
         };
@@ -189,7 +189,7 @@ fn a_subscription_outside_the_sessions_scope_is_refused_with_unauthorized() {
                 panic!("the test transport opens at once");
             };
             let mut bytes = bytes::BytesMut::new();
-            moq_net::coding::BidiStream::Subscribe
+            moqx_net::coding::BidiStream::Subscribe
                 .encode(&mut bytes, Version::Lite05)
                 .unwrap();
             Subscribe {
@@ -212,7 +212,7 @@ fn a_subscription_outside_the_sessions_scope_is_refused_with_unauthorized() {
         for mut recv in answers {
             let code = runtime.block_on(SECOND, async move {
                 loop {
-                    match kio::wait(|waiter| recv.poll_read(waiter)).await {
+                    match moqx_kio::wait(|waiter| recv.poll_read(waiter)).await {
                         Ok(Some(_)) => continue,
                         Ok(None) => break None,
                         Err(error) => break Some(error),

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use common::relay::*;
 use common::seeded;
-use moq_net::Error;
-use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::runtime::test::{LinkConfig, TestRuntime};
-use moq_net::session::{Authorize, Origins, Session, SessionConfig};
+use moqx_net::Error;
+use moqx_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::runtime::test::{LinkConfig, TestRuntime};
+use moqx_net::session::{Authorize, Origins, Session, SessionConfig};
 
 /// A client publishing `paths` (one track `chat` each) to `relay`, as hop `origin_id`.
 fn announcer(
@@ -47,7 +47,7 @@ fn announcer(
 fn ended(runtime: &TestRuntime, session: &Session) -> Option<Error> {
     runtime.run_until(SECOND, || session.is_closed());
     session.is_closed().then(|| {
-        let waiter = kio::Waiter::new(std::task::Waker::noop());
+        let waiter = moqx_kio::Waiter::new(std::task::Waker::noop());
         match session.poll_closed(&waiter) {
             std::task::Poll::Ready(error) => error,
             std::task::Poll::Pending => unreachable!("closed"),

@@ -10,15 +10,15 @@ use std::time::Duration;
 
 use common::relay::{Relay, SECOND, publisher, subscriber};
 use common::seeded;
-use moq_net::model::{Origin, TrackProducer};
-use moq_net::runtime::test::{LinkConfig, TestRuntime};
-use moq_net::runtime::{Deadline, Runtime};
+use moqx_net::model::{Origin, TrackProducer};
+use moqx_net::runtime::test::{LinkConfig, TestRuntime};
+use moqx_net::runtime::{Deadline, Runtime};
 
 /// Waits `duration` of virtual time.
 async fn sleep(runtime: &TestRuntime, duration: Duration) {
     let mut deadline = runtime.deadline();
     deadline.set(Some(runtime.now() + duration));
-    kio::wait(|waiter| deadline.poll(waiter)).await
+    moqx_kio::wait(|waiter| deadline.poll(waiter)).await
 }
 
 /// What a reading task saw of one track: each group's sequence in arrival order, and
@@ -26,7 +26,7 @@ async fn sleep(runtime: &TestRuntime, duration: Duration) {
 #[derive(Clone, Default)]
 struct Groups {
     sequences: Rc<RefCell<Vec<u64>>>,
-    ended: Rc<RefCell<Option<Result<(), moq_net::Error>>>>,
+    ended: Rc<RefCell<Option<Result<(), moqx_net::Error>>>>,
 }
 
 /// Spawns a task that records every group of `path`/`name` read from `origin`.
@@ -74,21 +74,21 @@ fn follow_groups(runtime: &TestRuntime, origin: &Origin, path: &str, name: &str)
 }
 
 /// Alice's chat, published by a client that keeps its own hop id (77) across its
-/// sessions, as `moq_tokio::Reconnect` does: its session configuration, its broadcast and
+/// sessions, as `moqx_tokio::Reconnect` does: its session configuration, its broadcast and
 /// its track.
 fn alice_with_hop_id() -> (
-    moq_net::session::SessionConfig,
-    moq_net::model::BroadcastProducer,
+    moqx_net::session::SessionConfig,
+    moqx_net::model::BroadcastProducer,
     TrackProducer,
 ) {
     let published = Origin::new();
-    let broadcast = moq_net::model::BroadcastProducer::new();
-    let track = broadcast.create_track(moq_net::model::Track::new("chat"));
+    let broadcast = moqx_net::model::BroadcastProducer::new();
+    let track = broadcast.create_track(moqx_net::model::Track::new("chat"));
     published.publish("alice", &broadcast).unwrap();
-    let config = moq_net::session::SessionConfig {
+    let config = moqx_net::session::SessionConfig {
         publish: Some(published),
         origin_id: 77,
-        ..moq_net::session::SessionConfig::default()
+        ..moqx_net::session::SessionConfig::default()
     };
     (config, broadcast, track)
 }
@@ -384,16 +384,16 @@ fn sixteen_relays_in_a_random_mesh_with_failing_links_reach_every_broadcast_with
             let origin = Origin::new();
             publishers.push(relay.connect(
                 runtime,
-                moq_net::session::SessionConfig {
+                moqx_net::session::SessionConfig {
                     publish: Some(origin.clone()),
-                    ..moq_net::session::SessionConfig::default()
+                    ..moqx_net::session::SessionConfig::default()
                 },
             ));
             broadcasts.push(origin);
         }
         let mut producers = Vec::new();
         for n in 0..BROADCASTS {
-            let broadcast = moq_net::model::BroadcastProducer::new();
+            let broadcast = moqx_net::model::BroadcastProducer::new();
             broadcasts[rng.usize(..RELAYS)]
                 .publish(format!("room/{n}"), &broadcast)
                 .unwrap();
@@ -433,7 +433,7 @@ fn sixteen_relays_in_a_random_mesh_with_failing_links_reach_every_broadcast_with
             "the mesh settles: nothing in flight"
         );
         let healed = announcements(&relays);
-        // The figures BENCHMARKS.md reports (`cargo test -p moq-net --test cluster -- --nocapture`).
+        // The figures BENCHMARKS.md reports (`cargo test -p moqx-net --test cluster -- --nocapture`).
         #[allow(clippy::print_stderr)]
         {
             eprintln!(
@@ -470,7 +470,7 @@ fn a_follower_carries_on_when_its_publisher_comes_back_on_a_new_session() {
             runtime.advance(Duration::from_millis(50));
         }
         // The session is lost; the publisher goes on writing, then comes back.
-        first.close(moq_net::Error::Cancel);
+        first.close(moqx_net::Error::Cancel);
         for n in 10..20 {
             send(&mut track, n);
             runtime.advance(Duration::from_millis(50));
@@ -566,7 +566,7 @@ fn a_lingering_relay_keeps_a_lost_publishers_broadcast_for_its_return() {
                 *n += 1;
                 runtime.advance(Duration::from_millis(50));
                 ended_on_c |= std::iter::from_fn(|| on_c.try_next()).any(|announcement| {
-                    matches!(announcement, moq_net::model::Announcement::Ended { .. })
+                    matches!(announcement, moqx_net::model::Announcement::Ended { .. })
                 });
             };
             let mut n = 0;
@@ -600,9 +600,9 @@ fn a_lingering_relay_keeps_a_lost_publishers_broadcast_for_its_return() {
 fn a_links_price_is_declared_in_setup_and_charged_at_both_ends() {
     seeded(47, |runtime| {
         let mut a = Relay::with_id(1);
-        let mut b = Relay::with_config(moq_net::session::SessionConfig {
+        let mut b = Relay::with_config(moqx_net::session::SessionConfig {
             link_cost: 5,
-            ..moq_net::session::SessionConfig::default()
+            ..moqx_net::session::SessionConfig::default()
         });
         b.id = 2;
         a.link(runtime, &mut b); // B dials A

@@ -5,13 +5,13 @@ use std::num::NonZeroU64;
 use std::time::Duration;
 
 use bytes::Bytes;
-use moq_net::coding::{
+use moqx_net::coding::{
     Announce, AnnounceOk, AnnounceRequest, AnnounceStatus, BidiStream, Datagram, DecodeError,
     Fetch, FrameHeader, GoAway, Group, GroupDecoder, Message, Probe, ProbeLevel, Role, Setup,
     Subscribe, SubscribeResponse, SubscribeUpdate, Track, TrackInfo, UniStream, Version,
     varint::MAX_VARINT,
 };
-use moq_net::model::Path;
+use moqx_net::model::Path;
 use proptest::prelude::*;
 
 const V: Version = Version::Lite05;
@@ -247,5 +247,5 @@ fn a_frame_larger_than_the_limit_is_refused_before_its_payload_arrives() {
     FrameHeader::new(0, 0, 101).encode(&mut stream, V).unwrap();
     decoder.push(&stream);
     assert!(decoder.next_item().unwrap().is_some(), "the header");
-    assert_eq!(decoder.next_item(), Err(moq_net::Error::FrameTooLarge));
+    assert_eq!(decoder.next_item(), Err(moqx_net::Error::FrameTooLarge));
 }

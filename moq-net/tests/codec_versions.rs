@@ -6,13 +6,13 @@
 use std::num::NonZeroU64;
 use std::time::Duration;
 
-use moq_net::coding::{
+use moqx_net::coding::{
     Announce, AnnounceOk, AnnounceRequest, AnnounceStatus, DecodeError, EncodeError, Fetch,
     FrameHeader, GoAway, Group, GroupDecoder, GroupItem, Message, Probe, Setup, Subscribe,
     SubscribeResponse, SubscribeUpdate, Track, TrackInfo, TypedAnnounce, Version,
     varint::MAX_VARINT,
 };
-use moq_net::model::Path;
+use moqx_net::model::Path;
 use proptest::prelude::*;
 
 use Version::{Lite03, Lite04, Lite05, Lite06Wip};
@@ -417,7 +417,7 @@ fn frames_carry_no_timestamp_before_05() {
             Ok(Some(GroupItem::Header(_)))
         ));
         assert_eq!(decoder.next_item(), Ok(None));
-        assert_eq!(decoder.finish(), Err(moq_net::Error::WrongSize));
+        assert_eq!(decoder.finish(), Err(moqx_net::Error::WrongSize));
     }
     // The same frames on -05 have deltas (1000, +2, -3 as zigzag) before each size.
     let mut decoder = GroupDecoder::new(Lite05, 1 << 20);

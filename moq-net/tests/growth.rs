@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::relay::*;
 use common::seeded;
-use moq_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::model::{BroadcastProducer, Origin, Track};
 
 /// Review finding F1: every distinct path announced and withdrawn while an announcement
 /// listener was not reading kept an entry in that listener, forever. Sixteen listeners
@@ -90,8 +90,8 @@ fn one_long_open_group_among_thousands_of_finished_ones_keeps_the_queue_small() 
 /// every session goes on.
 #[test]
 fn tracks_times_caches_from_cooperating_sessions_stay_within_the_memory_budget() {
-    use moq_net::model::MemoryBudget;
-    use moq_net::session::SessionConfig;
+    use moqx_net::model::MemoryBudget;
+    use moqx_net::session::SessionConfig;
     seeded(42, |runtime| {
         let budget = MemoryBudget::new(4 << 20);
         let mut relay = Relay::with_config(SessionConfig {
@@ -156,9 +156,9 @@ fn tracks_times_caches_from_cooperating_sessions_stay_within_the_memory_budget()
 /// refuses its group; the sessions go on, and what was subscribed keeps flowing.
 #[test]
 fn a_full_memory_budget_refuses_new_subscriptions_and_frames_past_it() {
-    use moq_net::Error;
-    use moq_net::model::MemoryBudget;
-    use moq_net::session::SessionConfig;
+    use moqx_net::Error;
+    use moqx_net::model::MemoryBudget;
+    use moqx_net::session::SessionConfig;
     seeded(43, |runtime| {
         let budget = MemoryBudget::new(1 << 20);
         let mut relay = Relay::with_config(SessionConfig {

@@ -1,17 +1,17 @@
-//! Loom models of the model's concurrent paths: groups and tracks over `kio::log`, with
+//! Loom models of the model's concurrent paths: groups and tracks over `moqx_kio::log`, with
 //! their status and timestamp atomics, and a broadcast handing out a track while its
 //! producer retires it.
 //!
 //! Run with `cargo xtask loom` (which sets `RUSTFLAGS="--cfg loom"` and a preemption bound).
-//! The model takes its atomics from `kio::sync`, so these run the real code. A lost wakeup
+//! The model takes its atomics from `moqx_kio::sync`, so these run the real code. A lost wakeup
 //! shows up as a loom deadlock report, because `loom::future::block_on` parks until woken.
 #![cfg(loom)]
 
 use loom::future::block_on;
 use loom::sync::Arc;
 use loom::thread;
-use moq_net::Error;
-use moq_net::model::{GroupConsumer, GroupProducer, Track, TrackProducer};
+use moqx_net::Error;
+use moqx_net::model::{GroupConsumer, GroupProducer, Track, TrackProducer};
 
 /// Every frame payload of a group, then how it ended.
 async fn read_group(group: &mut GroupConsumer) -> (Vec<String>, Result<(), Error>) {
@@ -126,7 +126,7 @@ fn the_last_track_reader_leaving_wakes_the_producer() {
 /// track (it asks again). Never a consumer of a track its producer gave up.
 #[test]
 fn a_track_is_never_handed_out_while_it_is_retired() {
-    use moq_net::model::BroadcastProducer;
+    use moqx_net::model::BroadcastProducer;
     loom::model(|| {
         let broadcast = BroadcastProducer::new();
         let track = broadcast.create_track(Track::new("t"));

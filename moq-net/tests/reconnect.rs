@@ -1,4 +1,4 @@
-//! A client that reconnects (`moq_net::reconnect`), in virtual time: it comes back after
+//! A client that reconnects (`moqx_net::reconnect`), in virtual time: it comes back after
 //! failed dials and a lost session with its subscription carrying on, moves to the relay
 //! a GOAWAY names before leaving the old one, and stops for good once closed.
 
@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use common::relay::{Relay, SECOND};
 use common::seeded;
-use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::reconnect::{OVERLAP, Reconnect, hop_id};
-use moq_net::runtime::Deadline;
-use moq_net::runtime::Runtime;
-use moq_net::runtime::test::{LinkConfig, TestRuntime};
-use moq_net::session::{Session, SessionConfig};
+use moqx_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::reconnect::{OVERLAP, Reconnect, hop_id};
+use moqx_net::runtime::Deadline;
+use moqx_net::runtime::Runtime;
+use moqx_net::runtime::test::{LinkConfig, TestRuntime};
+use moqx_net::session::{Session, SessionConfig};
 
 /// Relays by URL, and what the client dialed.
 #[derive(Clone, Default)]
@@ -103,7 +103,7 @@ fn follow(runtime: &TestRuntime, origin: &Origin, path: &str, name: &str) -> Rc<
 }
 
 /// Publishes one group every 100 ms, forever.
-fn publish_every_100ms(runtime: &TestRuntime, mut track: moq_net::model::TrackProducer) {
+fn publish_every_100ms(runtime: &TestRuntime, mut track: moqx_net::model::TrackProducer) {
     let clock = runtime.clone();
     runtime.spawn_task(async move {
         for n in 0.. {
@@ -112,7 +112,7 @@ fn publish_every_100ms(runtime: &TestRuntime, mut track: moq_net::model::TrackPr
             group.finish();
             let mut deadline = clock.deadline();
             deadline.set(Some(clock.now() + Duration::from_millis(100)));
-            kio::wait(|waiter| deadline.poll(waiter)).await;
+            moqx_kio::wait(|waiter| deadline.poll(waiter)).await;
         }
     });
 }
@@ -206,7 +206,7 @@ fn a_closed_client_closes_its_session_and_never_dials_again() {
         let session = client.session().unwrap();
         client.close();
         assert!(runtime.run_until(SECOND, || session.is_closed()));
-        assert_eq!(session.close_error(), Some(moq_net::Error::Cancel));
+        assert_eq!(session.close_error(), Some(moqx_net::Error::Cancel));
         assert!(client.session().is_none());
         assert!(pollster::block_on(client.connected()).is_none());
         runtime.advance(60 * SECOND);

@@ -7,13 +7,13 @@ use std::num::NonZeroU64;
 use std::time::Duration;
 
 use bytes::Bytes;
-use moq_net::Error;
-use moq_net::coding::{
+use moqx_net::Error;
+use moqx_net::coding::{
     Announce, AnnounceOk, AnnounceRequest, AnnounceStatus, BidiStream, Datagram, DecodeError,
     Fetch, FrameHeader, GoAway, Group, GroupDecoder, GroupItem, Message, Probe, ProbeLevel, Role,
     Setup, Subscribe, SubscribeResponse, SubscribeUpdate, Track, TrackInfo, UniStream, Version,
 };
-use moq_net::model::Path;
+use moqx_net::model::Path;
 use serde_json::Value;
 
 const V: Version = Version::Lite05;

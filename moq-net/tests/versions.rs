@@ -12,14 +12,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::relay::*;
 use common::seeded;
-use kio::Waiter;
-use moq_net::coding::{
+use moqx_kio::Waiter;
+use moqx_net::coding::{
     Announce, AnnounceOk, AnnounceRequest, AnnounceStatus, Message, Subscribe, SubscribeResponse,
     TypedAnnounce, Version,
 };
-use moq_net::model::{BroadcastProducer, Path};
-use moq_net::runtime::test::{TestRecvStream, TestRuntime, TestTransport};
-use moq_net::transport::{RecvStream, SendStream, Session as _};
+use moqx_net::model::{BroadcastProducer, Path};
+use moqx_net::runtime::test::{TestRecvStream, TestRuntime, TestTransport};
+use moqx_net::transport::{RecvStream, SendStream, Session as _};
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -195,7 +195,7 @@ fn on_lite06_an_end_for_an_announcement_never_started_closes_the_session() {
         announce(&mut send, TypedAnnounce::End { id: 3 });
         assert_eq!(
             close_code(runtime, &mut raw),
-            Some(moq_net::Error::ProtocolViolation.to_code())
+            Some(moqx_net::Error::ProtocolViolation.to_code())
         );
     });
 }
@@ -252,7 +252,7 @@ fn on_lite06_a_broadcast_taking_an_announced_path_is_an_end_then_a_start() {
 fn announce_to_relay(
     runtime: &TestRuntime,
     raw: &mut TestTransport,
-) -> moq_net::runtime::test::TestSendStream {
+) -> moqx_net::runtime::test::TestSendStream {
     announce_to_relay_at(runtime, raw, Version::Lite06Wip)
 }
 
@@ -261,7 +261,7 @@ fn announce_to_relay_at(
     runtime: &TestRuntime,
     raw: &mut TestTransport,
     version: Version,
-) -> moq_net::runtime::test::TestSendStream {
+) -> moqx_net::runtime::test::TestSendStream {
     let waiter = Waiter::new(Waker::noop());
     let mut asked = None;
     runtime.run_until(SECOND, || {
@@ -283,7 +283,7 @@ fn announce_to_relay_at(
 }
 
 /// Writes `message` on `send`.
-fn announce(send: &mut moq_net::runtime::test::TestSendStream, message: TypedAnnounce) {
+fn announce(send: &mut moqx_net::runtime::test::TestSendStream, message: TypedAnnounce) {
     let waiter = Waiter::new(Waker::noop());
     let bytes = message.to_vec(Version::Lite06Wip).unwrap();
     let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
@@ -346,7 +346,7 @@ fn on_lite06_a_second_start_for_a_path_not_ended_closes_the_session() {
         }
         assert_eq!(
             close_code(runtime, &mut raw),
-            Some(moq_net::Error::Duplicate.to_code())
+            Some(moqx_net::Error::Duplicate.to_code())
         );
     });
 }
@@ -434,9 +434,9 @@ fn on_lite06_a_restart_of_an_announcement_dropped_for_a_loop_publishes_it() {
 #[test]
 fn on_lite06_dropped_announcements_count_against_the_path_bytes_bound() {
     seeded(47, |runtime| {
-        let mut relay = Relay::with_config(moq_net::session::SessionConfig {
+        let mut relay = Relay::with_config(moqx_net::session::SessionConfig {
             max_announce_path_bytes: 100,
-            ..moq_net::session::SessionConfig::default()
+            ..moqx_net::session::SessionConfig::default()
         });
         relay.id = 9;
         let mut raw = raw_at(runtime, &mut relay, Version::Lite06Wip);
@@ -455,7 +455,7 @@ fn on_lite06_dropped_announcements_count_against_the_path_bytes_bound() {
         }
         assert_eq!(
             close_code(runtime, &mut raw),
-            Some(moq_net::Error::BoundsExceeded.to_code())
+            Some(moqx_net::Error::BoundsExceeded.to_code())
         );
     });
 }
@@ -471,7 +471,7 @@ fn on_lite06_an_unnamed_publishers_route_re_priced_is_a_restart() {
         let mut raw = raw_at(runtime, &mut relay, Version::Lite06Wip);
         write_uni(&mut raw, SETUP);
         let broadcast = BroadcastProducer::new();
-        let route = |cost| moq_net::model::Route {
+        let route = |cost| moqx_net::model::Route {
             hops: vec![0, 7],
             cost,
         };

@@ -8,7 +8,7 @@
 //! "read more".
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use moq_net::coding::varint::{read_varint, varint_len, write_varint};
+use moqx_net::coding::varint::{read_varint, varint_len, write_varint};
 
 /// QX_TRANSPORT_PARAMETERS: the first frame each side sends (spec: -02 §4.2). On the
 /// wire it reads "\xffQS0\r\n\r\n" (the draft's prose says "QMX", its code point and
@@ -361,7 +361,7 @@ fn decode_stream(kind: u64, buf: &mut Bytes, lengthless: Lengthless) -> Result<F
         return Err(FrameError::Short);
     }
     // RFC 9000 §19.8: offset + length may not exceed 2^62 - 1.
-    if offset.saturating_add(len as u64) > moq_net::coding::varint::MAX_VARINT {
+    if offset.saturating_add(len as u64) > moqx_net::coding::varint::MAX_VARINT {
         return Err(FrameError::InvalidValue(
             "a STREAM frame's offset and length",
         ));
@@ -392,7 +392,7 @@ fn length_prefixed(buf: &mut Bytes) -> Result<Bytes, FrameError> {
 /// rather than panicking.
 fn put(buf: &mut BytesMut, values: &[u64]) {
     for &value in values {
-        let value = value.min(moq_net::coding::varint::MAX_VARINT);
+        let value = value.min(moqx_net::coding::varint::MAX_VARINT);
         // Cannot fail: `value` is at most MAX_VARINT.
         let _ = write_varint(buf, value, "frame field");
     }

@@ -1,20 +1,20 @@
-//! # moq-qmux: QUIC's streams over one reliable byte stream, without I/O
+//! # moqx-qmux: QUIC's streams over one reliable byte stream, without I/O
 //!
 //! This crate **is** QMux (draft-ietf-quic-qmux, drafts 00 to 02) as a state machine: the
 //! frames ([`frame`]), the transport parameters ([`params`]), the records a byte stream
 //! carries ([`record`]), the drafts and the subprotocol names that negotiate them
 //! ([`version`]) and which of them moq-lite picks ([`negotiation`]), and a [`Connection`] with streams, flow control, priorities, resets,
-//! close and keep-alive, shared with a `moq_net` session through [`QmuxSession`], which
-//! implements `moq_net::transport`. moq-lite runs over it unchanged when UDP is blocked or
+//! close and keep-alive, shared with a `moqx_net` session through [`QmuxSession`], which
+//! implements `moqx_net::transport`. moq-lite runs over it unchanged when UDP is blocked or
 //! WebTransport is broken (Safari): over a WebSocket, TLS or plain TCP.
 //!
 //! It **is not** a carrier: it owns no socket, no TLS, no WebSocket and no clock. A driver
-//! (`moq-tokio`, `moq-wasm`) moves the bytes and the time:
+//! (`moqx-tokio`, `moqx-wasm`) moves the bytes and the time:
 //!
 //! ```
 //! use std::time::Duration;
-//! use moq_net::runtime::Instant;
-//! use moq_qmux::{Config, Connection, QmuxConnection, Side, Version};
+//! use moqx_net::runtime::Instant;
+//! use moqx_qmux::{Config, Connection, QmuxConnection, Side, Version};
 //!
 //! let now = Instant::now();
 //! let client = QmuxConnection::new(Connection::new(Side::Client, Version::Draft01, Config::default(), vec![], now));

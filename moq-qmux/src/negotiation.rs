@@ -8,7 +8,7 @@
 //! the moq-lite versions travel in the QMux transport parameters
 //! (`application_protocols`), and the server's first choice the client lists wins.
 
-use moq_net::coding::Version;
+use moqx_net::coding::Version;
 
 use crate::version::{offers, parse_negotiated};
 

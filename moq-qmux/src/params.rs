@@ -2,7 +2,7 @@
 //! §5), encoded as QUIC's (RFC 9000 §18): a sequence of ID, length, value.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use moq_net::coding::varint::{read_varint, varint_len, write_varint};
+use moqx_net::coding::varint::{read_varint, varint_len, write_varint};
 
 /// `max_record_size`: the largest Frames field the sender of the parameter takes in one
 /// record (spec: -01 and -02 §5.2).
@@ -253,7 +253,7 @@ fn put_integer(buf: &mut BytesMut, id: u64, value: u64) {
 fn put_varint(buf: &mut BytesMut, value: u64) {
     let _ = write_varint(
         buf,
-        value.min(moq_net::coding::varint::MAX_VARINT),
+        value.min(moqx_net::coding::varint::MAX_VARINT),
         "transport parameter",
     );
 }

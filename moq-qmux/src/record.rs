@@ -4,7 +4,7 @@
 //! frames per message and needs neither.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use moq_net::coding::varint::{read_varint, write_varint};
+use moqx_net::coding::varint::{read_varint, write_varint};
 
 use crate::frame::{Frame, FrameError, Lengthless};
 

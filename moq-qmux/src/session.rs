@@ -1,6 +1,6 @@
 //! A [`Connection`] shared by its driver and its session: [`QmuxConnection`] is the
 //! driver's handle (records in and out, the timer), [`QmuxSession`] and its streams
-//! implement `moq_net::transport` for a session machine.
+//! implement `moqx_net::transport` for a session machine.
 //!
 //! One lock around the connection, as the quiche adapter has (DESIGN.md measured a mutex
 //! at 1–3.5 % over passing the connection as context); wakers run after it is released.
@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 
 use bytes::Bytes;
-use kio::Waiter;
-use kio::sync::Mutex;
-use moq_net::runtime::Instant;
-use moq_net::transport::{
+use moqx_kio::Waiter;
+use moqx_kio::sync::Mutex;
+use moqx_net::runtime::Instant;
+use moqx_net::transport::{
     RecvStream, SendStream, Session, StreamError, StreamPriority, TransportError, TransportStats,
 };
 
@@ -24,7 +24,7 @@ pub struct QmuxConnection {
     shared: Arc<Mutex<Connection>>,
 }
 
-/// The session's side of a connection: `moq_net::transport::Session`. Clones are handles
+/// The session's side of a connection: `moqx_net::transport::Session`. Clones are handles
 /// to the same connection.
 #[derive(Debug, Clone)]
 pub struct QmuxSession {

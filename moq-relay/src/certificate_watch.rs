@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use moq_runtime::certificates::Certificates;
-use moq_runtime::tls::{Certificate, Fingerprint};
+use moqx_runtime::certificates::Certificates;
+use moqx_runtime::tls::{Certificate, Fingerprint};
 
 use crate::config::TlsSection;
 use crate::file_watch::FileWatch;
@@ -54,7 +54,7 @@ impl CertificateFeed {
 
     /// Reads `tls.cert` and `tls.key` again, if set: the new pair if it loads, else the
     /// old one stays (logged). Returns the error for a caller that reports it.
-    pub(crate) fn reload_files(&self, tls: &TlsSection) -> Result<(), moq_runtime::tls::TlsError> {
+    pub(crate) fn reload_files(&self, tls: &TlsSection) -> Result<(), moqx_runtime::tls::TlsError> {
         let (Some(cert), Some(key)) = (&tls.cert, &tls.key) else {
             return Ok(());
         };

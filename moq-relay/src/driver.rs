@@ -10,8 +10,8 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use moq_runtime::endpoint::EndpointCounters;
-use moq_runtime::server::ServerConfig;
+use moqx_runtime::endpoint::EndpointCounters;
+use moqx_runtime::server::ServerConfig;
 
 use crate::config::{Driver, ServerSection};
 use crate::gatekeeper::Gatekeeper;
@@ -48,9 +48,9 @@ pub trait Listener: Send + 'static {
 #[derive(Debug)]
 pub enum Server {
     /// tokio, work-stealing or thread per core.
-    Tokio(moq_tokio::Server),
+    Tokio(moqx_tokio::Server),
     /// io_uring, thread per core.
-    Uring(moq_uring::Server),
+    Uring(moqx_uring::Server),
 }
 
 /// Why a driver could not bind or start.
@@ -58,29 +58,29 @@ pub enum Server {
 pub enum BindError {
     /// The tokio driver's error.
     #[error(transparent)]
-    Tokio(#[from] moq_tokio::Error),
+    Tokio(#[from] moqx_tokio::Error),
     /// The io_uring driver's error (among them: io_uring refused, or the kernel too old,
     /// with what is missing).
     #[error(transparent)]
-    Uring(#[from] moq_uring::Error),
+    Uring(#[from] moqx_uring::Error),
 }
 
 /// Binds `config` on the driver `server` names.
 pub async fn bind(server: &ServerSection, config: ServerConfig) -> Result<Server, BindError> {
     Ok(match server.driver {
-        Driver::Tokio => Server::Tokio(moq_tokio::Server::bind(config).await?),
+        Driver::Tokio => Server::Tokio(moqx_tokio::Server::bind(config).await?),
         Driver::TokioPerCore => {
-            Server::Tokio(moq_tokio::Server::bind_per_core(config, server.worker_count()).await?)
+            Server::Tokio(moqx_tokio::Server::bind_per_core(config, server.worker_count()).await?)
         }
         // The workers' application loops start when the relay serves (`serve`); until
         // then their requests wait.
-        Driver::Uring => Server::Uring(moq_uring::Server::bind(
+        Driver::Uring => Server::Uring(moqx_uring::Server::bind(
             config,
             server.worker_count(),
-            moq_uring::UringConfig {
+            moqx_uring::UringConfig {
                 gso: server.gso,
                 gro: server.gro,
-                ..moq_uring::UringConfig::default()
+                ..moqx_uring::UringConfig::default()
             },
             |_| async {},
         )?),

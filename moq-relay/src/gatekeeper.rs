@@ -10,12 +10,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
-use moq_net::model::{Origin, Path};
-use moq_net::runtime::Runtime;
-use moq_net::session::{Authorize, Origins, Session, SessionConfig};
-use moq_runtime::binding::{Binding, BindingSession};
-use moq_runtime::server::Request;
-use moq_runtime::webtransport::StatusCode;
+use moqx_net::model::{Origin, Path};
+use moqx_net::runtime::Runtime;
+use moqx_net::session::{Authorize, Origins, Session, SessionConfig};
+use moqx_runtime::binding::{Binding, BindingSession};
+use moqx_runtime::server::Request;
+use moqx_runtime::webtransport::StatusCode;
 
 use crate::metrics::{Metrics, Refusal};
 use crate::policy::Policy;
@@ -89,7 +89,7 @@ impl Gatekeeper {
             // closed at the drain's deadline (review finding F6).
             tracing::debug!(?remote, "refused: the relay is draining");
             self.metrics.refused(Refusal::Draining);
-            request.reject(StatusCode::SERVICE_UNAVAILABLE, moq_net::Error::Cancel);
+            request.reject(StatusCode::SERVICE_UNAVAILABLE, moqx_net::Error::Cancel);
             return None;
         }
         // WebTransport and WebSocket clients name their path (and token) in their request;
@@ -100,7 +100,7 @@ impl Gatekeeper {
             self.metrics.refused(Refusal::TooManySessions);
             request.reject(
                 StatusCode::SERVICE_UNAVAILABLE,
-                moq_net::Error::BoundsExceeded,
+                moqx_net::Error::BoundsExceeded,
             );
             return None;
         }
@@ -109,7 +109,7 @@ impl Gatekeeper {
             self.metrics.refused(Refusal::TooManyPending);
             request.reject(
                 StatusCode::SERVICE_UNAVAILABLE,
-                moq_net::Error::BoundsExceeded,
+                moqx_net::Error::BoundsExceeded,
             );
             return None;
         }
@@ -143,11 +143,11 @@ impl Gatekeeper {
                     Err(error) => {
                         tracing::warn!(
                             ?remote,
-                            error = %moq_net::redact::Redacted(&error.to_string()),
+                            error = %moqx_net::redact::Redacted(&error.to_string()),
                             "refused"
                         );
                         self.metrics.refused(Refusal::Unauthorized);
-                        request.reject(StatusCode::FORBIDDEN, moq_net::Error::Unauthorized);
+                        request.reject(StatusCode::FORBIDDEN, moqx_net::Error::Unauthorized);
                         return None;
                     }
                 }
@@ -170,7 +170,7 @@ impl Gatekeeper {
                                 "refused at SETUP: limits.max_sessions reached"
                             );
                             metrics.refused(Refusal::TooManySessions);
-                            Err(moq_net::Error::BoundsExceeded)
+                            Err(moqx_net::Error::BoundsExceeded)
                         }
                         Ok(mut grant) => {
                             let peer = grant.peer && is_peer(setup);
@@ -184,11 +184,11 @@ impl Gatekeeper {
                         Err(error) => {
                             tracing::warn!(
                                 ?remote,
-                                error = %moq_net::redact::Redacted(&error.to_string()),
+                                error = %moqx_net::redact::Redacted(&error.to_string()),
                                 "refused"
                             );
                             metrics.refused(Refusal::Unauthorized);
-                            Err(moq_net::Error::Unauthorized)
+                            Err(moqx_net::Error::Unauthorized)
                         }
                     }
                 });
@@ -242,7 +242,7 @@ fn session_config(
 
 /// Whether a client whose token makes it eligible is a relay of the cluster: relays name
 /// their hop id in SETUP (the Origin parameter), clients do not.
-fn is_peer(setup: &moq_net::coding::Setup) -> bool {
+fn is_peer(setup: &moqx_net::coding::Setup) -> bool {
     setup.origin.is_some()
 }
 

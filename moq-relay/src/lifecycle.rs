@@ -1,4 +1,4 @@
-//! The `moq-relay` binary's process lifecycle (the binary's module, not the library's):
+//! The `moqx-relay` binary's process lifecycle (the binary's module, not the library's):
 //! signals, reloads, the service manager's notifications and the log filter.
 //!
 //! - SIGHUP reloads: the configuration file is read again, the flags and environment
@@ -10,7 +10,7 @@
 //! - Under systemd (`Type=notify`), READY=1 is sent once the relay listens, RELOADING=1 and
 //!   READY=1 around a reload, and STOPPING=1 when the drain begins; elsewhere nothing is.
 
-use moq_relay::{Config, RelayHandle};
+use moqx_relay::{Config, RelayHandle};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt;

@@ -1,4 +1,4 @@
-//! `moq-relay`: the relay binary. `moq-relay --help` says how to run it.
+//! `moqx-relay`: the relay binary. `moqx-relay --help` says how to run it.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand};
-use moq_relay::auth::{Claims, Key, KeyAlgorithm};
-use moq_relay::config::Driver;
-use moq_relay::{Config, Relay};
+use moqx_relay::auth::{Claims, Key, KeyAlgorithm};
+use moqx_relay::config::Driver;
+use moqx_relay::{Config, Relay};
 
 mod lifecycle;
 mod probe;
@@ -22,7 +22,7 @@ mod probe;
 /// to pin), lets anyone publish and subscribe, and serves Prometheus metrics at
 /// http://host:4443/metrics and probes at /health and /ready (--ops-bind moves the
 /// operator's routes to a port of their own). Set `auth.key` to require tokens (see
-/// `moq-relay token`).
+/// `moqx-relay token`).
 ///
 /// Settings come from a TOML file (--config) and then from the flags, which win. The file
 /// has sections [server], [tls], [http], [auth], [limits], [shutdown], [cluster], [log] and
@@ -34,7 +34,7 @@ mod probe;
 /// one exits at once. SIGHUP reloads the configuration file's reloadable parts (auth,
 /// limits for new sessions, the log filter) and logs what needs a restart.
 #[derive(Debug, Parser)]
-#[command(name = "moq-relay", version, args_conflicts_with_subcommands = true)]
+#[command(name = "moqx-relay", version, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -295,7 +295,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             use std::io::Write;
-            let _ = writeln!(std::io::stderr(), "moq-relay: {message}");
+            let _ = writeln!(std::io::stderr(), "moqx-relay: {message}");
             ExitCode::FAILURE
         }
     }

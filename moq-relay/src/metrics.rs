@@ -9,13 +9,13 @@ use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use moq_net::Error;
-use moq_net::coding::Version;
-use moq_net::model::{MemoryBudget, Origin};
-use moq_net::session::{Session, SessionCounters};
-use moq_net::transport::TransportStats;
-use moq_runtime::binding::Binding;
-use moq_runtime::endpoint::EndpointCounters;
+use moqx_net::Error;
+use moqx_net::coding::Version;
+use moqx_net::model::{MemoryBudget, Origin};
+use moqx_net::session::{Session, SessionCounters};
+use moqx_net::transport::TransportStats;
+use moqx_runtime::binding::Binding;
+use moqx_runtime::endpoint::EndpointCounters;
 
 /// Why a connection was refused before it had a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -696,7 +696,7 @@ mod tests {
         metrics.refused(Refusal::Unauthorized);
         metrics.closed(7, Error::Cancel);
         let origin = Origin::new();
-        let broadcast = moq_net::model::BroadcastProducer::new();
+        let broadcast = moqx_net::model::BroadcastProducer::new();
         origin.publish("a", &broadcast).unwrap();
         let text = metrics.render(&origin);
         assert!(text.contains("# TYPE moq_relay_sessions gauge\nmoq_relay_sessions 0\n"));

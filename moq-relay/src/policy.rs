@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use moq_net::session::SessionConfig;
+use moqx_net::session::SessionConfig;
 
 use crate::auth::{AuthError, Authorizer};
 use crate::config::{Config, LimitsSection};

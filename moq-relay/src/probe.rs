@@ -1,4 +1,4 @@
-//! `moq-relay health`: asks a running relay's `/health` (or `/ready`) and exits 0 if it
+//! `moqx-relay health`: asks a running relay's `/health` (or `/ready`) and exits 0 if it
 //! answers 200 (the binary's module). For container health checks and exec probes in
 //! images that have no HTTP client: plain HTTP/1.0 over TCP, as the relay serves it.
 

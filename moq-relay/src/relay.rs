@@ -7,14 +7,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
-use moq_net::model::{MemoryBudget, Origin};
-use moq_net::session::SessionConfig;
-use moq_runtime::admission::Admission;
-use moq_runtime::binding::Binding;
-use moq_runtime::client::ClientConfig;
-use moq_runtime::quic_trace::{KeyLog, QlogDir, QuicTrace};
-use moq_runtime::server::ServerConfig;
-use moq_runtime::tls::{Certificate, Fingerprint};
+use moqx_net::model::{MemoryBudget, Origin};
+use moqx_net::session::SessionConfig;
+use moqx_runtime::admission::Admission;
+use moqx_runtime::binding::Binding;
+use moqx_runtime::client::ClientConfig;
+use moqx_runtime::quic_trace::{KeyLog, QlogDir, QuicTrace};
+use moqx_runtime::server::ServerConfig;
+use moqx_runtime::tls::{Certificate, Fingerprint};
 
 use crate::auth::AuthError;
 use crate::certificate_watch::CertificateFeed;
@@ -35,11 +35,11 @@ pub enum RelayError {
     Config(#[from] crate::config::ConfigError),
     /// The certificate could not be loaded or made.
     #[error("tls: {0}")]
-    Tls(#[from] moq_runtime::tls::TlsError),
+    Tls(#[from] moqx_runtime::tls::TlsError),
     /// The web port's TLS context (for `wss://` and `tls://`) could not be built from the
     /// certificate.
     #[error("tls (the web port): {0}")]
-    WebTls(moq_runtime::quiche_config::ConfigError),
+    WebTls(moqx_runtime::quiche_config::ConfigError),
     /// The auth key could not be loaded.
     #[error("auth.key: {0}")]
     Auth(#[from] AuthError),
@@ -63,7 +63,7 @@ pub enum RelayError {
         /// The address.
         address: SocketAddr,
         /// What the listener said.
-        source: moq_tokio::Error,
+        source: moqx_tokio::Error,
     },
     /// The ops listener's port could not be bound.
     #[error("http.ops_bind {address}: {source}")]
@@ -105,7 +105,7 @@ pub struct Relay<L: Listener = driver::Server> {
     /// not).
     qmux: Option<Arc<crate::web_qmux::QmuxService>>,
     /// The plain-TCP QMux listener (`server.tcp_bind`), if configured.
-    tcp: Option<moq_tokio::QmuxListener>,
+    tcp: Option<moqx_tokio::QmuxListener>,
     /// `limits.max_sessions_per_address`, which QMux clients count against here.
     max_sessions_per_address: usize,
     gatekeeper: Arc<Gatekeeper>,
@@ -216,14 +216,14 @@ impl Relay {
         };
         // The session each WebSocket client starts from is the gatekeeper's choice, as
         // for every other client; this one is only the listener's default.
-        let mut qmux_config = moq_tokio::QmuxServerConfig::new(session.clone());
+        let mut qmux_config = moqx_tokio::QmuxServerConfig::new(session.clone());
         qmux_config.versions = server_config_versions.clone();
         qmux_config.limits = server_limits.clone();
         qmux_config.handshake_timeout = Duration::from_secs(config.limits.setup_timeout_secs);
         qmux_config.max_pending_handshakes = config.limits.max_pending_setup;
         let tcp = match config.server.tcp_bind {
             Some(address) => Some(
-                moq_tokio::QmuxListener::bind(address, Binding::Tcp, qmux_config.clone())
+                moqx_tokio::QmuxListener::bind(address, Binding::Tcp, qmux_config.clone())
                     .await
                     .map_err(|source| RelayError::TcpBind { address, source })?,
             ),
@@ -431,9 +431,9 @@ impl<L: Listener> Relay<L> {
 
 /// Closes `sessions` and gives their close frames a moment (all together, not each) to
 /// leave before the caller goes on.
-async fn close_all(sessions: &[moq_net::session::Session]) {
+async fn close_all(sessions: &[moqx_net::session::Session]) {
     for session in sessions {
-        session.close(moq_net::Error::Cancel);
+        session.close(moqx_net::Error::Cancel);
     }
     let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
     for session in sessions {

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use moq_net::session::SessionConfig;
+use moqx_net::session::SessionConfig;
 
 use crate::config::{Config, ConfigError};
 use crate::gatekeeper::Gatekeeper;
@@ -177,7 +177,7 @@ impl RelayHandle {
 
     /// The fingerprint of the certificate in force, as it changes (a renewed certificate
     /// file, a self-signed certificate made anew): for a fingerprint file to rewrite.
-    pub fn fingerprints(&self) -> tokio::sync::watch::Receiver<moq_runtime::tls::Fingerprint> {
+    pub fn fingerprints(&self) -> tokio::sync::watch::Receiver<moqx_runtime::tls::Fingerprint> {
         self.certificates.subscribe()
     }
 

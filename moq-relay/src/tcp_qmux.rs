@@ -2,14 +2,14 @@
 //! encryption and no certificate, for trusted networks only (a sidecar on the same host,
 //! a private network between relays). Off unless configured.
 //!
-//! The listener (`moq_tokio::QmuxListener`) negotiates the version in band; each client
+//! The listener (`moqx_tokio::QmuxListener`) negotiates the version in band; each client
 //! then takes a place among its address's (`limits.max_sessions_per_address`) and goes
 //! through the same [`Gatekeeper`] as every other: its path and token arrive in SETUP,
 //! the same limits count it, and `/metrics` shows it under the binding `tcp`.
 
 use std::sync::Arc;
 
-use moq_tokio::QmuxListener;
+use moqx_tokio::QmuxListener;
 
 use crate::gatekeeper::Gatekeeper;
 use crate::per_address::{PerAddress, session_slot};
@@ -28,8 +28,8 @@ pub(crate) async fn serve(
         };
         let Some(slot) = slot else {
             request.reject(
-                moq_runtime::webtransport::StatusCode::SERVICE_UNAVAILABLE,
-                moq_net::Error::Cancel,
+                moqx_runtime::webtransport::StatusCode::SERVICE_UNAVAILABLE,
+                moqx_net::Error::Cancel,
             );
             continue;
         };

@@ -7,7 +7,7 @@
 //! Each connection is sorted by its first byte: a TLS record (0x16) gets the TLS
 //! handshake, whose ALPN then says QMux (`qmux-01.moq-lite-05`) or HTTP (`http/1.1`, or
 //! none); anything else is plain HTTP. A WebSocket request is checked and its subprotocol
-//! chosen by `moq_tokio`. Either way the client then goes through the same [`Gatekeeper`]
+//! chosen by `moqx_tokio`. Either way the client then goes through the same [`Gatekeeper`]
 //! as every QUIC client: its path and `?jwt=` (in the URL, or in SETUP over TLS) authorize
 //! it, the same limits count it, and `/metrics` shows it by binding.
 
@@ -19,8 +19,8 @@ use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use hyper_util::rt::TokioIo;
-use moq_runtime::tcp_tls;
-use moq_tokio::{QmuxServerConfig, WebSocketUpgrade};
+use moqx_runtime::tcp_tls;
+use moqx_tokio::{QmuxServerConfig, WebSocketUpgrade};
 use tokio::net::TcpStream;
 
 use crate::gatekeeper::Gatekeeper;
@@ -47,8 +47,8 @@ impl std::fmt::Debug for QmuxService {
 /// The web port's TLS context, rebuilt for the first handshake after the relay's
 /// certificate is replaced.
 pub(crate) struct WebTls {
-    certificates: moq_runtime::certificates::Certificates,
-    versions: Vec<moq_net::coding::Version>,
+    certificates: moqx_runtime::certificates::Certificates,
+    versions: Vec<moqx_net::coding::Version>,
     /// The context, and the certificates' generation it was built at.
     current: std::sync::Mutex<(u64, Arc<boring::ssl::SslAcceptor>)>,
 }
@@ -57,9 +57,9 @@ impl WebTls {
     /// The context for `certificates`' current certificate, offering QMux for `versions`
     /// and HTTP.
     pub(crate) fn new(
-        certificates: moq_runtime::certificates::Certificates,
-        versions: Vec<moq_net::coding::Version>,
-    ) -> Result<Self, moq_runtime::quiche_config::ConfigError> {
+        certificates: moqx_runtime::certificates::Certificates,
+        versions: Vec<moqx_net::coding::Version>,
+    ) -> Result<Self, moqx_runtime::quiche_config::ConfigError> {
         let generation = certificates.generation();
         let acceptor = tcp_tls::server_context(&certificates.current(), &versions)?;
         Ok(Self {
@@ -140,7 +140,7 @@ impl QmuxService {
         let Some(slot) = self.address_slot(peer) else {
             return Sorted::Gone;
         };
-        let request = moq_tokio::accept_tls(stream, peer, negotiated, &self.config);
+        let request = moqx_tokio::accept_tls(stream, peer, negotiated, &self.config);
         if let Some(watch) = self.gatekeeper.admit(request) {
             tokio::spawn(async move {
                 watch.await;

@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{PATIENCE, Relay, free_port};
-use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
-use moq_net::session::{Session, SessionConfig};
-use moq_runtime::tls::Fingerprint;
-use moq_tokio::ClientConfig;
+use moqx_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
+use moqx_net::session::{Session, SessionConfig};
+use moqx_runtime::tls::Fingerprint;
+use moqx_tokio::ClientConfig;
 
 /// The groups one subscriber received of one track, by sequence, in arrival order.
 type Received = Arc<Mutex<Vec<u64>>>;
@@ -42,7 +42,7 @@ async fn publisher(
         .map(|name| broadcast.create_track(Track::new(*name)))
         .collect();
     origin.publish(path, &broadcast).unwrap();
-    let session = moq_tokio::connect(
+    let session = moqx_tokio::connect(
         &relay.url("moqt", ""),
         client(
             relay,
@@ -61,7 +61,7 @@ async fn publisher(
 /// track's groups go to its [`Received`].
 async fn subscriber(relay: &Relay, path: &str, tracks: &[&str]) -> (Session, Vec<Received>) {
     let origin = Origin::new();
-    let session = moq_tokio::connect(
+    let session = moqx_tokio::connect(
         &relay.url("moqt", ""),
         client(
             relay,
@@ -262,7 +262,7 @@ impl Node {
     fn new(id: u64, driver: &[&str], peers: &[&Node]) -> Self {
         let files = tempfile::tempdir().unwrap();
         let names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
-        let certificate = moq_runtime::tls::Certificate::self_signed(&names).unwrap();
+        let certificate = moqx_runtime::tls::Certificate::self_signed(&names).unwrap();
         let (cert, key) = (files.path().join("cert.pem"), files.path().join("key.pem"));
         std::fs::write(&cert, certificate.chain_pem()).unwrap();
         std::fs::write(&key, certificate.key_pem()).unwrap();
@@ -384,7 +384,7 @@ async fn killing_a_middle_relay_moves_its_neighbours_to_the_other_route_and_it_r
             }
             if tick % 30 == 0 {
                 if let Some(group) = keyframe.take() {
-                    moq_net::model::GroupProducer::finish(group);
+                    moqx_net::model::GroupProducer::finish(group);
                 }
                 keyframe = Some(video.append_group());
             }
@@ -465,7 +465,7 @@ async fn a_drained_relays_clients_move_to_another_with_no_group_lost() {
             insecure_skip_verify: true,
             ..ClientConfig::default()
         };
-        moq_tokio::Reconnect::new(urls.clone(), config)
+        moqx_tokio::Reconnect::new(urls.clone(), config)
     };
 
     let published = Origin::new();

@@ -1,5 +1,5 @@
-//! The relay and the `moq` CLI as real processes on loopback: publish with `moq publish`,
-//! receive with `moq subscribe` through `moq-relay`, over both bindings; token auth
+//! The relay and the `moqx` CLI as real processes on loopback: publish with `moqx publish`,
+//! receive with `moqx subscribe` through `moqx-relay`, over both bindings; token auth
 //! refusing what it must while a valid session carries on; a bad configuration file named
 //! by key; and a SIGTERM drain that ends subscribers cleanly.
 #![allow(missing_docs)]
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::{
     PATIENCE, Relay, collect, finish, free_port, moq_binary, publish, subscribe, token, wait,
 };
-use moq_relay::auth::{Key, KeyAlgorithm};
+use moqx_relay::auth::{Key, KeyAlgorithm};
 
 #[test]
 fn moq_publish_reaches_moq_subscribe_through_the_relay_over_every_binding_pair() {
@@ -25,7 +25,7 @@ fn moq_publish_reaches_moq_subscribe_through_the_relay_over_every_binding_pair()
     );
 }
 
-/// `moq publish` over each pair's first scheme reaches `moq subscribe` over its second.
+/// `moqx publish` over each pair's first scheme reaches `moqx subscribe` over its second.
 fn publish_reaches_subscribe(relay: &Relay, pairs: &[(&str, &str)]) {
     publish_reaches_subscribe_at(relay, pairs, |scheme| relay.url(scheme, "demo"));
 }
@@ -247,7 +247,7 @@ fn the_io_uring_relay_refuses_to_start_where_io_uring_is_refused() {
         filter: filter.as_ptr().cast_mut(),
     };
     let program_address = &program as *const nix::libc::sock_fprog as usize;
-    let mut command = Command::new(env!("CARGO_BIN_EXE_moq-relay"));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_moqx-relay"));
     command
         .args(["--bind", "127.0.0.1:0", "--no-http", "--driver", "uring"])
         .env("RUST_LOG", "error")
@@ -474,7 +474,7 @@ fn a_web_root_is_served_beside_the_relays_own_routes() {
 
 #[test]
 fn a_web_root_that_is_not_a_directory_is_named() {
-    let output = Command::new(env!("CARGO_BIN_EXE_moq-relay"))
+    let output = Command::new(env!("CARGO_BIN_EXE_moqx-relay"))
         .args(["--bind", "127.0.0.1:0", "--web-root", "/no/such/page"])
         .output()
         .expect("the relay binary runs");
@@ -539,7 +539,7 @@ fn a_bad_config_file_is_refused_naming_the_key() {
         ("[server]\nversions = []\n", "server.versions"),
     ] {
         std::fs::write(&file, text).unwrap();
-        let output = Command::new(env!("CARGO_BIN_EXE_moq-relay"))
+        let output = Command::new(env!("CARGO_BIN_EXE_moqx-relay"))
             .arg("--config")
             .arg(&file)
             .output()
@@ -561,7 +561,7 @@ fn sigterm_drains_live_sessions_exits_zero_and_ends_subscribers_cleanly() {
     let log_dir = tempfile::tempdir().unwrap();
     let log_path = log_dir.path().join("relay.log");
     let log = std::fs::File::create(&log_path).unwrap();
-    let mut relay = Relay::start_logging(&["--drain", "1"], "moq_relay=info", log);
+    let mut relay = Relay::start_logging(&["--drain", "1"], "moqx_relay=info", log);
     let mut writer = relay
         .moq(&[
             "publish",
@@ -622,7 +622,7 @@ fn sigterm_on_the_io_uring_relay_admits_no_one_during_the_drain_and_exits() {
     let log = std::fs::File::create(&log_path).unwrap();
     let mut relay = Relay::start_logging(
         &["--driver", "uring", "--workers", "1", "--drain", "2"],
-        "moq_relay=debug,moq_runtime=debug",
+        "moqx_relay=debug,moqx_runtime=debug",
         log,
     );
     // A session that does not leave on GOAWAY: the drain lasts its whole deadline.
@@ -673,7 +673,7 @@ fn sigterm_on_the_io_uring_relay_admits_no_one_during_the_drain_and_exits() {
     );
 }
 
-/// `moq publish --file` keeps its word: a subscriber already waiting when the publisher
+/// `moqx publish --file` keeps its word: a subscriber already waiting when the publisher
 /// starts gets the file. (It used to leave at once, before the subscriber had subscribed,
 /// and the subscriber saw "the track ended: not found".)
 #[test]
@@ -734,7 +734,7 @@ fn a_client_the_relay_refuses_exits_at_once_naming_the_refusal() {
 
 /// An example binary of `moq-examples`, built if it is not there yet.
 fn example(name: &str) -> PathBuf {
-    let relay = PathBuf::from(env!("CARGO_BIN_EXE_moq-relay"));
+    let relay = PathBuf::from(env!("CARGO_BIN_EXE_moqx-relay"));
     let path = relay.with_file_name("examples").join(name);
     if !path.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());

@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use moq_relay::{Config, Relay};
+use moqx_relay::{Config, Relay};
 
 /// A bound on every wait, so that a broken relay fails the test instead of hanging it.
 const PATIENCE: Duration = Duration::from_secs(30);

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::{
     PATIENCE, Relay, collect, finish, free_port, http_response, publish, subscribe, token, wait,
 };
-use moq_relay::auth::{Key, KeyAlgorithm};
+use moqx_relay::auth::{Key, KeyAlgorithm};
 use nix::sys::signal::Signal;
 
 /// Waits until `path`'s text contains `needle` (a log line), failing with the text.
@@ -51,7 +51,7 @@ fn count_in(path: &Path, needle: &str) -> usize {
         .count()
 }
 
-/// Whether a `moq publish` with `jwt` at `room` is accepted (it connects and finishes).
+/// Whether a `moqx publish` with `jwt` at `room` is accepted (it connects and finishes).
 fn accepted(relay: &Relay, jwt: &str) -> bool {
     let url = relay.url("moqt", &format!("room?jwt={jwt}"));
     let mut command = relay.moq(&["publish", &url, "probe", "--linger", "0"]);
@@ -83,7 +83,7 @@ fn sighup_rotates_keys_and_a_broken_file_changes_nothing_while_sessions_carry_on
     let log = std::fs::File::create(&log_path).unwrap();
     let relay = Relay::start_logging(
         &["--config", config.to_str().unwrap()],
-        "moq_relay=info",
+        "moqx_relay=info",
         log,
     );
     let (first_token, second_token) = (
@@ -156,9 +156,9 @@ fn sighup_rotates_keys_and_a_broken_file_changes_nothing_while_sessions_carry_on
     );
 }
 
-/// Whether `moq-relay health` (with `--ready`) says the relay on `port` is well.
+/// Whether `moqx-relay health` (with `--ready`) says the relay on `port` is well.
 fn health_probe(port: u16, ready: bool) -> bool {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_moq-relay"));
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_moqx-relay"));
     command.args(["health", &format!("127.0.0.1:{port}")]);
     if ready {
         command.arg("--ready");
@@ -172,7 +172,10 @@ fn ready_turns_503_in_a_drain_the_relay_exits_on_its_own_and_a_second_sigterm_at
     let mut relay = Relay::start(&["--drain", "3"]);
     assert!(http_response(relay.port, "/health").starts_with("HTTP/1.0 200"));
     assert!(http_response(relay.port, "/ready").starts_with("HTTP/1.0 200"));
-    assert!(health_probe(relay.port, true), "`moq-relay health --ready`");
+    assert!(
+        health_probe(relay.port, true),
+        "`moqx-relay health --ready`"
+    );
     let mut writer = publish(&relay, &relay.url("moqt", "demo"), "live", "one\n");
     relay.wait_for_metric("sessions", 1);
     relay.signal(Signal::SIGTERM);
@@ -282,7 +285,7 @@ fn served_fingerprint(relay: &Relay) -> String {
     relay.http_get("/certificate.sha256")
 }
 
-/// Whether a `moq publish` pinning `fingerprint` is accepted over raw QUIC.
+/// Whether a `moqx publish` pinning `fingerprint` is accepted over raw QUIC.
 fn accepted_pinning(relay: &Relay, fingerprint: &str) -> bool {
     let mut command = std::process::Command::new(common::moq_binary());
     command
@@ -305,7 +308,7 @@ fn wait_for_fingerprint(relay: &Relay, fingerprint: &str) {
     }
 }
 
-fn hex(certificate: &moq_runtime::tls::Certificate) -> String {
+fn hex(certificate: &moqx_runtime::tls::Certificate) -> String {
     certificate
         .fingerprint()
         .0
@@ -323,7 +326,7 @@ fn renewed_certificate_files_reach_new_clients_while_a_session_carries_on() {
         dir.path().join("privkey.pem"),
     );
     // As certbot and cert-manager do: new files written beside, then renamed over.
-    let install = |certificate: &moq_runtime::tls::Certificate| {
+    let install = |certificate: &moqx_runtime::tls::Certificate| {
         for (path, text) in [
             (&chain, certificate.chain_pem()),
             (&key, certificate.key_pem()),
@@ -333,7 +336,7 @@ fn renewed_certificate_files_reach_new_clients_while_a_session_carries_on() {
             std::fs::rename(&staged, path).unwrap();
         }
     };
-    let first = moq_runtime::tls::Certificate::self_signed(&names).unwrap();
+    let first = moqx_runtime::tls::Certificate::self_signed(&names).unwrap();
     install(&first);
     let log_path = dir.path().join("relay.log");
     let relay = Relay::start_logging(
@@ -343,7 +346,7 @@ fn renewed_certificate_files_reach_new_clients_while_a_session_carries_on() {
             "--tls-key",
             key.to_str().unwrap(),
         ],
-        "moq_relay=info",
+        "moqx_relay=info",
         std::fs::File::create(&log_path).unwrap(),
     );
     assert_eq!(served_fingerprint(&relay), hex(&first));
@@ -351,7 +354,7 @@ fn renewed_certificate_files_reach_new_clients_while_a_session_carries_on() {
     let reader = subscribe(&relay, &url, "news", 2);
     let mut writer = publish(&relay, &url, "news", "before\n");
 
-    let second = moq_runtime::tls::Certificate::self_signed(&names).unwrap();
+    let second = moqx_runtime::tls::Certificate::self_signed(&names).unwrap();
     install(&second);
     wait_for_fingerprint(&relay, &hex(&second));
     assert!(accepted_pinning(&relay, &second.fingerprint().to_string()));
@@ -385,7 +388,7 @@ fn a_self_signed_certificate_is_made_anew_before_it_expires() {
     loop {
         let served = served_fingerprint(&relay);
         if served != first {
-            let pinned = moq_runtime::tls::Fingerprint::parse(&served)
+            let pinned = moqx_runtime::tls::Fingerprint::parse(&served)
                 .unwrap()
                 .to_string();
             if accepted_pinning(&relay, &pinned) {
@@ -497,11 +500,11 @@ fn keys_at_a_url_are_fetched_and_fetched_again() {
     let log_path = dir.path().join("relay.log");
     let relay = Relay::start_logging(
         &["--config", config.to_str().unwrap()],
-        "moq_relay=info",
+        "moqx_relay=info",
         std::fs::File::create(&log_path).unwrap(),
     );
     let audience_free = |key: &Key| {
-        let claims = moq_relay::auth::Claims {
+        let claims = moqx_relay::auth::Claims {
             root: "room".into(),
             publish: vec![String::new()],
             ..Default::default()
@@ -534,7 +537,7 @@ fn sighup_applies_a_new_log_filter() {
         "",
         std::fs::File::create(&log_path).unwrap(),
     );
-    std::fs::write(&config, "[log]\nfilter = \"moq_relay=info\"\n").unwrap();
+    std::fs::write(&config, "[log]\nfilter = \"moqx_relay=info\"\n").unwrap();
     relay.signal(Signal::SIGHUP);
     wait_for_text(&log_path, "reloaded");
     let log = std::fs::read_to_string(&log_path).unwrap();

@@ -4,13 +4,13 @@
 use std::task::Poll;
 
 use bytes::Bytes;
-use kio::Waiter;
-use moq_net::coding::Version;
-use moq_net::transport::{
+use moqx_kio::Waiter;
+use moqx_net::coding::Version;
+use moqx_net::transport::{
     RecvStream, SendStream, Session, StreamError, StreamPriority, TransportError, TransportStats,
 };
 
-use moq_qmux::{QmuxRecvStream, QmuxSendStream, QmuxSession};
+use moqx_qmux::{QmuxRecvStream, QmuxSendStream, QmuxSession};
 
 use crate::quic::{QuicRecvStream, QuicSendStream, QuicSession};
 use crate::webtransport::{WebTransportRecvStream, WebTransportSendStream, WebTransportSession};

@@ -24,11 +24,11 @@ use std::net::SocketAddr;
 use std::task::Poll;
 use std::time::Duration;
 
-use kio::Waiter;
-use moq_net::coding::Version;
-use moq_net::runtime::{Deadline, Runtime};
-use moq_net::session::{self, Session, SessionConfig};
-use moq_net::transport::Session as _;
+use moqx_kio::Waiter;
+use moqx_net::coding::Version;
+use moqx_net::runtime::{Deadline, Runtime};
+use moqx_net::session::{self, Session, SessionConfig};
+use moqx_net::transport::Session as _;
 
 use crate::binding::{Binding, BindingSession};
 use crate::quic::QuicConnection;
@@ -77,7 +77,7 @@ pub enum ConnectError {
     #[error("the server refused the session: {error} (code {code})", code = .error.to_code())]
     Refused {
         /// The code the session ended with.
-        error: moq_net::Error,
+        error: moqx_net::Error,
     },
     /// The server's certificate is not the pinned one.
     #[error("the server's certificate has fingerprint {}, not the pinned {expected}", .presented.map_or_else(|| "(none)".to_owned(), |f| f.to_string()))]
@@ -351,7 +351,7 @@ where
     /// negotiation settled `version`, to `target`, on `runtime`.
     pub fn qmux(
         runtime: R,
-        session: moq_qmux::QmuxSession,
+        session: moqx_qmux::QmuxSession,
         binding: Binding,
         version: Version,
         target: &Target,
@@ -398,7 +398,7 @@ where
                 if deadline.poll(waiter).is_pending() {
                     return Poll::Pending;
                 }
-                session.close(moq_net::Error::Timeout);
+                session.close(moqx_net::Error::Timeout);
                 self.establishing = None;
                 return Poll::Ready(Err(ConnectError::Handshake(format!(
                     "no SETUP from the server within {:?}",
@@ -481,7 +481,7 @@ where
             None if self.versions.len() == 1 => self.versions[0],
             _ => {
                 let mut transport = transport;
-                transport.close(moq_net::Error::Version.to_code(), "no common version");
+                transport.close(moqx_net::Error::Version.to_code(), "no common version");
                 return Poll::Ready(Err(ConnectError::NoCommonVersion {
                     offered: self.versions.clone(),
                     detail: match chosen {
@@ -500,7 +500,7 @@ where
         {
             tracing::warn!(
                 %version,
-                path = %moq_net::redact::Redacted(&self.path),
+                path = %moqx_net::redact::Redacted(&self.path),
                 "this version carries no path on raw QUIC: the server sees its root, not the URL's path"
             );
         }
@@ -516,7 +516,7 @@ impl<R: Runtime> std::fmt::Debug for ClientSetup<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientSetup")
             .field("connection", &self.connection)
-            .field("path", &moq_net::redact::redact(&self.path))
+            .field("path", &moqx_net::redact::redact(&self.path))
             .field("webtransport", &self.webtransport.is_some())
             .finish_non_exhaustive()
     }

@@ -1,6 +1,6 @@
-//! # moq-runtime: what every socket-owning MoQ driver shares
+//! # moqx-runtime: what every socket-owning MoQ driver shares
 //!
-//! This crate **is** the driver-independent machinery between `moq-net`'s sans-IO sessions
+//! This crate **is** the driver-independent machinery between `moqx-net`'s sans-IO sessions
 //! and a real network, as code a driver calls:
 //!
 //! - **the binding layer**: [`quiche_config`] (the QUIC parameters, TLS from memory),
@@ -12,7 +12,7 @@
 //!   connection IDs of our own ([`cid`]) under an [`admission`] policy shared by a server's
 //!   workers (caps on connections, handshakes and per address; QUIC Retry), batching sends
 //!   across connections, with the [`timer`] wheel behind one park deadline; the [`quic`]
-//!   adapter that runs `moq_net` sessions over a quiche connection (moq-lite's stream
+//!   adapter that runs `moqx_net` sessions over a quiche connection (moq-lite's stream
 //!   order mapped to quiche's urgencies);
 //! - **the platform**: [`udp`] sockets with GSO sends and GRO receives (each switchable, to
 //!   measure them), the [`steering`] program that keeps every packet on the worker owning
@@ -20,7 +20,7 @@
 //!   self-signed at start with a fingerprint to pin).
 //!
 //! It **is not** a driver: it spawns nothing, owns no event loop and depends on no async
-//! runtime. `moq-tokio` and `moq-uring` build their loops out of these parts.
+//! runtime. `moqx-tokio` and `moqx-uring` build their loops out of these parts.
 
 pub mod admission;
 pub mod binding;

@@ -1,4 +1,4 @@
-//! The quiche adapter for raw QUIC: `moq_net::transport` over a `quiche::Connection`.
+//! The quiche adapter for raw QUIC: `moqx_net::transport` over a `quiche::Connection`.
 //!
 //! A [`QuicConnection`] wraps one quiche connection behind a lock, shared by the endpoint
 //! that moves its packets ([`recv`](QuicConnection::recv), [`send`](QuicConnection::send),
@@ -26,7 +26,7 @@
 //!   stream read and discarded as it arrives, until the peer's FIN or reset: quiche (up
 //!   to at least 0.30, cloudflare/quiche#1968) never frees a stream it was asked to stop
 //!   sending, nor returns its stream credit, so STOP_SENDING is kept for an explicit
-//!   [`RecvStream::stop`](moq_net::transport::RecvStream::stop) (a protocol refusal) and
+//!   [`RecvStream::stop`](moqx_net::transport::RecvStream::stop) (a protocol refusal) and
 //!   not used to say "no longer interested".
 //!
 //! Wakers always run after the lock is released. After a session writes, the endpoint's
@@ -44,8 +44,8 @@ use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kio::sync::Mutex;
-use kio::{WaiterList, WaiterSlot};
+use moqx_kio::sync::Mutex;
+use moqx_kio::{WaiterList, WaiterSlot};
 
 use crate::urgency::Urgencies;
 
@@ -69,7 +69,7 @@ pub struct QuicConnection {
     shared: Arc<Shared>,
 }
 
-/// The session side of a [`QuicConnection`]: implements `moq_net::transport::Session`.
+/// The session side of a [`QuicConnection`]: implements `moqx_net::transport::Session`.
 /// Clones are handles to the same connection.
 #[derive(Clone)]
 pub struct QuicSession {
@@ -78,8 +78,8 @@ pub struct QuicSession {
 }
 
 /// The sending half of a QUIC stream. Dropping it before
-/// [`finish`](moq_net::transport::SendStream::finish) or
-/// [`reset`](moq_net::transport::SendStream::reset) resets the stream with code 0.
+/// [`finish`](moqx_net::transport::SendStream::finish) or
+/// [`reset`](moqx_net::transport::SendStream::reset) resets the stream with code 0.
 pub struct QuicSendStream {
     connection: QuicConnection,
     id: u64,
@@ -670,7 +670,7 @@ impl QuicConnection {
         }
     }
 
-    /// The session side, for `moq_net::session::connect` / `accept`. Call it once the
+    /// The session side, for `moqx_net::session::connect` / `accept`. Call it once the
     /// handshake is done.
     pub fn session(&self) -> QuicSession {
         let protocol = {

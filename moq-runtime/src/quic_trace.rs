@@ -39,7 +39,7 @@ impl QuicTrace {
                 Ok(file) => conn.set_qlog(
                     Box::new(file),
                     format!("moq {role} {id}"),
-                    format!("a {role} connection of moq-runtime"),
+                    format!("a {role} connection of moqx-runtime"),
                 ),
                 Err(error) => tracing::warn!(%error, "cannot create a qlog file"),
             }

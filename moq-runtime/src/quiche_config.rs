@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use moq_net::coding::Version;
+use moqx_net::coding::Version;
 
 use crate::binding::Binding;
 use crate::endpoint::MAX_DATAGRAM;

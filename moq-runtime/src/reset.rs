@@ -32,7 +32,7 @@ pub const MAX_RESET_LEN: usize = 64;
 
 /// The label that sets a key derived from a certificate apart from any other use of the
 /// certificate's private key.
-const LABEL: &[u8] = b"moq-runtime stateless reset key v1";
+const LABEL: &[u8] = b"moqx-runtime stateless reset key v1";
 
 /// The secret every stateless reset token of a server is derived from.
 #[derive(Clone)]

@@ -18,11 +18,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use kio::Waiter;
-use moq_net::coding::Version;
-use moq_net::runtime::{Deadline, Runtime};
-use moq_net::session::{self, Session, SessionConfig};
-use moq_qmux::QmuxSession;
+use moqx_kio::Waiter;
+use moqx_net::coding::Version;
+use moqx_net::runtime::{Deadline, Runtime};
+use moqx_net::session::{self, Session, SessionConfig};
+use moqx_qmux::QmuxSession;
 
 use crate::admission::{Admission, Gate};
 use crate::binding::{Binding, BindingSession};
@@ -491,7 +491,7 @@ where
     /// Refuses the client: a WebTransport client gets `status` (403 for "not allowed")
     /// and a moment to read it; a raw QUIC or QMux connection is closed with moq-lite's
     /// `error` code.
-    pub fn reject(self, status: StatusCode, error: moq_net::Error) {
+    pub fn reject(self, status: StatusCode, error: moqx_net::Error) {
         tracing::debug!(
             peer = ?self.remote_addr(),
             status = status.as_u16(),
@@ -512,7 +512,7 @@ where
             Carrier::Quic { connection, .. } => {
                 connection.close(error.to_code(), &error.to_string())
             }
-            Carrier::Qmux { mut session, .. } => moq_net::transport::Session::close(
+            Carrier::Qmux { mut session, .. } => moqx_net::transport::Session::close(
                 &mut session,
                 error.to_code(),
                 &error.to_string(),

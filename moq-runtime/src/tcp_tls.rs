@@ -6,7 +6,7 @@
 //! fingerprint. The handshake itself runs in the driver (`tokio-boring`).
 
 use boring::ssl::{AlpnError, SslAcceptor, SslConnector, SslMethod, SslRef, SslVerifyMode};
-use moq_net::coding::Version;
+use moqx_net::coding::Version;
 
 use crate::client::ClientConfig;
 use crate::qmux::{Negotiated, choose};

@@ -19,7 +19,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 
-use moq_net::transport::StreamPriority;
+use moqx_net::transport::StreamPriority;
 
 /// The most urgent level a group stream gets: behind quiche's default (127), which the
 /// control streams keep.

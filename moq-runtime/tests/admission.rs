@@ -7,9 +7,9 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use common::{certificate_files, config};
-use moq_runtime::admission::{Admission, Gate};
-use moq_runtime::endpoint::{Endpoint, EndpointError};
-use moq_runtime::reset::StatelessResetKey;
+use moqx_runtime::admission::{Admission, Gate};
+use moqx_runtime::endpoint::{Endpoint, EndpointError};
+use moqx_runtime::reset::StatelessResetKey;
 
 const SERVER: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 5443);

@@ -7,14 +7,14 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::{BusyRuntime, certificate_files, config};
-use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::session::{self, SessionConfig};
-use moq_net::transport::Session as _;
-use moq_runtime::cid::{CID_LEN, ConnectionId};
-use moq_runtime::endpoint::{Endpoint, MAX_SPARE_CIDS, SILENCE_PROBE, SILENCE_PROBES, Transmit};
-use moq_runtime::quic::QuicConnection;
-use moq_runtime::quiche_config::MAX_CLIENT_PATHS;
-use moq_runtime::reset::StatelessResetKey;
+use moqx_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::session::{self, SessionConfig};
+use moqx_net::transport::Session as _;
+use moqx_runtime::cid::{CID_LEN, ConnectionId};
+use moqx_runtime::endpoint::{Endpoint, MAX_SPARE_CIDS, SILENCE_PROBE, SILENCE_PROBES, Transmit};
+use moqx_runtime::quic::QuicConnection;
+use moqx_runtime::quiche_config::MAX_CLIENT_PATHS;
+use moqx_runtime::reset::StatelessResetKey;
 
 const CLIENT: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 5000);
@@ -171,7 +171,7 @@ fn a_client_endpoint_connects_and_a_session_runs_through_the_table() {
 fn server_connection_ids_name_the_worker() {
     let runtime = BusyRuntime::default();
     let (mut client, mut server) = endpoints("steer");
-    use moq_net::transport::Session as _;
+    use moqx_net::transport::Session as _;
     let connection = client.connect("localhost", SERVER, Instant::now()).unwrap();
     assert!(run_until(
         &runtime,
@@ -317,7 +317,7 @@ fn a_client_rotating_connection_ids_uses_a_new_one_each_time() {
 #[test]
 fn a_client_gives_its_server_a_connection_id_for_each_path_it_keeps() {
     let runtime = BusyRuntime::default();
-    // The limits of `moq_runtime::quiche_config`'s client and server configurations.
+    // The limits of `moqx_runtime::quiche_config`'s client and server configurations.
     let (chain, key) = certificate_files("client-cids");
     let mut client_config = config(None);
     client_config.set_active_connection_id_limit(MAX_CLIENT_PATHS);
@@ -490,7 +490,7 @@ fn a_restarted_server_resets_its_lost_connections_at_their_next_packet() {
                 answer.contents.len() < pings[0].contents.len(),
                 "shorter than its trigger"
             );
-            assert!(answer.contents.len() >= moq_runtime::reset::MIN_RESET_LEN);
+            assert!(answer.contents.len() >= moqx_runtime::reset::MIN_RESET_LEN);
         }
         assert_eq!(
             connection.is_closed(),

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use common::chat::raw_quic_chat;
 use common::{BusyRuntime, connected_pair, run_until};
-use moq_net::model::TrackProducer;
-use moq_runtime::quic::QuicConnection;
+use moqx_net::model::TrackProducer;
+use moqx_runtime::quic::QuicConnection;
 
 /// Chat-shaped groups published after the probe timeout.
 const GROUPS: u64 = 200;

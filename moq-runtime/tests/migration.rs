@@ -16,8 +16,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::chat::raw_quic_chat;
 use common::{BusyRuntime, CLIENT_ADDRESS, connected_pair, connected_pair_with};
-use moq_runtime::quic::{LossWorkarounds, QuicConnection};
-use moq_runtime::quiche_config::MAX_CLIENT_PATHS;
+use moqx_runtime::quic::{LossWorkarounds, QuicConnection};
+use moqx_runtime::quiche_config::MAX_CLIENT_PATHS;
 
 /// Groups written just before the rebinding, of [`FRAME`] bytes each: a few dozen
 /// packets in flight, most of them lost.

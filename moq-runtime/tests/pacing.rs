@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::chat::raw_quic_chat;
 use common::{BusyRuntime, connected_pair_measuring};
-use moq_runtime::quic::QuicConnection;
+use moqx_runtime::quic::QuicConnection;
 
 /// The most quiche's pacer sends, in Mbit/s (quiche 0.30's BBRv2 reads
 /// `set_max_pacing_rate` in Mbit/s; its documentation gives no unit): the

@@ -9,11 +9,11 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use moq_net::coding::Version;
-use moq_runtime::binding::Binding;
-use moq_runtime::quic::QuicConnection;
-use moq_runtime::quiche_config::{QuicLimits, client_config, server_config};
-use moq_runtime::tls::Certificate;
+use moqx_net::coding::Version;
+use moqx_runtime::binding::Binding;
+use moqx_runtime::quic::QuicConnection;
+use moqx_runtime::quiche_config::{QuicLimits, client_config, server_config};
+use moqx_runtime::tls::Certificate;
 
 const CLIENT: &str = "127.0.0.1:1000";
 const SERVER: &str = "127.0.0.1:2000";

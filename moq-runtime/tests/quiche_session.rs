@@ -1,6 +1,6 @@
 //! moq-lite sessions over real QUIC: two quiche connections (real TLS 1.3 with a
 //! self-signed certificate, real packets) joined by an in-memory packet pump, each end
-//! running a `moq_net` session machine through the quiche adapter.
+//! running a `moqx_net` session machine through the quiche adapter.
 //!
 //! The executor here is a busy loop that polls every task and pumps every packet each
 //! turn: enough to show the adapter carries a session end to end. The real endpoint with
@@ -14,10 +14,10 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 
 use common::{BusyRuntime, certificate_files, config, connected_pair, run_until};
-use kio::Waiter;
-use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::session::{self, SessionConfig};
-use moq_runtime::quic::QuicConnection;
+use moqx_kio::Waiter;
+use moqx_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::session::{self, SessionConfig};
+use moqx_runtime::quic::QuicConnection;
 
 #[test]
 fn a_broadcast_flows_over_real_quic_between_two_sessions() {
@@ -56,7 +56,7 @@ fn a_broadcast_flows_over_real_quic_between_two_sessions() {
         "the TLS handshake completes"
     );
     assert_eq!(
-        moq_net::transport::Session::protocol(&client.session()),
+        moqx_net::transport::Session::protocol(&client.session()),
         Some("moq-lite-05"),
         "ALPN"
     );
@@ -132,7 +132,7 @@ fn a_broadcast_flows_over_real_quic_between_two_sessions() {
 
 #[test]
 fn datagrams_and_the_close_code_cross_the_adapter() {
-    use moq_net::transport::{Session, TransportError};
+    use moqx_net::transport::{Session, TransportError};
     let runtime = BusyRuntime::default();
     let (client, server) = connected_pair(&runtime, "close", b"moq-lite-05");
     let (mut client_session, mut server_session) = (client.session(), server.session());
@@ -197,7 +197,7 @@ fn held_packets(from: &QuicConnection) -> Vec<(Vec<u8>, quiche::SendInfo)> {
 /// lone FIN in a packet before it lets ACKs in.
 #[test]
 fn a_lone_fin_survives_an_ack_that_overtakes_it() {
-    use moq_net::transport::{RecvStream, SendStream, Session};
+    use moqx_net::transport::{RecvStream, SendStream, Session};
     let runtime = BusyRuntime::default();
     let (client, server) = connected_pair(&runtime, "lone-fin", b"moq-lite-05");
     let (mut client_session, mut server_session) = (client.session(), server.session());

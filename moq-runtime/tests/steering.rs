@@ -4,8 +4,8 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use moq_runtime::cid::CidGenerator;
-use moq_runtime::udp::{UdpConfig, UdpSocket as GroupSocket};
+use moqx_runtime::cid::CidGenerator;
+use moqx_runtime::udp::{UdpConfig, UdpSocket as GroupSocket};
 
 /// A group of `workers` sockets on one loopback port, the program attached.
 fn group(workers: usize) -> (Vec<GroupSocket>, SocketAddr) {
@@ -16,7 +16,7 @@ fn group(workers: usize) -> (Vec<GroupSocket>, SocketAddr) {
     )
     .unwrap();
     let address = sockets[0].local_addr().unwrap();
-    moq_runtime::steering::attach(&sockets[0], workers).unwrap();
+    moqx_runtime::steering::attach(&sockets[0], workers).unwrap();
     (sockets, address)
 }
 

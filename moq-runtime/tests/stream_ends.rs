@@ -8,9 +8,9 @@ use std::task::{Poll, Waker};
 
 use bytes::Bytes;
 use common::{BusyRuntime, connected_pair, pump, run_until};
-use kio::Waiter;
-use moq_net::transport::{RecvStream, SendStream, Session, StreamError};
-use moq_runtime::quic::{QuicConnection, QuicRecvStream, QuicSession};
+use moqx_kio::Waiter;
+use moqx_net::transport::{RecvStream, SendStream, Session, StreamError};
+use moqx_runtime::quic::{QuicConnection, QuicRecvStream, QuicSession};
 
 /// Regression: a writer parked for credit on a stream the peer then stopped was woken,
 /// found quiche's answer for a collected stream (`Done`, as for "no room") and parked again,

@@ -12,8 +12,8 @@ mod common;
 use common::chat::chat_subscription;
 use common::webtransport::established;
 use common::{BusyRuntime, connected_pair, run_until};
-use moq_runtime::binding::BindingSession;
-use moq_runtime::quic::{Bookkeeping, QuicConnection};
+use moqx_runtime::binding::BindingSession;
+use moqx_runtime::quic::{Bookkeeping, QuicConnection};
 
 const GROUPS: u64 = 100_000;
 

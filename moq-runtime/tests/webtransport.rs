@@ -11,12 +11,12 @@ use std::task::{Poll, Waker};
 use bytes::Bytes;
 use common::webtransport::{URL, established, finish, request};
 use common::{BusyRuntime, connected_pair, run_until};
-use kio::Waiter;
-use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::session::{self, SessionConfig};
-use moq_net::transport::{RecvStream, SendStream, Session, StreamError, TransportError};
-use moq_runtime::binding::BindingSession;
-use moq_runtime::webtransport::{ServerHandshake, StatusCode, WebTransportError};
+use moqx_kio::Waiter;
+use moqx_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::session::{self, SessionConfig};
+use moqx_net::transport::{RecvStream, SendStream, Session, StreamError, TransportError};
+use moqx_runtime::binding::BindingSession;
+use moqx_runtime::webtransport::{ServerHandshake, StatusCode, WebTransportError};
 
 #[test]
 fn the_request_carries_the_path_and_offered_protocols_and_the_response_selects_one() {

@@ -13,7 +13,7 @@
 //!   destination: GSO batches them; the subscriber's ACKs are what the relay receives).
 //!
 //! ```text
-//! cargo bench -p moq-tokio --bench loopback -- [--shape chat|bulk] [--subscribers 100]
+//! cargo bench -p moqx-tokio --bench loopback -- [--shape chat|bulk] [--subscribers 100]
 //!     [--rate 50] [--seconds 2] [--rounds 3]
 //! ```
 #![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
@@ -24,10 +24,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::session::SessionConfig;
-use moq_runtime::tls::Certificate;
-use moq_tokio::{ClientConfig, Server, ServerConfig, connect};
+use moqx_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::session::SessionConfig;
+use moqx_runtime::tls::Certificate;
+use moqx_tokio::{ClientConfig, Server, ServerConfig, connect};
 use nix::sys::resource::{UsageWho, getrusage};
 use nix::sys::time::TimeValLike;
 

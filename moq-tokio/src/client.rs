@@ -1,13 +1,13 @@
 //! Connecting as a client, over either binding: the URL, the certificate pin and the
-//! WebTransport handshake are `moq_runtime::client`'s; this file resolves the host, binds
+//! WebTransport handshake are `moqx_runtime::client`'s; this file resolves the host, binds
 //! a socket, and waits.
 
 use tracing::Instrument;
 
-use moq_net::session::Session;
-use moq_runtime::client::{ClientConfig, ClientSetup, ConnectError, Target};
-use moq_runtime::endpoint::Endpoint;
-use moq_runtime::udp::UdpSocket;
+use moqx_net::session::Session;
+use moqx_runtime::client::{ClientConfig, ClientSetup, ConnectError, Target};
+use moqx_runtime::endpoint::Endpoint;
+use moqx_runtime::udp::UdpSocket;
 
 use crate::driver;
 use crate::poll::drive;
@@ -24,7 +24,7 @@ use crate::{Error, TokioRuntime};
 ///   go in the extended CONNECT, offering `moq-lite-05` in `wt-available-protocols`.
 pub async fn connect(url: &str, config: ClientConfig) -> Result<Session, Error> {
     // The connection and its session log inside this span: which relay.
-    let redacted = moq_net::redact::Redacted(url);
+    let redacted = moqx_net::redact::Redacted(url);
     let span = tracing::debug_span!("moq_connection", url = %redacted);
     let result = connect_in_span(url, config).instrument(span).await;
     if let Err(error) = &result {

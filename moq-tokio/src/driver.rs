@@ -13,10 +13,10 @@ use std::sync::atomic::Ordering;
 use std::task::{Wake, Waker};
 use std::time::Instant;
 
-use moq_runtime::client::ConnectError;
-use moq_runtime::endpoint::{Endpoint, EndpointCounters, RECV_BUDGET, Transmit};
-use moq_runtime::quic::QuicConnection;
-use moq_runtime::udp::{RecvMeta, UdpSocket};
+use moqx_runtime::client::ConnectError;
+use moqx_runtime::endpoint::{Endpoint, EndpointCounters, RECV_BUDGET, Transmit};
+use moqx_runtime::quic::QuicConnection;
+use moqx_runtime::udp::{RecvMeta, UdpSocket};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{Notify, mpsc, oneshot};
 
@@ -236,7 +236,7 @@ fn receive_within(
 }
 
 /// Datagrams one receive call takes at most (`recvmmsg`).
-pub(crate) const RECV_BATCH: usize = moq_runtime::udp::RECV_BATCH;
+pub(crate) const RECV_BATCH: usize = moqx_runtime::udp::RECV_BATCH;
 
 /// Bytes per receive buffer: a whole GRO train (the kernel coalesces up to 64 KiB).
 const RECV_BUFFER: usize = 65_536;

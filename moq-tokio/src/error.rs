@@ -1,7 +1,7 @@
 //! What can go wrong setting up a connection, said so that a user can act on it.
 
-use moq_runtime::client::ConnectError;
-use moq_runtime::quiche_config::ConfigError;
+use moqx_runtime::client::ConnectError;
+use moqx_runtime::quiche_config::ConfigError;
 
 /// Why a client or server could not start or connect.
 #[derive(Debug, thiserror::Error)]

@@ -1,9 +1,9 @@
-//! # moq-tokio: MoQ on tokio
+//! # moqx-tokio: MoQ on tokio
 //!
-//! This crate **is** the tokio driver: it runs `moq_net` session machines over real QUIC
+//! This crate **is** the tokio driver: it runs `moqx_net` session machines over real QUIC
 //! connections, each UDP socket served by an endpoint task that moves datagrams between
-//! the socket (GSO sends, GRO receives) and `moq_runtime`'s socketless
-//! [`Endpoint`](moq_runtime::endpoint::Endpoint), in one of two modes:
+//! the socket (GSO sends, GRO receives) and `moqx_runtime`'s socketless
+//! [`Endpoint`](moqx_runtime::endpoint::Endpoint), in one of two modes:
 //!
 //! - **work-stealing** ([`Server::bind`]): one socket, sessions on tokio's pool
 //!   ([`TokioRuntime`]);
@@ -18,15 +18,15 @@
 //! `https://host:port/path` (WebTransport, the path in the CONNECT); [`Reconnect`] keeps
 //! a client session up across a list of relays, their GOAWAYs and lost connections.
 //!
-//! Where UDP is blocked or WebTransport broken, moq-lite runs over QMux (`moq_qmux`) on
+//! Where UDP is blocked or WebTransport broken, moq-lite runs over QMux (`moqx_qmux`) on
 //! TCP: [`connect`] also takes `ws://`, `wss://` (a WebSocket), `tls://` and `tcp://`;
 //! [`QmuxListener`] serves any of them on a TCP port, and [`WebSocketUpgrade`] and
 //! [`accept_tls`] let an HTTP server of the application's own (the relay's web port)
 //! serve WebSocket and TLS clients beside its pages.
 //!
 //! It **is not** the protocol, nor the binding policy: every byte of moq-lite is
-//! `moq_net`'s; the QUIC configuration, the dispatch by ALPN, the WebTransport handshake,
-//! the URL rules and the close codes are `moq_runtime`'s. This crate only moves bytes,
+//! `moqx_net`'s; the QUIC configuration, the dispatch by ALPN, the WebTransport handshake,
+//! the URL rules and the close codes are `moqx_runtime`'s. This crate only moves bytes,
 //! time and tasks.
 
 mod client;
@@ -40,11 +40,11 @@ mod server;
 
 pub use client::connect;
 pub use error::Error;
-pub use moq_runtime::admission::Admission;
-pub use moq_runtime::binding::Binding;
-pub use moq_runtime::client::ClientConfig;
-pub use moq_runtime::quiche_config::QuicLimits;
-pub use moq_runtime::server::ServerConfig;
+pub use moqx_runtime::admission::Admission;
+pub use moqx_runtime::binding::Binding;
+pub use moqx_runtime::client::ClientConfig;
+pub use moqx_runtime::quiche_config::QuicLimits;
+pub use moqx_runtime::server::ServerConfig;
 pub use qmux::{QmuxListener, QmuxServerConfig, UpgradeRefused, WebSocketUpgrade, accept_tls};
 pub use reconnect::Reconnect;
 pub use runtime::{TokioDeadline, TokioRuntime};

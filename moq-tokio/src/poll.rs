@@ -2,7 +2,7 @@
 
 use std::task::Poll;
 
-use kio::Waiter;
+use moqx_kio::Waiter;
 
 /// Polls `step` with a waiter that wakes the calling task, until it is ready.
 pub(crate) async fn drive<T>(mut step: impl FnMut(&Waiter) -> Poll<T>) -> T {

@@ -1,4 +1,4 @@
-//! Clients that come back by themselves, on tokio: [`moq_net::reconnect`]'s policy with
+//! Clients that come back by themselves, on tokio: [`moqx_net::reconnect`]'s policy with
 //! tokio's timers, dialing with [`connect`](crate::connect).
 //!
 //! [`Reconnect`] keeps a session up to one of a list of relay URLs: it dials again
@@ -7,8 +7,8 @@
 //! (1 s doubling to 10 s, jittered). Every session is made from the same
 //! [`ClientConfig`], so it serves the same publish origin and fills the same subscribe
 //! origin: what the application publishes is announced on each new session, and what it
-//! follows with [`Origin::follow_track`](moq_net::model::Origin::follow_track) carries on
-//! from its first missing group. The module docs of [`moq_net::reconnect`] say the rest.
+//! follows with [`Origin::follow_track`](moqx_net::model::Origin::follow_track) carries on
+//! from its first missing group. The module docs of [`moqx_net::reconnect`] say the rest.
 //!
 //! The session's hop id (`session.origin_id`) is drawn once if unset: it is how relays
 //! downstream recognise the same publisher on its new relay, and move its subscribers
@@ -16,9 +16,9 @@
 
 use std::hash::{BuildHasher, Hasher};
 
-use moq_net::reconnect::hop_id;
-use moq_net::session::Session;
-use moq_runtime::client::ClientConfig;
+use moqx_net::reconnect::hop_id;
+use moqx_net::session::Session;
+use moqx_runtime::client::ClientConfig;
 
 use crate::runtime::TokioRuntime;
 
@@ -26,7 +26,7 @@ use crate::runtime::TokioRuntime;
 /// [`close`](Self::close)) closes the session and stops reconnecting.
 #[derive(Debug)]
 pub struct Reconnect {
-    inner: moq_net::reconnect::Reconnect<Session>,
+    inner: moqx_net::reconnect::Reconnect<Session>,
 }
 
 impl Reconnect {
@@ -40,7 +40,7 @@ impl Reconnect {
         if config.session.origin_id == 0 {
             config.session.origin_id = hop_id(random());
         }
-        let (inner, task) = moq_net::reconnect::Reconnect::new(
+        let (inner, task) = moqx_net::reconnect::Reconnect::new(
             TokioRuntime::current(),
             urls,
             random(),

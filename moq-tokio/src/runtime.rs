@@ -1,14 +1,14 @@
-//! The `moq_net` runtime on tokio: machines on the work-stealing pool, timers from tokio.
+//! The `moqx_net` runtime on tokio: machines on the work-stealing pool, timers from tokio.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use kio::Waiter;
-use moq_net::runtime::{Deadline, Runtime};
-use moq_net::session::SessionMachine;
-use moq_runtime::binding::BindingSession;
+use moqx_kio::Waiter;
+use moqx_net::runtime::{Deadline, Runtime};
+use moqx_net::session::SessionMachine;
+use moqx_runtime::binding::BindingSession;
 
 /// Runs session machines on a tokio runtime.
 #[derive(Debug, Clone)]

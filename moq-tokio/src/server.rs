@@ -3,7 +3,7 @@
 //!
 //! What a connection goes through before it is a request (the dispatch by ALPN, the
 //! WebTransport handshake with its deadline and cap, the version check, the refusals) is
-//! `moq_runtime::server`'s; this file runs it on tokio tasks.
+//! `moqx_runtime::server`'s; this file runs it on tokio tasks.
 //!
 //! **Work-stealing** ([`Server::bind`]): one socket and one endpoint task on the caller's
 //! runtime; session machines go wherever tokio's pool puts them.
@@ -11,10 +11,10 @@
 //! **Thread per core** ([`Server::bind_per_core`]): N workers, each a thread pinned to a
 //! core running a current-thread runtime, with its own `SO_REUSEPORT` socket on the shared
 //! port, its own endpoint and timer wheel. The kernel steers each packet to the worker
-//! that owns its connection (`moq_runtime::steering`); a connection lives on the worker
+//! that owns its connection (`moqx_runtime::steering`); a connection lives on the worker
 //! that received its first Initial, and so does its session. Sessions on different
 //! workers meet only in the shared model (a relay's origin): no channel between workers.
-//! The admission counts (`moq_runtime::admission::Gate`) and the cap on pending
+//! The admission counts (`moqx_runtime::admission::Gate`) and the cap on pending
 //! WebTransport handshakes are server-wide.
 
 use std::net::SocketAddr;
@@ -22,11 +22,11 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Instant;
 
-use kio::Waiter;
-use moq_runtime::endpoint::{Endpoint, EndpointCounters};
-use moq_runtime::quic::QuicConnection;
-use moq_runtime::server::{Acceptor, ServerConfig};
-use moq_runtime::udp::UdpSocket;
+use moqx_kio::Waiter;
+use moqx_runtime::endpoint::{Endpoint, EndpointCounters};
+use moqx_runtime::quic::QuicConnection;
+use moqx_runtime::server::{Acceptor, ServerConfig};
+use moqx_runtime::udp::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
@@ -35,7 +35,7 @@ use crate::poll::drive;
 use crate::{Error, TokioRuntime};
 
 /// A client whose handshakes completed, to accept or refuse.
-pub type Request = moq_runtime::server::Request<TokioRuntime>;
+pub type Request = moqx_runtime::server::Request<TokioRuntime>;
 
 /// The most workers a server can have: a connection ID names its worker in one byte.
 pub const MAX_WORKERS: usize = 256;
@@ -121,12 +121,12 @@ impl Server {
             return Err(Error::Workers(workers));
         }
         let (sockets, local_addr) =
-            moq_runtime::steering::bind_workers(config.bind, workers, &config.udp)
+            moqx_runtime::steering::bind_workers(config.bind, workers, &config.udp)
                 .map_err(Error::io(format!("binding {}", config.bind)))?;
         let now = Instant::now();
         let gate = config.gate(now);
         let acceptor = config.acceptor();
-        let cpus = moq_runtime::cores::available();
+        let cpus = moqx_runtime::cores::available();
         let (requests_sender, requests) = mpsc::unbounded_channel();
         let mut server = Self {
             local_addr,
@@ -254,7 +254,7 @@ impl Worker {
         let _done = done;
         let span = tracing::info_span!("worker", index = self.index, cpu = self.cpu);
         let _entered = span.enter();
-        if let Err(error) = moq_runtime::cores::pin_current_thread(self.cpu) {
+        if let Err(error) = moqx_runtime::cores::pin_current_thread(self.cpu) {
             tracing::warn!(%error, "running unpinned");
         }
         let runtime = match tokio::runtime::Builder::new_current_thread()

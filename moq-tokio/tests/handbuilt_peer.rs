@@ -1,16 +1,16 @@
 //! What an independent implementation sees: a raw QUIC client written directly on quiche,
 //! over a real UDP socket, sends the byte sequences of `shared/spec/moq-lite-05.md` to a
-//! `moq-tokio` server and checks the replies byte for byte.
+//! `moqx-tokio` server and checks the replies byte for byte.
 
 mod common;
 
 use std::time::Duration;
 
 use common::RawPeer;
-use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::session::SessionConfig;
-use moq_runtime::tls::Certificate;
-use moq_tokio::{Server, ServerConfig};
+use moqx_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::session::SessionConfig;
+use moqx_runtime::tls::Certificate;
+use moqx_tokio::{Server, ServerConfig};
 
 fn hex(text: &str) -> Vec<u8> {
     let text: String = text.split_whitespace().collect();
@@ -186,11 +186,11 @@ async fn a_malformed_connect_is_refused_and_the_server_keeps_serving() {
     // The server is unaffected: a WebTransport client gets through.
     let session = tokio::time::timeout(
         Duration::from_secs(10),
-        moq_tokio::connect(
+        moqx_tokio::connect(
             &format!("https://localhost:{}/", address.port()),
-            moq_tokio::ClientConfig {
+            moqx_tokio::ClientConfig {
                 insecure_skip_verify: true,
-                ..moq_tokio::ClientConfig::default()
+                ..moqx_tokio::ClientConfig::default()
             },
         ),
     )

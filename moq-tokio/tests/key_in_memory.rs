@@ -11,9 +11,9 @@
 
 use std::time::Duration;
 
-use moq_net::session::SessionConfig;
-use moq_runtime::tls::Certificate;
-use moq_tokio::{ClientConfig, Server, ServerConfig, connect};
+use moqx_net::session::SessionConfig;
+use moqx_runtime::tls::Certificate;
+use moqx_tokio::{ClientConfig, Server, ServerConfig, connect};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_binds_and_serves_with_no_writable_temp_folder() {

@@ -3,11 +3,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::session::SessionConfig;
-use moq_runtime::client::ConnectError;
-use moq_runtime::tls::Certificate;
-use moq_tokio::{Binding, ClientConfig, Server, ServerConfig, connect};
+use moqx_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::session::SessionConfig;
+use moqx_runtime::client::ConnectError;
+use moqx_runtime::tls::Certificate;
+use moqx_tokio::{Binding, ClientConfig, Server, ServerConfig, connect};
 
 /// A bound on how long any step may take before the test fails instead of hanging.
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -193,7 +193,7 @@ async fn a_pinned_fingerprint_accepts_that_certificate_and_refuses_any_other() {
         .expect("no hang")
         .unwrap_err();
         assert!(
-            matches!(error, moq_tokio::Error::Connect(ConnectError::CertificateRejected { expected, presented })
+            matches!(error, moqx_tokio::Error::Connect(ConnectError::CertificateRejected { expected, presented })
                 if expected == other && presented == Some(pinned)),
             "{error}"
         );
@@ -236,11 +236,11 @@ async fn a_session_closed_by_the_server_ends_the_client_promptly() {
         // As a relay shutting down does: GOAWAY first, a drain, then the close.
         session.goaway("");
         tokio::time::sleep(Duration::from_millis(100)).await;
-        session.close(moq_net::Error::Cancel);
+        session.close(moqx_net::Error::Cancel);
         let ended = tokio::time::timeout(PATIENCE, session.closed()).await;
         assert_eq!(
             ended.ok(),
-            Some(moq_net::Error::Cancel),
+            Some(moqx_net::Error::Cancel),
             "{scheme}: the server's end"
         );
         // Far below the 30 s idle timeout the client would otherwise end on; no tighter,
@@ -248,7 +248,7 @@ async fn a_session_closed_by_the_server_ends_the_client_promptly() {
         let seen = tokio::time::timeout(Duration::from_secs(10), client.closed()).await;
         assert_eq!(
             seen.ok(),
-            Some(moq_net::Error::Cancel),
+            Some(moqx_net::Error::Cancel),
             "{scheme}: the client sees it"
         );
     }

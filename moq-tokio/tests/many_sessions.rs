@@ -4,11 +4,11 @@
 mod common;
 
 use bytes::Bytes;
-use moq_net::model::Origin;
-use moq_net::session::SessionConfig;
-use moq_runtime::tls::Certificate;
-use moq_runtime::udp::UdpConfig;
-use moq_tokio::{Server, ServerConfig};
+use moqx_net::model::Origin;
+use moqx_net::session::SessionConfig;
+use moqx_runtime::tls::Certificate;
+use moqx_runtime::udp::UdpConfig;
+use moqx_tokio::{Server, ServerConfig};
 
 /// `peers` clients through one relay: client `i` publishes `peer-i` with one frame of
 /// `size` bytes (every byte `i`), and reads `peer-(i+1)`'s. Returns what each one read.

@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use common::{PATIENCE, assert_steered, misrouted};
-use moq_net::model::Origin;
-use moq_net::session::SessionConfig;
-use moq_runtime::endpoint::EndpointCounters;
-use moq_runtime::tls::Certificate;
-use moq_runtime::udp::UdpConfig;
-use moq_tokio::{Server, ServerConfig};
+use moqx_net::model::Origin;
+use moqx_net::session::SessionConfig;
+use moqx_runtime::endpoint::EndpointCounters;
+use moqx_runtime::tls::Certificate;
+use moqx_runtime::udp::UdpConfig;
+use moqx_tokio::{Server, ServerConfig};
 
 /// A relay-like server (both halves of every session on one origin) with `workers`
 /// workers, accepting everyone until aborted; its address and its workers' counters.

@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use moq_net::coding::Version;
-use moq_net::session::SessionConfig;
-use moq_runtime::tls::Certificate;
-use moq_tokio::{ClientConfig, Server, ServerConfig, connect};
+use moqx_net::coding::Version;
+use moqx_net::session::SessionConfig;
+use moqx_runtime::tls::Certificate;
+use moqx_tokio::{ClientConfig, Server, ServerConfig, connect};
 
 /// A bound on how long any step may take before the test fails instead of hanging.
 const PATIENCE: Duration = Duration::from_secs(10);

@@ -1,5 +1,5 @@
 //! Connecting as a client from a worker, over either binding: the URL, the certificate pin
-//! and the WebTransport handshake are `moq_runtime::client`'s; this file binds a socket on
+//! and the WebTransport handshake are `moqx_runtime::client`'s; this file binds a socket on
 //! the worker's ring and waits.
 
 use std::future::Future;
@@ -7,12 +7,12 @@ use std::net::ToSocketAddrs;
 use std::task::Poll;
 use std::time::Instant;
 
-use kio::Waiter;
-use moq_net::runtime::{Deadline, Runtime};
-use moq_net::session::Session;
-use moq_runtime::client::{ClientConfig, ClientSetup, ConnectError, Target};
-use moq_runtime::endpoint::Endpoint;
-use moq_runtime::udp::UdpSocket;
+use moqx_kio::Waiter;
+use moqx_net::runtime::{Deadline, Runtime};
+use moqx_net::session::Session;
+use moqx_runtime::client::{ClientConfig, ClientSetup, ConnectError, Target};
+use moqx_runtime::endpoint::Endpoint;
+use moqx_runtime::udp::UdpSocket;
 
 use crate::pool::{JoinHandle, Pool};
 use crate::port::Role;
@@ -32,7 +32,7 @@ impl Worker {
     pub async fn connect(&self, url: &str, config: ClientConfig) -> Result<Session, Error> {
         let result = self.connect_inner(url, config).await;
         if let Err(error) = &result {
-            tracing::debug!(url = %moq_net::redact::Redacted(url), %error, "connecting failed");
+            tracing::debug!(url = %moqx_net::redact::Redacted(url), %error, "connecting failed");
         }
         result
     }

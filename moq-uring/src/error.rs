@@ -1,7 +1,7 @@
 //! What can go wrong starting a worker or connecting, said so that a user can act on it.
 
-use moq_runtime::client::ConnectError;
-use moq_runtime::quiche_config::ConfigError;
+use moqx_runtime::client::ConnectError;
+use moqx_runtime::quiche_config::ConfigError;
 
 use crate::probe::ProbeError;
 

@@ -1,6 +1,6 @@
-//! # moq-uring: MoQ on io_uring, thread per core
+//! # moqx-uring: MoQ on io_uring, thread per core
 //!
-//! This crate **is** the io_uring driver: it runs `moq_net` session machines over real QUIC
+//! This crate **is** the io_uring driver: it runs `moqx_net` session machines over real QUIC
 //! connections on pinned worker threads, one ring per worker, with
 //!
 //! - **receives** as one multishot `recvmsg` per socket into a ring of provided buffers
@@ -9,7 +9,7 @@
 //! - **sends** as `sendmsg` with an explicit `UDP_SEGMENT` on every batch, the packets of
 //!   all of a turn's connections coalesced by destination, submitted together: one
 //!   `io_uring_enter` per turn, however many sends and receives;
-//! - **time** from `moq_runtime`'s timer wheel and one absolute-timeout wait per turn,
+//! - **time** from `moqx_runtime`'s timer wheel and one absolute-timeout wait per turn,
 //!   never a submission per deadline;
 //! - **tasks** on a local executor: session machines are `!Send` here and never leave
 //!   their worker; wakers from other threads (a track written on another core) queue the
@@ -17,23 +17,23 @@
 //!   parked.
 //!
 //! A [`Server`] binds one UDP port with a `SO_REUSEPORT` socket per worker; the kernel
-//! steers each packet to the worker owning its connection (`moq_runtime::steering`), and
+//! steers each packet to the worker owning its connection (`moqx_runtime::steering`), and
 //! the application's loop runs on every worker ([`Worker::accept`]). A [`Client`] is a set
 //! of workers for client sessions ([`Worker::connect`]).
 //!
 //! It **is not** the protocol, nor the binding policy: every byte of moq-lite is
-//! `moq_net`'s, and the QUIC configuration, the ALPN dispatch, the WebTransport handshake
-//! and the close codes are `moq_runtime`'s. It needs Linux 6.12 or later: [`probe`] tries
+//! `moqx_net`'s, and the QUIC configuration, the ALPN dispatch, the WebTransport handshake
+//! and the close codes are `moqx_runtime`'s. It needs Linux 6.12 or later: [`probe`] tries
 //! every kernel feature the driver uses before a worker starts, and names what is missing
 //! (or that io_uring is refused, as container runtimes do by default).
 //!
 //! ```no_run
-//! use moq_runtime::server::ServerConfig;
-//! use moq_runtime::tls::Certificate;
+//! use moqx_runtime::server::ServerConfig;
+//! use moqx_runtime::tls::Certificate;
 //!
 //! let certificate = Certificate::self_signed(&["localhost".into()]).unwrap();
 //! let config = ServerConfig::new("127.0.0.1:4443".parse().unwrap(), certificate, Default::default());
-//! let server = moq_uring::Server::bind(config, 2, Default::default(), |worker| async move {
+//! let server = moqx_uring::Server::bind(config, 2, Default::default(), |worker| async move {
 //!     while let Some(request) = worker.accept().await {
 //!         let _session = request.accept();
 //!     }
@@ -68,9 +68,9 @@ use std::task::Poll;
 pub use client::Client;
 pub use counters::{WorkerCounters, WorkerSnapshot};
 pub use error::Error;
-pub use moq_runtime::binding::Binding;
-pub use moq_runtime::client::ClientConfig;
-pub use moq_runtime::server::ServerConfig;
+pub use moqx_runtime::binding::Binding;
+pub use moqx_runtime::client::ClientConfig;
+pub use moqx_runtime::server::ServerConfig;
 pub use pool::{JoinHandle, WorkerFailure};
 pub use probe::{Capabilities, Feature, ProbeError, probe};
 pub use runtime::{UringDeadline, UringRuntime};
@@ -156,12 +156,12 @@ impl Worker {
 
     /// Waits until `at` (a deadline in the worker's timer wheel: no system call).
     pub async fn sleep_until(&self, at: std::time::Instant) {
-        use moq_net::runtime::{Deadline, Runtime};
+        use moqx_net::runtime::{Deadline, Runtime};
         let mut deadline = self.core.runtime.deadline();
         deadline.set(Some(at));
-        let mut waiter: Option<kio::Waiter> = None;
+        let mut waiter: Option<moqx_kio::Waiter> = None;
         std::future::poll_fn(|cx| {
-            let waiter = waiter.get_or_insert_with(|| kio::Waiter::new(cx.waker()));
+            let waiter = waiter.get_or_insert_with(|| moqx_kio::Waiter::new(cx.waker()));
             waiter.set_waker(cx.waker());
             deadline.poll(waiter)
         })

@@ -25,7 +25,7 @@ pub(crate) struct Pool {
     pub(crate) remotes: Vec<Arc<Remote>>,
     threads: Vec<std::thread::JoinHandle<()>>,
     /// The first worker that failed (its loop returned an error or panicked), if any.
-    pub(crate) failure: kio::Producer<Option<WorkerFailure>>,
+    pub(crate) failure: moqx_kio::Producer<Option<WorkerFailure>>,
 }
 
 /// A worker that stopped running while its server was up: an I/O error of its ring, or a
@@ -57,11 +57,11 @@ impl Pool {
         capabilities: &Capabilities,
         setup: Arc<Setup>,
     ) -> Result<Self, Error> {
-        let cpus = moq_runtime::cores::available();
+        let cpus = moqx_runtime::cores::available();
         let mut pool = Self {
             remotes: Vec::with_capacity(workers),
             threads: Vec::with_capacity(workers),
-            failure: kio::Producer::new(None),
+            failure: moqx_kio::Producer::new(None),
         };
         let (ready_sender, ready) = std::sync::mpsc::channel();
         for index in 0..workers {
@@ -90,7 +90,7 @@ impl Pool {
                     let span = tracing::info_span!("worker", role, index, cpu);
                     let _entered = span.enter();
                     if config.pin
-                        && let Err(error) = moq_runtime::cores::pin_current_thread(cpu) {
+                        && let Err(error) = moqx_runtime::cores::pin_current_thread(cpu) {
                             tracing::warn!(%error, "running unpinned");
                         }
                     let started = (|| {

@@ -6,9 +6,9 @@ use std::task::Waker;
 use std::time::Instant;
 
 use io_uring::{opcode, types};
-use moq_runtime::endpoint::{Endpoint, Transmit};
-use moq_runtime::server::Acceptor;
-use moq_runtime::udp::UdpSocket;
+use moqx_runtime::endpoint::{Endpoint, Transmit};
+use moqx_runtime::server::Acceptor;
+use moqx_runtime::udp::UdpSocket;
 
 use crate::buffers::BufferRing;
 use crate::counters::WorkerCounters;
@@ -30,7 +30,7 @@ pub(crate) struct Port {
     sends: Sends,
     pub(crate) role: Role,
     /// The endpoint's counters, where the driver's I/O is counted too.
-    io_counters: std::sync::Arc<moq_runtime::endpoint::EndpointCounters>,
+    io_counters: std::sync::Arc<moqx_runtime::endpoint::EndpointCounters>,
     /// Reused each turn.
     transmits: Vec<Transmit>,
     prepared: Vec<Prepared>,

@@ -1,4 +1,4 @@
-//! What moq-uring needs of the kernel, tried for real before a worker starts.
+//! What moqx-uring needs of the kernel, tried for real before a worker starts.
 //!
 //! The probe does not trust version numbers (distribution kernels backport, containers
 //! filter): it builds a ring with the workers' flags, registers a provided-buffer ring,
@@ -59,7 +59,7 @@ pub enum ProbeError {
     Refused(#[source] io::Error),
     /// The kernel lacks capabilities the driver needs.
     #[error(
-        "Linux {release} lacks what moq-uring needs: {}. moq-uring needs Linux 6.12 or later; \
+        "Linux {release} lacks what moqx-uring needs: {}. moqx-uring needs Linux 6.12 or later; \
          run the tokio driver on this kernel",
         list(missing)
     )]

@@ -1,8 +1,8 @@
-//! The `moq_net` runtime on an io_uring worker: machines on the worker's executor, timers
+//! The `moqx_net` runtime on an io_uring worker: machines on the worker's executor, timers
 //! in its wheel.
 //!
 //! [`UringRuntime`] is `!Send`: it, and every session machine and deadline made from it,
-//! stays on the worker thread it was made on. A session's [`Session`](moq_net::session::Session)
+//! stays on the worker thread it was made on. A session's [`Session`](moqx_net::session::Session)
 //! handle is `Send + Sync` as on every driver, and the model (tracks, broadcasts) is shared
 //! across workers; only the machines are local.
 //!
@@ -15,11 +15,11 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::Instant;
 
-use kio::Waiter;
-use moq_net::runtime::{Deadline, Runtime};
-use moq_net::session::SessionMachine;
-use moq_runtime::binding::BindingSession;
-use moq_runtime::timer::TimerWheel;
+use moqx_kio::Waiter;
+use moqx_net::runtime::{Deadline, Runtime};
+use moqx_net::session::SessionMachine;
+use moqx_runtime::binding::BindingSession;
+use moqx_runtime::timer::TimerWheel;
 
 use crate::executor::Executor;
 

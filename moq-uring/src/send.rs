@@ -13,7 +13,7 @@
 
 use std::net::SocketAddr;
 
-use moq_runtime::endpoint::Transmit;
+use moqx_runtime::endpoint::Transmit;
 
 use crate::cmsg::SendControl;
 

@@ -4,16 +4,16 @@
 //!
 //! What a connection goes through before it is a request (the dispatch by ALPN, the
 //! WebTransport handshake with its deadline and cap, the version check, the refusals) is
-//! `moq_runtime::server`'s, as on every driver.
+//! `moqx_runtime::server`'s, as on every driver.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use moq_runtime::endpoint::EndpointCounters;
-use moq_runtime::server::ServerConfig;
-use moq_runtime::udp::UdpSocket;
+use moqx_runtime::endpoint::EndpointCounters;
+use moqx_runtime::server::ServerConfig;
+use moqx_runtime::udp::UdpSocket;
 
 use crate::counters::WorkerCounters;
 use crate::pool::{JoinHandle, Pool, WorkerFailure};
@@ -21,7 +21,7 @@ use crate::port::{Port, Role};
 use crate::{Error, UringConfig, Worker};
 
 /// A client whose handshakes completed, to accept or refuse (on its worker).
-pub type Request = moq_runtime::server::Request<crate::UringRuntime>;
+pub type Request = moqx_runtime::server::Request<crate::UringRuntime>;
 
 /// The most workers a server can have: a connection ID names its worker in one byte.
 pub const MAX_WORKERS: usize = 256;
@@ -57,8 +57,9 @@ impl Server {
         let mut udp = config.udp.clone();
         udp.gso = options.gso;
         udp.gro = options.gro;
-        let (sockets, local_addr) = moq_runtime::steering::bind_workers(config.bind, workers, &udp)
-            .map_err(Error::io(format!("binding {}", config.bind)))?;
+        let (sockets, local_addr) =
+            moqx_runtime::steering::bind_workers(config.bind, workers, &udp)
+                .map_err(Error::io(format!("binding {}", config.bind)))?;
         for socket in &sockets {
             // The ring waits for readiness itself; a blocking socket lets it.
             socket
@@ -175,7 +176,7 @@ impl Worker {
     fn add_port(
         &self,
         socket: UdpSocket,
-        endpoint: moq_runtime::endpoint::Endpoint,
+        endpoint: moqx_runtime::endpoint::Endpoint,
         role: Role,
     ) -> u32 {
         endpoint.set_waker(&self.core.flush_waker);

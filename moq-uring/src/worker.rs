@@ -25,10 +25,10 @@ use std::task::{Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use io_uring::{IoUring, opcode};
-use kio::Waiter;
-use moq_runtime::endpoint::RECV_BUDGET;
-use moq_runtime::quic::QuicConnection;
-use moq_runtime::server::Request;
+use moqx_kio::Waiter;
+use moqx_runtime::endpoint::RECV_BUDGET;
+use moqx_runtime::quic::QuicConnection;
+use moqx_runtime::server::Request;
 
 use crate::buffers::BufferRing;
 use crate::counters::WorkerCounters;
@@ -294,7 +294,7 @@ impl Loop {
     /// Step 4: established server connections, to requests.
     fn accept(&mut self, now: Instant) {
         let _ = now;
-        let mut established: Vec<(QuicConnection, moq_runtime::server::Acceptor)> = Vec::new();
+        let mut established: Vec<(QuicConnection, moqx_runtime::server::Acceptor)> = Vec::new();
         for port in self.core.ports.borrow_mut().entries.iter_mut().flatten() {
             if let Role::Server { acceptor } = &port.role {
                 while let Some(connection) = port.endpoint.accept() {

@@ -3,9 +3,9 @@
 //! there the way such a kernel would, and the probe must name the cause. Seccomp filters
 //! are per thread: the rest of the test process keeps its io_uring.
 
-use moq_runtime::server::ServerConfig;
-use moq_runtime::tls::Certificate;
-use moq_uring::{Error, Feature, ProbeError, Server, UringConfig};
+use moqx_runtime::server::ServerConfig;
+use moqx_runtime::tls::Certificate;
+use moqx_uring::{Error, Feature, ProbeError, Server, UringConfig};
 
 #[cfg(target_arch = "x86_64")]
 const AUDIT_ARCH: u32 = 0xC000_003E; // AUDIT_ARCH_X86_64
@@ -115,7 +115,7 @@ fn a_refused_io_uring_is_named_and_no_worker_starts() {
     // What container runtimes' default seccomp profiles do (EPERM).
     let filter = failing(libc::SYS_io_uring_setup, libc::EPERM, None);
     let (probed, bound) = filtered(filter, || {
-        let probed = moq_uring::probe();
+        let probed = moqx_uring::probe();
         let bound = Server::bind(server_config(), 1, UringConfig::default(), |_| async {});
         (probed, bound.map(|server| server.local_addr()))
     });
@@ -139,7 +139,7 @@ fn a_kernel_without_buffer_rings_is_named() {
         libc::EINVAL,
         Some((1, IF_EQUAL, 22)),
     );
-    let error = filtered(filter, moq_uring::probe).expect_err("no buffer rings");
+    let error = filtered(filter, moqx_uring::probe).expect_err("no buffer rings");
     match &error {
         ProbeError::Missing { missing, .. } => {
             assert!(missing.contains(&Feature::BufferRing), "{missing:?}")
@@ -163,7 +163,7 @@ fn a_kernel_without_absolute_timeouts_is_named() {
         libc::EINVAL,
         Some((3, IF_ANY_BIT, 1 << 5)),
     );
-    let error = filtered(filter, moq_uring::probe).expect_err("no absolute timeouts");
+    let error = filtered(filter, moqx_uring::probe).expect_err("no absolute timeouts");
     let message = error.to_string();
     assert!(
         message.contains("waits until an absolute time (IORING_ENTER_ABS_TIMER, Linux 6.12)"),
@@ -173,7 +173,7 @@ fn a_kernel_without_absolute_timeouts_is_named() {
 
 #[test]
 fn this_kernel_passes_and_a_server_starts() {
-    let capabilities = moq_uring::probe().unwrap_or_else(|error| panic!("{error}"));
+    let capabilities = moqx_uring::probe().unwrap_or_else(|error| panic!("{error}"));
     assert!(!capabilities.release.is_empty());
     let server = Server::bind(server_config(), 2, UringConfig::default(), |_| async {})
         .unwrap_or_else(|error| panic!("{error}"));

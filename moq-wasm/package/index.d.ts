@@ -1,4 +1,4 @@
-// The types of moq-wasm: MoQ (moq-lite) publish and subscribe through a relay, from a
+// The types of moqx-wasm: MoQ (moq-lite) publish and subscribe through a relay, from a
 // browser. Nothing here is `any`: frames, announcements, stats and errors are typed.
 
 /** Every failure of the library: moq-lite's wire `code` and what happened. */
@@ -135,7 +135,7 @@ export class Publisher {
 }
 
 /** Shows the library's log on the console: `"error"` … `"trace"`, or per target
- * (`"moq_net=debug"`). The first call sets it. */
+ * (`"moqx_net=debug"`). The first call sets it. */
 export function setLogLevel(filter: string): void;
 
 /** What the wasm module can be loaded from. */

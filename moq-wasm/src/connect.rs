@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use moq_net::coding::Version;
-use moq_net::redact::Redacted;
-use moq_net::runtime::Instant;
-use moq_net::session::{self, Session, SessionConfig};
-use moq_qmux::{Connection, QmuxConnection, QmuxSession, Side};
+use moqx_net::coding::Version;
+use moqx_net::redact::Redacted;
+use moqx_net::runtime::Instant;
+use moqx_net::session::{self, Session, SessionConfig};
+use moqx_qmux::{Connection, QmuxConnection, QmuxSession, Side};
 use wasm_bindgen_futures::JsFuture;
 
 use crate::bindings::{WebTransport, WebTransportHash, WebTransportOptions, dictionary};
@@ -48,7 +48,7 @@ pub enum ConnectError {
         /// Where to.
         url: String,
         /// The code the session ended with.
-        error: moq_net::Error,
+        error: moqx_net::Error,
     },
     /// No session was established in time (`timeout`); every attempt was closed.
     #[error("could not connect to {url} within {after:?}")]
@@ -204,7 +204,7 @@ pub(crate) async fn connect_webtransport(
     // The version the server chose. A browser that does not expose it (or a server that
     // names none) leaves the first offered: what a server choosing by the client's
     // preference picks.
-    let chosen = moq_net::transport::Session::protocol(&transport).and_then(Version::from_alpn);
+    let chosen = moqx_net::transport::Session::protocol(&transport).and_then(Version::from_alpn);
     let version = match (chosen, options.versions.first()) {
         (Some(version), _) if options.versions.contains(&version) => version,
         (None, Some(first)) => *first,
@@ -244,7 +244,7 @@ pub(crate) async fn connect_websocket(
     tracing::debug!(url = %Redacted(url), "WebSocket: connecting");
     let opened = crate::websocket::open(
         url,
-        &moq_qmux::negotiation::client_offers(&options.versions),
+        &moqx_qmux::negotiation::client_offers(&options.versions),
     )
     .await
     .map_err(|reason| ConnectError::Handshake {
@@ -254,8 +254,8 @@ pub(crate) async fn connect_websocket(
     // What the server chose; none at all: QMux draft 01 and the default version, as
     // deployed relays speak to a client that names nothing.
     let chosen = match opened.protocol().as_str() {
-        "" => moq_qmux::negotiation::chosen("qmux-01", &options.versions),
-        name => moq_qmux::negotiation::chosen(name, &options.versions),
+        "" => moqx_qmux::negotiation::chosen("qmux-01", &options.versions),
+        name => moqx_qmux::negotiation::chosen(name, &options.versions),
     };
     let Some(negotiated) = chosen else {
         return Err(ConnectError::Transport {
@@ -270,7 +270,7 @@ pub(crate) async fn connect_websocket(
     let connection = QmuxConnection::new(Connection::new(
         Side::Client,
         negotiated.draft,
-        moq_qmux::Config::default(),
+        moqx_qmux::Config::default(),
         Vec::new(),
         Instant::now(),
     ));
@@ -331,7 +331,7 @@ impl CloseUnlessKept {
 impl Drop for CloseUnlessKept {
     fn drop(&mut self) {
         if let Some(session) = self.0.take() {
-            session.close(moq_net::Error::Cancel);
+            session.close(moqx_net::Error::Cancel);
         }
     }
 }

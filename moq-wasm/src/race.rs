@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use futures_util::future::{Either, select};
-use moq_net::redact::Redacted;
+use moqx_net::redact::Redacted;
 use wasm_bindgen::JsValue;
 
 use crate::connect::{
@@ -121,7 +121,7 @@ async fn both(
     websocket: &str,
     head_start: Duration,
     options: &ConnectOptions,
-) -> Result<(moq_net::session::Session, Transport), ConnectError> {
+) -> Result<(moqx_net::session::Session, Transport), ConnectError> {
     let quic = Box::pin(connect_webtransport(url, options));
     let tcp = Box::pin(async move {
         if !head_start.is_zero() {

@@ -1,14 +1,14 @@
-//! A session kept up across relays from the browser: [`moq_net::reconnect`]'s policy on
+//! A session kept up across relays from the browser: [`moqx_net::reconnect`]'s policy on
 //! the page's event loop, dialing with [`connect`](crate::connect) (so each new session
 //! races WebTransport and a WebSocket again, and says which won).
 
-use moq_net::reconnect::hop_id;
+use moqx_net::reconnect::hop_id;
 
 use crate::connect::{ConnectOptions, Connected, connect};
 use crate::runtime::WasmRuntime;
 
-/// A session kept up across relays, each one [`Connected`]: see [`moq_net::reconnect`].
-pub type Reconnect = moq_net::reconnect::Reconnect<Connected>;
+/// A session kept up across relays, each one [`Connected`]: see [`moqx_net::reconnect`].
+pub type Reconnect = moqx_net::reconnect::Reconnect<Connected>;
 
 /// Keeps a session up to one of `urls` (tried in order, then round again, and the URL a
 /// GOAWAY names first) with `options`, on this thread's event loop. `first`, when given,

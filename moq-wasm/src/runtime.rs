@@ -6,10 +6,10 @@ use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use gloo_timers::callback::Timeout;
-use kio::Waiter;
-use moq_net::runtime::{Deadline, Instant, Runtime};
-use moq_net::session::SessionMachine;
-use moq_net::transport::Session;
+use moqx_kio::Waiter;
+use moqx_net::runtime::{Deadline, Instant, Runtime};
+use moqx_net::session::SessionMachine;
+use moqx_net::transport::Session;
 
 use crate::transport::WebTransportSession;
 
@@ -17,7 +17,7 @@ use crate::transport::WebTransportSession;
 /// (`spawn_local`), a deadline a `setTimeout`, the time `performance.now()`. `T` is the
 /// transport its sessions run over: the browser's WebTransport
 /// ([`WebTransportSession`], the default) or QMux over a WebSocket
-/// ([`QmuxSession`](moq_qmux::QmuxSession)).
+/// ([`QmuxSession`](moqx_qmux::QmuxSession)).
 ///
 /// Everything it runs is `!Send`, as the browser's objects are; the [`Session`] handle a
 /// session returns is still `Send + Sync` (it holds no transport).
@@ -25,7 +25,7 @@ use crate::transport::WebTransportSession;
 /// Browsers throttle timers in background tabs (to about once a second); a session there
 /// still works, with coarser timeouts.
 ///
-/// [`Session`]: moq_net::session::Session
+/// [`Session`]: moqx_net::session::Session
 #[derive(Debug)]
 pub struct WasmRuntime<T = WebTransportSession> {
     /// Only on the thread that made it: the machines it spawns are local tasks.

@@ -1,7 +1,7 @@
 //! QMux over the browser's `WebSocket`: how a page reaches a relay where WebTransport is
 //! missing or broken (every Safari: its flow-control window never refills; Firefox before
 //! 153) or UDP is blocked. Each binary message is one QMux record's frames
-//! (draft-lcurley-qmux-websocket); the QMux connection is `moq_qmux`'s, the same state
+//! (draft-lcurley-qmux-websocket); the QMux connection is `moqx_qmux`'s, the same state
 //! machine the native drivers run.
 //!
 //! A page cannot send WebSocket Pings (the browser answers the relay's by itself), so
@@ -12,8 +12,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use moq_net::runtime::Instant;
-use moq_qmux::QmuxConnection;
+use moqx_net::runtime::Instant;
+use moqx_qmux::QmuxConnection;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::{JsFuture, spawn_local};

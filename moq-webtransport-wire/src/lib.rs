@@ -3,7 +3,7 @@
 //! stream ([`capsule`]), with what is held bounded by [`MAX_HEADER_BYTES`].
 //!
 //! What it is not: a WebTransport implementation. The handshake, the streams and the
-//! session run in `moq-runtime` over quiche; the frames, varints and capsules themselves
+//! session run in `moqx-runtime` over quiche; the frames, varints and capsules themselves
 //! are `web-transport-proto`'s. This crate is the part of it a peer's bytes reach first,
 //! kept apart so that it can be fuzzed (and read) without a QUIC stack or TLS.
 
@@ -11,6 +11,6 @@ pub mod capsule;
 pub mod header;
 
 /// The most bytes held for one HTTP/3 frame or capsule before it is whole (and for the
-/// CONNECT request and SETTINGS in `moq-runtime`): a peer that declares more is refused
+/// CONNECT request and SETTINGS in `moqx-runtime`): a peer that declares more is refused
 /// rather than buffered.
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;

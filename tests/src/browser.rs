@@ -1,5 +1,5 @@
 //! Driving the chat page in a real headless Chromium (feature `browser`): the relay, the
-//! `moq` CLI and the chat example as real processes, Chromium through its WebDriver
+//! `moqx` CLI and the chat example as real processes, Chromium through its WebDriver
 //! (`chromedriver`, driven with fantoccini).
 //!
 //! The page is the one `cargo xtask web` builds (`moq-wasm/web/` plus the wasm-bindgen
@@ -29,7 +29,7 @@ pub const PATIENCE: Duration = Duration::from_secs(90);
 pub fn web_root() -> PathBuf {
     let root = std::env::var_os("MOQ_WEB_ROOT").map(PathBuf::from);
     match root {
-        Some(root) if root.join("pkg").join("moq_wasm_bg.wasm").exists() => root,
+        Some(root) if root.join("pkg").join("moqx_wasm_bg.wasm").exists() => root,
         _ => panic!(
             "the chat page is not built: run `cargo xtask browser` (which builds it and sets \
              MOQ_WEB_ROOT), or `cargo xtask web` and set MOQ_WEB_ROOT=target/web"
@@ -40,7 +40,7 @@ pub fn web_root() -> PathBuf {
 /// A binary of this workspace in the target directory (`example` for an example), built if
 /// it is not there yet; `release` picks the release build. The test build itself builds
 /// the relay (it has integration tests); after changing the CLI, rebuild it (`cargo build
-/// -p moq-cli`), as a binary that is there is not rebuilt.
+/// -p moqx-cli`), as a binary that is there is not rebuilt.
 pub fn workspace_binary(package: &str, name: &str, example: bool, release: bool) -> PathBuf {
     let target = target_dir();
     let mut dir = target.join(if release { "release" } else { "debug" });

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use moq_impair::Impairment;
-use moq_net::Error;
-use moq_net::model::{Origin, TrackProducer};
-use moq_net::session::Session;
+use moqx_net::Error;
+use moqx_net::model::{Origin, TrackProducer};
+use moqx_net::session::Session;
 
 use crate::Harness;
 use crate::scenarios::{Relay, publisher, subscriber};
@@ -21,7 +21,7 @@ use crate::scenarios::{Relay, publisher, subscriber};
 /// The conditions of the impaired suite: (test name, impairment in both directions).
 ///
 /// Under the conditions that lose packets, quiche 0.30 can stop sending a stream's data
-/// or lose its FIN for good; `moq-runtime` works around each path found
+/// or lose its FIN for good; `moqx-runtime` works around each path found
 /// (`quic/parking.rs`, `quic/stall.rs`, `quic/fins.rs`), and RELIABILITY.md ("Real
 /// networks") has the runs that show it.
 pub const CONDITIONS: &[(&str, &str)] = &[
@@ -195,7 +195,7 @@ fn write_group(
     expected: &mut BTreeMap<u64, Vec<Bytes>>,
     index: u64,
     frames: usize,
-) -> moq_net::model::GroupProducer {
+) -> moqx_net::model::GroupProducer {
     const SIZES: [usize; 5] = [60, 300, 1_400, 4_000, 16_000];
     let mut group = track.append_group();
     let mut written = Vec::new();

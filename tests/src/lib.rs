@@ -3,7 +3,7 @@
 //! This crate **is** the conformance suite of DESIGN.md's "the same scenarios against
 //! every driver": whole moq-lite sessions (publisher → relay → subscribers) written once
 //! against the [`Harness`] trait, and run by `tests/` against each harness: the
-//! virtual-time test runtime of `moq_net`, and the tokio driver over real sockets on
+//! virtual-time test runtime of `moqx_net`, and the tokio driver over real sockets on
 //! loopback, on raw QUIC and on WebTransport. A driver that passes here behaves, on the
 //! wire and in the model, like the others.
 //!
@@ -16,7 +16,7 @@
 //! peer does to a relay (oversized messages, floods, withheld credit, no SETUP at all), for
 //! the hostile-peer suite (`tests/hostile_peers.rs`).
 //!
-//! And, with feature `browser`, the `browser` harness: the chat page of `moq-wasm` in a
+//! And, with feature `browser`, the `browser` harness: the chat page of `moqx-wasm` in a
 //! real headless Chromium against the relay (`tests/browser.rs`, and the page latency
 //! benchmark `browser-latency`).
 //!
@@ -41,7 +41,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use moq_net::session::{Session, SessionConfig};
+use moqx_net::session::{Session, SessionConfig};
 
 /// A task a scenario runs beside its sessions (a reader of a track).
 pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
@@ -93,8 +93,8 @@ macro_rules! cross_version_tests {
                 let mut harness = $harness;
                 $crate::scenarios::across_versions(
                     &mut harness,
-                    moq_net::coding::Version::$publisher,
-                    moq_net::coding::Version::$subscriber,
+                    moqx_net::coding::Version::$publisher,
+                    moqx_net::coding::Version::$subscriber,
                 );
             }
         )*

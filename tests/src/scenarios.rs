@@ -4,10 +4,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use moq_net::Error;
-use moq_net::coding::Version;
-use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
-use moq_net::session::{Session, SessionConfig};
+use moqx_net::Error;
+use moqx_net::coding::Version;
+use moqx_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
+use moqx_net::session::{Session, SessionConfig};
 
 use crate::Harness;
 
@@ -409,7 +409,7 @@ pub fn many_subscribers_read_one_track_through_one_relay(harness: &mut dyn Harne
 ///
 /// Once set up: a client closing between its QUIC handshake's completion and its
 /// confirmation can have its close dropped by quiche 0.30 (it sends no application
-/// close in the Handshake space; see moq-runtime's `tests/quiche_close_loop.rs`), and the
+/// close in the Handshake space; see moqx-runtime's `tests/quiche_close_loop.rs`), and the
 /// peer then sees a timeout, not the code.
 pub fn a_close_code_reaches_the_peer(harness: &mut dyn Harness) {
     let (client, server) = harness.connect(SessionConfig::default(), SessionConfig::default());
@@ -418,7 +418,7 @@ pub fn a_close_code_reaches_the_peer(harness: &mut dyn Harness) {
     });
     client.close(Error::Unauthorized);
     expect(harness, "the server's session ends", || server.is_closed());
-    let waiter = kio::Waiter::new(std::task::Waker::noop());
+    let waiter = moqx_kio::Waiter::new(std::task::Waker::noop());
     assert_eq!(
         server.poll_closed(&waiter),
         std::task::Poll::Ready(Error::Unauthorized)

@@ -1,8 +1,8 @@
-//! The chat page (`moq-wasm` in the browser) in a real headless Chromium, against the
-//! relay over real WebTransport on loopback, with the `moq` CLI as the native peer:
+//! The chat page (`moqx-wasm` in the browser) in a real headless Chromium, against the
+//! relay over real WebTransport on loopback, with the `moqx` CLI as the native peer:
 //!
-//! 1. the page publishes, `moq subscribe` receives every message;
-//! 2. `moq publish` publishes, the page receives every message;
+//! 1. the page publishes, `moqx subscribe` receives every message;
+//! 2. `moqx publish` publishes, the page receives every message;
 //! 3. two pages chat through the relay;
 //! 4. a page with a wrong certificate fingerprint fails with a clear error, and the relay
 //!    goes on serving;
@@ -11,10 +11,10 @@
 //! 6. a relay shutting down (SIGTERM) tells the page first: `Connection.goingAway()`
 //!    resolves before the session ends;
 //! 7. a page without WebTransport (as on Safari) chats over a WebSocket (QMux) with a page
-//!    over WebTransport and with `moq subscribe` over raw QUIC, and says what it got;
+//!    over WebTransport and with `moqx subscribe` over raw QUIC, and says what it got;
 //! 8. a page whose relay's UDP port is unreachable falls back to the WebSocket;
 //! 9. a page that reconnects (`reconnect: true`) carries on after its relay restarts:
-//!    it hears `moq publish` again, and `moq subscribe` hears it, on the new relay.
+//!    it hears `moqx publish` again, and `moqx subscribe` hears it, on the new relay.
 //!
 //! Run by `cargo xtask browser` (part of `cargo xtask test`), which installs Chromium,
 //! builds the page and sets `MOQ_WEB_ROOT`. The tests run one at a time: each starts
@@ -45,12 +45,12 @@ const MESSAGES: usize = 20;
 static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
 
 fn relay() -> Relay {
-    let binary = workspace_binary("moq-relay", "moq-relay", false, false);
+    let binary = workspace_binary("moqx-relay", "moqx-relay", false, false);
     Relay::start(&binary, &web_root())
 }
 
 fn moq(relay: &Relay, args: &[&str]) -> Command {
-    let mut command = Command::new(workspace_binary("moq-cli", "moq", false, false));
+    let mut command = Command::new(workspace_binary("moqx-cli", "moqx", false, false));
     command
         .arg(args[0])
         .args(["--fingerprint", relay.fingerprint()])
@@ -80,7 +80,7 @@ fn only_numbered(received: &[String], prefix: &str) -> Vec<String> {
         .collect()
 }
 
-/// `moq subscribe` to alice's chat track in `room`, once the page (alice) has warmed it
+/// `moqx subscribe` to alice's chat track in `room`, once the page (alice) has warmed it
 /// up: the page sends warm-up messages until the subscriber has printed one, so its
 /// subscription is up. The process and its output.
 async fn subscribe_to_page(relay: &Relay, page: &Page, room: &str) -> (Child, Lines) {
@@ -96,12 +96,12 @@ async fn subscribe_to_page(relay: &Relay, page: &Page, room: &str) -> (Child, Li
     )
     .stdout(Stdio::piped())
     .spawn()
-    .expect("moq subscribe runs");
+    .expect("moqx subscribe runs");
     let mut lines = Lines::of(subscriber.stdout.take().unwrap());
     let deadline = Instant::now() + PATIENCE;
     let mut warmups = 0;
     while lines.seen().is_empty() {
-        assert!(Instant::now() < deadline, "moq subscribe received nothing");
+        assert!(Instant::now() < deadline, "moqx subscribe received nothing");
         page.send(&format!("warm-up {warmups}")).await;
         warmups += 1;
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -109,7 +109,7 @@ async fn subscribe_to_page(relay: &Relay, page: &Page, room: &str) -> (Child, Li
     (subscriber, lines)
 }
 
-/// Writes to `moq publish` (its stdin) as `from`: warm-up lines until the page hears one
+/// Writes to `moqx publish` (its stdin) as `from`: warm-up lines until the page hears one
 /// more message from it than it had (its subscription is up), then the numbered messages
 /// `prefix 0..`, every one of which the page must show, in order.
 async fn publish_to_page(
@@ -166,12 +166,12 @@ async fn the_page_publishes_and_moq_subscribe_receives_every_message() {
     while only_numbered(lines.seen(), "from the page").len() < MESSAGES {
         assert!(
             Instant::now() < deadline,
-            "moq subscribe printed only {:?}",
+            "moqx subscribe printed only {:?}",
             lines.seen()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // `moq subscribe` prints in arrival order, and moq-lite may deliver a burst newest
+    // `moqx subscribe` prints in arrival order, and moq-lite may deliver a burst newest
     // first; every message must be there, once.
     let mut received = only_numbered(lines.seen(), "from the page");
     received.sort_by_key(|text| number(text));
@@ -205,7 +205,7 @@ async fn moq_publish_publishes_and_the_page_receives_every_message() {
     )
     .stdin(Stdio::piped())
     .spawn()
-    .expect("moq publish runs");
+    .expect("moqx publish runs");
     let mut stdin = publisher.stdin.take().unwrap();
 
     page.wait_until("the page to see carol", |state| {
@@ -214,7 +214,7 @@ async fn moq_publish_publishes_and_the_page_receives_every_message() {
             .is_some_and(|people| people.iter().any(|p| p == "carol"))
     })
     .await;
-    publish_to_page(&page, &mut stdin, "carol", "from moq publish").await;
+    publish_to_page(&page, &mut stdin, "carol", "from moqx publish").await;
     drop(stdin);
     let _ = publisher.kill();
     let _ = publisher.wait();
@@ -460,7 +460,7 @@ async fn a_page_without_webtransport_chats_over_a_websocket_with_every_other_cli
     }
     exchange(&alice, &bob, 10).await;
 
-    // `moq subscribe` over raw QUIC hears alice's page over its WebSocket.
+    // `moqx subscribe` over raw QUIC hears alice's page over its WebSocket.
     let (mut subscriber, mut lines) = subscribe_to_page(&relay, &alice, "mixed").await;
     let expected: Vec<String> = numbered("over a websocket").into_iter().take(10).collect();
     for text in &expected {
@@ -470,7 +470,7 @@ async fn a_page_without_webtransport_chats_over_a_websocket_with_every_other_cli
     while only_numbered(lines.seen(), "over a websocket").len() < expected.len() {
         assert!(
             Instant::now() < deadline,
-            "moq subscribe printed only {:?}",
+            "moqx subscribe printed only {:?}",
             lines.seen()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -511,12 +511,12 @@ async fn a_page_that_reconnects_carries_on_after_its_relay_restarts() {
     // One certificate for both lives of the relay: the page pins its fingerprint.
     let files = tempfile::tempdir().unwrap();
     let certificate =
-        moq_runtime::tls::Certificate::self_signed(&["127.0.0.1".into(), "localhost".into()])
+        moqx_runtime::tls::Certificate::self_signed(&["127.0.0.1".into(), "localhost".into()])
             .unwrap();
     let (chain, key) = (files.path().join("chain.pem"), files.path().join("key.pem"));
     std::fs::write(&chain, certificate.chain_pem()).unwrap();
     std::fs::write(&key, certificate.key_pem()).unwrap();
-    let binary = workspace_binary("moq-relay", "moq-relay", false, false);
+    let binary = workspace_binary("moqx-relay", "moqx-relay", false, false);
     let start = |port| {
         Relay::start_with(
             &binary,
@@ -551,7 +551,7 @@ async fn a_page_that_reconnects_carries_on_after_its_relay_restarts() {
     )
     .stdin(Stdio::piped())
     .spawn()
-    .expect("moq publish runs");
+    .expect("moqx publish runs");
     let mut stdin = publisher.stdin.take().unwrap();
     publish_to_page(&page, &mut stdin, "carol", "before the restart").await;
 
@@ -568,7 +568,7 @@ async fn a_page_that_reconnects_carries_on_after_its_relay_restarts() {
     // Carol (reconnected too) reaches the page again: every numbered message, in order.
     publish_to_page(&page, &mut stdin, "carol", "after the restart").await;
 
-    // The page's own broadcast is back on the new relay: `moq subscribe` hears it.
+    // The page's own broadcast is back on the new relay: `moqx subscribe` hears it.
     let (mut subscriber, mut lines) = subscribe_to_page(&relay, &page, "comeback").await;
     assert!(lines.seen()[0].starts_with("warm-up"), "{:?}", lines.seen());
     let _ = subscriber.kill();

@@ -1,4 +1,4 @@
-//! The hostile-peer suite: a real relay (`moq_relay::Relay`, in process, on loopback) with a
+//! The hostile-peer suite: a real relay (`moqx_relay::Relay`, in process, on loopback) with a
 //! well-behaved publisher and subscriber delivering through it, and beside them a raw
 //! client doing one thing a hostile peer does. Each test checks that the relay refuses the
 //! hostile client with the right code, that what it holds stays within its configured
@@ -9,6 +9,6 @@
 #![allow(missing_docs)]
 
 /// The relay driver every test of this file runs on.
-const DRIVER: moq_relay::config::Driver = moq_relay::config::Driver::Tokio;
+const DRIVER: moqx_relay::config::Driver = moqx_relay::config::Driver::Tokio;
 
 mod hostile;

@@ -3,6 +3,6 @@
 #![allow(missing_docs)]
 
 /// The relay driver every test of this file runs on.
-const DRIVER: moq_relay::config::Driver = moq_relay::config::Driver::Uring;
+const DRIVER: moqx_relay::config::Driver = moqx_relay::config::Driver::Uring;
 
 mod hostile;

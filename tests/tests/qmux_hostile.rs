@@ -6,12 +6,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use moq_net::session::SessionConfig;
-use moq_qmux::TransportParameters;
-use moq_qmux::frame::{Frame, Lengthless};
-use moq_qmux::record::{RecordReader, frame_record};
-use moq_runtime::binding::Binding;
-use moq_tokio::{QmuxListener, QmuxServerConfig};
+use moqx_net::session::SessionConfig;
+use moqx_qmux::TransportParameters;
+use moqx_qmux::frame::{Frame, Lengthless};
+use moqx_qmux::record::{RecordReader, frame_record};
+use moqx_runtime::binding::Binding;
+use moqx_tokio::{QmuxListener, QmuxServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -79,7 +79,7 @@ async fn listener(idle_timeout: Duration) -> (QmuxListener, SocketAddr) {
 /// A well-behaved client still gets a session from `listener`.
 async fn still_serving(listener: &mut QmuxListener, address: SocketAddr) {
     let url = format!("tcp://{address}/");
-    let connecting = moq_tokio::connect(&url, moq_tokio::ClientConfig::default());
+    let connecting = moqx_tokio::connect(&url, moqx_tokio::ClientConfig::default());
     let accepting = async {
         listener.accept().await.expect("a request").accept();
     };
@@ -108,7 +108,7 @@ fn a_record_over_the_limit_is_refused_before_it_is_read() {
         stream.write_all(&parameters()).await.unwrap();
         // A record declaring a megabyte: only its size is sent.
         let mut size = BytesMut::new();
-        moq_net::coding::varint::write_varint(&mut size, 1 << 20, "size").unwrap();
+        moqx_net::coding::varint::write_varint(&mut size, 1 << 20, "size").unwrap();
         stream.write_all(&size).await.unwrap();
         assert_eq!(
             close_code(&mut stream).await,

@@ -1,4 +1,4 @@
-//! Our QMux (`moq_qmux`) against another implementation: the published `qmux` crate, the
+//! Our QMux (`moqx_qmux`) against another implementation: the published `qmux` crate, the
 //! one deployed MoQ relays and clients run, over real TCP on loopback, each side the
 //! client once. Streams both ways carry their bytes and their ends, and a close carries
 //! its code and reason.
@@ -8,9 +8,9 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use moq_net::transport::{RecvStream as _, SendStream as _, Session as _, TransportError};
-use moq_qmux::record::{RecordReader, frame_record};
-use moq_qmux::{Config, Connection, QmuxConnection, QmuxSession, Side, Version};
+use moqx_net::transport::{RecvStream as _, SendStream as _, Session as _, TransportError};
+use moqx_qmux::record::{RecordReader, frame_record};
+use moqx_qmux::{Config, Connection, QmuxConnection, QmuxSession, Side, Version};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use web_transport_trait::{RecvStream as _, SendStream as _, Session as _};
@@ -72,15 +72,15 @@ fn ours(stream: TcpStream, side: Side, applications: Vec<String>) -> QmuxConnect
     connection
 }
 
-async fn accept_uni(session: &mut QmuxSession) -> moq_qmux::QmuxRecvStream {
-    kio::wait(|waiter| session.poll_accept_uni(waiter))
+async fn accept_uni(session: &mut QmuxSession) -> moqx_qmux::QmuxRecvStream {
+    moqx_kio::wait(|waiter| session.poll_accept_uni(waiter))
         .await
         .expect("a stream")
 }
 
-async fn read_to_end(stream: &mut moq_qmux::QmuxRecvStream) -> Vec<u8> {
+async fn read_to_end(stream: &mut moqx_qmux::QmuxRecvStream) -> Vec<u8> {
     let mut bytes = Vec::new();
-    while let Some(chunk) = kio::wait(|waiter| stream.poll_read(waiter))
+    while let Some(chunk) = moqx_kio::wait(|waiter| stream.poll_read(waiter))
         .await
         .expect("reads")
     {
@@ -89,9 +89,9 @@ async fn read_to_end(stream: &mut moq_qmux::QmuxRecvStream) -> Vec<u8> {
     bytes
 }
 
-async fn write_final(stream: &mut moq_qmux::QmuxSendStream, data: &[u8]) {
+async fn write_final(stream: &mut moqx_qmux::QmuxSendStream, data: &[u8]) {
     let mut data = Bytes::copy_from_slice(data);
-    kio::wait(|waiter| stream.poll_write_final(waiter, &mut data))
+    moqx_kio::wait(|waiter| stream.poll_write_final(waiter, &mut data))
         .await
         .expect("writes");
 }
@@ -129,7 +129,7 @@ fn the_qmux_crate_as_client_talks_to_ours() {
             assert_eq!(read_to_end(&mut recv).await, b"hello from the qmux crate");
 
             // Our bidirectional stream to them: a request and its answer, both ended.
-            let (mut request, mut answer) = kio::wait(|waiter| session.poll_open_bidi(waiter))
+            let (mut request, mut answer) = moqx_kio::wait(|waiter| session.poll_open_bidi(waiter))
                 .await
                 .unwrap();
             write_final(&mut request, &[7u8; 100_000]).await;
@@ -173,7 +173,7 @@ fn ours_as_client_talks_to_the_qmux_crate() {
 
             // Ours to theirs, several streams at once.
             for index in 0..5u8 {
-                let mut send = kio::wait(|waiter| session.poll_open_uni(waiter))
+                let mut send = moqx_kio::wait(|waiter| session.poll_open_uni(waiter))
                     .await
                     .unwrap();
                 write_final(&mut send, &[index; 20_000]).await;
@@ -192,16 +192,16 @@ fn ours_as_client_talks_to_the_qmux_crate() {
             let mut recv = accept_uni(&mut session).await;
             let mut outcome = Ok(None);
             for _ in 0..2 {
-                outcome = kio::wait(|waiter| recv.poll_read(waiter)).await;
+                outcome = moqx_kio::wait(|waiter| recv.poll_read(waiter)).await;
                 if outcome.is_err() {
                     break;
                 }
             }
-            assert_eq!(outcome, Err(moq_net::transport::StreamError::Reset(9)));
+            assert_eq!(outcome, Err(moqx_net::transport::StreamError::Reset(9)));
 
             // Their close reaches us with its code and reason.
             theirs.close(0x21, "done");
-            let error = kio::wait(|waiter| session.poll_closed(waiter)).await;
+            let error = moqx_kio::wait(|waiter| session.poll_closed(waiter)).await;
             assert_eq!(
                 error,
                 TransportError::Closed {

@@ -1,5 +1,5 @@
 //! Every client role this workspace ships, against a relay as strict as a deployed one
-//! (`moq_conformance::strict`): the `moq` CLI's publish and subscribe, the examples'
+//! (`moq_conformance::strict`): the `moqx` CLI's publish and subscribe, the examples'
 //! clients, and every `moq-bench` profile's clients, as real processes on loopback over
 //! raw QUIC. The strict relay opens an announce stream to every client right after SETUP
 //! and ends the session (code 1) if the client fails it, as a deployed relay does; it
@@ -200,11 +200,11 @@ fn moq_subscribe_and_publish_across_versions_pass_through_a_strict_relay() {
     subscribe_and_publish("moq-lite-03", "moq-lite-05");
 }
 
-/// `moq publish` pinned to `publisher` and `moq subscribe` pinned to `subscriber`, through
+/// `moqx publish` pinned to `publisher` and `moqx subscribe` pinned to `subscriber`, through
 /// a strict relay: three lines arrive, and the relay saw no violation.
 fn subscribe_and_publish(publisher: &str, subscriber: &str) {
     let relay = strict_relay();
-    let moq = workspace_binary("moq-cli", "moq", false);
+    let moq = workspace_binary("moqx-cli", "moqx", false);
     // Before -05 raw QUIC carries no path: such a client is at the relay's root.
     let old = |version: &str| version != "moq-lite-05";
     let root = if old(publisher) || old(subscriber) {
@@ -252,11 +252,11 @@ fn subscribe_and_publish(publisher: &str, subscriber: &str) {
         assert!(Instant::now() < deadline, "the subscriber got nothing");
     };
     drop(stdin);
-    let published = finish(publisher, "moq publish");
+    let published = finish(publisher, "moqx publish");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
-        "moq subscribe: {}",
+        "moqx subscribe: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     let lines: Vec<&str> = stdout.lines().collect();
@@ -264,7 +264,7 @@ fn subscribe_and_publish(publisher: &str, subscriber: &str) {
     assert!(lines.iter().all(|l| l.starts_with("line ")), "{stdout}");
     assert!(
         published.status.success(),
-        "moq publish: {}",
+        "moqx publish: {}",
         String::from_utf8_lossy(&published.stderr)
     );
     let report = relay.stop();

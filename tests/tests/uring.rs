@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use moq_conformance::{Harness, Task};
 use moq_impair::Impairment;
-use moq_net::session::{Session, SessionConfig};
-use moq_runtime::tls::Certificate;
-use moq_uring::{Client, ClientConfig, Server, ServerConfig, UringConfig, WorkerSnapshot};
+use moqx_net::session::{Session, SessionConfig};
+use moqx_runtime::tls::Certificate;
+use moqx_uring::{Client, ClientConfig, Server, ServerConfig, UringConfig, WorkerSnapshot};
 
 /// The bound on any one step over real sockets: against hangs, not a speed threshold.
 const REAL_PATIENCE: Duration = Duration::from_secs(10);
@@ -107,7 +107,7 @@ impl Harness for UringHarness {
     fn connect(&mut self, server: SessionConfig, client: SessionConfig) -> (Session, Session) {
         // The server accepts every version; the client offers only its session's.
         let mut config = ServerConfig {
-            versions: moq_net::coding::Version::ALL.to_vec(),
+            versions: moqx_net::coding::Version::ALL.to_vec(),
             ..ServerConfig::new(
                 self.paths.server_address(),
                 self.certificate.clone(),
@@ -273,7 +273,7 @@ mod quic_across_versions {
 
 /// The sums of every server worker's ring counters, and of the client's.
 fn totals(harness: &UringHarness) -> (WorkerSnapshot, WorkerSnapshot) {
-    let sum = |counters: Vec<std::sync::Arc<moq_uring::WorkerCounters>>| {
+    let sum = |counters: Vec<std::sync::Arc<moqx_uring::WorkerCounters>>| {
         counters
             .iter()
             .map(|c| c.snapshot())
@@ -468,9 +468,9 @@ fn a_backlog_of_datagrams_is_taken_a_budget_per_turn() {
         .expect("the worker runs the job");
     // GSO batches of 64, which arrive as GRO trains: 64 datagrams a completion, so one
     // turn finds far more than the budget waiting.
-    let sender = moq_runtime::udp::UdpSocket::bind(
+    let sender = moqx_runtime::udp::UdpSocket::bind(
         "127.0.0.1:0".parse().expect("an address"),
-        &moq_runtime::udp::UdpConfig::default(),
+        &moqx_runtime::udp::UdpConfig::default(),
     )
     .expect("bind");
     for batch in 0..64u32 {

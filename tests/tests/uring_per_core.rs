@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{PATIENCE, assert_steered, misrouted};
-use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::session::SessionConfig;
-use moq_runtime::tls::Certificate;
-use moq_runtime::udp::UdpConfig;
-use moq_uring::{Client, ClientConfig, Server, ServerConfig, UringConfig};
+use moqx_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::session::SessionConfig;
+use moqx_runtime::tls::Certificate;
+use moqx_runtime::udp::UdpConfig;
+use moqx_uring::{Client, ClientConfig, Server, ServerConfig, UringConfig};
 
 /// A relay-like server (both halves of every session on one origin) with `workers`
 /// workers, accepting everyone.

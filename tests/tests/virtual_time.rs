@@ -1,11 +1,11 @@
-//! The conformance scenarios in `moq_net`'s virtual-time test runtime: in-memory links,
+//! The conformance scenarios in `moqx_net`'s virtual-time test runtime: in-memory links,
 //! no sockets, milliseconds per scenario.
 
 use std::time::Duration;
 
 use moq_conformance::{Harness, Task, conformance_tests};
-use moq_net::runtime::test::{LinkConfig, TestRuntime};
-use moq_net::session::{self, Session, SessionConfig};
+use moqx_net::runtime::test::{LinkConfig, TestRuntime};
+use moqx_net::session::{self, Session, SessionConfig};
 
 struct VirtualTime {
     runtime: TestRuntime,

@@ -11,15 +11,16 @@ use crate::cmd::{Command, Failure, cargo};
 
 /// The benchmark binaries that speak the `--list` / `--only NAME --rounds K` protocol.
 const BENCH_TARGETS: &[(&str, &str)] = &[
-    ("kio", "kio"),
-    ("moq-net", "fanout"),
-    ("moq-net", "session"),
+    ("moqx-kio", "kio"),
+    ("moqx-net", "fanout"),
+    ("moqx-net", "session"),
 ];
 
 /// Multi-threaded benchmarks that print their own report (CPU time per round); instruction
 /// counts of several threads under callgrind would mean nothing, so they run only without
 /// `--instructions`.
-const REPORT_TARGETS: &[(&str, &str)] = &[("moq-net", "fanout_threads"), ("moq-tokio", "loopback")];
+const REPORT_TARGETS: &[(&str, &str)] =
+    &[("moqx-net", "fanout_threads"), ("moqx-tokio", "loopback")];
 
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), Failure> {
     if args.iter().any(|a| a == "--instructions") {
@@ -39,7 +40,7 @@ pub(crate) fn suite(root: &Path, args: &[String]) -> Result<(), Failure> {
     crate::prerequisites::ensure()?;
     cargo(
         root,
-        &["build", "--release", "-p", "moq-bench", "-p", "moq-relay"],
+        &["build", "--release", "-p", "moq-bench", "-p", "moqx-relay"],
     )
     .run()?;
     let binary = root.join("target").join("release").join("moq-bench");

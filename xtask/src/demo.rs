@@ -101,7 +101,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), Failure> {
     }
     println!("  relay        {stopped}");
     println!(
-        "\nnext: `cargo run --release -p moq-relay -- --help`, `cargo run --release -p moq-cli -- --help`, examples/ (chat, clock, embedded_relay)"
+        "\nnext: `cargo run --release -p moqx-relay -- --help`, `cargo run --release -p moqx-cli -- --help`, examples/ (chat, clock, embedded_relay)"
     );
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(())
@@ -115,7 +115,7 @@ pub(crate) fn build(root: &Path) -> Result<(), Failure> {
             "build",
             "--release",
             "-p",
-            "moq-relay",
+            "moqx-relay",
             "-p",
             "moq-examples",
             "--bins",
@@ -144,7 +144,7 @@ impl Relay {
         extra: &[String],
     ) -> Result<Self, Failure> {
         let _ = std::fs::remove_file(fingerprint_file);
-        let child = Process::new(release.join("moq-relay"))
+        let child = Process::new(release.join("moqx-relay"))
             .args(["--bind", &format!("127.0.0.1:{port}"), "--drain", "2"])
             .arg("--fingerprint-file")
             .arg(fingerprint_file)

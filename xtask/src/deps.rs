@@ -1,7 +1,7 @@
 //! The dependency-direction check: the architecture of DESIGN.md, enforced.
 //!
-//! `kio ← moq-net ← moq-qmux ← moq-runtime ← {moq-tokio, moq-uring}`, `moq-net ← moq-wasm`, and nothing
-//! points the other way. Above all, the sans-IO core (`kio`, `moq-net`) must not reach a
+//! `kio ← moqx-net ← moqx-qmux ← moqx-runtime ← {moqx-tokio, moqx-uring}`, `moqx-net ← moqx-wasm`, and nothing
+//! points the other way. Above all, the sans-IO core (`kio`, `moqx-net`) must not reach a
 //! runtime, a QUIC stack or a socket, directly or through any transitive dependency. The
 //! check reads `cargo tree` for the normal and build dependencies of each workspace crate
 //! (dev-dependencies are free: a core crate's tests may use anything).
@@ -41,75 +41,75 @@ struct Rule {
 
 /// `web-transport-proto` (the HTTP/3 and WebTransport framing the issue names) depends on
 /// tokio for its optional async read/write helpers, with `io-util` only: no runtime, no
-/// reactor. `moq-runtime` calls only its synchronous encode/decode, so tokio reached
+/// reactor. `moqx-runtime` calls only its synchronous encode/decode, so tokio reached
 /// through it (and only through it) is allowed.
 const WEBTRANSPORT_PROTO: &[(&str, &str)] = &[("tokio", "web-transport-proto")];
 
-const DRIVERS: &[&str] = &["moq-runtime", "moq-tokio", "moq-uring", "moq-wasm"];
+const DRIVERS: &[&str] = &["moqx-runtime", "moqx-tokio", "moqx-uring", "moqx-wasm"];
 
 const RULES: &[Rule] = &[
     Rule {
-        krate: "kio",
-        forbidden: &[RUNTIME_AND_IO, &["moq-net"], DRIVERS],
+        krate: "moqx-kio",
+        forbidden: &[RUNTIME_AND_IO, &["moqx-net"], DRIVERS],
         why: "kio is runtime-free: no executor, no I/O, and below every other crate",
         allowed_through: &[],
     },
     Rule {
-        krate: "moq-net",
+        krate: "moqx-net",
         forbidden: &[RUNTIME_AND_IO, DRIVERS],
-        why: "moq-net is the sans-IO core: drivers plug into it, never the reverse",
+        why: "moqx-net is the sans-IO core: drivers plug into it, never the reverse",
         allowed_through: &[],
     },
     Rule {
-        krate: "moq-auth",
+        krate: "moqx-auth",
         forbidden: &[&["tokio", "quiche", "io-uring", "socket2", "mio"], DRIVERS],
         why: "token authorization is policy over paths: a backend signs tokens with it, and \
               the fuzz build reaches it without the relay's runtime and sockets",
         allowed_through: &[],
     },
     Rule {
-        krate: "moq-webtransport-wire",
-        forbidden: &[RUNTIME_AND_IO, &["moq-net"], DRIVERS],
+        krate: "moqx-webtransport-wire",
+        forbidden: &[RUNTIME_AND_IO, &["moqx-net"], DRIVERS],
         why: "WebTransport's stream headers and capsules are parsed without I/O: the fuzz \
               build reaches them without a QUIC stack or TLS",
         allowed_through: WEBTRANSPORT_PROTO,
     },
     Rule {
-        krate: "moq-qmux",
+        krate: "moqx-qmux",
         forbidden: &[RUNTIME_AND_IO, DRIVERS],
         why: "QMux is a state machine without I/O: the browser driver runs it too, so it \
               picks no runtime, no socket and no TLS",
         allowed_through: &[],
     },
     Rule {
-        krate: "moq-runtime",
-        forbidden: &[&["tokio", "io-uring", "moq-tokio", "moq-uring", "moq-wasm"]],
-        why: "moq-runtime is shared by every socket-owning driver, so it picks no runtime",
+        krate: "moqx-runtime",
+        forbidden: &[&["tokio", "io-uring", "moqx-tokio", "moqx-uring", "moqx-wasm"]],
+        why: "moqx-runtime is shared by every socket-owning driver, so it picks no runtime",
         allowed_through: WEBTRANSPORT_PROTO,
     },
     Rule {
-        krate: "moq-tokio",
-        forbidden: &[&["io-uring", "moq-uring", "moq-wasm"]],
+        krate: "moqx-tokio",
+        forbidden: &[&["io-uring", "moqx-uring", "moqx-wasm"]],
         why: "drivers do not depend on each other",
         allowed_through: &[],
     },
     Rule {
-        krate: "moq-uring",
-        forbidden: &[&["tokio", "moq-tokio", "moq-wasm"]],
+        krate: "moqx-uring",
+        forbidden: &[&["tokio", "moqx-tokio", "moqx-wasm"]],
         why: "the io_uring driver runs its own loop (tokio only in its tests)",
         allowed_through: WEBTRANSPORT_PROTO,
     },
     Rule {
-        krate: "moq-wasm",
+        krate: "moqx-wasm",
         forbidden: &[&[
             "tokio",
             "quiche",
             "io-uring",
             "socket2",
             "mio",
-            "moq-runtime",
-            "moq-tokio",
-            "moq-uring",
+            "moqx-runtime",
+            "moqx-tokio",
+            "moqx-uring",
         ]],
         why: "the browser driver uses the browser's WebTransport, timers and executor",
         allowed_through: &[],
@@ -233,38 +233,41 @@ mod tests {
 
     #[test]
     fn tokio_is_allowed_in_moq_runtime_only_through_web_transport_proto() {
-        let through = "0moq-runtime v0.1.0\n1web-transport-proto v0.6.3\n2tokio v1.0.0\n";
-        assert!(violations_in(rule("moq-runtime"), through).is_empty());
-        let direct = "0moq-runtime v0.1.0\n1web-transport-proto v0.6.3\n1tokio v1.0.0\n";
-        let found = violations_in(rule("moq-runtime"), direct);
+        let through = "0moqx-runtime v0.1.0\n1web-transport-proto v0.6.3\n2tokio v1.0.0\n";
+        assert!(violations_in(rule("moqx-runtime"), through).is_empty());
+        let direct = "0moqx-runtime v0.1.0\n1web-transport-proto v0.6.3\n1tokio v1.0.0\n";
+        let found = violations_in(rule("moqx-runtime"), direct);
         assert_eq!(found.len(), 1, "{found:?}");
-        assert!(found[0].contains("moq-runtime -> tokio"), "{found:?}");
+        assert!(found[0].contains("moqx-runtime -> tokio"), "{found:?}");
     }
 
     #[test]
     fn a_clean_tree_has_no_violations() {
-        let tree = "0kio v0.1.0 (/w/kio)\n";
-        assert!(violations_in(rule("kio"), tree).is_empty());
+        let tree = "0moqx-kio v0.1.0 (/w/kio)\n";
+        assert!(violations_in(rule("moqx-kio"), tree).is_empty());
     }
 
     #[test]
     fn a_transitive_runtime_dependency_is_reported_with_its_path() {
-        let tree = "0moq-net v0.1.0 (/w/moq-net)\n1kio v0.1.0 (/w/kio)\n1helper v1.0.0\n2tokio v1.40.0\n3mio v1.0.0\n";
-        let found = violations_in(rule("moq-net"), tree);
+        let tree = "0moqx-net v0.1.0 (/w/moq-net)\n1moqx-kio v0.1.0 (/w/kio)\n1helper v1.0.0\n2tokio v1.40.0\n3mio v1.0.0\n";
+        let found = violations_in(rule("moqx-net"), tree);
         assert_eq!(found.len(), 2, "{found:?}");
-        assert!(found[0].contains("moq-net -> helper -> tokio"), "{found:?}");
         assert!(
-            found[1].contains("moq-net -> helper -> tokio -> mio"),
+            found[0].contains("moqx-net -> helper -> tokio"),
+            "{found:?}"
+        );
+        assert!(
+            found[1].contains("moqx-net -> helper -> tokio -> mio"),
             "{found:?}"
         );
     }
 
     #[test]
     fn the_core_may_not_point_at_a_driver() {
-        let tree = "0kio v0.1.0\n1moq-tokio v0.1.0\n";
-        let found = violations_in(rule("kio"), tree);
+        let tree = "0moqx-kio v0.1.0\n1moqx-tokio v0.1.0\n";
+        let found = violations_in(rule("moqx-kio"), tree);
         assert_eq!(found.len(), 1);
-        assert!(found[0].contains("kio must not depend on moq-tokio"));
+        assert!(found[0].contains("moqx-kio must not depend on moqx-tokio"));
     }
 
     /// The check itself, end to end: a scratch workspace whose `kio` depends on a crate named
@@ -278,7 +281,7 @@ mod tests {
         );
         write(
             &dir.join("kio/Cargo.toml"),
-            "[package]\nname = \"kio\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+            "[package]\nname = \"moqx-kio\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
              [dependencies]\ntokio = { path = \"../tokio\" }\n",
         );
         write(&dir.join("kio/src/lib.rs"), "");
@@ -290,7 +293,7 @@ mod tests {
 
         let failure = check_workspace(&dir.join("Cargo.toml")).unwrap_err().0;
         assert!(
-            failure.contains("kio must not depend on tokio"),
+            failure.contains("moqx-kio must not depend on tokio"),
             "{failure}"
         );
         assert!(failure.contains("kio is runtime-free"), "{failure}");
@@ -298,13 +301,13 @@ mod tests {
         // And the same workspace without the dependency passes.
         write(
             &dir.join("kio/Cargo.toml"),
-            "[package]\nname = \"kio\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+            "[package]\nname = \"moqx-kio\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
         );
         let report = check_workspace(&dir.join("Cargo.toml")).unwrap();
         assert!(
             report
                 .lines()
-                .any(|line| line.split_whitespace().eq(["kio", "ok"])),
+                .any(|line| line.split_whitespace().eq(["moqx-kio", "ok"])),
             "{report}"
         );
         std::fs::remove_dir_all(&dir).ok();

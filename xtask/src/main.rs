@@ -32,23 +32,23 @@ commands:
   setup      install missing system packages (cmake, libclang-dev) with apt-get as root
   fmt        cargo fmt --check
   deps       the dependency-direction check (the sans-IO core must not depend on I/O crates)
-  wasm       clippy of kio, moq-net and moq-wasm for wasm32-unknown-unknown (the browser
+  wasm       clippy of kio, moqx-net and moqx-wasm for wasm32-unknown-unknown (the browser
              driver's target; the rustup target is added if missing)
   types      the browser package's TypeScript declarations, checked by compiling a consumer
              with tsc --strict --noImplicitAny (installs node-typescript if missing)
   package    builds the browser package (target/web/pkg) and packs it with npm pack
              (installs npm if missing); prints the bundle's size, gzipped
-  web        builds the chat page (moq-wasm through wasm-bindgen; installs the wasm32 target
+  web        builds the chat page (moqx-wasm through wasm-bindgen; installs the wasm32 target
              and wasm-bindgen-cli if missing) and serves it from a relay on loopback:
              http://127.0.0.1:4443/?room=lobby (--port N for another port)
   browser    the browser tests: the chat page in headless Chromium (installs chromium and
-             chromium-driver with apt-get if missing) against the relay and the moq CLI
+             chromium-driver with apt-get if missing) against the relay and the moqx CLI
   clippy     clippy on every target with warnings denied, in the std and loom builds
   page       installs Chromium and chromium-driver (apt-get) and builds the chat page for the
              browser tests (as `web` does, without serving it)
   unit       cargo test for the whole workspace (unit, integration and doc tests), with the
              browser tests (run `page` first)
-  loom       the loom models of kio and moq-net (RUSTFLAGS=\"--cfg loom\")
+  loom       the loom models of kio and moqx-net (RUSTFLAGS=\"--cfg loom\")
   doc        cargo doc with warnings denied
   bench      the benchmarks; add --instructions for callgrind instruction counts
   fuzz       every cargo-fuzz target (nightly) for --seconds N each (default 10) or
@@ -133,11 +133,11 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
                 &[
                     "clippy",
                     "-p",
-                    "kio",
+                    "moqx-kio",
                     "-p",
-                    "moq-net",
+                    "moqx-net",
                     "-p",
-                    "moq-wasm",
+                    "moqx-wasm",
                     "--target",
                     WASM_TARGET,
                     "--",
@@ -167,14 +167,14 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
             loom_cargo(
                 &root,
                 &[
-                    "clippy", "-p", "kio", "-p", "moq-net", "--tests", "--", "-D", "warnings",
+                    "clippy", "-p", "moqx-kio", "-p", "moqx-net", "--tests", "--", "-D", "warnings",
                 ],
             )
             .run()
         }
         // Every test, the browser tests included: `page` built the page they load.
         "unit" => {
-            // The tests run other packages' binaries (the `moq` CLI, the relay), which
+            // The tests run other packages' binaries (the `moqx` CLI, the relay), which
             // `cargo test` builds only for packages with integration tests; a test that
             // misses one builds it alone, whose different feature set rebuilds quiche,
             // BoringSSL and tokio (almost four minutes here). So every binary is built
@@ -206,9 +206,9 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
             &[
                 "test",
                 "-p",
-                "kio",
+                "moqx-kio",
                 "-p",
-                "moq-net",
+                "moqx-net",
                 "--release",
                 "--test",
                 "loom",
@@ -245,7 +245,7 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
 /// The feature that compiles the browser tests and the page latency benchmark.
 pub(crate) const BROWSER_FEATURE: &str = "moq-conformance/browser";
 
-/// The browser's target: what `moq-wasm` builds for.
+/// The browser's target: what `moqx-wasm` builds for.
 pub(crate) const WASM_TARGET: &str = "wasm32-unknown-unknown";
 
 /// A cargo command in the loom build: its own target directory, so that switching between

@@ -1,4 +1,4 @@
-//! The browser side: building the chat page (`moq-wasm` for wasm32, through wasm-bindgen)
+//! The browser side: building the chat page (`moqx-wasm` for wasm32, through wasm-bindgen)
 //! and serving it from a relay (`cargo xtask web`), and the browser tests
 //! (`cargo xtask browser`, part of `cargo xtask test`).
 
@@ -23,7 +23,7 @@ pub(crate) fn build(root: &Path) -> Result<PathBuf, Failure> {
             "build",
             "--release",
             "-p",
-            "moq-wasm",
+            "moqx-wasm",
             "--lib",
             "--target",
             WASM_TARGET,
@@ -34,7 +34,7 @@ pub(crate) fn build(root: &Path) -> Result<PathBuf, Failure> {
         .join("target")
         .join(WASM_TARGET)
         .join("release")
-        .join("moq_wasm.wasm");
+        .join("moqx_wasm.wasm");
     let out = web_root(root);
     let pkg = out.join("pkg");
     let module = module.to_string_lossy().into_owned();
@@ -47,7 +47,7 @@ pub(crate) fn build(root: &Path) -> Result<PathBuf, Failure> {
     // The package: the generated module beside its entry point, types and error class
     // (`moq-wasm/package/`). wasm-bindgen's own declarations say `any` where ours type.
     copy_files(&root.join("moq-wasm").join("package"), &pkg)?;
-    let _ = std::fs::remove_file(pkg.join("moq_wasm.d.ts"));
+    let _ = std::fs::remove_file(pkg.join("moqx_wasm.d.ts"));
     copy_files(&root.join("moq-wasm").join("web"), &out)?;
     println!("the chat page is built in {}", out.display());
     Ok(out)
@@ -95,8 +95,8 @@ pub(crate) fn package(root: &Path) -> Result<(), Failure> {
         .run()?;
     let mut total = (0, 0);
     for file in [
-        "moq_wasm_bg.wasm",
-        "moq_wasm.js",
+        "moqx_wasm_bg.wasm",
+        "moqx_wasm.js",
         "index.js",
         "moq_error.js",
     ] {
@@ -138,8 +138,8 @@ pub(crate) fn serve(root: &Path, args: &[String]) -> Result<(), Failure> {
         None => 4443,
     };
     let out = build(root)?;
-    cargo(root, &["build", "--release", "-p", "moq-relay"]).run()?;
-    let relay = root.join("target").join("release").join("moq-relay");
+    cargo(root, &["build", "--release", "-p", "moqx-relay"]).run()?;
+    let relay = root.join("target").join("release").join("moqx-relay");
     let bind = format!("127.0.0.1:{port}");
     println!(
         "\nthe chat page: http://127.0.0.1:{port}/?room=lobby  (open it in two windows; \

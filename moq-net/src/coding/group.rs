@@ -126,7 +126,7 @@ const SHARE_FROM: u64 = 16 << 10;
 /// have no delta: ending after a whole size is ending inside its payload.
 ///
 /// ```
-/// use moq_net::coding::{GroupDecoder, GroupItem, Version};
+/// use moqx_net::coding::{GroupDecoder, GroupItem, Version};
 ///
 /// // A GROUP header (subscribe id 3, sequence 42), then "hello" at timestamp 1000.
 /// let mut decoder = GroupDecoder::new(Version::Lite05, 1 << 20);

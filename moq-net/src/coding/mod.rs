@@ -18,8 +18,8 @@
 //! dropped.
 //!
 //! ```
-//! use moq_net::coding::{Message, Subscribe, Version};
-//! use moq_net::model::Path;
+//! use moqx_net::coding::{Message, Subscribe, Version};
+//! use moqx_net::model::Path;
 //! use std::time::Duration;
 //!
 //! let subscribe = Subscribe {

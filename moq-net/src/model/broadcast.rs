@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::task::Poll;
 
-use kio::sync::{Arc, Mutex};
-use kio::{Queue, Waiter};
+use moqx_kio::sync::{Arc, Mutex};
+use moqx_kio::{Queue, Waiter};
 
 use super::hook::{DropHook, RouteHook};
 use super::route::Route;
@@ -35,7 +35,7 @@ use crate::Error;
 /// their own producers finish.
 ///
 /// ```
-/// use moq_net::model::{BroadcastProducer, Track};
+/// use moqx_net::model::{BroadcastProducer, Track};
 ///
 /// let broadcast = BroadcastProducer::new();
 /// let mut video = broadcast.create_track(Track::new("video"));
@@ -52,7 +52,7 @@ use crate::Error;
 ///
 ///     // A track nobody created does not exist on a broadcast made with `new`.
 ///     let missing = subscriber.subscribe_track("audio").await;
-///     assert_eq!(missing.err(), Some(moq_net::Error::NotFound));
+///     assert_eq!(missing.err(), Some(moqx_net::Error::NotFound));
 /// });
 /// ```
 #[derive(Debug)]
@@ -64,7 +64,7 @@ pub struct BroadcastProducer {
 #[derive(Debug, Clone)]
 pub struct BroadcastConsumer {
     shared: Arc<BroadcastShared>,
-    presence: kio::Consumer<()>,
+    presence: moqx_kio::Consumer<()>,
 }
 
 /// A subscription to a track that may not exist yet: poll it, or `.await` it, for the
@@ -85,7 +85,7 @@ pub struct PendingTrack {
 /// Dropping it unanswered rejects it with [`Error::NotFound`].
 ///
 /// ```
-/// use moq_net::model::{BroadcastProducer, Track};
+/// use moqx_net::model::{BroadcastProducer, Track};
 ///
 /// let broadcast = BroadcastProducer::on_demand();
 /// let subscriber = broadcast.consume();
@@ -111,7 +111,7 @@ pub struct TrackRequest {
     /// [`BroadcastConsumer::resume_track`]).
     properties: Option<Track>,
     id: u64,
-    resolution: kio::Producer<Option<Resolution>>,
+    resolution: moqx_kio::Producer<Option<Resolution>>,
     broadcast: Arc<BroadcastShared>,
     answered: bool,
 }
@@ -120,7 +120,7 @@ pub struct TrackRequest {
 #[derive(Debug, Clone)]
 pub(crate) struct BroadcastSource {
     shared: Arc<BroadcastShared>,
-    presence: kio::Producer<()>,
+    presence: moqx_kio::Producer<()>,
 }
 
 #[derive(Debug)]
@@ -166,7 +166,7 @@ enum Slot {
     /// Requested and not answered yet; later subscribers wait on the same answer.
     Requested {
         id: u64,
-        resolution: kio::Producer<Option<Resolution>>,
+        resolution: moqx_kio::Producer<Option<Resolution>>,
         /// The earliest group the waiting subscribers want (`None`: the latest), lowered
         /// by each one that asks for an earlier one before the producer subscribes.
         start: Option<u64>,
@@ -206,7 +206,7 @@ enum Resolution {
         source: TrackSource,
         /// Counts as a consumer until every waiting subscriber has its own, so the producer
         /// does not see its new track as unused in between.
-        _in_use: kio::Consumer<()>,
+        _in_use: moqx_kio::Consumer<()>,
     },
     Rejected(Error),
 }
@@ -214,7 +214,7 @@ enum Resolution {
 #[derive(Debug)]
 enum Pending {
     Done(Option<Result<TrackConsumer, Error>>),
-    Waiting(kio::Consumer<Option<Resolution>>),
+    Waiting(moqx_kio::Consumer<Option<Resolution>>),
 }
 
 impl BroadcastProducer {
@@ -239,7 +239,7 @@ impl BroadcastProducer {
         Self {
             source: BroadcastSource {
                 shared,
-                presence: kio::Producer::new(()),
+                presence: moqx_kio::Producer::new(()),
             },
         }
     }
@@ -307,7 +307,7 @@ impl BroadcastProducer {
 
     /// Waits for the next request for a track the broadcast does not have.
     pub async fn requested_track(&self) -> Option<TrackRequest> {
-        kio::wait(|waiter| self.poll_requested_track(waiter)).await
+        moqx_kio::wait(|waiter| self.poll_requested_track(waiter)).await
     }
 
     /// How many consumers exist.
@@ -497,7 +497,7 @@ impl PendingTrack {
         }
     }
 
-    fn waiting(answer: kio::Consumer<Option<Resolution>>, want: Want) -> Self {
+    fn waiting(answer: moqx_kio::Consumer<Option<Resolution>>, want: Want) -> Self {
         Self {
             state: Pending::Waiting(answer),
             start: want.start(),
@@ -730,7 +730,7 @@ impl BroadcastShared {
         }
         let id = state.next_request;
         state.next_request += 1;
-        let resolution = kio::Producer::new(None);
+        let resolution = moqx_kio::Producer::new(None);
         let pending = PendingTrack::waiting(resolution.consume(), want);
         state.tracks.insert(
             name.to_owned(),

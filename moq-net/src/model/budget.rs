@@ -21,8 +21,8 @@
 //! and charges are separate atomic steps, so threads that check at the same moment may
 //! take the count past the limit by at most one frame each.
 
-use kio::sync::Arc;
-use kio::sync::{AtomicU64, Ordering};
+use moqx_kio::sync::Arc;
+use moqx_kio::sync::{AtomicU64, Ordering};
 
 /// A byte budget shared by clones (see the module docs). [`MemoryBudget::unlimited`]
 /// counts without ever refusing.

@@ -17,7 +17,7 @@
 
 use std::task::Poll;
 
-use kio::Waiter;
+use moqx_kio::Waiter;
 
 use super::broadcast::{BroadcastConsumer, PendingTrack};
 use super::group::GroupConsumer;
@@ -253,7 +253,7 @@ impl FollowedTrack {
 
     /// Waits for the next group.
     pub async fn next_group(&mut self) -> Result<Option<GroupConsumer>, Error> {
-        kio::wait(|waiter| self.poll_next_group(waiter)).await
+        moqx_kio::wait(|waiter| self.poll_next_group(waiter)).await
     }
 }
 

@@ -5,12 +5,12 @@
 //! is known up front can instead be streamed with a [`FrameProducer`]: readers receive its
 //! chunks as they are written, so a relay forwards a 1 MB frame without buffering it whole.
 
-use kio::sync::Arc;
+use moqx_kio::sync::Arc;
 use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
-use kio::Waiter;
-use kio::log::{LogReader, LogWriter, Next, Start};
+use moqx_kio::Waiter;
+use moqx_kio::log::{LogReader, LogWriter, Next, Start};
 
 use super::status::Status;
 use crate::Error;
@@ -233,11 +233,11 @@ impl FrameConsumer {
 
     /// Waits for the next chunk.
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, Error> {
-        kio::wait(|waiter| self.poll_chunk(waiter)).await
+        moqx_kio::wait(|waiter| self.poll_chunk(waiter)).await
     }
 
     /// Waits for the whole payload.
     pub async fn read_all(&mut self) -> Result<Bytes, Error> {
-        kio::wait(|waiter| self.poll_read_all(waiter)).await
+        moqx_kio::wait(|waiter| self.poll_read_all(waiter)).await
     }
 }

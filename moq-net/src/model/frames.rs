@@ -5,7 +5,7 @@
 //! FIN) before it sees the next group's first frame. A publisher's end can come well after
 //! its last frame: a browser writes a frame and closes its stream in two calls, which
 //! leave in two packets, and a relay sends such a lone FIN only once the frame's bytes are
-//! acknowledged (quiche could otherwise lose it; `moq_runtime`'s held FINs), up to a
+//! acknowledged (quiche could otherwise lose it; `moqx_runtime`'s held FINs), up to a
 //! delayed ACK later (25 ms from Chromium). A chat message published in that wait would
 //! wait with it. [`TrackFrames`] reads the groups that are open side by side instead:
 //! every frame is delivered as it arrives, each group's frames in their order.
@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 use std::task::Poll;
 
-use kio::Waiter;
+use moqx_kio::Waiter;
 
 use super::{FollowedTrack, Frame, GroupConsumer};
 use crate::Error;
@@ -107,7 +107,7 @@ impl TrackFrames {
 
     /// Waits for [`poll_read_frame`](Self::poll_read_frame).
     pub async fn read_frame(&mut self) -> Result<Option<(u64, Frame)>, Error> {
-        kio::wait(|waiter| self.poll_read_frame(waiter)).await
+        moqx_kio::wait(|waiter| self.poll_read_frame(waiter)).await
     }
 }
 

@@ -2,16 +2,16 @@
 //!
 //! A group is what one QUIC stream carries: its frames arrive reliably and in order. Every
 //! consumer reads every frame from the first, whenever it joins. Frames are stored in a
-//! [`kio::log`], so reading a published frame takes no lock and writes no shared cache line
+//! [`moqx_kio::log`], so reading a published frame takes no lock and writes no shared cache line
 //! besides the payload's reference count.
 
-use kio::sync::Arc;
-use kio::sync::{AtomicU64, Ordering};
+use moqx_kio::sync::Arc;
+use moqx_kio::sync::{AtomicU64, Ordering};
 use std::task::Poll;
 
 use bytes::Bytes;
-use kio::Waiter;
-use kio::log::{LogConfig, LogReader, LogWriter, Next, Start};
+use moqx_kio::Waiter;
+use moqx_kio::log::{LogConfig, LogReader, LogWriter, Next, Start};
 
 use super::budget::MemoryBudget;
 use super::frame::{Frame, FrameConsumer, FrameEntry, FrameProducer};
@@ -23,7 +23,7 @@ use crate::Error;
 /// dropping it unfinished makes consumers see [`Error::Dropped`].
 ///
 /// ```
-/// use moq_net::model::{Frame, GroupProducer};
+/// use moqx_net::model::{Frame, GroupProducer};
 ///
 /// let mut group = GroupProducer::new(7);
 /// group.write_frame(Frame { timestamp: 0, payload: "hello".into() });
@@ -340,7 +340,7 @@ impl GroupConsumer {
         if let Poll::Ready(result) = self.next_frame_with(Look) {
             return result;
         }
-        kio::wait(|waiter| self.poll_next_frame(waiter)).await
+        moqx_kio::wait(|waiter| self.poll_next_frame(waiter)).await
     }
 
     /// Waits for the next whole frame.
@@ -348,7 +348,7 @@ impl GroupConsumer {
         if let Poll::Ready(result) = self.read_frame_with(Look) {
             return result;
         }
-        kio::wait(|waiter| self.poll_read_frame(waiter)).await
+        moqx_kio::wait(|waiter| self.poll_read_frame(waiter)).await
     }
 }
 

@@ -4,8 +4,8 @@
 
 use std::task::Poll;
 
-use kio::Waiter;
-use kio::sync::Arc;
+use moqx_kio::Waiter;
+use moqx_kio::sync::Arc;
 
 use super::origin::{Origin, OriginShared, OriginState};
 use super::path::Path;
@@ -27,7 +27,7 @@ pub struct LingeringPath {
 #[derive(Debug)]
 pub struct Lingering {
     origin: Arc<OriginShared>,
-    queue: Arc<kio::Queue<LingeringPath>>,
+    queue: Arc<moqx_kio::Queue<LingeringPath>>,
 }
 
 impl Origin {
@@ -37,7 +37,7 @@ impl Origin {
     /// A relay takes each path from [`Lingering::next`] and ends it after its linger (5 s
     /// by default). Only one handle is live: a second call replaces the first.
     pub fn linger(&self) -> Lingering {
-        let queue = Arc::new(kio::Queue::unbounded());
+        let queue = Arc::new(moqx_kio::Queue::unbounded());
         self.shared.state.lock().linger = Some(queue.clone());
         Lingering {
             origin: self.shared.clone(),
@@ -65,7 +65,7 @@ impl Lingering {
 
     /// Waits for the next path that loses its last publication.
     pub async fn next(&self) -> LingeringPath {
-        kio::wait(|waiter| self.poll_next(waiter)).await
+        moqx_kio::wait(|waiter| self.poll_next(waiter)).await
     }
 
     /// Ends `lingering` now, unless a publication came back to it meanwhile: its

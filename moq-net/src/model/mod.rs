@@ -2,7 +2,7 @@
 //!
 //! A publisher writes through producers; subscribers read through consumers; a relay shares
 //! one model between all of its sessions, on every core. Everything here is `Send + Sync`,
-//! touches no transport and reads no clock. Published data is stored in [`kio::log`]s, so a
+//! touches no transport and reads no clock. Published data is stored in [`moqx_kio::log`]s, so a
 //! subscriber reading a frame that is already there takes no lock and does not contend with
 //! the publisher or with other subscribers.
 //!
@@ -21,7 +21,7 @@
 //! # A tour: publish, discover, subscribe, join late
 //!
 //! ```
-//! use moq_net::model::{Announcement, BroadcastProducer, Origin, Track};
+//! use moqx_net::model::{Announcement, BroadcastProducer, Origin, Track};
 //!
 //! # pollster::block_on(async {
 //! // The publisher: a broadcast with one track, published at a path.
@@ -62,8 +62,8 @@
 //! drop(broadcast);
 //! assert!(matches!(rooms.next().await, Announcement::Ended { .. }));
 //! assert_eq!(messages.next_group().await?.map(|g| g.sequence()), Some(1));
-//! assert_eq!(messages.next_group().await.err(), Some(moq_net::Error::Dropped));
-//! # Ok::<(), moq_net::Error>(())
+//! assert_eq!(messages.next_group().await.err(), Some(moqx_net::Error::Dropped));
+//! # Ok::<(), moqx_net::Error>(())
 //! # }).unwrap();
 //! ```
 
@@ -98,27 +98,33 @@ pub use track::{Track, TrackConsumer, TrackProducer};
 /// What a read that finds nothing does: park a waiter (`&Waiter`, the `poll_*` methods) or
 /// only look ([`Look`]).
 ///
-/// The `async` readers look first: `kio::wait` allocates a waiter per future, which a
+/// The `async` readers look first: `moqx_kio::wait` allocates a waiter per future, which a
 /// subscriber woken because data arrived would otherwise pay on every frame. The two
 /// behaviors are two monomorphized copies of each reader, so neither pays for the other. A
-/// loop that waits often should own a [`Waiter`](kio::Waiter) and call the `poll_*` methods,
+/// loop that waits often should own a [`Waiter`](moqx_kio::Waiter) and call the `poll_*` methods,
 /// as the session machines do.
 trait Park<'w>: Copy {
     /// Reads the next entry of `log`.
-    fn read<T>(self, log: &mut kio::log::LogReader<T>) -> std::task::Poll<kio::log::Next<&T>>;
+    fn read<T>(
+        self,
+        log: &mut moqx_kio::log::LogReader<T>,
+    ) -> std::task::Poll<moqx_kio::log::Next<&T>>;
 
     /// The waiter to park, if this read parks.
-    fn waiter(self) -> Option<&'w kio::Waiter>;
+    fn waiter(self) -> Option<&'w moqx_kio::Waiter>;
 }
 
-impl<'w> Park<'w> for &'w kio::Waiter {
+impl<'w> Park<'w> for &'w moqx_kio::Waiter {
     #[inline]
-    fn read<T>(self, log: &mut kio::log::LogReader<T>) -> std::task::Poll<kio::log::Next<&T>> {
+    fn read<T>(
+        self,
+        log: &mut moqx_kio::log::LogReader<T>,
+    ) -> std::task::Poll<moqx_kio::log::Next<&T>> {
         log.poll_next(self)
     }
 
     #[inline]
-    fn waiter(self) -> Option<&'w kio::Waiter> {
+    fn waiter(self) -> Option<&'w moqx_kio::Waiter> {
         Some(self)
     }
 }
@@ -129,13 +135,16 @@ struct Look;
 
 impl<'w> Park<'w> for Look {
     #[inline]
-    fn read<T>(self, log: &mut kio::log::LogReader<T>) -> std::task::Poll<kio::log::Next<&T>> {
+    fn read<T>(
+        self,
+        log: &mut moqx_kio::log::LogReader<T>,
+    ) -> std::task::Poll<moqx_kio::log::Next<&T>> {
         log.try_next()
             .map_or(std::task::Poll::Pending, std::task::Poll::Ready)
     }
 
     #[inline]
-    fn waiter(self) -> Option<&'w kio::Waiter> {
+    fn waiter(self) -> Option<&'w moqx_kio::Waiter> {
         None
     }
 }

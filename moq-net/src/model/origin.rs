@@ -32,8 +32,8 @@
 use std::collections::BTreeMap;
 use std::task::Poll;
 
-use kio::Waiter;
-use kio::sync::{Arc, Mutex};
+use moqx_kio::Waiter;
+use moqx_kio::sync::{Arc, Mutex};
 
 use super::broadcast::{BroadcastConsumer, BroadcastProducer, BroadcastSource};
 use super::budget::MemoryBudget;
@@ -48,7 +48,7 @@ use crate::Error;
 /// Broadcasts by path. Cloning gives another handle to the same origin.
 ///
 /// ```
-/// use moq_net::model::{Announcement, BroadcastProducer, Origin};
+/// use moqx_net::model::{Announcement, BroadcastProducer, Origin};
 ///
 /// let origin = Origin::new();
 /// let alice = BroadcastProducer::new();
@@ -140,7 +140,7 @@ pub(super) struct OriginState {
     pub(super) next_id: u64,
     /// While lingering is on ([`Origin::linger`]): where paths that lost their last
     /// publication go, for the handle's holder to end.
-    pub(super) linger: Option<Arc<kio::Queue<LingeringPath>>>,
+    pub(super) linger: Option<Arc<moqx_kio::Queue<LingeringPath>>>,
     /// Paths lingering now (in `broadcasts`, with no publication).
     pub(super) lingering_paths: usize,
     /// A path that began lingering in the last change, to queue once the lock is released.
@@ -178,7 +178,7 @@ pub(super) struct Listener {
 /// A path's change count, in a cell to wait on and an atomic to read without a lock.
 #[derive(Debug)]
 struct ChangeCount {
-    cell: kio::Producer<u64>,
+    cell: moqx_kio::Producer<u64>,
     count: Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -187,7 +187,7 @@ struct ChangeCount {
 /// nothing else to wait for.
 #[derive(Debug, Clone)]
 pub struct RouteChanges {
-    cell: kio::Consumer<u64>,
+    cell: moqx_kio::Consumer<u64>,
     count: Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -199,7 +199,7 @@ impl RouteChanges {
 
     /// Ready with the count once it differs from `seen`; `Err` once nothing is published
     /// at the path any more.
-    pub fn poll_changed(&self, waiter: &Waiter, seen: u64) -> Poll<Result<u64, kio::Closed>> {
+    pub fn poll_changed(&self, waiter: &Waiter, seen: u64) -> Poll<Result<u64, moqx_kio::Closed>> {
         self.cell
             .poll_until(waiter, |count| (*count != seen).then_some(*count))
     }
@@ -369,7 +369,7 @@ impl Origin {
         let mut state = self.shared.state.lock();
         let entry = state.broadcasts.get_mut(&path)?;
         let changes = entry.changes.get_or_insert_with(|| ChangeCount {
-            cell: kio::Producer::new(0),
+            cell: moqx_kio::Producer::new(0),
             count: Arc::new(std::sync::atomic::AtomicU64::new(0)),
         });
         Some(RouteChanges {
@@ -490,7 +490,7 @@ impl Origin {
     /// A view of a view allows what both allow.
     ///
     /// ```
-    /// use moq_net::model::{BroadcastProducer, Origin};
+    /// use moqx_net::model::{BroadcastProducer, Origin};
     ///
     /// let relay = Origin::new();
     /// // A client connected at `room`, allowed to publish only as `alice`.
@@ -570,7 +570,7 @@ impl Announced {
 
     /// Waits for the next announcement.
     pub async fn next(&mut self) -> Announcement {
-        kio::wait(|waiter| self.poll_next(waiter)).await
+        moqx_kio::wait(|waiter| self.poll_next(waiter)).await
     }
 }
 

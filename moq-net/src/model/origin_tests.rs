@@ -222,7 +222,7 @@ fn a_parked_listener_is_woken_from_another_thread() {
 fn a_lost_publication_lingers_announced_until_its_linger_ends_or_a_publisher_comes_back() {
     let origin = Origin::new();
     let lingering = origin.linger();
-    let waiter = kio::Waiter::new(Waker::noop());
+    let waiter = moqx_kio::Waiter::new(Waker::noop());
     let mut room = origin.announced("room");
 
     // Dropped, not lost: withdrawn at once, as without lingering.

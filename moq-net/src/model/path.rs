@@ -14,7 +14,7 @@ use std::fmt;
 /// has it as a prefix.
 ///
 /// ```
-/// use moq_net::model::Path;
+/// use moqx_net::model::Path;
 ///
 /// let path = Path::new("/room//alice/");
 /// assert_eq!(path.as_str(), "room/alice");

@@ -16,8 +16,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::task::Poll;
 
-use kio::sync::Mutex;
-use kio::{Waiter, WaiterSlot};
+use moqx_kio::sync::Mutex;
+use moqx_kio::{Waiter, WaiterSlot};
 
 use super::broadcast::BroadcastSource;
 use super::budget::{ANNOUNCEMENT_OVERHEAD, MemoryBudget};

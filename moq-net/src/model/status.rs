@@ -3,7 +3,7 @@
 //! Readers check it once, after the data log reports closed, so it must be lock-free: a chat
 //! subscriber reads one status per message.
 
-use kio::sync::{AtomicU64, Ordering};
+use moqx_kio::sync::{AtomicU64, Ordering};
 
 use crate::Error;
 

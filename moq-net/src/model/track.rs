@@ -1,6 +1,6 @@
 //! Tracks: named sequences of groups, with a cache for late joiners.
 //!
-//! Groups are appended in *arrival* order to a [`kio::log`] that retains the most recent
+//! Groups are appended in *arrival* order to a [`moqx_kio::log`] that retains the most recent
 //! [`Track::cache_groups`]; sequence numbers may arrive out of order (a relay receives each
 //! group on its own stream). A consumer starts at the latest group (the highest sequence in
 //! the cache) or at a given sequence, and then receives every group that arrives, except:
@@ -15,14 +15,14 @@
 //!
 //! Nothing blocks the producer on a slow consumer.
 
-use kio::sync::Arc;
-use kio::sync::{AtomicU64, Ordering};
+use moqx_kio::sync::Arc;
+use moqx_kio::sync::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kio::Waiter;
-use kio::log::{LogConfig, LogHandle, LogReader, LogWriter, Next, Start};
+use moqx_kio::Waiter;
+use moqx_kio::log::{LogConfig, LogHandle, LogReader, LogWriter, Next, Start};
 
 use super::budget::MemoryBudget;
 use super::frame::Frame;
@@ -81,7 +81,7 @@ impl Track {
 /// [`Error::Dropped`] once they have read the cached groups.
 ///
 /// ```
-/// use moq_net::model::{Track, TrackProducer};
+/// use moqx_net::model::{Track, TrackProducer};
 ///
 /// let mut track = TrackProducer::new(Track::new("chat"));
 /// let mut subscriber = track.consume(); // starts at the latest group
@@ -158,7 +158,7 @@ impl std::fmt::Debug for Listing {
 pub struct TrackConsumer {
     groups: LogReader<GroupConsumer>,
     shared: Arc<TrackShared>,
-    _presence: kio::Consumer<()>,
+    _presence: moqx_kio::Consumer<()>,
     /// Groups below this sequence are skipped.
     start: u64,
     lagged: u64,
@@ -170,7 +170,7 @@ pub struct TrackConsumer {
 pub(crate) struct TrackSource {
     groups: LogHandle<GroupConsumer>,
     shared: Arc<TrackShared>,
-    presence: kio::Producer<()>,
+    presence: moqx_kio::Producer<()>,
 }
 
 #[derive(Debug)]
@@ -186,7 +186,7 @@ struct TrackShared {
     /// The earliest group a subscription asked for (`Some(None)`: the latest); `None`
     /// while only lookups of the track's properties touched it. What an on-demand
     /// track's producer subscribes upstream from ([`TrackProducer::poll_wanted`]).
-    wanted: kio::Producer<Option<Option<u64>>>,
+    wanted: moqx_kio::Producer<Option<Option<u64>>>,
 }
 
 const NONE: u64 = u64::MAX;
@@ -217,12 +217,12 @@ impl TrackProducer {
             status: Status::default(),
             newest_timestamp: Arc::new(AtomicU64::new(0)),
             latest_sequence: AtomicU64::new(NONE),
-            wanted: kio::Producer::new(None),
+            wanted: moqx_kio::Producer::new(None),
         });
         let source = TrackSource {
             groups: groups.handle(),
             shared,
-            presence: kio::Producer::new(()),
+            presence: moqx_kio::Producer::new(()),
         };
         Self {
             groups,
@@ -468,7 +468,7 @@ impl TrackSource {
     }
 
     /// A counted consumer reference that creates no reader: holding it keeps the track in use.
-    pub(crate) fn hold(&self) -> kio::Consumer<()> {
+    pub(crate) fn hold(&self) -> moqx_kio::Consumer<()> {
         self.presence.consume()
     }
 
@@ -558,7 +558,7 @@ impl TrackConsumer {
         if let Poll::Ready(result) = self.next_group_with(Look) {
             return result;
         }
-        kio::wait(|waiter| self.poll_next_group(waiter)).await
+        moqx_kio::wait(|waiter| self.poll_next_group(waiter)).await
     }
 }
 

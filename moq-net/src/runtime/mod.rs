@@ -1,6 +1,6 @@
 //! The runtime boundary: how a session gets time, timers and a task to run on.
 //!
-//! moq-net reads no clock and spawns nothing by itself. A driver passes a [`Runtime`] value
+//! moqx-net reads no clock and spawns nothing by itself. A driver passes a [`Runtime`] value
 //! explicitly when it connects or accepts a session; the session asks it for the time
 //! ([`Runtime::now`], read once per turn of the machine), for timers ([`Deadline`]), and to
 //! run its machine ([`Runtime::spawn`]). There are no thread-locals and no globals, so two
@@ -16,7 +16,7 @@
 
 use std::task::Poll;
 
-use kio::Waiter;
+use moqx_kio::Waiter;
 
 use crate::session::SessionMachine;
 use crate::transport;

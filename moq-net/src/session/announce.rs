@@ -5,7 +5,7 @@
 
 use std::task::Poll;
 
-use kio::Waiter;
+use moqx_kio::Waiter;
 
 use super::machine::Context;
 use super::publisher::{RequestSlot, from_peer};

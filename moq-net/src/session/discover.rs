@@ -4,7 +4,7 @@
 
 use std::task::Poll;
 
-use kio::Waiter;
+use moqx_kio::Waiter;
 
 use super::machine::{Context, Spawn};
 use super::stream::{Reader, Writer, encoded};

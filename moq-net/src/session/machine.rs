@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context as TaskContext, Poll, Waker};
 
-use kio::Waiter;
+use moqx_kio::Waiter;
 
 /// Entries of finished groups the open-group queue may hold beyond twice the open ones
 /// before it is swept.
@@ -59,7 +59,7 @@ pub struct SessionMachine<R: Runtime> {
     shared: Arc<Shared>,
     /// The machine's own waiter: transport accepts, opens and close requests.
     waiter: Option<Waiter>,
-    state_watch: kio::Consumer<super::State>,
+    state_watch: moqx_kio::Consumer<super::State>,
     done: bool,
     /// The one timer of the machine: the earliest wait for trailing groups.
     deadline: R::Deadline,

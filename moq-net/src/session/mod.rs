@@ -34,7 +34,7 @@ mod tasks;
 use std::sync::Arc;
 use std::task::Poll;
 
-use kio::Waiter;
+use moqx_kio::Waiter;
 
 pub use machine::SessionMachine;
 
@@ -312,10 +312,10 @@ pub(crate) struct Shared {
     /// The version the session speaks (fixed for its life).
     version: Version,
     /// Written by the handle (a close or GOAWAY request) and by the machine (the outcome).
-    state: kio::Producer<State>,
+    state: moqx_kio::Producer<State>,
     /// The transport's and the machine's counters, refreshed by the machine once per turn
     /// (one lock for both: a turn per message is the chat hot path).
-    snapshot: kio::sync::Mutex<Snapshot>,
+    snapshot: moqx_kio::sync::Mutex<Snapshot>,
 }
 
 #[derive(Debug, Default)]
@@ -352,8 +352,8 @@ fn start<R: Runtime>(
 ) -> Session {
     let shared = Arc::new(Shared {
         version: config.version,
-        state: kio::Producer::new(State::default()),
-        snapshot: kio::sync::Mutex::new(Snapshot::default()),
+        state: moqx_kio::Producer::new(State::default()),
+        snapshot: moqx_kio::sync::Mutex::new(Snapshot::default()),
     });
     let machine = SessionMachine::new(runtime.clone(), transport, config, side, shared.clone());
     runtime.spawn(machine);

@@ -6,7 +6,7 @@
 use std::num::NonZeroU64;
 use std::task::Poll;
 
-use kio::Waiter;
+use moqx_kio::Waiter;
 
 use super::machine::{Context, Open};
 use super::stream::{ReadError, Reader, Writer, encoded};
@@ -198,7 +198,7 @@ enum SubscribeState {
         /// What the group writers follow: a cancel (they stop) and the subscriber's
         /// priority (they re-prioritize). Dropped, not cancelled, when the track ends
         /// normally: groups in flight are still written.
-        control: kio::Producer<Control>,
+        control: moqx_kio::Producer<Control>,
         started: bool,
         /// One past the highest sequence served.
         end: u64,
@@ -208,7 +208,7 @@ enum SubscribeState {
     /// of the track at the highest group it has seen: a group whose stream is not open
     /// yet would be lost.
     Ending {
-        groups: Option<kio::Producer<Control>>,
+        groups: Option<moqx_kio::Producer<Control>>,
     },
 }
 
@@ -248,7 +248,7 @@ pub(crate) struct GroupWrite<S> {
     subscriber_priority: u8,
     /// The subscription's control; `None` once it ended without a cancel (nothing more to
     /// watch).
-    control: Option<kio::Consumer<Control>>,
+    control: Option<moqx_kio::Consumer<Control>>,
     previous: u64,
     started: bool,
     ended: bool,
@@ -406,7 +406,7 @@ impl<S: SendStream, R: RecvStream> SubscribeServe<S, R> {
                     self.state = SubscribeState::Serving {
                         request,
                         track,
-                        control: kio::Producer::new(Control {
+                        control: moqx_kio::Producer::new(Control {
                             cancelled: false,
                             priority: subscriber_priority,
                         }),
@@ -618,7 +618,7 @@ impl GroupWrite<()> {
         subscribe_id: u64,
         group: GroupConsumer,
         subscriber_priority: u8,
-        control: kio::Consumer<Control>,
+        control: moqx_kio::Consumer<Control>,
     ) -> Self {
         Self {
             writer: None,

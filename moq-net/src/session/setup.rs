@@ -7,7 +7,7 @@
 
 use std::task::Poll;
 
-use kio::Waiter;
+use moqx_kio::Waiter;
 
 use super::Side;
 use super::announce::AnnounceServe;

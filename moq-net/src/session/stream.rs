@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::task::Poll;
 
 use bytes::{Buf, Bytes, BytesMut};
-use kio::Waiter;
+use moqx_kio::Waiter;
 
 use crate::Error;
 use crate::coding::DecodeError;
@@ -234,7 +234,7 @@ impl<S: SendStream> Writer<S> {
     }
 }
 
-/// A message type's name for the log: `AnnounceOk` for `moq_net::coding::AnnounceOk`.
+/// A message type's name for the log: `AnnounceOk` for `moqx_net::coding::AnnounceOk`.
 fn message_name<M>() -> &'static str {
     let name = std::any::type_name::<M>();
     name.rsplit("::").next().unwrap_or(name)

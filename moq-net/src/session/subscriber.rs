@@ -6,7 +6,7 @@
 
 use std::task::Poll;
 
-use kio::Waiter;
+use moqx_kio::Waiter;
 
 use super::machine::{Context, Ending, Linger, Open, Route};
 use super::stream::{Reader, Writer, encoded};

@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex};
 use std::task::{Wake, Waker};
 
-use kio::Waiter;
+use moqx_kio::Waiter;
 
 /// A set of sub-machines with a ready list.
 pub(crate) struct TaskSet<T> {

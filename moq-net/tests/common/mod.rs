@@ -8,7 +8,7 @@ pub(crate) mod relay;
 
 use std::time::Instant;
 
-use moq_net::runtime::test::TestRuntime;
+use moqx_net::runtime::test::TestRuntime;
 
 /// Where virtual time starts: the test harness, like a driver, reads the clock once (the
 /// core itself never does).
@@ -17,7 +17,7 @@ pub(crate) fn epoch() -> Instant {
     Instant::now()
 }
 
-/// [`moq_net::runtime::test::seeded`], with virtual time starting now.
+/// [`moqx_net::runtime::test::seeded`], with virtual time starting now.
 pub(crate) fn seeded(default_seed: u64, test: impl FnOnce(&TestRuntime)) {
-    moq_net::runtime::test::seeded(default_seed, epoch(), test);
+    moqx_net::runtime::test::seeded(default_seed, epoch(), test);
 }

@@ -6,10 +6,10 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use moq_net::Error;
-use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
-use moq_net::runtime::test::{LinkConfig, TestRuntime};
-use moq_net::session::{self, Session, SessionConfig};
+use moqx_net::Error;
+use moqx_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
+use moqx_net::runtime::test::{LinkConfig, TestRuntime};
+use moqx_net::session::{self, Session, SessionConfig};
 
 /// A relay: server sessions whose halves share one origin.
 pub(crate) struct Relay {
@@ -190,7 +190,7 @@ pub(crate) fn live(
 pub(crate) fn raw_client(
     runtime: &TestRuntime,
     relay: &mut Relay,
-) -> moq_net::runtime::test::TestTransport {
+) -> moqx_net::runtime::test::TestTransport {
     let (client_end, relay_end) = runtime.connect(relay.link.clone());
     relay
         .sessions
@@ -199,9 +199,9 @@ pub(crate) fn raw_client(
 }
 
 /// Opens a uni stream and writes `bytes` to it, then FIN.
-pub(crate) fn write_uni(transport: &mut moq_net::runtime::test::TestTransport, bytes: &[u8]) {
-    use moq_net::transport::{SendStream, Session as _};
-    let waiter = kio::Waiter::new(std::task::Waker::noop());
+pub(crate) fn write_uni(transport: &mut moqx_net::runtime::test::TestTransport, bytes: &[u8]) {
+    use moqx_net::transport::{SendStream, Session as _};
+    let waiter = moqx_kio::Waiter::new(std::task::Waker::noop());
     let std::task::Poll::Ready(Ok(mut stream)) = transport.poll_open_uni(&waiter) else {
         panic!("the test transport opens at once");
     };
@@ -210,9 +210,9 @@ pub(crate) fn write_uni(transport: &mut moq_net::runtime::test::TestTransport, b
 }
 
 /// Opens a bidi stream and writes `bytes` to it, then FIN.
-pub(crate) fn write_bidi(transport: &mut moq_net::runtime::test::TestTransport, bytes: &[u8]) {
-    use moq_net::transport::{SendStream, Session as _};
-    let waiter = kio::Waiter::new(std::task::Waker::noop());
+pub(crate) fn write_bidi(transport: &mut moqx_net::runtime::test::TestTransport, bytes: &[u8]) {
+    use moqx_net::transport::{SendStream, Session as _};
+    let waiter = moqx_kio::Waiter::new(std::task::Waker::noop());
     let std::task::Poll::Ready(Ok((mut send, recv))) = transport.poll_open_bidi(&waiter) else {
         panic!("the test transport opens at once");
     };
@@ -224,10 +224,10 @@ pub(crate) fn write_bidi(transport: &mut moq_net::runtime::test::TestTransport, 
 /// The code the relay closed a raw client's connection with, once it did.
 pub(crate) fn close_code(
     runtime: &TestRuntime,
-    transport: &mut moq_net::runtime::test::TestTransport,
+    transport: &mut moqx_net::runtime::test::TestTransport,
 ) -> Option<u64> {
-    use moq_net::transport::{Session as _, TransportError};
-    let waiter = kio::Waiter::new(std::task::Waker::noop());
+    use moqx_net::transport::{Session as _, TransportError};
+    let waiter = moqx_kio::Waiter::new(std::task::Waker::noop());
     let mut code = None;
     runtime.run_until(SECOND, || match transport.poll_closed(&waiter) {
         std::task::Poll::Ready(TransportError::Closed { code: c, .. }) => {
@@ -245,12 +245,12 @@ pub(crate) const SETUP: &[u8] = &[0x01, 0x01, 0x00];
 /// Opens a stream (uni, or bidi keeping its receive half) and writes `bytes`, leaving it
 /// open: a peer that says a message is coming and keeps sending.
 pub(crate) fn write_open(
-    transport: &mut moq_net::runtime::test::TestTransport,
+    transport: &mut moqx_net::runtime::test::TestTransport,
     bidi: bool,
     bytes: &[u8],
 ) {
-    use moq_net::transport::{SendStream, Session as _};
-    let waiter = kio::Waiter::new(std::task::Waker::noop());
+    use moqx_net::transport::{SendStream, Session as _};
+    let waiter = moqx_kio::Waiter::new(std::task::Waker::noop());
     let mut send = if bidi {
         let std::task::Poll::Ready(Ok((send, recv))) = transport.poll_open_bidi(&waiter) else {
             panic!("the test transport opens at once");

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use moq_net::Error;
-use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::session::SessionConfig;
+use moqx_net::Error;
+use moqx_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::session::SessionConfig;
 
 use crate::common::relay::*;
 use crate::common::seeded;

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use moq_net::Error;
-use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::session::{Session, SessionConfig};
+use moqx_net::Error;
+use moqx_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::session::{Session, SessionConfig};
 
 use crate::common::relay::*;
 use crate::common::seeded;
@@ -96,7 +96,7 @@ fn the_last_subscriber_leaving_cancels_upstream() {
 /// is always the whole timeout, so the hang was surest there).
 #[test]
 fn a_subscription_its_publisher_ends_during_the_linger_does_not_hang_the_relay() {
-    use moq_net::coding::Version;
+    use moqx_net::coding::Version;
     for version in [
         Version::Lite04,
         Version::Lite05,

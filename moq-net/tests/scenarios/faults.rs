@@ -3,10 +3,10 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use moq_net::Error;
-use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::runtime::test::{LinkConfig, TestRuntime};
-use moq_net::session::{self, SessionConfig};
+use moqx_net::Error;
+use moqx_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::runtime::test::{LinkConfig, TestRuntime};
+use moqx_net::session::{self, SessionConfig};
 
 use crate::common::relay::*;
 use crate::common::{epoch, seeded};
@@ -119,7 +119,7 @@ fn a_dropped_connection_ends_the_sessions_and_their_broadcasts() {
         assert!(runtime.run_until(SECOND, || relay_origin.consume_broadcast("live").is_some()));
         assert!(runtime.run_until(5 * SECOND, || publisher.is_closed() && relay.is_closed()));
         assert!(relay_origin.consume_broadcast("live").is_none());
-        let waiter = kio::Waiter::new(std::task::Waker::noop());
+        let waiter = moqx_kio::Waiter::new(std::task::Waker::noop());
         assert_eq!(
             relay.poll_closed(&waiter),
             std::task::Poll::Ready(Error::Transport)

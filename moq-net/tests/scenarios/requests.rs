@@ -3,18 +3,18 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use moq_net::Error;
-use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::runtime::test::{LinkConfig, TestRuntime};
-use moq_net::session::{self, SessionConfig};
+use moqx_net::Error;
+use moqx_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::runtime::test::{LinkConfig, TestRuntime};
+use moqx_net::session::{self, SessionConfig};
 
 use crate::common::relay::*;
 use crate::common::seeded;
 
 #[test]
 fn subscribe_update_reprioritizes_groups_in_flight() {
-    use moq_net::coding::{Message, Subscribe, SubscribeUpdate, Version};
-    use moq_net::transport::{SendStream, Session as _};
+    use moqx_net::coding::{Message, Subscribe, SubscribeUpdate, Version};
+    use moqx_net::transport::{SendStream, Session as _};
     seeded(17, |runtime| {
         let mut relay = Relay::new();
         let (_p, _b, mut track) = publisher(runtime, &mut relay, "live", "video");
@@ -23,7 +23,7 @@ fn subscribe_update_reprioritizes_groups_in_flight() {
         assert!(runtime.run_until(SECOND, || relay.origin.consume_broadcast("live").is_some()));
 
         // SUBSCRIBE at priority 1, on a bidi stream kept open for the update.
-        let waiter = kio::Waiter::new(std::task::Waker::noop());
+        let waiter = moqx_kio::Waiter::new(std::task::Waker::noop());
         let std::task::Poll::Ready(Ok((mut send, recv))) = raw.poll_open_bidi(&waiter) else {
             panic!("the test transport opens at once");
         };
@@ -31,7 +31,7 @@ fn subscribe_update_reprioritizes_groups_in_flight() {
         let mut bytes = vec![0x02];
         Subscribe {
             id: 0,
-            broadcast: moq_net::model::Path::new("live"),
+            broadcast: moqx_net::model::Path::new("live"),
             track: "video".into(),
             priority: 1,
             ordered: false,
@@ -46,7 +46,7 @@ fn subscribe_update_reprioritizes_groups_in_flight() {
 
         // The subscriber priority of the group streams in flight to the client (uni stream
         // ids have bit 1 set).
-        let group_priority = |raw: &moq_net::runtime::test::TestTransport| {
+        let group_priority = |raw: &moqx_net::runtime::test::TestTransport| {
             raw.peer_priorities()
                 .into_iter()
                 .find(|(id, _)| id & 2 != 0)
@@ -83,8 +83,8 @@ fn subscribe_update_reprioritizes_groups_in_flight() {
 
 #[test]
 fn fetch_returns_a_cached_group_and_not_found_for_one_that_is_gone() {
-    use moq_net::coding::{Fetch, GroupDecoder, GroupItem, Message, Version};
-    use moq_net::transport::{RecvStream, SendStream, Session as _};
+    use moqx_net::coding::{Fetch, GroupDecoder, GroupItem, Message, Version};
+    use moqx_net::transport::{RecvStream, SendStream, Session as _};
     seeded(18, |runtime| {
         let origin = Origin::new();
         let broadcast = BroadcastProducer::new();
@@ -107,14 +107,14 @@ fn fetch_returns_a_cached_group_and_not_found_for_one_that_is_gone() {
         group.write(1033, "world");
         group.finish();
 
-        let fetch = |raw: &mut moq_net::runtime::test::TestTransport, sequence: u64| {
-            let waiter = kio::Waiter::new(std::task::Waker::noop());
+        let fetch = |raw: &mut moqx_net::runtime::test::TestTransport, sequence: u64| {
+            let waiter = moqx_kio::Waiter::new(std::task::Waker::noop());
             let std::task::Poll::Ready(Ok((mut send, recv))) = raw.poll_open_bidi(&waiter) else {
                 panic!("the test transport opens at once");
             };
             let mut bytes = vec![0x03];
             Fetch {
-                broadcast: moq_net::model::Path::new("live"),
+                broadcast: moqx_net::model::Path::new("live"),
                 track: "video".into(),
                 priority: 0,
                 group: sequence,
@@ -125,8 +125,9 @@ fn fetch_returns_a_cached_group_and_not_found_for_one_that_is_gone() {
             let _ = send.finish();
             recv
         };
-        let read_all = |runtime: &TestRuntime, mut recv: moq_net::runtime::test::TestRecvStream| {
-            let waiter = kio::Waiter::new(std::task::Waker::noop());
+        let read_all = |runtime: &TestRuntime,
+                        mut recv: moqx_net::runtime::test::TestRecvStream| {
+            let waiter = moqx_kio::Waiter::new(std::task::Waker::noop());
             let mut bytes = Vec::new();
             let mut outcome = None;
             runtime.run_until(SECOND, || {
@@ -171,7 +172,7 @@ fn fetch_returns_a_cached_group_and_not_found_for_one_that_is_gone() {
         let (_, missing) = read_all(runtime, fetch(&mut raw, 7));
         assert_eq!(
             missing,
-            Some(Err(moq_net::transport::StreamError::Reset(
+            Some(Err(moqx_net::transport::StreamError::Reset(
                 Error::NotFound.to_code()
             )))
         );

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use moq_net::Error;
-use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::session::{Session, SessionConfig};
+use moqx_net::Error;
+use moqx_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::session::{Session, SessionConfig};
 
 use crate::common::relay::*;
 use crate::common::seeded;
@@ -110,19 +110,19 @@ fn the_session_handle_is_send_and_sync() {
 
 #[test]
 fn bidi_streams_that_arrive_before_the_clients_setup_are_served_once_it_arrives() {
-    use moq_net::coding::{AnnounceOk, AnnounceRequest, Message, Version};
-    use moq_net::transport::{RecvStream, SendStream, Session as _};
+    use moqx_net::coding::{AnnounceOk, AnnounceRequest, Message, Version};
+    use moqx_net::transport::{RecvStream, SendStream, Session as _};
     seeded(20, |runtime| {
         let mut relay = Relay::new();
         let mut raw = raw_client(runtime, &mut relay);
-        let waiter = kio::Waiter::new(std::task::Waker::noop());
+        let waiter = moqx_kio::Waiter::new(std::task::Waker::noop());
         // ANNOUNCE_REQUEST first, SETUP after it.
         let std::task::Poll::Ready(Ok((mut send, mut recv))) = raw.poll_open_bidi(&waiter) else {
             panic!("the test transport opens at once");
         };
         let mut bytes = vec![0x01];
         AnnounceRequest {
-            prefix: moq_net::model::Path::root(),
+            prefix: moqx_net::model::Path::root(),
             exclude_hop: 0,
         }
         .encode(&mut bytes, Version::Lite05)
@@ -145,8 +145,8 @@ fn bidi_streams_that_arrive_before_the_clients_setup_are_served_once_it_arrives(
 
 #[test]
 fn announce_ok_counts_exactly_the_announces_sent_after_exclusions() {
-    use moq_net::coding::{Announce, AnnounceOk, AnnounceRequest, Message, Version};
-    use moq_net::transport::{RecvStream, SendStream, Session as _};
+    use moqx_net::coding::{Announce, AnnounceOk, AnnounceRequest, Message, Version};
+    use moqx_net::transport::{RecvStream, SendStream, Session as _};
     seeded(21, |runtime| {
         let mut relay = Relay::new();
         // One broadcast came through origin 77, one is local.
@@ -158,14 +158,14 @@ fn announce_ok_counts_exactly_the_announces_sent_after_exclusions() {
 
         let mut raw = raw_client(runtime, &mut relay);
         write_uni(&mut raw, SETUP);
-        let waiter = kio::Waiter::new(std::task::Waker::noop());
+        let waiter = moqx_kio::Waiter::new(std::task::Waker::noop());
         let std::task::Poll::Ready(Ok((mut send, mut recv))) = raw.poll_open_bidi(&waiter) else {
             panic!("the test transport opens at once");
         };
         // The requester is origin 77: the route through it must not be offered.
         let mut bytes = vec![0x01];
         AnnounceRequest {
-            prefix: moq_net::model::Path::root(),
+            prefix: moqx_net::model::Path::root(),
             exclude_hop: 77,
         }
         .encode(&mut bytes, Version::Lite05)

@@ -1,11 +1,11 @@
-//! The stream operations a session's handles call, in `moq_net::transport`'s poll shape:
+//! The stream operations a session's handles call, in `moqx_net::transport`'s poll shape:
 //! on `Pending` the caller's [`Waiter`] is parked and woken when the answer may change.
 
 use std::task::Poll;
 
 use bytes::Bytes;
-use kio::Waiter;
-use moq_net::transport::{StreamError, StreamPriority, TransportError};
+use moqx_kio::Waiter;
+use moqx_net::transport::{StreamError, StreamPriority, TransportError};
 
 use super::Connection;
 use super::stream::{RecvHalf, SendHalf, Stream};

@@ -24,9 +24,9 @@ use std::task::Waker;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kio::WaiterList;
-use moq_net::runtime::Instant;
-use moq_net::transport::{TransportError, TransportStats};
+use moqx_kio::WaiterList;
+use moqx_net::runtime::Instant;
+use moqx_net::transport::{TransportError, TransportStats};
 
 use crate::frame::Frame;
 use crate::params::TransportParameters;

@@ -2,8 +2,8 @@
 //! stream's state (RFC 9000 §19 and §4, as QMux amends them).
 
 use bytes::Bytes;
-use moq_net::runtime::Instant;
-use moq_net::transport::TransportError;
+use moqx_net::runtime::Instant;
+use moqx_net::transport::TransportError;
 
 use super::stream::{RecvHalf, SendHalf, Stream, StreamKind};
 use super::{Code, Connection, Violation, violation};

@@ -4,8 +4,8 @@
 use std::collections::VecDeque;
 
 use bytes::Bytes;
-use kio::WaiterSlot;
-use moq_net::transport::StreamPriority;
+use moqx_kio::WaiterSlot;
+use moqx_net::transport::StreamPriority;
 
 /// Which side opened a stream, and its direction: the two low bits of its ID
 /// (RFC 9000 §2.1).

@@ -5,9 +5,9 @@ use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use kio::Waiter;
-use moq_net::runtime::Instant;
-use moq_net::transport::{StreamError, StreamPriority, TransportError};
+use moqx_kio::Waiter;
+use moqx_net::runtime::Instant;
+use moqx_net::transport::{StreamError, StreamPriority, TransportError};
 
 use super::{Config, Connection, Side};
 use crate::frame::Frame;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use moq_runtime::tls::Fingerprint;
+use moqx_runtime::tls::Fingerprint;
 use serde::Deserialize;
 
 use crate::config::ConfigError;
@@ -193,7 +193,7 @@ pub struct NodeUrl(String);
 impl NodeUrl {
     /// Parses `text` into its one spelling (`moqt://host:port/`), or says what is wrong.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let display = moq_net::redact::redact(text).into_owned();
+        let display = moqx_net::redact::redact(text).into_owned();
         let url =
             url::Url::parse(text).map_err(|error| format!("{display:?} is not a URL: {error}"))?;
         if !matches!(url.scheme(), "moqt" | "moql" | "https" | "tls") {
@@ -231,8 +231,8 @@ impl NodeUrl {
     }
 
     /// The path this node is advertised at.
-    pub fn advertised_path(&self) -> moq_net::model::Path {
-        moq_net::model::Path::new(MESH_PREFIX).join(self.0.as_str())
+    pub fn advertised_path(&self) -> moqx_net::model::Path {
+        moqx_net::model::Path::new(MESH_PREFIX).join(self.0.as_str())
     }
 
     /// The URL.
@@ -251,7 +251,7 @@ impl PeerUrl {
     /// Parses `text`, adding `token` as its `jwt` unless it has one. The error names the
     /// URL (redacted) and what is wrong with it.
     pub fn parse(text: &str, token: Option<&str>) -> Result<Self, String> {
-        let display = moq_net::redact::redact(text).into_owned();
+        let display = moqx_net::redact::redact(text).into_owned();
         if !text.contains("://") {
             return Err(format!(
                 "{display:?} is not a URL: a peer is named by a full URL, such as \
@@ -303,7 +303,7 @@ impl PeerUrl {
         }
         let dial = url.to_string();
         Ok(Self {
-            display: moq_net::redact::redact(&dial).into_owned(),
+            display: moqx_net::redact::redact(&dial).into_owned(),
             dial,
             cost,
             fingerprint,
@@ -361,7 +361,7 @@ mod tests {
             let node = NodeUrl::parse(text).unwrap();
             let path = node.advertised_path();
             let suffix = path
-                .strip_prefix(&moq_net::model::Path::new(MESH_PREFIX))
+                .strip_prefix(&moqx_net::model::Path::new(MESH_PREFIX))
                 .unwrap();
             assert_eq!(
                 NodeUrl::from_advertised(suffix),

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use moq_net::backoff::Backoff;
-use moq_runtime::client::ClientConfig;
+use moqx_net::backoff::Backoff;
+use moqx_runtime::client::ClientConfig;
 
 use super::{OutboundPeer, lock};
 
@@ -28,7 +28,7 @@ pub(super) async fn supervise(
         }
         tracing::debug!(peer = %url.display, "dialing a cluster peer");
         let dialed = tokio::select! {
-            dialed = moq_tokio::connect(&url.dial, client.clone()) => dialed,
+            dialed = moqx_tokio::connect(&url.dial, client.clone()) => dialed,
             _ = stopping.wait_for(|stop| *stop) => return,
         };
         let wait = match dialed {
@@ -67,7 +67,7 @@ pub(super) async fn supervise(
                 backoff.ended(lived)
             }
             Err(error) => {
-                let error = moq_net::redact::redact(&error.to_string()).into_owned();
+                let error = moqx_net::redact::redact(&error.to_string()).into_owned();
                 tracing::warn!(peer = %url.display, %error, "dialing a cluster peer failed");
                 let mut state = lock(&peer.state);
                 state.dialing = false;

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use moq_net::model::{Announcement, BroadcastProducer, Origin, Path};
+use moqx_net::model::{Announcement, BroadcastProducer, Origin, Path};
 use tokio::time::Instant;
 
 use super::{Cluster, MESH_PREFIX, NodeUrl};

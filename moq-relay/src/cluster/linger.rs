@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use moq_net::model::{LingeringPath, Origin};
+use moqx_net::model::{LingeringPath, Origin};
 use tokio::time::Instant;
 
 /// Ends each lingering path of `origin` `linger` after it began, until `stopping` turns

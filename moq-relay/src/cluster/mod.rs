@@ -7,10 +7,10 @@
 //! and never offers the peer a route through the peer itself, so a mesh of any shape
 //! carries every broadcast without loops. A relay subscribes upstream only when a local
 //! viewer asks, once per track however many ask, and serves them all from its cache
-//! (`moq_net::session` does all of this; this module makes the links).
+//! (`moqx_net::session` does all of this; this module makes the links).
 //!
 //! - **Outbound:** every URL of `cluster.connect` is dialed and redialed for as long as
-//!   the relay runs, with jittered backoff ([`moq_net::backoff`]: 1 s doubling to 10 s).
+//!   the relay runs, with jittered backoff ([`moqx_net::backoff`]: 1 s doubling to 10 s).
 //!   A dialed peer is trusted: the relay chose it and verified its certificate.
 //! - **Inbound:** a session whose token grants everything at the root (or any session,
 //!   on a relay with no auth key) is a peer ([`crate::auth::Grant::peer`]): its routes
@@ -23,7 +23,7 @@
 //! - **Linger** (`cluster.linger_secs`, 5 s): a broadcast whose last route was lost (a
 //!   link or a publisher's session died, not closed) stays announced that long, and the
 //!   subscriptions to it wait: a publisher back by any route within it is taken in place
-//!   ([`moq_net::model::Origin::linger`]).
+//!   ([`moqx_net::model::Origin::linger`]).
 //! - **Failure detection:** peer links keep alive three times per
 //!   `cluster.peer_timeout_secs` (2 s by default) and die after it, withdrawing their
 //!   routes; the relay's other routes take over.
@@ -42,9 +42,9 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use moq_net::model::Origin;
-use moq_net::session::{Session, SessionConfig};
-use moq_runtime::client::ClientConfig;
+use moqx_net::model::Origin;
+use moqx_net::session::{Session, SessionConfig};
+use moqx_runtime::client::ClientConfig;
 
 pub use config::{ClusterSection, MAX_CLUSTER_ID, MESH_PREFIX, NodeUrl, PeerUrl};
 pub use view::{LinkView, Topology};
@@ -215,7 +215,7 @@ impl Cluster {
                 tracing::info!(%node, "cluster: a node gossip found is gone: no longer dialed");
                 peer.stop.send_replace(true);
                 if let Some(session) = lock(&peer.state).session.take() {
-                    session.close(moq_net::Error::Cancel);
+                    session.close(moqx_net::Error::Cancel);
                 }
             }
             !forget

@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use moq_net::model::Origin;
-use moq_net::session::Session;
+use moqx_net::model::Origin;
+use moqx_net::session::Session;
 use serde::Serialize;
 
 use super::{Cluster, lock};

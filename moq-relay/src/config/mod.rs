@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use moq_net::coding::Version;
-use moq_runtime::quiche_config::CongestionControl;
+use moqx_net::coding::Version;
+use moqx_runtime::quiche_config::CongestionControl;
 use serde::{Deserialize, Serialize};
 
 pub use crate::cluster::ClusterSection;
@@ -74,7 +74,7 @@ impl Default for DebugSection {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogSection {
-    /// What is logged, as `RUST_LOG` takes it (`"info"`, `"info,moq_net=debug"`);
+    /// What is logged, as `RUST_LOG` takes it (`"info"`, `"info,moqx_net=debug"`);
     /// reloaded on SIGHUP. `RUST_LOG`, where set, wins. Unset: `"info"`.
     pub filter: Option<String>,
 }
@@ -125,7 +125,7 @@ impl Default for ServerSection {
             workers: 0,
             gso: true,
             gro: true,
-            recv_batch: moq_runtime::udp::RECV_BATCH,
+            recv_batch: moqx_runtime::udp::RECV_BATCH,
             versions: Version::DEFAULT_OFFER
                 .iter()
                 .map(|version| version.alpn().to_owned())
@@ -173,7 +173,7 @@ impl ServerSection {
     /// process may use.
     pub fn worker_count(&self) -> usize {
         match self.workers {
-            0 => moq_runtime::cores::available().len(),
+            0 => moqx_runtime::cores::available().len(),
             workers => workers,
         }
     }
@@ -226,7 +226,7 @@ impl Default for TlsSection {
             cert: None,
             key: None,
             names: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
-            self_signed_validity_secs: moq_runtime::tls::SELF_SIGNED_VALIDITY.as_secs(),
+            self_signed_validity_secs: moqx_runtime::tls::SELF_SIGNED_VALIDITY.as_secs(),
         }
     }
 }
@@ -495,7 +495,7 @@ impl Config {
             }
             _ => {}
         }
-        let most = moq_runtime::tls::SELF_SIGNED_VALIDITY.as_secs();
+        let most = moqx_runtime::tls::SELF_SIGNED_VALIDITY.as_secs();
         if !(1..=most).contains(&self.tls.self_signed_validity_secs) {
             return invalid(
                 "tls.self_signed_validity_secs",
@@ -531,15 +531,15 @@ impl Config {
                 &format!("{} is not a directory", root.display()),
             );
         }
-        if self.server.workers > moq_tokio::MAX_WORKERS {
+        if self.server.workers > moqx_tokio::MAX_WORKERS {
             return invalid("server.workers", "must be at most 256 (0: one per core)");
         }
         self.server.parsed_versions()?;
         self.server.parsed_congestion_control()?;
-        if !(1..=moq_runtime::udp::RECV_BATCH).contains(&self.server.recv_batch) {
+        if !(1..=moqx_runtime::udp::RECV_BATCH).contains(&self.server.recv_batch) {
             return invalid(
                 "server.recv_batch",
-                &format!("must be between 1 and {}", moq_runtime::udp::RECV_BATCH),
+                &format!("must be between 1 and {}", moqx_runtime::udp::RECV_BATCH),
             );
         }
         if self.limits.max_sessions == 0 {

@@ -83,7 +83,7 @@ impl HttpServer {
             async move {
                 use axum::response::IntoResponse;
                 if let Some(websocket) = websocket
-                    && moq_tokio::WebSocketUpgrade::is_requested(request.headers())
+                    && moqx_tokio::WebSocketUpgrade::is_requested(request.headers())
                 {
                     return crate::web_qmux::upgrade(websocket, request);
                 }

@@ -18,7 +18,7 @@ use crate::gatekeeper::Gatekeeper;
 pub(crate) struct Shared {
     pub(crate) gatekeeper: Arc<Gatekeeper>,
     /// The certificate in force, whose SHA-256 `/certificate.sha256` serves.
-    pub(crate) certificates: moq_runtime::certificates::Certificates,
+    pub(crate) certificates: moqx_runtime::certificates::Certificates,
 }
 
 /// The public port's routes: the certificate's fingerprint and the probes, with the

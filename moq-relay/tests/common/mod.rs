@@ -8,13 +8,13 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use moq_relay::auth::{Claims, Key};
+use moqx_relay::auth::{Claims, Key};
 use std::time::{Duration, Instant};
 
 /// A bound on every wait, so that a broken relay fails the test instead of hanging it.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
 
-/// `moq-relay` running as a child process.
+/// `moqx-relay` running as a child process.
 pub(crate) struct Relay {
     pub(crate) child: Option<Child>,
     pub(crate) port: u16,
@@ -53,7 +53,7 @@ impl Relay {
     ) -> Self {
         let scratch = tempfile::tempdir().unwrap();
         let fingerprint_file = scratch.path().join("fingerprint");
-        let child = Command::new(env!("CARGO_BIN_EXE_moq-relay"))
+        let child = Command::new(env!("CARGO_BIN_EXE_moqx-relay"))
             .args(["--bind", &format!("127.0.0.1:{port}")])
             .arg("--fingerprint-file")
             .arg(&fingerprint_file)
@@ -89,7 +89,7 @@ impl Relay {
         format!("{scheme}://127.0.0.1:{}/{path}", self.port)
     }
 
-    /// A `moq` command trusting this relay's certificate.
+    /// A `moqx` command trusting this relay's certificate.
     pub(crate) fn moq(&self, args: &[&str]) -> Command {
         let mut command = Command::new(moq_binary());
         command
@@ -189,18 +189,18 @@ impl Drop for Relay {
     }
 }
 
-/// The `moq` binary: beside the relay's in the target directory, built if it is not there
-/// yet (a `cargo test -p moq-relay` alone does not build other packages' binaries).
+/// The `moqx` binary: beside the relay's in the target directory, built if it is not there
+/// yet (a `cargo test -p moqx-relay` alone does not build other packages' binaries).
 pub(crate) fn moq_binary() -> PathBuf {
-    let relay = PathBuf::from(env!("CARGO_BIN_EXE_moq-relay"));
-    let moq = relay.with_file_name("moq");
+    let relay = PathBuf::from(env!("CARGO_BIN_EXE_moqx-relay"));
+    let moq = relay.with_file_name("moqx");
     if !moq.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let built = Command::new(cargo)
-            .args(["build", "-p", "moq-cli", "--bin", "moq"])
+            .args(["build", "-p", "moqx-cli", "--bin", "moqx"])
             .status()
             .expect("cargo runs");
-        assert!(built.success(), "building the moq CLI");
+        assert!(built.success(), "building the moqx CLI");
     }
     moq
 }
@@ -248,7 +248,7 @@ pub(crate) fn finish(mut command: Command) -> Output {
     output
 }
 
-/// Publishes `lines` with `moq publish --wait`, keeping stdin open: the track (one open
+/// Publishes `lines` with `moqx publish --wait`, keeping stdin open: the track (one open
 /// group) finishes only when the caller collects the publisher, after its readers have
 /// everything. (Closing stdin at once raced a reader's SUBSCRIBE against the track's end:
 /// `--wait` can be satisfied by the relay's TRACK query before its SUBSCRIBE arrives.)

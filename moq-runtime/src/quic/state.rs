@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use kio::Waiter;
-use moq_net::transport::TransportError;
+use moqx_kio::Waiter;
+use moqx_net::transport::TransportError;
 
 use super::{
     MAX_CLOSING_LONG_HEADERS, MAX_QUEUED_DATAGRAMS, READ_CHUNK, SMALL_READ, State, StreamEntry,

@@ -1,12 +1,12 @@
-//! The session and stream handles a session machine uses: `moq_net::transport` over the
+//! The session and stream handles a session machine uses: `moqx_net::transport` over the
 //! shared connection.
 
 use std::task::Poll;
 use std::time::Instant;
 
 use bytes::{Buf, Bytes};
-use kio::Waiter;
-use moq_net::transport::{
+use moqx_kio::Waiter;
+use moqx_net::transport::{
     RecvStream, SendStream, Session, StreamError, StreamPriority, TransportError, TransportStats,
 };
 

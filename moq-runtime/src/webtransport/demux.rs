@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 use std::task::Poll;
 
 use bytes::{Buf, BytesMut};
-use kio::Waiter;
-use moq_net::transport::{RecvStream, SendStream, Session, StreamError, TransportError};
+use moqx_kio::Waiter;
+use moqx_net::transport::{RecvStream, SendStream, Session, StreamError, TransportError};
 use web_transport_proto::{Settings, SettingsError};
 
 use super::header::{BidiKind, HeaderRead, Incoming, UniKind, parse_bidi, parse_uni};

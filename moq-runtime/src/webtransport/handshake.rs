@@ -8,8 +8,8 @@
 use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
-use kio::Waiter;
-use moq_net::transport::{RecvStream, SendStream, Session, StreamError, TransportError};
+use moqx_kio::Waiter;
+use moqx_net::transport::{RecvStream, SendStream, Session, StreamError, TransportError};
 use web_transport_proto::{ConnectError, ConnectRequest, ConnectResponse, Settings, http};
 
 use super::demux::{Demux, DemuxError};

@@ -1,12 +1,12 @@
 //! Reading a peer-opened stream's header off the stream (what it says is parsed in
-//! `moq-webtransport-wire`).
+//! `moqx-webtransport-wire`).
 
 use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
-use kio::Waiter;
-use moq_net::transport::{RecvStream, StreamError};
-pub(crate) use moq_webtransport_wire::header::{
+use moqx_kio::Waiter;
+use moqx_net::transport::{RecvStream, StreamError};
+pub(crate) use moqx_webtransport_wire::header::{
     BidiKind, UniKind, bidi_header, parse_bidi, parse_uni, uni_header,
 };
 

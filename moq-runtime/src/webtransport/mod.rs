@@ -17,8 +17,8 @@
 //! - [`ServerHandshake`] → [`WebTransportRequest`] (the URL and offered protocols, for the
 //!   application to authorize) → [`WebTransportRequest::accept`] → [`WebTransportSession`].
 //!
-//! [`WebTransportSession`] implements `moq_net::transport::Session`, hiding the stream
-//! headers: a `moq_net` session runs over it exactly as over raw QUIC.
+//! [`WebTransportSession`] implements `moqx_net::transport::Session`, hiding the stream
+//! headers: a `moqx_net` session runs over it exactly as over raw QUIC.
 //!
 //! One session per connection, which is what browsers open for MoQ. No QPACK dynamic
 //! table (we advertise none), so header blocks are static-table and literal only.
@@ -34,7 +34,7 @@ pub use handshake::{ClientHandshake, ServerHandshake, WebTransportRequest};
 pub use session::{WebTransportRecvStream, WebTransportSendStream, WebTransportSession};
 pub use web_transport_proto::http::StatusCode;
 
-use moq_net::transport::TransportError;
+use moqx_net::transport::TransportError;
 
 /// The ALPN of HTTP/3, which carries WebTransport.
 pub const ALPN: &str = "h3";
@@ -60,7 +60,7 @@ pub const H3_MESSAGE_ERROR: u64 = 0x10e;
 
 /// The most bytes buffered for one HTTP/3 header block, SETTINGS frame or capsule frame
 /// (web-transport-proto's own frame limit): a peer cannot make us buffer more.
-pub(crate) use moq_webtransport_wire::MAX_HEADER_BYTES;
+pub(crate) use moqx_webtransport_wire::MAX_HEADER_BYTES;
 
 /// Why a WebTransport handshake failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,10 +1,10 @@
-//! An established WebTransport session: `moq_net::transport` over one HTTP/3 connection.
+//! An established WebTransport session: `moqx_net::transport` over one HTTP/3 connection.
 
 use std::task::Poll;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kio::Waiter;
-use moq_net::transport::{
+use moqx_kio::Waiter;
+use moqx_net::transport::{
     RecvStream, SendStream, Session, StreamError, StreamPriority, TransportError, TransportStats,
 };
 use web_transport_proto::{Capsule, Frame, VarInt};
@@ -14,7 +14,7 @@ use super::handshake::OwnControlStream;
 use super::header::{bidi_header, map_stream_error, uni_header};
 use super::{H3_ID_ERROR, H3_MESSAGE_ERROR, H3_NO_ERROR, from_http3, to_http3};
 use crate::quic::{QuicRecvStream, QuicSendStream, QuicSession};
-use moq_webtransport_wire::capsule::CapsuleReader;
+use moqx_webtransport_wire::capsule::CapsuleReader;
 
 /// One WebTransport session over an HTTP/3 connection (one session per connection): its
 /// streams carry the session's stream headers, its datagrams the session's quarter stream

@@ -4,10 +4,10 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
-use moq_net::session::{self, Session, SessionConfig};
-use moq_runtime::binding::BindingSession;
-use moq_runtime::quic::QuicConnection;
+use moqx_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
+use moqx_net::session::{self, Session, SessionConfig};
+use moqx_runtime::binding::BindingSession;
+use moqx_runtime::quic::QuicConnection;
 
 use super::{BusyRuntime, run_until};
 

@@ -14,12 +14,12 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use kio::Waiter;
-use moq_net::runtime::{Deadline, Runtime};
-use moq_net::session::SessionMachine;
-use moq_runtime::binding::BindingSession;
-use moq_runtime::quic::QuicConnection;
-use moq_runtime::tls::Certificate;
+use moqx_kio::Waiter;
+use moqx_net::runtime::{Deadline, Runtime};
+use moqx_net::session::SessionMachine;
+use moqx_runtime::binding::BindingSession;
+use moqx_runtime::quic::QuicConnection;
+use moqx_runtime::tls::Certificate;
 
 type Task = Pin<Box<dyn Future<Output = ()>>>;
 

@@ -3,9 +3,9 @@
 
 use std::task::{Poll, Waker};
 
-use kio::Waiter;
-use moq_runtime::quic::QuicConnection;
-use moq_runtime::webtransport::{
+use moqx_kio::Waiter;
+use moqx_runtime::quic::QuicConnection;
+use moqx_runtime::webtransport::{
     ClientHandshake, ServerHandshake, WebTransportError, WebTransportRequest, WebTransportSession,
 };
 

@@ -7,7 +7,7 @@ use std::task::{Context, Poll, ready};
 
 use bytes::{Bytes, BytesMut};
 use futures_util::{Sink, Stream};
-use moq_qmux::record::{RecordReader, frame_record};
+use moqx_qmux::record::{RecordReader, frame_record};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;

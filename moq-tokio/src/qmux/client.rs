@@ -1,15 +1,15 @@
 //! Connecting over a QMux binding: `ws://` and `wss://` (a WebSocket upgrade offering
 //! every version over every QMux draft as a subprotocol), `tls://` (the same names as TLS
 //! ALPNs) and `tcp://` (the versions in the QMux transport parameters). The names and
-//! choices are `moq_runtime::qmux`'s, the TLS contexts `moq_runtime::tcp_tls`'s.
+//! choices are `moqx_runtime::qmux`'s, the TLS contexts `moqx_runtime::tcp_tls`'s.
 
 use std::time::Instant;
 
-use moq_net::session::Session;
-use moq_qmux::{Connection, QmuxConnection, Side};
-use moq_runtime::binding::Binding;
-use moq_runtime::client::{ClientConfig, ClientSetup, ConnectError, Target};
-use moq_runtime::{qmux, tcp_tls};
+use moqx_net::session::Session;
+use moqx_qmux::{Connection, QmuxConnection, Side};
+use moqx_runtime::binding::Binding;
+use moqx_runtime::client::{ClientConfig, ClientSetup, ConnectError, Target};
+use moqx_runtime::{qmux, tcp_tls};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
@@ -89,7 +89,7 @@ async fn tls(
     let connector = tcp_tls::client_context(config, alpns)?;
     let mut configuration = connector
         .configure()
-        .map_err(moq_runtime::quiche_config::ConfigError::from)?;
+        .map_err(moqx_runtime::quiche_config::ConfigError::from)?;
     configuration.set_verify_hostname(tcp_tls::verifies_name(config));
     let stream = tokio_boring::connect(configuration, &target.host, stream)
         .await
@@ -112,7 +112,7 @@ async fn websocket<S>(
     stream: S,
     target: &Target,
     config: &ClientConfig,
-) -> Result<(QmuxConnection, moq_net::coding::Version), Error>
+) -> Result<(QmuxConnection, moqx_net::coding::Version), Error>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -162,7 +162,7 @@ where
 async fn tcp(
     stream: TcpStream,
     config: &ClientConfig,
-) -> Result<(QmuxConnection, moq_net::coding::Version), Error> {
+) -> Result<(QmuxConnection, moqx_net::coding::Version), Error> {
     in_band(stream, Side::Client, &config.versions, &config.limits)
         .await
         .map_err(|error| match error {

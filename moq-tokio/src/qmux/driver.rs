@@ -7,8 +7,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use moq_qmux::{Connection, QmuxConnection, Side};
-use moq_runtime::quiche_config::QuicLimits;
+use moqx_qmux::{Connection, QmuxConnection, Side};
+use moqx_runtime::quiche_config::QuicLimits;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::carrier::{Arrived, ByteStream, Carrier};
@@ -45,14 +45,14 @@ pub(crate) fn drive<C: Carrier + Send>(
 pub(super) fn over_byte_stream<S>(
     stream: S,
     side: Side,
-    draft: moq_qmux::Version,
+    draft: moqx_qmux::Version,
     applications: Vec<String>,
     limits: &QuicLimits,
 ) -> QmuxConnection
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let settings = moq_runtime::qmux::config(limits);
+    let settings = moqx_runtime::qmux::config(limits);
     let limit = settings.max_record_size;
     let connection = QmuxConnection::new(Connection::new(
         side,
@@ -71,13 +71,13 @@ where
 /// the server's preference among those both list is the version. Starts a connection of
 /// `side` over `stream` offering `versions`, waits for the peer's parameters, and returns
 /// the connection with the version; a connection with none in common is closed (code
-/// [`Version`](moq_net::Error::Version)) and the error says what the peer listed.
+/// [`Version`](moqx_net::Error::Version)) and the error says what the peer listed.
 pub(super) async fn in_band<S>(
     stream: S,
     side: Side,
-    versions: &[moq_net::coding::Version],
+    versions: &[moqx_net::coding::Version],
     limits: &QuicLimits,
-) -> Result<(QmuxConnection, moq_net::coding::Version), InBandError>
+) -> Result<(QmuxConnection, moqx_net::coding::Version), InBandError>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -85,7 +85,7 @@ where
     let connection = over_byte_stream(
         stream,
         side,
-        moq_runtime::qmux::TCP_DRAFT,
+        moqx_runtime::qmux::TCP_DRAFT,
         ours.clone(),
         limits,
     );
@@ -95,14 +95,14 @@ where
             .map_err(|error| InBandError::Handshake(error.to_string()))?;
     let theirs = parameters.application_protocols;
     let chosen = match side {
-        Side::Client => moq_runtime::qmux::choose_in_band(&theirs, &ours),
-        Side::Server => moq_runtime::qmux::choose_in_band(&ours, &theirs),
+        Side::Client => moqx_runtime::qmux::choose_in_band(&theirs, &ours),
+        Side::Server => moqx_runtime::qmux::choose_in_band(&ours, &theirs),
     };
     match chosen {
         Some(version) => Ok((connection, version)),
         None => {
             connection
-                .with(|inner| inner.close(moq_net::Error::Version.to_code(), "no common version"));
+                .with(|inner| inner.close(moqx_net::Error::Version.to_code(), "no common version"));
             Err(InBandError::NoCommonVersion { theirs })
         }
     }

@@ -6,15 +6,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use moq_net::coding::Version;
-use moq_net::session::SessionConfig;
-use moq_qmux::Side;
-use moq_runtime::binding::Binding;
-use moq_runtime::qmux::{self, Negotiated};
-use moq_runtime::quiche_config::QuicLimits;
-use moq_runtime::server::Request;
-use moq_runtime::tcp_tls;
-use moq_runtime::tls::Certificate;
+use moqx_net::coding::Version;
+use moqx_net::session::SessionConfig;
+use moqx_qmux::Side;
+use moqx_runtime::binding::Binding;
+use moqx_runtime::qmux::{self, Negotiated};
+use moqx_runtime::quiche_config::QuicLimits;
+use moqx_runtime::server::Request;
+use moqx_runtime::tcp_tls;
+use moqx_runtime::tls::Certificate;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_tungstenite::tungstenite::handshake::server::{

@@ -1,7 +1,7 @@
 //! moq-lite over QMux on tokio: the carriers (a TCP byte stream, a WebSocket), the task
 //! that drives each connection, the client side of `ws://` and `tcp://`, and a listener
-//! serving them. The QMux protocol is `moq_qmux`'s; the names and choices are
-//! `moq_runtime::qmux`'s.
+//! serving them. The QMux protocol is `moqx_qmux`'s; the names and choices are
+//! `moqx_runtime::qmux`'s.
 
 mod carrier;
 pub(crate) mod client;
@@ -19,7 +19,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 /// defaults (128 KiB each way per connection: most of a chat connection's memory); the
 /// driver flushes every turn, so a record waits in the write buffer only within a turn.
 fn websocket_config() -> WebSocketConfig {
-    let largest = moq_qmux::Config::default().max_record_size as usize;
+    let largest = moqx_qmux::Config::default().max_record_size as usize;
     WebSocketConfig::default()
         .max_message_size(Some(largest))
         .max_frame_size(Some(largest))

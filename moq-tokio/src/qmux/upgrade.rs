@@ -6,10 +6,10 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use moq_qmux::{Connection, QmuxConnection, Side};
-use moq_runtime::binding::Binding;
-use moq_runtime::qmux::{self, Negotiated};
-use moq_runtime::server::Request;
+use moqx_qmux::{Connection, QmuxConnection, Side};
+use moqx_runtime::binding::Binding;
+use moqx_runtime::qmux::{self, Negotiated};
+use moqx_runtime::server::Request;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
@@ -131,7 +131,7 @@ impl WebSocketUpgrade {
     }
 
     /// The moq-lite version the session will speak.
-    pub fn version(&self) -> moq_net::coding::Version {
+    pub fn version(&self) -> moqx_net::coding::Version {
         self.negotiated.version
     }
 

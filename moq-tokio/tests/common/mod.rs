@@ -8,11 +8,11 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use moq_net::model::{BroadcastProducer, Origin, Track};
-use moq_net::session::SessionConfig;
-use moq_runtime::endpoint::EndpointCounters;
-use moq_runtime::udp::UdpConfig;
-use moq_tokio::{ClientConfig, connect};
+use moqx_net::model::{BroadcastProducer, Origin, Track};
+use moqx_net::session::SessionConfig;
+use moqx_runtime::endpoint::EndpointCounters;
+use moqx_runtime::udp::UdpConfig;
+use moqx_tokio::{ClientConfig, connect};
 
 /// How long a loopback step may take before the test calls it stuck.
 pub const PATIENCE: Duration = Duration::from_secs(60);

@@ -1,6 +1,6 @@
 //! `connection.announced(prefix)`: broadcasts coming and going, as an async iterator.
 
-use moq_net::model::{Announced, Announcement};
+use moqx_net::model::{Announced, Announcement};
 use wasm_bindgen::prelude::*;
 
 use super::error::{from_moq, set};

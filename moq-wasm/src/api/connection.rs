@@ -3,8 +3,8 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use moq_net::model::{BroadcastProducer, Origin, Path, Track};
-use moq_net::session::SessionConfig;
+use moqx_net::model::{BroadcastProducer, Origin, Path, Track};
+use moqx_net::session::SessionConfig;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
@@ -66,11 +66,11 @@ impl Connection {
             // A hop id of its own from the first session on: how relays know the page's
             // broadcasts on its next session for the same publisher's.
             connect_options.session.origin_id =
-                moq_net::reconnect::hop_id(crate::reconnect::random());
+                moqx_net::reconnect::hop_id(crate::reconnect::random());
         }
         let connected = connect(&url, connect_options.clone())
             .await
-            .map_err(|error| moq_error(moq_net::Error::Transport.to_code(), &error.to_string()))?;
+            .map_err(|error| moq_error(moqx_net::Error::Transport.to_code(), &error.to_string()))?;
         let link = if options.reconnect {
             let mut urls = vec![url.clone()];
             urls.extend(options.alternate_urls);
@@ -99,13 +99,13 @@ impl Connection {
         let url = self.url.clone();
         future_to_promise(async move {
             let ended = |error| {
-                let url = moq_net::redact::Redacted(&url);
+                let url = moqx_net::redact::Redacted(&url);
                 from_moq(error, &format!("the session with {url}"))
             };
             let connected = link
                 .connected()
                 .await
-                .ok_or_else(|| ended(moq_net::Error::Cancel))?;
+                .ok_or_else(|| ended(moqx_net::Error::Cancel))?;
             connected
                 .session
                 .established()

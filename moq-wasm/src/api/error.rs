@@ -20,8 +20,8 @@ pub(crate) fn moq_error(code: u64, reason: &str) -> JsValue {
     JsMoqError::new(code as f64, reason).into()
 }
 
-/// A [`moq_net::Error`] as a `MoqError`, with `context` (what was being done) in front.
-pub(crate) fn from_moq(error: moq_net::Error, context: &str) -> JsValue {
+/// A [`moqx_net::Error`] as a `MoqError`, with `context` (what was being done) in front.
+pub(crate) fn from_moq(error: moqx_net::Error, context: &str) -> JsValue {
     moq_error(error.to_code(), &format!("{context}: {error}"))
 }
 

@@ -5,8 +5,8 @@ use std::future::Future;
 use std::rc::Rc;
 use std::task::Poll;
 
-use kio::Waiter;
-use moq_net::session::Session;
+use moqx_kio::Waiter;
+use moqx_net::session::Session;
 
 use crate::connect::Connected;
 use crate::reconnect::Reconnect;
@@ -41,18 +41,18 @@ impl Link {
 
     /// `Ready` with why once the connection has ended: its session's end, or (kept up)
     /// a cancel once closed.
-    pub(crate) fn poll_closed(&self, waiter: &Waiter) -> Poll<moq_net::Error> {
+    pub(crate) fn poll_closed(&self, waiter: &Waiter) -> Poll<moqx_net::Error> {
         match self {
             Self::Once(connected) => connected.session.poll_closed(waiter),
             Self::Kept(reconnect) => reconnect
                 .poll_closed(waiter)
-                .map(|()| moq_net::Error::Cancel),
+                .map(|()| moqx_net::Error::Cancel),
         }
     }
 
     /// Waits until the connection has ended; why.
-    pub(crate) async fn closed(&self) -> moq_net::Error {
-        kio::wait(|waiter| self.poll_closed(waiter)).await
+    pub(crate) async fn closed(&self) -> moqx_net::Error {
+        moqx_kio::wait(|waiter| self.poll_closed(waiter)).await
     }
 
     /// Waits for a session to be up (at once for one session, even ended); `None` once
@@ -67,7 +67,7 @@ impl Link {
     /// Closes the session (code 0, cancel) and stops reconnecting. Idempotent.
     pub(crate) fn close(&self) {
         match self {
-            Self::Once(connected) => connected.session.close(moq_net::Error::Cancel),
+            Self::Once(connected) => connected.session.close(moqx_net::Error::Cancel),
             Self::Kept(reconnect) => reconnect.close(),
         }
     }
@@ -77,6 +77,6 @@ impl Link {
 pub(crate) async fn or_closed<T>(
     link: &Link,
     future: impl Future<Output = T>,
-) -> Result<T, moq_net::Error> {
-    kio::unless(future, |waiter| link.poll_closed(waiter)).await
+) -> Result<T, moqx_net::Error> {
+    moqx_kio::unless(future, |waiter| link.poll_closed(waiter)).await
 }

@@ -4,7 +4,7 @@ use wasm_bindgen::prelude::*;
 
 /// Shows the library's log on the console at `level` and above (`"error"`, `"warn"`,
 /// `"info"`, `"debug"`, `"trace"`), or per target as `RUST_LOG` does
-/// (`"moq_net=debug,moq_wasm=trace"`). The first call sets it; later calls are ignored
+/// (`"moqx_net=debug,moqx_wasm=trace"`). The first call sets it; later calls are ignored
 /// (the browser's equivalent of `RUST_LOG`, read once).
 #[wasm_bindgen(js_name = setLogLevel)]
 pub fn set_log_level(filter: &str) -> Result<(), JsValue> {

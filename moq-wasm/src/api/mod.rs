@@ -5,7 +5,7 @@
 //! uses it:
 //!
 //! ```js
-//! import { connect, MoqError } from "moq-wasm";
+//! import { connect, MoqError } from "moqx-wasm";
 //! const fingerprint = await (await fetch("http://127.0.0.1:4443/certificate.sha256")).text();
 //! const connection = await connect("https://127.0.0.1:4443/room", {
 //!   fingerprint,

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use moq_net::coding::Version;
+use moqx_net::coding::Version;
 use wasm_bindgen::JsValue;
 
 use crate::connect::{ConnectOptions, parse_fingerprint};

@@ -3,7 +3,7 @@
 use std::cell::RefCell;
 
 use bytes::Bytes;
-use moq_net::model::{BroadcastProducer, TrackProducer};
+use moqx_net::model::{BroadcastProducer, TrackProducer};
 use wasm_bindgen::prelude::*;
 
 /// A broadcast this page publishes, with one track. Each [`write`](Publisher::write) is a
@@ -39,7 +39,7 @@ impl Publisher {
         let mut track = self.track.borrow_mut();
         let Some(track) = track.as_mut() else {
             return Err(super::error::from_moq(
-                moq_net::Error::Closed,
+                moqx_net::Error::Closed,
                 &format!("writing to {}", self.path),
             ));
         };

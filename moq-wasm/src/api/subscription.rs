@@ -1,7 +1,7 @@
 //! `connection.subscribe(path, track)`: the frames of one track, as an async iterator.
 
-use moq_net::model::{BroadcastConsumer, FollowedTrack, Origin, Path, TrackFrames};
-use moq_net::session::Session;
+use moqx_net::model::{BroadcastConsumer, FollowedTrack, Origin, Path, TrackFrames};
+use moqx_net::session::Session;
 use wasm_bindgen::prelude::*;
 
 use super::error::{from_moq, set};
@@ -84,7 +84,7 @@ impl Reading {
     /// The next frame as a JavaScript object, `None` at the track's end. Frames come as
     /// they arrive from every group open (`TrackFrames`): a group whose end is late
     /// (a browser publisher's FIN comes in a packet of its own) never holds the next.
-    async fn next_frame(&mut self) -> Result<Option<JsValue>, moq_net::Error> {
+    async fn next_frame(&mut self) -> Result<Option<JsValue>, moqx_net::Error> {
         loop {
             let frames = match &mut self.frames {
                 Some(frames) => frames,
@@ -122,7 +122,9 @@ impl Reading {
 
     /// Subscribes to the track: once its broadcast is announced on a session, or (kept
     /// up) followed across sessions. The outer error: the connection ended.
-    async fn subscribe(&mut self) -> Result<Result<FollowedTrack, moq_net::Error>, moq_net::Error> {
+    async fn subscribe(
+        &mut self,
+    ) -> Result<Result<FollowedTrack, moqx_net::Error>, moqx_net::Error> {
         if !self.link.keeps_up() {
             let broadcast = or_closed(&self.link, announced(&self.origin, &self.path)).await?;
             let track = or_closed(&self.link, broadcast.subscribe_track(&self.track_name)).await?;
@@ -131,7 +133,7 @@ impl Reading {
         // On a session that is up: a track subscribed while none is would have nothing to
         // tell a failure of its own from a session lost.
         let Some(connected) = or_closed(&self.link, self.link.connected()).await? else {
-            return Err(moq_net::Error::Cancel);
+            return Err(moqx_net::Error::Cancel);
         };
         self.subscribed_on = Some(connected.session);
         or_closed(
@@ -153,7 +155,7 @@ impl Reading {
 async fn announced(origin: &Origin, path: &Path) -> BroadcastConsumer {
     let mut announced = origin.announced(path.clone());
     loop {
-        if let moq_net::model::Announcement::Active {
+        if let moqx_net::model::Announcement::Active {
             path: active,
             broadcast,
         } = announced.next().await

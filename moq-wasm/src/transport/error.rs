@@ -1,6 +1,6 @@
 //! From the browser's errors to the transport's.
 
-use moq_net::transport::{StreamError, TransportError};
+use moqx_net::transport::{StreamError, TransportError};
 use wasm_bindgen::{JsCast, JsValue};
 
 use crate::bindings::{WebTransportError, WebTransportErrorOptions, dictionary};

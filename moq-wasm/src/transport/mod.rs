@@ -1,4 +1,4 @@
-//! `moq_net::transport` over the browser's `WebTransport`.
+//! `moqx_net::transport` over the browser's `WebTransport`.
 //!
 //! Each poll method keeps at most one of the browser's promises in flight (an accept's
 //! `read()`, an open's `create…Stream()`, the session's `closed`) and polls it with the
@@ -15,8 +15,8 @@ use std::rc::Rc;
 use std::task::Poll;
 
 use bytes::Bytes;
-use kio::Waiter;
-use moq_net::transport::{self, StreamError, TransportError, TransportStats};
+use moqx_kio::Waiter;
+use moqx_net::transport::{self, StreamError, TransportError, TransportStats};
 use wasm_bindgen::{JsCast, JsValue};
 use web_sys::{ReadableStreamDefaultReader, WritableStreamDefaultWriter};
 

@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use js_sys::Promise;
-use kio::Waiter;
+use moqx_kio::Waiter;
 use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::JsFuture;
 

@@ -3,8 +3,8 @@
 use std::task::Poll;
 
 use bytes::Bytes;
-use kio::Waiter;
-use moq_net::transport::{self, StreamError};
+use moqx_kio::Waiter;
+use moqx_net::transport::{self, StreamError};
 use wasm_bindgen::{JsCast, JsValue};
 use web_sys::{ReadableStream, ReadableStreamDefaultReader, ReadableStreamReadResult};
 

@@ -3,8 +3,8 @@
 use std::task::Poll;
 
 use bytes::Bytes;
-use kio::Waiter;
-use moq_net::transport::{self, StreamError, StreamPriority, TransportError};
+use moqx_kio::Waiter;
+use moqx_net::transport::{self, StreamError, StreamPriority, TransportError};
 use web_sys::WritableStreamDefaultWriter;
 
 use super::error::{stream_error_with_code, write_error};

@@ -78,7 +78,7 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let relay_binary = workspace_binary("moq-relay", "moq-relay", false, true);
+    let relay_binary = workspace_binary("moqx-relay", "moqx-relay", false, true);
     let chat_binary = workspace_binary("moq-examples", "chat", true, true);
     let relay = Relay::start(&relay_binary, &web_root());
     let chromium = Chromium::start();
@@ -117,7 +117,7 @@ async fn main() {
     for (transport, page_ms) in &pages {
         let (p50, p99) = (quantile(page_ms, 0.5), quantile(page_ms, 0.99));
         println!(
-            "| page (Chromium, moq-wasm) over {transport} | {} | {p50:.2} | {p99:.2} |",
+            "| page (Chromium, moqx-wasm) over {transport} | {} | {p50:.2} | {p99:.2} |",
             page_ms.len()
         );
         page_json.insert(
@@ -126,7 +126,7 @@ async fn main() {
         );
     }
     println!(
-        "| native (chat example, moq-tokio) | {native_count} | {native_p50:.2} | {native_p99:.2} |"
+        "| native (chat example, moqx-tokio) | {native_count} | {native_p50:.2} | {native_p99:.2} |"
     );
     println!(
         "{}",

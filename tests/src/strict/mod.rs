@@ -3,7 +3,7 @@
 //! what `moq-bench` profiles can run through (`strict-relay`, a binary of this crate).
 //!
 //! Our own relay forgives what deployed relays do not, so a test against ourselves cannot
-//! catch an interop failure. This peer shares no protocol code with `moq-net`: its
+//! catch an interop failure. This peer shares no protocol code with `moqx-net`: its
 //! [`wire`] layer is written from `shared/spec/moq-lite-05.md`, and its [`relay`] applies
 //! the rules the spec lists as fatal in a deployed relay (its announce stream to each
 //! client must never fail) and reports everything else a client gets wrong.

@@ -257,7 +257,7 @@ impl StrictRelay {
         let socket = UdpSocket::bind(settings.bind).map_err(|e| format!("binding: {e}"))?;
         let local = socket.local_addr().map_err(|e| e.to_string())?;
         let certificate =
-            moq_runtime::tls::Certificate::self_signed(&["localhost".into(), "127.0.0.1".into()])
+            moqx_runtime::tls::Certificate::self_signed(&["localhost".into(), "127.0.0.1".into()])
                 .map_err(|e| e.to_string())?;
         // A directory of its own: relays bound side by side in one process (the tests)
         // must not read each other's half-written files.

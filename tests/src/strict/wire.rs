@@ -1,6 +1,6 @@
 //! moq-lite-05, -04 and -03 on the wire, as the strict peer reads and writes them: written
 //! from `shared/spec/moq-lite-05.md` alone (its messages, and its "Version deltas" for the
-//! older two), sharing no code with `moq_net::coding`, so that the two can disagree (and a
+//! older two), sharing no code with `moqx_net::coding`, so that the two can disagree (and a
 //! test then says which one is wrong).
 //!
 //! Decoding is as strict as a deployed peer: a message is `Length (i)` and a body of
@@ -28,7 +28,7 @@ impl fmt::Display for WireError {
     }
 }
 
-/// The versions the strict peer speaks (its own type: it shares nothing with `moq_net`).
+/// The versions the strict peer speaks (its own type: it shares nothing with `moqx_net`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Lite {
     /// moq-lite-03: no SETUP, hop counts, SUBSCRIBE_OK, no TRACK, no frame timestamps.

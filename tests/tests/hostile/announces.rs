@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use moq_conformance::hostile::{HostileClient, HostileConfig};
 use moq_conformance::strict::wire::{Announce, AnnounceOk, AnnounceRequest, Lite};
-use moq_net::Error;
-use moq_net::model::{BroadcastProducer, Origin};
-use moq_net::session::SessionConfig;
-use moq_tokio::{ClientConfig, connect};
+use moqx_net::Error;
+use moqx_net::model::{BroadcastProducer, Origin};
+use moqx_net::session::SessionConfig;
+use moqx_tokio::{ClientConfig, connect};
 
 use super::bed::{Bed, PATIENCE, hostile};
 use super::raw::{SETUP, announce_one};

@@ -6,10 +6,10 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
-use moq_net::session::{Session, SessionConfig};
-use moq_relay::{Config, Relay};
-use moq_tokio::{ClientConfig, connect};
+use moqx_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
+use moqx_net::session::{Session, SessionConfig};
+use moqx_relay::{Config, Relay};
+use moqx_tokio::{ClientConfig, connect};
 
 /// A bound on every wait, so that a broken relay fails the test instead of hanging it.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
@@ -17,7 +17,7 @@ pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
 /// The relay and its good publisher and subscriber.
 pub(crate) struct Bed {
     pub(crate) relay: SocketAddr,
-    pub(crate) fingerprint: moq_runtime::tls::Fingerprint,
+    pub(crate) fingerprint: moqx_runtime::tls::Fingerprint,
     pub(crate) http: SocketAddr,
     pub(crate) track: TrackProducer,
     pub(crate) received: Arc<Mutex<Vec<String>>>,

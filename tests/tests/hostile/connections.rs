@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use moq_conformance::hostile::{HostileClient, HostileConfig};
-use moq_net::Error;
-use moq_net::model::Origin;
-use moq_net::session::SessionConfig;
-use moq_tokio::{ClientConfig, connect};
+use moqx_net::Error;
+use moqx_net::model::Origin;
+use moqx_net::session::SessionConfig;
+use moqx_tokio::{ClientConfig, connect};
 
 use super::bed::{Bed, PATIENCE, hostile};
 use super::raw::SETUP;
@@ -195,7 +195,7 @@ async fn a_peer_flooding_quic_datagrams_that_nobody_reads_is_not_closed_and_not_
 /// Unauthorized, on both bindings; the good pair (on a public prefix) goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_is_closed_when_its_token_expires() {
-    use moq_relay::auth::{Claims, Key, KeyAlgorithm};
+    use moqx_relay::auth::{Claims, Key, KeyAlgorithm};
     let scratch = tempfile::tempdir().unwrap();
     let key = Key::generate(KeyAlgorithm::Hs256).unwrap();
     let key_file = scratch.path().join("root.jwk");

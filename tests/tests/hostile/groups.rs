@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use moq_conformance::hostile::{HostileClient, HostileConfig};
 use moq_conformance::strict::wire::Subscribe;
-use moq_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
-use moq_net::session::SessionConfig;
+use moqx_net::model::{BroadcastProducer, Origin, Track, TrackProducer};
+use moqx_net::session::SessionConfig;
 
 use super::bed::{Bed, PATIENCE, until_received};
 use super::raw::{SETUP, evil_publisher, evil_reader, frame, group_header};

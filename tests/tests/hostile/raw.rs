@@ -5,9 +5,9 @@ use std::sync::{Arc, Mutex};
 
 use moq_conformance::hostile::HostileClient;
 use moq_conformance::strict::wire::{Announce, AnnounceOk, Lite};
-use moq_net::model::Origin;
-use moq_net::session::{Session, SessionConfig};
-use moq_tokio::{ClientConfig, connect};
+use moqx_net::model::Origin;
+use moqx_net::session::{Session, SessionConfig};
+use moqx_tokio::{ClientConfig, connect};
 
 use super::bed::{Bed, read_chat};
 

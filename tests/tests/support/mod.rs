@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use moq_conformance::{Harness, Task};
 use moq_impair::Impairment;
-use moq_net::coding::Version;
-use moq_net::session::{Session, SessionConfig};
-use moq_runtime::binding::Binding;
-use moq_runtime::endpoint::EndpointCounters;
-use moq_runtime::tls::Certificate;
-use moq_tokio::{ClientConfig, QmuxListener, QmuxServerConfig, Server, ServerConfig, connect};
+use moqx_net::coding::Version;
+use moqx_net::session::{Session, SessionConfig};
+use moqx_runtime::binding::Binding;
+use moqx_runtime::endpoint::EndpointCounters;
+use moqx_runtime::tls::Certificate;
+use moqx_tokio::{ClientConfig, QmuxListener, QmuxServerConfig, Server, ServerConfig, connect};
 
 use paths::Paths;
 

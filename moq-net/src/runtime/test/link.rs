@@ -13,7 +13,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kio::{Waiter, WaiterList};
+use moqx_kio::{Waiter, WaiterList};
 
 use super::TestRuntime;
 use crate::id_map::IdMap;

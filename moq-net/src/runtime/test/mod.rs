@@ -9,8 +9,8 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use moq_net::runtime::test::TestRuntime;
-//! use moq_net::runtime::{Deadline, Runtime};
+//! use moqx_net::runtime::test::TestRuntime;
+//! use moqx_net::runtime::{Deadline, Runtime};
 //!
 //! let runtime = TestRuntime::new(7, std::time::Instant::now());
 //! let start = runtime.now();
@@ -19,7 +19,7 @@
 //! deadline.set(Some(start + Duration::from_secs(30)));
 //! let flag = fired.clone();
 //! runtime.spawn_task(async move {
-//!     kio::wait(|waiter| deadline.poll(waiter)).await;
+//!     moqx_kio::wait(|waiter| deadline.poll(waiter)).await;
 //!     flag.set(true);
 //! });
 //! runtime.run_until_stalled();
@@ -39,7 +39,7 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
 
-use kio::{Waiter, WaiterList};
+use moqx_kio::{Waiter, WaiterList};
 
 pub use link::{LinkConfig, TestRecvStream, TestSendStream, TestTransport};
 
