@@ -12,6 +12,7 @@ mod demo_cluster;
 mod deps;
 mod fuzz;
 mod prerequisites;
+mod publishable;
 mod web;
 
 use std::path::PathBuf;
@@ -26,14 +27,20 @@ usage: cargo xtask <command>
 commands:
   demo       the main job: a relay on loopback with a room of chat users through it, a summary;
              --cluster: the room across three linked relays, one of them killed mid-run
-  test       everything CI runs: setup, fmt, deps, wasm, types, clippy, page, tests (the
-             browser tests among them), loom, docs, and every fuzz target briefly
-  check      the fast static checks: fmt, deps, wasm, clippy, docs
+  test       everything CI runs: setup, fmt, deps, wasm, portable, types, clippy, page,
+             tests (the browser tests among them), loom, docs, publishable, and every fuzz
+             target briefly
+  check      the fast static checks: fmt, deps, wasm, portable, clippy, docs
   setup      install missing system packages (cmake, libclang-dev) with apt-get as root
   fmt        cargo fmt --check
   deps       the dependency-direction check (the sans-IO core must not depend on I/O crates)
   wasm       clippy of kio, moqx-net and moqx-wasm for wasm32-unknown-unknown (the browser
              driver's target; the rustup target is added if missing)
+  portable   cargo check of the portable crates (moqx-kio, moqx-net, moqx-qmux,
+             moqx-webtransport-wire) for macOS and Windows (adds the rustup targets)
+  publishable
+             cargo package of every published crate, each built from its package alone
+             with the rust-version the workspace declares (installs that toolchain)
   types      the browser package's TypeScript declarations, checked by compiling a consumer
              with tsc --strict --noImplicitAny (installs node-typescript if missing)
   package    builds the browser package (target/web/pkg) and packs it with npm pack
@@ -67,18 +74,28 @@ fn main() -> ExitCode {
     let rest = &args[1..];
     let steps: &[&str] = match command.as_str() {
         "test" => &[
-            "setup", "fmt", "deps", "wasm", "types", "clippy", "page", "unit", "loom", "doc",
+            "setup",
+            "fmt",
+            "deps",
+            "wasm",
+            "portable",
+            "types",
+            "clippy",
+            "page",
+            "unit",
+            "loom",
+            "doc",
+            "publishable",
             "fuzz",
         ],
-        "check" => &["fmt", "deps", "wasm", "clippy", "doc"],
-        "setup" | "fmt" | "deps" | "wasm" | "types" | "clippy" | "page" | "unit" | "loom"
-        | "doc" | "bench" | "demo" | "suite" | "fuzz" | "web" | "browser" | "package" => {
-            std::slice::from_ref(command)
-                .iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>()
-                .leak()
-        }
+        "check" => &["fmt", "deps", "wasm", "portable", "clippy", "doc"],
+        "setup" | "fmt" | "deps" | "wasm" | "portable" | "types" | "clippy" | "page" | "unit"
+        | "loom" | "doc" | "publishable" | "bench" | "demo" | "suite" | "fuzz" | "web"
+        | "browser" | "package" => std::slice::from_ref(command)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .leak(),
         "help" | "--help" | "-h" => {
             print!("{HELP}");
             return ExitCode::SUCCESS;
@@ -237,6 +254,8 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
         "web" => web::serve(&root, args),
         "browser" => web::test(&root),
         "types" => web::check_types(&root),
+        "portable" => publishable::check_portable(&root),
+        "publishable" => publishable::check_packages(&root),
         "package" => web::package(&root),
         other => unreachable!("step {other} is listed in main"),
     }
