@@ -50,6 +50,7 @@ pub enum Server {
     /// tokio, work-stealing or thread per core.
     Tokio(moqx_tokio::Server),
     /// io_uring, thread per core.
+    #[cfg(uring)]
     Uring(moqx_uring::Server),
 }
 
@@ -61,19 +62,33 @@ pub enum BindError {
     Tokio(#[from] moqx_tokio::Error),
     /// The io_uring driver's error (among them: io_uring refused, or the kernel too old,
     /// with what is missing).
+    #[cfg(uring)]
     #[error(transparent)]
     Uring(#[from] moqx_uring::Error),
+    /// The driver `[server] driver` names is not in this build: thread per core needs
+    /// Linux (its kernel steering program), io_uring needs Linux and the `uring` feature.
+    #[error("server.driver = \"{0}\" is not available in this build: {1}")]
+    Unavailable(&'static str, &'static str),
 }
 
 /// Binds `config` on the driver `server` names.
 pub async fn bind(server: &ServerSection, config: ServerConfig) -> Result<Server, BindError> {
     Ok(match server.driver {
         Driver::Tokio => Server::Tokio(moqx_tokio::Server::bind(config).await?),
+        #[cfg(target_os = "linux")]
         Driver::TokioPerCore => {
             Server::Tokio(moqx_tokio::Server::bind_per_core(config, server.worker_count()).await?)
         }
+        #[cfg(not(target_os = "linux"))]
+        Driver::TokioPerCore => {
+            return Err(BindError::Unavailable(
+                "tokio-per-core",
+                "it needs Linux's reuseport steering; use \"tokio\"",
+            ));
+        }
         // The workers' application loops start when the relay serves (`serve`); until
         // then their requests wait.
+        #[cfg(uring)]
         Driver::Uring => Server::Uring(moqx_uring::Server::bind(
             config,
             server.worker_count(),
@@ -84,6 +99,13 @@ pub async fn bind(server: &ServerSection, config: ServerConfig) -> Result<Server
             },
             |_| async {},
         )?),
+        #[cfg(not(uring))]
+        Driver::Uring => {
+            return Err(BindError::Unavailable(
+                "uring",
+                "it needs Linux and the relay's `uring` feature (on by default)",
+            ));
+        }
     })
 }
 
@@ -91,6 +113,7 @@ impl Listener for Server {
     fn local_addr(&self) -> SocketAddr {
         match self {
             Self::Tokio(server) => server.local_addr(),
+            #[cfg(uring)]
             Self::Uring(server) => server.local_addr(),
         }
     }
@@ -98,6 +121,7 @@ impl Listener for Server {
     fn counters(&self) -> Vec<Arc<EndpointCounters>> {
         match self {
             Self::Tokio(server) => server.counters().to_vec(),
+            #[cfg(uring)]
             Self::Uring(server) => server.counters().to_vec(),
         }
     }
@@ -111,6 +135,142 @@ impl Listener for Server {
                     }
                 }
             }
+            #[cfg(uring)]
+            Self::Uring(server) => {
+                // Each worker admits its own clients: the request (and the session it
+                // becomes) never leaves the worker's thread.
+                let loops: Vec<_> = (0..server.workers())
+                    .map(|index| {
+                        let gatekeeper = gatekeeper.clone();
+                        server.run_on(index, move |worker| async move {
+                            while let Some(request) = worker.accept().await {
+                                if let Some(watch) = gatekeeper.admit(request) {
+                                    worker.spawn(watch);
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                for worker in loops {
+                    worker.await;
+                }
+            }
+        }
+    }
+
+    fn failed(&self) -> impl Future<Output = String> + Send + 'static {
+        // Asked for once per relay: a boxed future keeps the drivers' types apart.
+        let failed: std::pin::Pin<Box<dyn Future<Output = String> + Send>> = match self {
+            Self::Tokio(server) => Box::pin(server.failed()),
+            #[cfg(uring)]
+            Self::Uring(server) => {
+                let failed = server.failed();
+                Box::pin(async move { failed.await.to_string() })
+            }
+        };
+        failed
+    }
+
+    fn stop_admitting(&self);
+
+    /// Stops accepting and waits for the driver's workers to end (each once its last
+    /// connection closed). Dropping the future leaves nothing behind that keeps the
+    /// process from exiting.
+    fn shutdown(self) -> impl Future<Output = ()> + Send;
+}
+
+/// The driver `[server] driver` chose, bound.
+#[derive(Debug)]
+pub enum Server {
+    /// tokio, work-stealing or thread per core.
+    Tokio(moqx_tokio::Server),
+    /// io_uring, thread per core.
+    #[cfg(uring)]
+    Uring(moqx_uring::Server),
+}
+
+/// Why a driver could not bind or start.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// The tokio driver's error.
+    #[error(transparent)]
+    Tokio(#[from] moqx_tokio::Error),
+    /// The io_uring driver's error (among them: io_uring refused, or the kernel too old,
+    /// with what is missing).
+    #[cfg(uring)]
+    #[error(transparent)]
+    Uring(#[from] moqx_uring::Error),
+    /// The driver `[server] driver` names is not in this build: thread per core needs
+    /// Linux (its kernel steering program), io_uring needs Linux and the `uring` feature.
+    #[error("server.driver = \"{0}\" is not available in this build: {1}")]
+    Unavailable(&'static str, &'static str),
+}
+
+/// Binds `config` on the driver `server` names.
+pub async fn bind(server: &ServerSection, config: ServerConfig) -> Result<Server, BindError> {
+    Ok(match server.driver {
+        Driver::Tokio => Server::Tokio(moqx_tokio::Server::bind(config).await?),
+        #[cfg(target_os = "linux")]
+        Driver::TokioPerCore => {
+            Server::Tokio(moqx_tokio::Server::bind_per_core(config, server.worker_count()).await?)
+        }
+        #[cfg(not(target_os = "linux"))]
+        Driver::TokioPerCore => {
+            return Err(BindError::Unavailable(
+                "tokio-per-core",
+                "it needs Linux's reuseport steering; use \"tokio\"",
+            ));
+        }
+        // The workers' application loops start when the relay serves (`serve`); until
+        // then their requests wait.
+        #[cfg(uring)]
+        Driver::Uring => Server::Uring(moqx_uring::Server::bind(
+            config,
+            server.worker_count(),
+            moqx_uring::UringConfig {
+                gso: server.gso,
+                gro: server.gro,
+                ..moqx_uring::UringConfig::default()
+            },
+            |_| async {},
+        )?),
+        #[cfg(not(uring))]
+        Driver::Uring => {
+            return Err(BindError::Unavailable(
+                "uring",
+                "it needs Linux and the relay's `uring` feature (on by default)",
+            ));
+        }
+    })
+}
+
+impl Listener for Server {
+    fn local_addr(&self) -> SocketAddr {
+        match self {
+            Self::Tokio(server) => server.local_addr(),
+            #[cfg(uring)]
+            Self::Uring(server) => server.local_addr(),
+        }
+    }
+
+    fn counters(&self) -> Vec<Arc<EndpointCounters>> {
+        match self {
+            Self::Tokio(server) => server.counters().to_vec(),
+            #[cfg(uring)]
+            Self::Uring(server) => server.counters().to_vec(),
+        }
+    }
+
+    async fn serve(&mut self, gatekeeper: Arc<Gatekeeper>) {
+        match self {
+            Self::Tokio(server) => {
+                while let Some(request) = server.accept().await {
+                    if let Some(watch) = gatekeeper.admit(request) {
+                        tokio::spawn(watch);
+                    }
+                }
+            }
+            #[cfg(uring)]
             Self::Uring(server) => {
                 // Each worker admits its own clients: the request (and the session it
                 // becomes) never leaves the worker's thread.
@@ -136,14 +296,18 @@ impl Listener for Server {
     fn failed(&self) -> impl Future<Output = String> + Send + 'static {
         let (tokio, uring) = match self {
             Self::Tokio(server) => (Some(server.failed()), None),
+            #[cfg(uring)]
             Self::Uring(server) => (None, Some(server.failed())),
         };
         async move {
-            match (tokio, uring) {
-                (Some(failed), _) => failed.await,
-                (_, Some(failed)) => failed.await.to_string(),
-                _ => std::future::pending().await,
+            if let Some(failed) = tokio {
+                return failed.await;
             }
+            #[cfg(uring)]
+            if let Some(failed) = uring {
+                return failed.await.to_string();
+            }
+            std::future::pending().await
         }
     }
 
@@ -151,6 +315,7 @@ impl Listener for Server {
         match self {
             Self::Tokio(server) => server.stop_admitting(),
             // Its workers stop accepting requests and admitting connections.
+            #[cfg(uring)]
             Self::Uring(server) => server.stop(),
         }
     }
@@ -158,6 +323,7 @@ impl Listener for Server {
     async fn shutdown(self) {
         match self {
             Self::Tokio(server) => server.shutdown().await,
+            #[cfg(uring)]
             Self::Uring(server) => {
                 // Joining blocks until every worker's connections are gone: on a thread
                 // of its own, not tokio's blocking pool, whose shutdown would wait for it

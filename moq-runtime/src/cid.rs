@@ -4,7 +4,7 @@
 //! packet of a connection to the worker that holds the connection's state. The kernel's
 //! reuseport hash knows nothing of QUIC, but the connection ID does, because the server
 //! chooses every CID the client sends to: ours are `[worker index][entropy]`, [`CID_LEN`]
-//! bytes. The steering program ([`crate::steering`]) reads that first byte of a
+//! bytes. The steering program (`crate::steering`, Linux) reads that first byte of a
 //! short-header packet's DCID; the endpoint counts a packet whose byte names another
 //! worker as misrouted.
 

@@ -15,7 +15,7 @@
 //!   adapter that runs `moqx_net` sessions over a quiche connection (moq-lite's stream
 //!   order mapped to quiche's urgencies);
 //! - **the platform**: [`udp`] sockets with GSO sends and GRO receives (each switchable, to
-//!   measure them), the [`steering`] program that keeps every packet on the worker owning
+//!   measure them), the `steering` program (Linux) that keeps every packet on the worker owning
 //!   its connection, pinning workers to [`cores`], and [`tls`] certificates (PEM files, or
 //!   self-signed at start with a fingerprint to pin).
 //!
@@ -35,6 +35,7 @@ pub mod quic_trace;
 pub mod quiche_config;
 pub mod reset;
 pub mod server;
+#[cfg(target_os = "linux")]
 pub mod steering;
 pub mod tcp_tls;
 pub mod timer;

@@ -116,6 +116,10 @@ impl Server {
     /// per core: each worker a thread pinned to one of the cores the process may use (in
     /// turn, if there are more workers than cores), running a current-thread runtime. The
     /// caller's runtime only receives the requests.
+    ///
+    /// Linux only: it needs the kernel's steering program (`SO_ATTACH_REUSEPORT_CBPF`) to
+    /// keep each connection's packets on its worker.
+    #[cfg(target_os = "linux")]
     pub async fn bind_per_core(config: ServerConfig, workers: usize) -> Result<Self, Error> {
         if !(1..=MAX_WORKERS).contains(&workers) {
             return Err(Error::Workers(workers));
@@ -235,6 +239,7 @@ impl Server {
 }
 
 /// One worker of a thread-per-core server, before its thread starts.
+#[cfg(target_os = "linux")]
 struct Worker {
     index: usize,
     cpu: usize,
@@ -246,6 +251,7 @@ struct Worker {
     failure: Failure,
 }
 
+#[cfg(target_os = "linux")]
 impl Worker {
     /// The worker thread: pins itself, runs its endpoint and its sessions on a
     /// current-thread runtime until the endpoint ends. `ready` gets the endpoint's handle

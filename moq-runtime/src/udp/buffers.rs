@@ -11,7 +11,6 @@
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use nix::sys::socket::{setsockopt, sockopt};
 use socket2::Socket;
 
 /// What one direction's buffer was asked for and given.
@@ -57,7 +56,12 @@ fn set(socket: &Socket, bytes: usize, direction: Direction) -> io::Result<Grante
             Direction::Receive => socket.recv_buffer_size()?,
             Direction::Send => socket.send_buffer_size()?,
         };
-        Ok(reported / 2)
+        // Linux reports twice what it holds for data (its bookkeeping counts too).
+        Ok(if cfg!(target_os = "linux") {
+            reported / 2
+        } else {
+            reported
+        })
     };
     match direction {
         Direction::Receive => socket.set_recv_buffer_size(bytes)?,
@@ -67,15 +71,9 @@ fn set(socket: &Socket, bytes: usize, direction: Direction) -> io::Result<Grante
         requested: bytes,
         granted: read(socket)?,
     };
-    if granted.is_short() {
-        // Refused without CAP_NET_ADMIN; the clamped size stays then.
-        let forced = match direction {
-            Direction::Receive => setsockopt(socket, sockopt::RcvBufForce, &bytes),
-            Direction::Send => setsockopt(socket, sockopt::SndBufForce, &bytes),
-        };
-        if forced.is_ok() {
-            granted.granted = read(socket)?;
-        }
+    #[cfg(target_os = "linux")]
+    if granted.is_short() && force(socket, bytes, direction).is_ok() {
+        granted.granted = read(socket)?;
     }
     if granted.is_short() && !WARNED.swap(true, Ordering::Relaxed) {
         tracing::warn!(
@@ -86,6 +84,17 @@ fn set(socket: &Socket, bytes: usize, direction: Direction) -> io::Result<Grante
         );
     }
     Ok(granted)
+}
+
+/// Asks for `bytes` past the kernel's cap (`SO_RCVBUFFORCE`, `SO_SNDBUFFORCE`): refused
+/// without CAP_NET_ADMIN, and the clamped size stays then.
+#[cfg(target_os = "linux")]
+fn force(socket: &Socket, bytes: usize, direction: Direction) -> nix::Result<()> {
+    use nix::sys::socket::{setsockopt, sockopt};
+    match direction {
+        Direction::Receive => setsockopt(socket, sockopt::RcvBufForce, &bytes),
+        Direction::Send => setsockopt(socket, sockopt::SndBufForce, &bytes),
+    }
 }
 
 /// What the warning says: the figures, and the sysctl (or capability) that fixes it.
@@ -127,6 +136,7 @@ mod tests {
         assert!(!granted.is_short());
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_size_past_the_cap_is_forced_or_reported_short() {
         let cap: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max")

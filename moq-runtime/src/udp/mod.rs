@@ -16,7 +16,6 @@ pub mod buffers;
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 
-use nix::sys::socket::{setsockopt, sockopt};
 pub use quinn_udp::RecvMeta;
 use quinn_udp::{Transmit, UdpSockRef, UdpSocketState};
 use socket2::{Domain, Protocol, Socket, Type};
@@ -60,6 +59,19 @@ impl Default for UdpConfig {
     }
 }
 
+/// Linux's segmentation options: no socket-wide segment size (each send says its own),
+/// and GRO off where `gro` says so. Elsewhere quinn-udp finds no GSO or GRO and every
+/// send and receive is one datagram.
+#[cfg(target_os = "linux")]
+fn linux_segments(io: &std::net::UdpSocket, gro: bool) -> io::Result<()> {
+    use nix::sys::socket::{setsockopt, sockopt};
+    setsockopt(io, sockopt::UdpGsoSegment, &0).map_err(io::Error::from)?;
+    if !gro {
+        setsockopt(io, sockopt::UdpGroSegment, &false).map_err(io::Error::from)?;
+    }
+    Ok(())
+}
+
 /// A non-blocking UDP socket with batched sends and receives.
 #[derive(Debug)]
 pub struct UdpSocket {
@@ -86,11 +98,8 @@ impl UdpSocket {
         let io: std::net::UdpSocket = socket.into();
         // Turns on GRO (where the kernel has it), packet info and ECN, and non-blocking mode.
         let state = UdpSocketState::new(UdpSockRef::from(&io))?;
-        // No socket-wide segment size: each send says its own.
-        setsockopt(&io, sockopt::UdpGsoSegment, &0).map_err(io::Error::from)?;
-        if !config.gro {
-            setsockopt(&io, sockopt::UdpGroSegment, &false).map_err(io::Error::from)?;
-        }
+        #[cfg(target_os = "linux")]
+        linux_segments(&io, config.gro)?;
         Ok(Self {
             io,
             state,
