@@ -28,7 +28,26 @@ use std::time::{Duration, Instant};
 
 use ring::hmac;
 
-use crate::endpoint::EndpointError;
+/// Why admission turned a new connection away. The endpoint drops the Initial (a peer
+/// that retries may find room later); it is an error only to whoever asked to count it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refused {
+    /// As many established connections as the policy allows.
+    #[error("connection limit ({0}) reached")]
+    Full(usize),
+    /// As many handshakes in progress as the policy allows.
+    #[error("handshakes in progress at their limit ({0})")]
+    HalfOpenFull(usize),
+    /// The client's address holds as many connections as one address may.
+    #[error("{address} holds its limit of {limit} connections")]
+    AddressFull {
+        /// The client's address.
+        address: IpAddr,
+        /// Its limit.
+        limit: usize,
+    },
+}
 
 /// An endpoint's admission policy. The defaults suit a public server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,10 +134,10 @@ impl Gate {
 
     /// Whether a new Initial from `from` may start a handshake as far as room goes (the
     /// connection cap and the address's cap).
-    pub(crate) fn check_room(&self, from: IpAddr) -> Result<(), EndpointError> {
+    pub(crate) fn check_room(&self, from: IpAddr) -> Result<(), Refused> {
         let policy = &self.shared.policy;
         if self.established() >= policy.max_connections {
-            return Err(EndpointError::Full(policy.max_connections));
+            return Err(Refused::Full(policy.max_connections));
         }
         let limit = policy.max_per_address;
         if limit > 0
@@ -128,7 +147,7 @@ impl Gate {
                 .unwrap_or(0)
                 >= limit
         {
-            return Err(EndpointError::AddressFull {
+            return Err(Refused::AddressFull {
                 address: from,
                 limit,
             });
@@ -149,7 +168,7 @@ impl Gate {
     /// Counts a handshake starting, unless the cap on them is reached (checked and
     /// counted in one step, so that endpoints on other threads cannot both take the last
     /// place).
-    pub(crate) fn begin_handshake(&self) -> Result<(), EndpointError> {
+    pub(crate) fn begin_handshake(&self) -> Result<(), Refused> {
         let max = self.shared.policy.max_half_open;
         self.shared
             .half_open
@@ -157,7 +176,7 @@ impl Gate {
                 (open < max).then_some(open + 1)
             })
             .map(|_| ())
-            .map_err(|_| EndpointError::HalfOpenFull(max))
+            .map_err(|_| Refused::HalfOpenFull(max))
     }
 
     /// A handshake from `client` completed.

@@ -22,12 +22,12 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::task::{Wake, Waker};
 use std::time::{Duration, Instant};
 
-use crate::admission::{Admission, Gate};
+use crate::admission::{Admission, Gate, Refused};
 use crate::cid::{CID_LEN, CidGenerator, ConnectionId};
 use crate::quic::QuicConnection;
 use crate::reset::StatelessResetKey;
@@ -36,11 +36,16 @@ use crate::timer::TimerWheel;
 mod admit;
 mod batch;
 mod cids;
+mod counters;
+mod error;
 mod send_failures;
+mod settle;
 mod silence;
 mod spare;
 
 use batch::push_packet;
+pub use counters::EndpointCounters;
+pub use error::EndpointError;
 use send_failures::SendFailureLog;
 pub use silence::SILENCE_PROBES;
 use silence::SilenceProbe;
@@ -108,68 +113,6 @@ pub struct Transmit {
     pub contents: Vec<u8>,
     /// The size of every datagram but the last.
     pub segment_size: usize,
-}
-
-/// Why a datagram or a connection attempt was refused.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum EndpointError {
-    /// quiche refused (a malformed packet, a failed handshake, a bad configuration).
-    #[error("QUIC: {0}")]
-    Quic(#[from] quiche::Error),
-    /// The system's random source failed while making a connection ID.
-    #[error(transparent)]
-    Cid(#[from] crate::cid::CidError),
-    /// The endpoint holds as many connections as it is configured for.
-    #[error("connection limit ({0}) reached")]
-    Full(usize),
-    /// As many handshakes as the endpoint allows at once are in progress.
-    #[error("handshakes in progress at their limit ({0})")]
-    HalfOpenFull(usize),
-    /// The endpoint is stopping: it takes no new connection.
-    #[error("the server is stopping")]
-    Stopping,
-    /// The client's address holds as many connections as one address may.
-    #[error("{address} holds its limit of {limit} connections")]
-    AddressFull {
-        /// The client's address.
-        address: IpAddr,
-        /// Its limit.
-        limit: usize,
-    },
-}
-
-/// What an endpoint counts, readable from any thread while it runs. The endpoint counts
-/// datagrams and misrouted packets; its driver counts its I/O (the system calls, or ring
-/// operations, that moved the datagrams), so that drivers can be compared per delivery.
-#[derive(Debug, Default)]
-pub struct EndpointCounters {
-    /// Datagrams handled.
-    pub datagrams: AtomicU64,
-    /// Receive operations that returned datagrams (`recvmmsg` calls, ring receive
-    /// completions): with GRO and receive batching, fewer than `datagrams`.
-    pub receive_calls: AtomicU64,
-    /// Datagrams sent.
-    pub datagrams_sent: AtomicU64,
-    /// Send operations (`sendmsg` calls, or ring `sendmsg`s): with GSO, fewer than
-    /// `datagrams_sent`.
-    pub send_calls: AtomicU64,
-    /// Short-header packets for a connection ID that names another worker: steered to
-    /// the wrong worker (the worker count changed across a restart, or a client
-    /// migrated). Dropped.
-    pub misrouted: AtomicU64,
-    /// Send operations the kernel refused (other than "would block"): their datagrams
-    /// were lost, and QUIC retransmits them.
-    pub send_errors: AtomicU64,
-    /// Datagrams in those refused sends.
-    pub datagrams_send_failed: AtomicU64,
-    /// Lone datagrams the kernel refused as larger than the interface's MTU (`EMSGSIZE`):
-    /// path MTU probes past what the local link carries. Not counted in `send_errors`:
-    /// quiche takes such a probe as lost and probes smaller.
-    pub oversize_refused: AtomicU64,
-    /// Stateless resets sent: answers to short-header packets for a connection this
-    /// endpoint no longer has (it restarted, or the connection closed).
-    pub stateless_resets: AtomicU64,
 }
 
 /// The connections on one UDP port.
@@ -621,7 +564,7 @@ impl Endpoint {
     fn check_room(&self) -> Result<(), EndpointError> {
         let max = self.gate.policy().max_connections;
         if self.len >= max {
-            return Err(EndpointError::Full(max));
+            return Err(Refused::Full(max).into());
         }
         Ok(())
     }
@@ -664,111 +607,6 @@ impl Endpoint {
         }
         self.touched.push(index);
         index
-    }
-
-    /// After a connection was drained: re-arm its timer, hand it over once established,
-    /// and forget it once closed.
-    fn settle(&mut self, index: usize, connection: &QuicConnection, now: Instant) {
-        let status = connection.status();
-        if status.closed {
-            tracing::debug!(
-                conn = connection.trace_id(),
-                peer = ?connection.peer_address(),
-                reason = %connection.close_reason(),
-                paths = %connection.paths(),
-                "connection closed"
-            );
-            if let Some(entry) = self.connections[index].take() {
-                for cid in &entry.cids {
-                    self.by_cid.remove(cid);
-                }
-                if let Some(token) = entry.reset_token {
-                    self.by_reset_token.remove(&token);
-                }
-                if !entry.reported {
-                    self.half_open -= 1;
-                }
-                if let Some(address) = entry.client {
-                    self.gate.ended(address, entry.reported);
-                }
-            }
-            self.timers.remove(index);
-            self.free.push(index);
-            self.len -= 1;
-            return;
-        }
-        if status.cids_wanted > 0 || status.cids_retired > 0 {
-            self.rotate_cids(index, connection, status.cids_wanted);
-        }
-        if let Some(entry) = self.connections[index].as_mut() {
-            if entry.client.is_none() && status.established && entry.reset_token.is_none() {
-                // A client connection learned its server's reset token.
-                entry.reset_token = connection.peer_reset_token();
-                if let Some(token) = entry.reset_token {
-                    self.by_reset_token.insert(token, index);
-                }
-            }
-            if !entry.reported && status.established {
-                tracing::debug!(
-                    conn = connection.trace_id(),
-                    peer = ?connection.peer_address(),
-                    alpn = %String::from_utf8_lossy(&connection.application_protocol().unwrap_or_default()),
-                    "connection established"
-                );
-                entry.reported = true;
-                self.half_open -= 1;
-                // A client address counts once its handshake completed: a spoofed
-                // Initial never gets that far, so it cannot use up another address's
-                // quota.
-                if let Some(address) = entry.client {
-                    self.gate.established_from(address);
-                }
-                self.accepted.push_back(connection.clone());
-            }
-        }
-        // Quiet from here on: a PING at `now + keep_alive` unless something happens first,
-        // and sooner if the peer's idle timeout is short (a third of it).
-        let keep_alive_at = self
-            .keep_alive
-            .filter(|_| status.established)
-            .map(|interval| match status.peer_idle_timeout {
-                Some(idle) => interval.min(idle / 3),
-                None => interval,
-            })
-            .map(|interval| now + interval);
-        let mut silence_probe_at = None;
-        let mut rotate_cid_at = None;
-        if let Some(entry) = self.connections[index].as_mut() {
-            entry.keep_alive_at = keep_alive_at;
-            silence_probe_at = entry.silence.at().filter(|_| status.established);
-            if status.established {
-                if let (None, Some(interval)) = (entry.rotate_cid_at, self.cid_rotation) {
-                    entry.rotate_cid_at = Some(now + interval);
-                }
-                rotate_cid_at = entry.rotate_cid_at;
-            }
-        }
-        let quiche_at = status.timeout.map(|after| now + after);
-        match [
-            quiche_at,
-            keep_alive_at,
-            silence_probe_at,
-            rotate_cid_at,
-            status.close_at,
-            status.held_fin_at,
-            status.kept_bytes_check_at,
-            status.paced_at,
-            status.close_resend_at,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-        {
-            Some(at) => self.timers.insert(index, at),
-            None => {
-                self.timers.remove(index);
-            }
-        }
     }
 }
 

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use common::{certificate_files, config};
+use moqx_runtime::admission::Refused;
 use moqx_runtime::admission::{Admission, Gate};
 use moqx_runtime::endpoint::{Endpoint, EndpointError};
 use moqx_runtime::reset::StatelessResetKey;
@@ -129,7 +130,7 @@ fn handshakes_past_the_half_open_cap_are_refused() {
         for transmit in &transmits {
             for datagram in transmit.contents.chunks(transmit.segment_size) {
                 let result = server.handle_datagram(&mut datagram.to_vec(), *address, None, now);
-                if let Err(EndpointError::HalfOpenFull(2)) = result {
+                if let Err(EndpointError::Refused(Refused::HalfOpenFull(2))) = result {
                     refused.insert(*address);
                 }
             }
@@ -191,7 +192,15 @@ fn an_address_past_its_cap_is_refused_and_others_are_not() {
     }
     let refused: std::collections::HashSet<SocketAddr> = flight(&mut late, &mut server)
         .into_iter()
-        .filter(|(_, result)| matches!(result, Err(EndpointError::AddressFull { limit: 1, .. })))
+        .filter(|(_, result)| {
+            matches!(
+                result,
+                Err(EndpointError::Refused(Refused::AddressFull {
+                    limit: 1,
+                    ..
+                }))
+            )
+        })
         .map(|(address, _)| address)
         .collect();
     assert_eq!(refused, ["127.0.0.1:6002".parse().unwrap()].into());
@@ -253,7 +262,7 @@ fn workers_sharing_a_gate_share_its_caps_and_its_retry_key() {
     assert!(
         results
             .iter()
-            .any(|(_, result)| matches!(result, Err(EndpointError::Full(1)))),
+            .any(|(_, result)| matches!(result, Err(EndpointError::Refused(Refused::Full(1))))),
         "{results:?}"
     );
     assert_eq!(workers[0].len(), 0);

@@ -11,7 +11,7 @@ use moqx_net::transport::{RecvStream, SendStream, Session, StreamError, Transpor
 use web_transport_proto::{Settings, SettingsError};
 
 use super::header::{BidiKind, HeaderRead, Incoming, UniKind, parse_bidi, parse_uni};
-use super::session::{WebTransportRecvStream, WebTransportSendStream};
+use super::stream::{WebTransportRecvStream, WebTransportSendStream};
 use super::{H3_CLOSED_CRITICAL_STREAM, H3_REQUEST_REJECTED, H3_SETTINGS_ERROR};
 use super::{H3_STREAM_CREATION_ERROR, MAX_HEADER_BYTES};
 use crate::quic::{QuicRecvStream, QuicSendStream, QuicSession};

@@ -12,8 +12,9 @@ use moqx_kio::Waiter;
 use moqx_net::transport::{RecvStream, SendStream, Session, StreamError, TransportError};
 use web_transport_proto::{ConnectError, ConnectRequest, ConnectResponse, Settings, http};
 
+use super::control::{ConnectStream, OwnControlStream};
 use super::demux::{Demux, DemuxError};
-use super::session::{ConnectStream, WebTransportSession};
+use super::session::WebTransportSession;
 use super::{H3_MESSAGE_ERROR, MAX_HEADER_BYTES, WebTransportError};
 use crate::quic::{QuicRecvStream, QuicSendStream, QuicSession};
 
@@ -69,26 +70,6 @@ struct ControlSender {
     stream: Option<QuicSendStream>,
     pending: Bytes,
     written: bool,
-}
-
-/// Our HTTP/3 control stream once its SETTINGS are written. It lives as long as the
-/// connection (RFC 9114 §6.2.1: closing it is a connection error), so dropping the handle
-/// leaves the stream open.
-#[derive(Debug)]
-pub(crate) struct OwnControlStream(Option<QuicSendStream>);
-
-impl OwnControlStream {
-    pub(crate) fn new(stream: QuicSendStream) -> Self {
-        Self(Some(stream))
-    }
-}
-
-impl Drop for OwnControlStream {
-    fn drop(&mut self) {
-        if let Some(stream) = self.0.take() {
-            stream.leave_open();
-        }
-    }
 }
 
 impl Drop for ControlSender {

@@ -25,13 +25,16 @@
 //!
 //! [`QuicSession`]: crate::quic::QuicSession
 
+mod control;
 mod demux;
 mod handshake;
 pub(crate) mod header;
 mod session;
+mod stream;
 
 pub use handshake::{ClientHandshake, ServerHandshake, WebTransportRequest};
-pub use session::{WebTransportRecvStream, WebTransportSendStream, WebTransportSession};
+pub use session::WebTransportSession;
+pub use stream::{WebTransportRecvStream, WebTransportSendStream};
 pub use web_transport_proto::http::StatusCode;
 
 use moqx_net::transport::TransportError;

@@ -5,16 +5,15 @@ use std::task::Poll;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use moqx_kio::Waiter;
 use moqx_net::transport::{
-    RecvStream, SendStream, Session, StreamError, StreamPriority, TransportError, TransportStats,
+    RecvStream, SendStream, Session, StreamError, TransportError, TransportStats,
 };
-use web_transport_proto::{Capsule, Frame, VarInt};
 
+use super::control::{ConnectStream, OwnControlStream, varint};
 use super::demux::{Demux, DemuxError};
-use super::handshake::OwnControlStream;
-use super::header::{bidi_header, map_stream_error, uni_header};
+use super::header::{bidi_header, uni_header};
+use super::stream::{WebTransportRecvStream, WebTransportSendStream};
 use super::{H3_ID_ERROR, H3_MESSAGE_ERROR, H3_NO_ERROR, from_http3, to_http3};
 use crate::quic::{QuicRecvStream, QuicSendStream, QuicSession};
-use moqx_webtransport_wire::capsule::CapsuleReader;
 
 /// One WebTransport session over an HTTP/3 connection (one session per connection): its
 /// streams carry the session's stream headers, its datagrams the session's quarter stream
@@ -38,32 +37,6 @@ pub struct WebTransportSession {
     opening_bidi: Option<(QuicSendStream, QuicRecvStream, Bytes)>,
     /// The quarter stream id every datagram starts with.
     datagram_prefix: Bytes,
-}
-
-/// The sending half of a WebTransport stream.
-#[derive(Debug)]
-pub struct WebTransportSendStream {
-    inner: QuicSendStream,
-}
-
-/// The receiving half of a WebTransport stream.
-#[derive(Debug)]
-pub struct WebTransportRecvStream {
-    inner: QuicRecvStream,
-    /// Payload read along with the stream header, delivered first.
-    first: Option<Bytes>,
-}
-
-/// The CONNECT stream after its headers: HTTP/3 frames whose DATA carries capsules
-/// (RFC 9297 §3.2).
-#[derive(Debug)]
-pub(crate) struct ConnectStream {
-    send: QuicSendStream,
-    recv: QuicRecvStream,
-    /// Bytes still to write (the server's response).
-    outbox: Bytes,
-    /// What was read, parsed into frames and capsules.
-    capsules: CapsuleReader,
 }
 
 impl WebTransportSession {
@@ -340,162 +313,9 @@ impl Session for WebTransportSession {
     }
 }
 
-impl WebTransportSendStream {
-    pub(crate) fn new(inner: QuicSendStream) -> Self {
-        Self { inner }
-    }
-}
-
-impl SendStream for WebTransportSendStream {
-    fn poll_write(&mut self, waiter: &Waiter, data: &mut Bytes) -> Poll<Result<(), StreamError>> {
-        self.inner
-            .poll_write(waiter, data)
-            .map_err(map_stream_error)
-    }
-
-    fn finish(&mut self) -> Result<(), StreamError> {
-        self.inner.finish().map_err(map_stream_error)
-    }
-
-    fn poll_write_final(
-        &mut self,
-        waiter: &Waiter,
-        data: &mut Bytes,
-    ) -> Poll<Result<(), StreamError>> {
-        self.inner
-            .poll_write_final(waiter, data)
-            .map_err(map_stream_error)
-    }
-
-    fn reset(&mut self, code: u64) {
-        self.inner.reset(to_http3(clamp(code)));
-    }
-
-    fn set_priority(&mut self, priority: StreamPriority) {
-        self.inner.set_priority(priority);
-    }
-
-    fn poll_stopped(&mut self, waiter: &Waiter) -> Poll<Result<u64, StreamError>> {
-        self.inner
-            .poll_stopped(waiter)
-            .map(|result| result.map(from_http3).map_err(map_stream_error))
-    }
-}
-
-impl WebTransportRecvStream {
-    pub(crate) fn new(inner: QuicRecvStream, first: Bytes) -> Self {
-        Self {
-            inner,
-            first: (!first.is_empty()).then_some(first),
-        }
-    }
-}
-
-impl RecvStream for WebTransportRecvStream {
-    fn poll_read(&mut self, waiter: &Waiter) -> Poll<Result<Option<Bytes>, StreamError>> {
-        if let Some(first) = self.first.take() {
-            return Poll::Ready(Ok(Some(first)));
-        }
-        self.inner.poll_read(waiter).map_err(map_stream_error)
-    }
-
-    fn at_end(&self) -> bool {
-        self.first.is_none() && self.inner.at_end()
-    }
-
-    fn stop(&mut self, code: u64) {
-        self.inner.stop(to_http3(clamp(code)));
-    }
-}
-
-impl ConnectStream {
-    /// The CONNECT stream after its headers: `outbox` still to write (a server's
-    /// response), `frames` already read past the headers.
-    pub(crate) fn new(
-        send: QuicSendStream,
-        recv: QuicRecvStream,
-        outbox: Bytes,
-        frames: BytesMut,
-    ) -> Self {
-        let mut capsules = CapsuleReader::default();
-        capsules.push(&frames);
-        let mut stream = Self {
-            send,
-            recv,
-            outbox,
-            capsules,
-        };
-        let mut outbox = std::mem::take(&mut stream.outbox);
-        stream.send.try_write(&mut outbox, false);
-        stream.outbox = outbox;
-        stream
-    }
-
-    /// Writes a CLOSE_WEBTRANSPORT_SESSION capsule in a DATA frame, then the FIN.
-    fn send_close(&mut self, code: u32, reason: &str) {
-        let mut capsule = BytesMut::new();
-        Capsule::CloseWebTransportSession {
-            code,
-            // The capsule's reason is bounded (1024 bytes in the draft).
-            reason: truncate(reason, 1024).to_owned(),
-        }
-        .encode(&mut capsule);
-        let mut frame = BytesMut::with_capacity(capsule.len() + 16);
-        Frame::DATA.encode(&mut frame);
-        varint(capsule.len() as u64).encode(&mut frame);
-        frame.put_slice(&capsule);
-        // Anything of the response still unwritten goes first.
-        let mut all = BytesMut::from(&std::mem::take(&mut self.outbox)[..]);
-        all.put_slice(&frame);
-        self.send.try_write(&mut all.freeze(), true);
-    }
-
-    /// Writes the outbox, then reads: ready with the peer's close (code and reason) when
-    /// a CLOSE_WEBTRANSPORT_SESSION capsule or the FIN arrives, or with why the stream is
-    /// malformed.
-    fn poll(&mut self, waiter: &Waiter) -> Poll<Result<(u32, String), String>> {
-        if !self.outbox.is_empty() {
-            let _ = self.send.poll_write(waiter, &mut self.outbox);
-        }
-        loop {
-            if let Some(result) = self.capsules.close()? {
-                return Poll::Ready(Ok(result));
-            }
-            match self.recv.poll_read(waiter) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Ok(Some(chunk))) => self.capsules.push(&chunk),
-                // The FIN without a capsule: closed with code 0.
-                Poll::Ready(Ok(None)) => return Poll::Ready(Ok((0, String::new()))),
-                // The connection's own close reports this.
-                Poll::Ready(Err(StreamError::Connection(_))) => return Poll::Pending,
-                Poll::Ready(Err(error)) => {
-                    return Poll::Ready(Ok((0, format!("the CONNECT stream ended: {error}"))));
-                }
-            }
-        }
-    }
-}
-
 fn stream_to_transport(error: StreamError) -> TransportError {
     match error {
         StreamError::Connection(error) => error,
         other => TransportError::Lost(format!("opening a stream: {other}")),
     }
-}
-
-/// WebTransport stream codes are 32 bits.
-fn clamp(code: u64) -> u32 {
-    u32::try_from(code).unwrap_or(u32::MAX)
-}
-
-fn varint(value: u64) -> VarInt {
-    VarInt::try_from(value).unwrap_or(VarInt::MAX)
-}
-
-fn truncate(text: &str, max: usize) -> &str {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
