@@ -14,6 +14,9 @@ use std::fmt;
 /// carry its DCID's length.
 pub const CID_LEN: usize = 16;
 
+/// The most workers a server can have: a connection ID names its worker in one byte.
+pub const MAX_WORKERS: usize = 256;
+
 /// A connection ID this endpoint chose.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ConnectionId([u8; CID_LEN]);

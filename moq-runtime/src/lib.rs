@@ -28,6 +28,7 @@ pub mod certificates;
 pub mod cid;
 pub mod client;
 pub mod cores;
+pub mod driver;
 pub mod endpoint;
 pub mod qmux;
 pub mod quic;

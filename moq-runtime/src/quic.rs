@@ -171,6 +171,8 @@ struct Shared {
     credit: WaiterList,
     datagrams: WaiterList,
     closed: WaiterList,
+    /// Tasks waiting for the handshake: woken once it completes or the connection closes.
+    established: WaiterList,
 }
 
 struct State {
@@ -243,6 +245,8 @@ struct State {
     paced: pacing::Paced,
     /// Every waiter was told the connection closed.
     close_announced: bool,
+    /// The handshake's waiters were told it completed.
+    established_announced: bool,
     /// The quiche urgency of each prioritized send stream (moq-lite's order).
     urgencies: Urgencies,
     /// Reused: the urgencies quiche must be told of after a change.
@@ -305,6 +309,7 @@ struct Wakes {
     credit: bool,
     datagrams: bool,
     closed: bool,
+    established: bool,
 }
 
 /// The UDP payload every QUIC path carries (RFC 9000 §14): where PMTU discovery starts.
@@ -344,6 +349,7 @@ impl Wakes {
             (self.credit, &shared.credit),
             (self.datagrams, &shared.datagrams),
             (self.closed, &shared.closed),
+            (self.established || self.closed, &shared.established),
         ] {
             if flag {
                 list.wake_all();

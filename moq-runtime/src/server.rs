@@ -233,6 +233,68 @@ impl Acceptor {
     }
 }
 
+impl Acceptor {
+    /// What a driver does with an established `connection`: a raw QUIC client is a
+    /// [`Request`] at once; a WebTransport client is a [`Handshaking`] future for the
+    /// driver to spawn where the connection lives (it resolves with the request once the
+    /// CONNECT arrived in time, or `None`); a client refused at once is closed already.
+    pub fn admit<R>(&self, runtime: &R, connection: QuicConnection) -> Admitted<R>
+    where
+        R: Runtime<Transport = BindingSession>,
+    {
+        let Some(mut incoming) = self.incoming(runtime, connection) else {
+            return Admitted::Refused;
+        };
+        // The first poll registers nothing to wake: a raw QUIC client is ready without
+        // waiting, and a WebTransport one is polled again by its own task.
+        match incoming.poll(&Waiter::new(std::task::Waker::noop())) {
+            Poll::Ready(Some(request)) => Admitted::Request(request),
+            Poll::Ready(None) => Admitted::Refused,
+            Poll::Pending => Admitted::Handshake(Handshaking {
+                incoming: Box::new(incoming),
+                waiter: None,
+            }),
+        }
+    }
+}
+
+/// What became of an established connection: see [`Acceptor::admit`].
+// A request is large (its session's configuration) and the other variants small, but an
+// `Admitted` lives only from `admit` to the driver's match, once per connection: boxing
+// would cost an allocation per connection to save a move.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Admitted<R: Runtime> {
+    /// A client to accept or refuse now.
+    Request(Request<R>),
+    /// A WebTransport client waiting for its CONNECT: spawn it.
+    Handshake(Handshaking<R>),
+    /// Refused (closed with the code that says why, and logged).
+    Refused,
+}
+
+/// A WebTransport client's CONNECT, awaited within the handshake timeout: resolves with
+/// the request, or `None` if the client failed (closed, and logged).
+#[derive(Debug)]
+pub struct Handshaking<R: Runtime> {
+    incoming: Box<Incoming<R>>,
+    waiter: Option<Waiter>,
+}
+
+impl<R> std::future::Future for Handshaking<R>
+where
+    R: Runtime<Transport = BindingSession>,
+{
+    type Output = Option<Request<R>>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let waiter = this.waiter.get_or_insert_with(|| Waiter::new(cx.waker()));
+        waiter.set_waker(cx.waker());
+        this.incoming.poll(waiter)
+    }
+}
+
 /// A connection on its way to becoming a [`Request`]: a raw QUIC one is one already; a
 /// WebTransport one once its CONNECT arrived in time and offered our version.
 pub struct Incoming<R: Runtime> {

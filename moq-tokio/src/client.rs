@@ -4,13 +4,13 @@
 
 use tracing::Instrument;
 
+use std::time::Instant;
+
 use moqx_net::session::Session;
-use moqx_runtime::client::{ClientConfig, ClientSetup, ConnectError, Target};
-use moqx_runtime::endpoint::Endpoint;
+use moqx_runtime::client::{ClientConfig, Connecting, Target};
 use moqx_runtime::udp::UdpSocket;
 
 use crate::driver;
-use crate::poll::drive;
 use crate::{Error, TokioRuntime};
 
 /// Connects to `url` and starts a session on the current tokio runtime; resolves once the
@@ -45,35 +45,17 @@ async fn connect_in_span(url: &str, config: ClientConfig) -> Result<Session, Err
     )?;
     let local = Target::local_address(peer);
     tracing::debug!(%peer, binding = %target.binding, "connecting");
-    let quiche = target.quiche_config(&config)?;
     let socket =
         UdpSocket::bind(local, &config.udp).map_err(Error::io("binding a client socket"))?;
     let local = socket
         .local_addr()
         .map_err(Error::io("reading the bound address"))?;
-    let mut endpoint = Endpoint::new(quiche, local, 0, 1, std::time::Instant::now());
-    endpoint.set_keep_alive(Some(config.keep_alive()));
-    endpoint.set_cid_rotation(config.cid_rotation);
+    let endpoint = config.endpoint(&target, local, Instant::now())?;
     // One connection: one datagram (or GRO train) per receive call is enough.
     let (endpoint, _task) = driver::start(socket, endpoint, None, 1)?;
-    let timed_out = || {
-        ConnectError::Handshake(format!(
-            "no answer from {peer} within {:?}",
-            config.handshake_timeout
-        ))
-    };
-    let connection = tokio::time::timeout(
-        config.handshake_timeout,
-        endpoint.connect(&target.host, peer),
-    )
-    .await
-    .map_err(|_| timed_out())?
-    .map_err(|error| match error {
-        Error::Connect(error) => Error::Connect(error.offered(&config.versions)),
-        other => other,
-    })?;
+    let connection = endpoint.connect(&target.host, peer).await?;
     // The endpoint task keeps running while the connection lives.
     drop(endpoint);
-    let mut setup = ClientSetup::new(TokioRuntime::current(), connection, &target, &config)?;
-    Ok(drive(|waiter| setup.poll(waiter)).await?)
+    let mut connecting = Connecting::new(TokioRuntime::current(), connection, peer, target, config);
+    Ok(moqx_kio::wait(|waiter| connecting.poll(waiter)).await?)
 }

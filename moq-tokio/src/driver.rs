@@ -1,8 +1,8 @@
 //! The endpoint task: one UDP socket and one socketless `Endpoint`, driven by tokio.
 //!
 //! Each turn: run due timers, send everything the connections produced (batched by
-//! destination into GSO sends), hand established server connections to the server, settle
-//! pending client handshakes; then wait for the socket, a command, a connection's flush or
+//! destination into GSO sends), hand established server connections to the server; then
+//! wait for the socket, a command, a connection's flush or
 //! the next timer. A readable socket is drained up to a budget per turn, so that a flood
 //! cannot keep the rest of the turn from running.
 
@@ -26,6 +26,8 @@ use crate::Error;
 pub(crate) enum Command {
     /// Stop admitting new connections (a server draining).
     Stop,
+    /// Open a client connection (its handshake is the caller's to wait for:
+    /// `moqx_runtime::client::Connecting`).
     Connect {
         server_name: String,
         peer: SocketAddr,
@@ -40,7 +42,7 @@ pub(crate) struct EndpointHandle {
 }
 
 impl EndpointHandle {
-    /// Opens a client connection and waits for its handshake.
+    /// Opens a client connection; its handshake goes on in the endpoint task.
     pub(crate) async fn connect(
         &self,
         server_name: &str,
@@ -53,8 +55,8 @@ impl EndpointHandle {
                 peer,
                 reply,
             })
-            .map_err(|_| Error::EndpointGone)?;
-        answer.await.map_err(|_| Error::EndpointGone)?
+            .map_err(|_| Error::Stopped)?;
+        answer.await.map_err(|_| Error::Stopped)?
     }
 
     /// Asks the endpoint to stop admitting connections (see `Endpoint::stop`).
@@ -115,10 +117,6 @@ async fn run(
     // enough for a GRO train of them.
     let mut storage = vec![0u8; recv_batch * RECV_BUFFER];
     let mut meta = [RecvMeta::default(); RECV_BATCH];
-    let mut pending: Vec<(
-        QuicConnection,
-        oneshot::Sender<Result<QuicConnection, Error>>,
-    )> = Vec::new();
     let mut transmits: Vec<Transmit> = Vec::new();
     let mut handles_open = true;
     // One timer for the loop's life, moved only when the earliest deadline moves.
@@ -143,9 +141,6 @@ async fn run(
             if let Some(accepted) = &accepted {
                 let _ = accepted.send(connection);
             }
-        }
-        if !pending.is_empty() {
-            pending = settle(pending);
         }
         if !handles_open && endpoint.is_empty() {
             return;
@@ -189,12 +184,10 @@ async fn run(
             }
             command = commands.recv(), if handles_open => match command {
                 Some(Command::Connect { server_name, peer, reply }) => {
-                    match endpoint.connect(&server_name, peer, Instant::now()) {
-                        Ok(connection) => pending.push((connection, reply)),
-                        Err(error) => {
-                            let _ = reply.send(Err(ConnectError::Quic(error.to_string()).into()));
-                        }
-                    }
+                    let opened = endpoint
+                        .connect(&server_name, peer, Instant::now())
+                        .map_err(|error| ConnectError::Quic(error.to_string()).into());
+                    let _ = reply.send(opened);
                 }
                 Some(Command::Stop) => endpoint.stop(),
                 None => {
@@ -244,32 +237,6 @@ const RECV_BUFFER: usize = 65_536;
 /// A deadline far enough away to mean "none" for a timer that must exist.
 fn far_future() -> tokio::time::Instant {
     tokio::time::Instant::now() + std::time::Duration::from_secs(86_400 * 365)
-}
-
-/// Answers client handshakes that completed or failed.
-fn settle(
-    pending: Vec<(
-        QuicConnection,
-        oneshot::Sender<Result<QuicConnection, Error>>,
-    )>,
-) -> Vec<(
-    QuicConnection,
-    oneshot::Sender<Result<QuicConnection, Error>>,
-)> {
-    pending
-        .into_iter()
-        .filter_map(|(connection, reply)| {
-            if connection.is_established() {
-                let _ = reply.send(Ok(connection));
-                None
-            } else if connection.is_closed() {
-                let _ = reply.send(Err(ConnectError::handshake_failed(&connection).into()));
-                None
-            } else {
-                Some((connection, reply))
-            }
-        })
-        .collect()
 }
 
 /// Sends one batch, waiting for the socket when its buffer is full; counts the system

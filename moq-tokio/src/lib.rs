@@ -31,21 +31,21 @@
 
 mod client;
 mod driver;
-mod error;
-mod poll;
 mod qmux;
 mod reconnect;
 mod runtime;
 mod server;
 
 pub use client::connect;
-pub use error::Error;
 pub use moqx_runtime::admission::Admission;
 pub use moqx_runtime::binding::Binding;
+pub use moqx_runtime::cid::MAX_WORKERS;
 pub use moqx_runtime::client::ClientConfig;
+/// Why a client or server could not start or connect (shared by every socket driver).
+pub use moqx_runtime::driver::DriverError as Error;
 pub use moqx_runtime::quiche_config::QuicLimits;
 pub use moqx_runtime::server::ServerConfig;
 pub use qmux::{QmuxListener, QmuxServerConfig, UpgradeRefused, WebSocketUpgrade, accept_tls};
 pub use reconnect::Reconnect;
 pub use runtime::{TokioDeadline, TokioRuntime};
-pub use server::{MAX_WORKERS, Request, Server};
+pub use server::{Request, Server};

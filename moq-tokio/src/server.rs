@@ -19,26 +19,21 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::task::{Poll, Waker};
+
 use std::time::Instant;
 
-use moqx_kio::Waiter;
 use moqx_runtime::endpoint::{Endpoint, EndpointCounters};
 use moqx_runtime::quic::QuicConnection;
-use moqx_runtime::server::{Acceptor, ServerConfig};
+use moqx_runtime::server::{Acceptor, Admitted, ServerConfig};
 use moqx_runtime::udp::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
 use crate::driver::{self, EndpointHandle};
-use crate::poll::drive;
 use crate::{Error, TokioRuntime};
 
 /// A client whose handshakes completed, to accept or refuse.
 pub type Request = moqx_runtime::server::Request<TokioRuntime>;
-
-/// The most workers a server can have: a connection ID names its worker in one byte.
-pub const MAX_WORKERS: usize = 256;
 
 /// A listening server.
 #[derive(Debug)]
@@ -112,7 +107,7 @@ impl Server {
         })
     }
 
-    /// Binds the port with `workers` sockets (1 to [`MAX_WORKERS`]) and serves thread
+    /// Binds the port with `workers` sockets (1 to [`MAX_WORKERS`](crate::MAX_WORKERS)) and serves thread
     /// per core: each worker a thread pinned to one of the cores the process may use (in
     /// turn, if there are more workers than cores), running a current-thread runtime. The
     /// caller's runtime only receives the requests.
@@ -121,9 +116,7 @@ impl Server {
     /// keep each connection's packets on its worker.
     #[cfg(target_os = "linux")]
     pub async fn bind_per_core(config: ServerConfig, workers: usize) -> Result<Self, Error> {
-        if !(1..=MAX_WORKERS).contains(&workers) {
-            return Err(Error::Workers(workers));
-        }
+        Error::check_workers(workers)?;
         let (sockets, local_addr) =
             moqx_runtime::steering::bind_workers(config.bind, workers, &config.udp)
                 .map_err(Error::io(format!("binding {}", config.bind)))?;
@@ -162,7 +155,7 @@ impl Server {
                 .map_err(Error::io(format!("starting worker {index}")))?;
             server
                 .endpoints
-                .push(handle.await.map_err(|_| Error::EndpointGone)??);
+                .push(handle.await.map_err(|_| Error::Stopped)??);
             server.finished.push(finished);
         }
         tracing::info!(%local_addr, workers, "serving (thread per core)");
@@ -323,27 +316,22 @@ async fn sort_connections(
     runtime: TokioRuntime,
 ) {
     while let Some(connection) = accepted.recv().await {
-        let Some(mut incoming) = acceptor.incoming(&runtime, connection) else {
-            continue;
-        };
-        // A raw QUIC client is a request at once; a WebTransport one waits for its
-        // CONNECT in a task of its own (the first poll registered nothing to wake).
-        match incoming.poll(&Waiter::new(Waker::noop())) {
-            Poll::Ready(Some(request)) => {
+        match acceptor.admit(&runtime, connection) {
+            Admitted::Request(request) => {
                 let _ = requests.send(request);
             }
-            Poll::Ready(None) => {}
-            Poll::Pending => {
+            Admitted::Handshake(handshaking) => {
                 let requests = requests.clone();
                 tokio::spawn(
                     async move {
-                        if let Some(request) = drive(|waiter| incoming.poll(waiter)).await {
+                        if let Some(request) = handshaking.await {
                             let _ = requests.send(request);
                         }
                     }
                     .in_current_span(),
                 );
             }
+            Admitted::Refused => {}
         }
     }
 }

@@ -4,13 +4,10 @@
 
 use std::future::Future;
 use std::net::ToSocketAddrs;
-use std::task::Poll;
 use std::time::Instant;
 
-use moqx_kio::Waiter;
-use moqx_net::runtime::{Deadline, Runtime};
 use moqx_net::session::Session;
-use moqx_runtime::client::{ClientConfig, ClientSetup, ConnectError, Target};
+use moqx_runtime::client::{ClientConfig, ConnectError, Connecting, Target};
 use moqx_runtime::endpoint::Endpoint;
 use moqx_runtime::udp::UdpSocket;
 
@@ -46,7 +43,6 @@ impl Worker {
         )?;
         let local = Target::local_address(peer);
         tracing::debug!(%peer, binding = %target.binding, "connecting");
-        let quiche = target.quiche_config(&config)?;
         // The worker's switches win over the client configuration's (the driver's
         // ablations switch them per worker).
         let mut udp = config.udp.clone();
@@ -60,58 +56,18 @@ impl Worker {
         let local = socket
             .local_addr()
             .map_err(Error::io("reading the bound address"))?;
-        let mut endpoint = Endpoint::new(quiche, local, 0, 1, Instant::now());
-        endpoint.set_keep_alive(Some(config.keep_alive()));
-        endpoint.set_cid_rotation(config.cid_rotation);
+        let endpoint = config.endpoint(&target, local, Instant::now())?;
         let index = self.add_port_for_client(socket, endpoint);
         let connection = {
             let mut ports = self.core.ports.borrow_mut();
-            let port = ports.get_mut(index).ok_or(Error::WorkerGone)?;
-            if let Role::Client { started, .. } = &mut port.role {
-                *started = true;
-            }
+            let port = ports.get_mut(index).ok_or(Error::WORKER_GONE)?;
             port.endpoint
                 .connect(&target.host, peer, Instant::now())
                 .map_err(|error| ConnectError::Quic(error.to_string()))?
         };
-        // The QUIC handshake, within the configured time.
-        let mut deadline = self.core.runtime.deadline();
-        deadline.set(Some(self.core.runtime.now() + config.handshake_timeout));
-        let mut waiter: Option<Waiter> = None;
-        std::future::poll_fn(|cx| {
-            let waiter = waiter.get_or_insert_with(|| Waiter::new(cx.waker()));
-            waiter.set_waker(cx.waker());
-            if connection.is_established() {
-                return Poll::Ready(Ok(()));
-            }
-            if connection.is_closed() {
-                return Poll::Ready(Err(
-                    ConnectError::handshake_failed(&connection).offered(&config.versions)
-                ));
-            }
-            if deadline.poll(waiter).is_ready() {
-                connection.close(0, "handshake timed out");
-                return Poll::Ready(Err(ConnectError::Handshake(format!(
-                    "no answer from {peer} within {:?}",
-                    config.handshake_timeout
-                ))));
-            }
-            if let Some(port) = self.core.ports.borrow_mut().get_mut(index)
-                && let Role::Client { waiting, .. } = &mut port.role
-            {
-                waiting.push(cx.waker().clone());
-            }
-            Poll::Pending
-        })
-        .await?;
-        let mut setup = ClientSetup::new(self.core.runtime.clone(), connection, &target, &config)?;
-        let mut waiter: Option<Waiter> = None;
-        Ok(std::future::poll_fn(|cx| {
-            let waiter = waiter.get_or_insert_with(|| Waiter::new(cx.waker()));
-            waiter.set_waker(cx.waker());
-            setup.poll(waiter)
-        })
-        .await?)
+        let runtime = self.core.runtime.clone();
+        let mut connecting = Connecting::new(runtime, connection, peer, target, config);
+        Ok(moqx_kio::wait(|waiter| connecting.poll(waiter)).await?)
     }
 
     fn add_port_for_client(&self, socket: UdpSocket, endpoint: Endpoint) -> u32 {
@@ -120,10 +76,7 @@ impl Worker {
         let port = crate::port::Port::new(
             socket,
             endpoint,
-            Role::Client {
-                waiting: Vec::new(),
-                started: false,
-            },
+            Role::Client,
             self.core.gso,
             self.core.max_send_bytes,
         );

@@ -69,12 +69,13 @@ pub use client::Client;
 pub use counters::{WorkerCounters, WorkerSnapshot};
 pub use error::Error;
 pub use moqx_runtime::binding::Binding;
+pub use moqx_runtime::cid::MAX_WORKERS;
 pub use moqx_runtime::client::ClientConfig;
 pub use moqx_runtime::server::ServerConfig;
 pub use pool::{JoinHandle, WorkerFailure};
 pub use probe::{Capabilities, Feature, ProbeError, probe};
 pub use runtime::{UringDeadline, UringRuntime};
-pub use server::{MAX_WORKERS, Request, Server};
+pub use server::{Request, Server};
 
 /// How the driver uses its rings and sockets (what the ablation benchmarks switch).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,13 +160,7 @@ impl Worker {
         use moqx_net::runtime::{Deadline, Runtime};
         let mut deadline = self.core.runtime.deadline();
         deadline.set(Some(at));
-        let mut waiter: Option<moqx_kio::Waiter> = None;
-        std::future::poll_fn(|cx| {
-            let waiter = waiter.get_or_insert_with(|| moqx_kio::Waiter::new(cx.waker()));
-            waiter.set_waker(cx.waker());
-            deadline.poll(waiter)
-        })
-        .await;
+        moqx_kio::wait(|waiter| deadline.poll(waiter)).await;
     }
 
     /// Waits for `duration`.

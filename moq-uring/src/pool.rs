@@ -155,7 +155,7 @@ impl Pool {
                 }
                 Err(_) => {
                     pool.stop();
-                    return Err(Error::WorkerGone);
+                    return Err(Error::WORKER_GONE);
                 }
             }
         }

@@ -2,7 +2,6 @@
 //! server's port, or one client connection's.
 
 use std::os::fd::AsRawFd;
-use std::task::Waker;
 use std::time::Instant;
 
 use io_uring::{opcode, types};
@@ -42,9 +41,9 @@ pub(crate) struct Port {
 pub(crate) enum Role {
     /// The server's port: established connections become requests.
     Server { acceptor: Box<Acceptor> },
-    /// One client connection's port: the tasks waiting for its handshake, woken whenever
-    /// the port received or its timers ran. It closes once its connection is gone.
-    Client { waiting: Vec<Waker>, started: bool },
+    /// One client connection's port (its handshake is waited for by
+    /// `moqx_runtime::client::Connecting`). It closes once its connection is gone.
+    Client,
 }
 
 impl Port {
@@ -153,7 +152,6 @@ impl Port {
         if !received.more {
             buffers.give_back(buffer);
         }
-        self.wake_waiting();
     }
 
     /// A completion of one of the port's sends: a failure is counted and logged (rate
@@ -177,7 +175,6 @@ impl Port {
     pub(crate) fn handle_timeouts(&mut self, now: Instant) {
         if self.endpoint.next_timeout().is_some_and(|at| at <= now) {
             self.endpoint.handle_timeouts(now);
-            self.wake_waiting();
         }
     }
 
@@ -256,16 +253,9 @@ impl Port {
         self.closing && !self.armed && self.sends.in_flight() == 0
     }
 
-    /// A client port whose connection has come and gone.
+    /// A client port whose connection has come and gone (or never came: a connect that
+    /// failed at once).
     pub(crate) fn is_spent(&self) -> bool {
-        matches!(self.role, Role::Client { started: true, .. }) && self.endpoint.is_empty()
-    }
-
-    fn wake_waiting(&mut self) {
-        if let Role::Client { waiting, .. } = &mut self.role {
-            for waker in waiting.drain(..) {
-                waker.wake();
-            }
-        }
+        matches!(self.role, Role::Client) && self.endpoint.is_empty()
     }
 }

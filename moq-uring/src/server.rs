@@ -23,9 +23,6 @@ use crate::{Error, UringConfig, Worker};
 /// A client whose handshakes completed, to accept or refuse (on its worker).
 pub type Request = moqx_runtime::server::Request<crate::UringRuntime>;
 
-/// The most workers a server can have: a connection ID names its worker in one byte.
-pub const MAX_WORKERS: usize = 256;
-
 /// A listening server: its workers run until [`stop`](Self::stop) and
 /// [`join`](Self::join).
 #[derive(Debug)]
@@ -37,7 +34,7 @@ pub struct Server {
 
 impl Server {
     /// Probes the kernel, binds the port with one socket per worker (1 to
-    /// [`MAX_WORKERS`]) and starts the workers; on each, `serve` runs as the application's
+    /// [`MAX_WORKERS`](crate::MAX_WORKERS)) and starts the workers; on each, `serve` runs as the application's
     /// loop (typically: [`Worker::accept`] each request, and accept or refuse it there).
     pub fn bind<F, Fut>(
         config: ServerConfig,
@@ -49,9 +46,7 @@ impl Server {
         F: Fn(Worker) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + 'static,
     {
-        if !(1..=MAX_WORKERS).contains(&workers) {
-            return Err(Error::Workers(workers));
-        }
+        moqx_runtime::driver::DriverError::check_workers(workers)?;
         options.validate()?;
         let capabilities = crate::probe()?;
         let mut udp = config.udp.clone();
@@ -88,7 +83,7 @@ impl Server {
                 .get_mut(worker.index())
                 .and_then(Option::take)
             else {
-                return Err(Error::WorkerGone);
+                return Err(Error::WORKER_GONE);
             };
             worker.add_port(
                 socket,

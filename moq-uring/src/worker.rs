@@ -21,14 +21,13 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Poll, Wake, Waker};
+use std::task::{Wake, Waker};
 use std::time::{Duration, Instant};
 
 use io_uring::{IoUring, opcode};
-use moqx_kio::Waiter;
 use moqx_runtime::endpoint::RECV_BUDGET;
 use moqx_runtime::quic::QuicConnection;
-use moqx_runtime::server::Request;
+use moqx_runtime::server::{Admitted, Request};
 
 use crate::buffers::BufferRing;
 use crate::counters::WorkerCounters;
@@ -303,29 +302,17 @@ impl Loop {
             }
         }
         for (connection, acceptor) in established {
-            let Some(mut incoming) = acceptor.incoming(&self.core.runtime, connection) else {
-                continue;
-            };
-            // A raw QUIC client is a request at once; a WebTransport one waits for its
-            // CONNECT in a task of its own.
-            match incoming.poll(&Waiter::new(Waker::noop())) {
-                Poll::Ready(Some(request)) => self.core.push_request(request),
-                Poll::Ready(None) => {}
-                Poll::Pending => {
+            match acceptor.admit(&self.core.runtime, connection) {
+                Admitted::Request(request) => self.core.push_request(request),
+                Admitted::Handshake(handshaking) => {
                     let core = self.core.clone();
                     self.core.local.executor.spawn(async move {
-                        let mut waiter: Option<Waiter> = None;
-                        let request = std::future::poll_fn(|cx| {
-                            let waiter = waiter.get_or_insert_with(|| Waiter::new(cx.waker()));
-                            waiter.set_waker(cx.waker());
-                            incoming.poll(waiter)
-                        })
-                        .await;
-                        if let Some(request) = request {
+                        if let Some(request) = handshaking.await {
                             core.push_request(request);
                         }
                     });
                 }
+                Admitted::Refused => {}
             }
         }
     }

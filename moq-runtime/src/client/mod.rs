@@ -2,9 +2,11 @@
 //! established QUIC connection turned into a running session.
 //!
 //! A driver parses the URL ([`Target::parse`]), resolves its host (the one step that
-//! needs its I/O), opens a QUIC connection with [`Target::quiche_config`], and once
-//! the QUIC handshake completed drives a [`ClientSetup`]: the pinned certificate checked,
-//! for WebTransport the CONNECT within its deadline, then the moq-lite session started.
+//! needs its I/O), binds a socket, makes the connection's endpoint with
+//! [`ClientConfig::endpoint`] and opens the connection in it, then polls a [`Connecting`]
+//! until it is ready: the QUIC handshake within its deadline, then a [`ClientSetup`] (the
+//! pinned certificate checked, for WebTransport the CONNECT within its deadline, then the
+//! moq-lite session started).
 //!
 //! - `moqt://host:port/path` (or `moql://`) is raw QUIC, offering each version of
 //!   [`ClientConfig::versions`] as an ALPN (`moq-lite-05`, …; the server picks); the path
@@ -36,6 +38,10 @@ use crate::quiche_config::{ConfigError, QuicLimits, client_config};
 use crate::tls::Fingerprint;
 use crate::udp::UdpConfig;
 use crate::webtransport::{ClientHandshake, H3_REQUEST_CANCELLED, WebTransportError};
+
+mod connecting;
+
+pub use connecting::Connecting;
 
 /// Why a client could not connect, said so that a user can act on it.
 #[derive(Debug, thiserror::Error)]

@@ -8,8 +8,10 @@ use std::sync::atomic::AtomicBool;
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use moqx_kio::WaiterList;
+use std::task::Poll;
+
 use moqx_kio::sync::Mutex;
+use moqx_kio::{Waiter, WaiterList};
 
 use super::{
     Bookkeeping, ConnectionStatus, MIN_DATAGRAM, PeerStreams, QuicConnection, QuicSession, Shared,
@@ -71,6 +73,7 @@ impl QuicConnection {
                     outbox: VecDeque::new(),
                     paced: pacing::Paced::default(),
                     close_announced: false,
+                    established_announced: false,
                     urgencies: Urgencies::default(),
                     urgency_changes: Vec::new(),
                     close_at: None,
@@ -88,6 +91,7 @@ impl QuicConnection {
                 credit: WaiterList::new(),
                 datagrams: WaiterList::new(),
                 closed: WaiterList::new(),
+                established: WaiterList::new(),
             }),
         }
     }
@@ -242,6 +246,21 @@ impl QuicConnection {
             },
             cids_retired: state.conn.retired_scids(),
         }
+    }
+
+    /// Ready with `true` once the handshake completed, with `false` if the connection
+    /// closed before it did (`ConnectError::handshake_failed` says why); until then the
+    /// waiter is woken by whichever comes first.
+    pub fn poll_established(&self, waiter: &Waiter) -> Poll<bool> {
+        let state = self.shared.state.lock();
+        if state.conn.is_established() {
+            return Poll::Ready(true);
+        }
+        if state.closed().is_some() {
+            return Poll::Ready(false);
+        }
+        self.shared.established.register(waiter);
+        Poll::Pending
     }
 
     /// Whether the handshake completed.

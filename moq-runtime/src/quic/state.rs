@@ -110,6 +110,10 @@ impl State {
                 event => tracing::trace!(?event, "path event"),
             }
         }
+        if !self.established_announced && self.conn.is_established() {
+            self.established_announced = true;
+            wakes.established = true;
+        }
         if !self.close_announced && (self.is_closed() || self.conn.is_draining()) {
             self.close_announced = true;
             wakes.closed = true;

@@ -17,7 +17,6 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use super::carrier::WebSocket;
 use super::driver::{InBandError, drive as drive_connection, in_band, over_byte_stream};
 use super::websocket_config;
-use crate::poll::drive;
 use crate::{Error, TokioRuntime};
 
 /// Connects to `target` over its QMux binding and starts the session.
@@ -76,7 +75,7 @@ pub(crate) async fn connect(target: Target, config: ClientConfig) -> Result<Sess
         &target,
         &config,
     );
-    Ok(drive(|waiter| setup.poll(waiter)).await?)
+    Ok(moqx_kio::wait(|waiter| setup.poll(waiter)).await?)
 }
 
 /// The TLS handshake offering `alpns`, the server's certificate checked as configured.

@@ -90,7 +90,7 @@ where
         limits,
     );
     let parameters =
-        crate::poll::drive(|waiter| connection.with(|inner| inner.poll_parameters(waiter)))
+        moqx_kio::wait(|waiter| connection.with(|inner| inner.poll_parameters(waiter)))
             .await
             .map_err(|error| InBandError::Handshake(error.to_string()))?;
     let theirs = parameters.application_protocols;
