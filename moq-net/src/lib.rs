@@ -11,6 +11,7 @@
 //! | [`transport`] | the poll-based traits a QUIC (or WebTransport) connection implements for a session |
 //! | [`backoff`] | when to try a connection again (exponential, jittered), for clients and relays that redial |
 //! | [`runtime`] | the [`Runtime`](runtime::Runtime) boundary (time, timers, running a machine), and with feature `test-runtime` a deterministic virtual-time runtime with an in-memory transport |
+//! | `sim` (feature `test-runtime`) | whole topologies of relays and clients in virtual time, with partitions and seeded faults: the kit this project's own scenario tests use, for testing an application the same way |
 //!
 //! and the [`Error`] taxonomy with its one mapping to wire codes.
 //!
@@ -77,6 +78,8 @@ pub mod reconnect;
 pub mod redact;
 pub mod runtime;
 pub mod session;
+#[cfg(any(test, feature = "test-runtime"))]
+pub mod sim;
 pub mod transport;
 
 pub use error::Error;

@@ -6,17 +6,92 @@ use tracing::Instrument;
 
 use std::time::Instant;
 
+use moqx_net::coding::Version;
+use moqx_net::model::Origin;
 use moqx_net::session::Session;
 use moqx_runtime::client::{ClientConfig, Connecting, Target};
+use moqx_runtime::tls::Fingerprint;
 use moqx_runtime::udp::UdpSocket;
 
 use crate::driver;
 use crate::{Error, TokioRuntime};
 
+/// A client, built from its configuration: what its sessions serve and fill, the
+/// server's certificate, the versions offered; [`connect`](Self::connect) as often as
+/// needed.
+///
+/// ```no_run
+/// # async fn example() -> Result<(), moqx_tokio::Error> {
+/// use moqx_tokio::Client;
+/// use moqx_tokio::model::Origin;
+///
+/// let announced = Origin::new();
+/// let session = Client::new()
+///     .with_subscriber(&announced)
+///     .connect("moqt://relay.example:4443/room")
+///     .await?;
+/// # drop(session);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Client {
+    config: ClientConfig,
+}
+
+impl Client {
+    /// A client with the default configuration: verifying the server's certificate,
+    /// offering the released versions, serving and filling nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A client with `config`.
+    pub fn with_config(config: ClientConfig) -> Self {
+        Self { config }
+    }
+
+    /// Offers the broadcasts of `origin` to the server.
+    pub fn with_publisher(mut self, origin: &Origin) -> Self {
+        self.config = self.config.with_publisher(origin);
+        self
+    }
+
+    /// Publishes the server's broadcasts into `origin`.
+    pub fn with_subscriber(mut self, origin: &Origin) -> Self {
+        self.config = self.config.with_subscriber(origin);
+        self
+    }
+
+    /// Trusts exactly the server certificate with this fingerprint (a relay's
+    /// self-signed one).
+    pub fn with_fingerprint(mut self, fingerprint: Fingerprint) -> Self {
+        self.config = self.config.with_fingerprint(fingerprint);
+        self
+    }
+
+    /// Offers `versions`, in order of preference.
+    pub fn with_versions(mut self, versions: impl IntoIterator<Item = Version>) -> Self {
+        self.config = self.config.with_versions(versions);
+        self
+    }
+
+    /// The configuration [`connect`](Self::connect) uses.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// Connects to `url` (see [`connect`](crate::connect)): resolves once the session is
+    /// established.
+    pub async fn connect(&self, url: &str) -> Result<Session, Error> {
+        connect(url, self.config.clone()).await
+    }
+}
+
 /// Connects to `url` and starts a session on the current tokio runtime; resolves once the
 /// session is established (the server answered SETUP; before -05, once the connection is
 /// up). A server that refuses the client (a missing or rejected token) is
-/// [`ConnectError::Refused`], naming its code, on either binding.
+/// [`ConnectError::Refused`](moqx_runtime::client::ConnectError::Refused), naming its code, on either binding.
 ///
 /// - `moqt://host:port/path` (or `moql://`) is raw QUIC (ALPN `moq-lite-05`); the path
 ///   and query go in SETUP.

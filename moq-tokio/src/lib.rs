@@ -7,7 +7,7 @@
 //!
 //! - **work-stealing** ([`Server::bind`]): one socket, sessions on tokio's pool
 //!   ([`TokioRuntime`]);
-//! - **thread per core** ([`Server::bind_per_core`]): a pinned current-thread runtime per
+//! - **thread per core** (`Server::bind_per_core`, Linux): a pinned current-thread runtime per
 //!   core, each with its own `SO_REUSEPORT` socket on the shared port and the connections
 //!   the kernel steers to it.
 //!
@@ -24,6 +24,35 @@
 //! [`accept_tls`] let an HTTP server of the application's own (the relay's web port)
 //! serve WebSocket and TLS clients beside its pages.
 //!
+//! It re-exports what a program needs from the crates below it (the [`model`], the
+//! session types, [`Certificate`] and [`Fingerprint`], and `moqx_net` whole as [`net`]),
+//! so that it is the one dependency:
+//!
+//! ```no_run
+//! use moqx_tokio::model::{BroadcastProducer, Origin, Track};
+//! use moqx_tokio::{Certificate, Client, Server, ServerConfig, SessionConfig};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! // A relay on a port: every session shares one origin.
+//! let certificate = Certificate::self_signed(&["localhost".into()])?;
+//! let fingerprint = certificate.fingerprint();
+//! let relay = SessionConfig::relay(&Origin::new());
+//! let server = Server::bind(ServerConfig::new("[::]:4443".parse()?, certificate, relay)).await?;
+//! tokio::spawn(server.accept_all());
+//!
+//! // A client publishing a track to it.
+//! let (origin, broadcast) = (Origin::new(), BroadcastProducer::new());
+//! let mut track = broadcast.create_track(Track::new("chat"));
+//! origin.publish("room/alice", &broadcast)?;
+//! let client = Client::new().with_fingerprint(fingerprint).with_publisher(&origin);
+//! let session = client.connect("moqt://localhost:4443/room").await?;
+//! track.used().await;
+//! track.write_group(0, "hello");
+//! # drop(session);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! It **is not** the protocol, nor the binding policy: every byte of moq-lite is
 //! `moqx_net`'s; the QUIC configuration, the dispatch by ALPN, the WebTransport handshake,
 //! the URL rules and the close codes are `moqx_runtime`'s. This crate only moves bytes,
@@ -36,7 +65,7 @@ mod reconnect;
 mod runtime;
 mod server;
 
-pub use client::connect;
+pub use client::{Client, connect};
 pub use moqx_runtime::admission::Admission;
 pub use moqx_runtime::binding::Binding;
 pub use moqx_runtime::cid::MAX_WORKERS;
@@ -47,5 +76,14 @@ pub use moqx_runtime::quiche_config::QuicLimits;
 pub use moqx_runtime::server::ServerConfig;
 pub use qmux::{QmuxListener, QmuxServerConfig, UpgradeRefused, WebSocketUpgrade, accept_tls};
 pub use reconnect::Reconnect;
+
+// What a program embedding MoQ needs, from the crates below this one: with these, one
+// dependency is enough.
+pub use moqx_net as net;
+pub use moqx_net::coding::Version;
+pub use moqx_net::model;
+pub use moqx_net::session::{Authorize, Origins, Session, SessionConfig};
+pub use moqx_runtime::tls::{Certificate, Fingerprint};
+pub use moqx_runtime::udp::UdpConfig;
 pub use runtime::{TokioDeadline, TokioRuntime};
 pub use server::{Request, Server};

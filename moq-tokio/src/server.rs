@@ -204,6 +204,15 @@ impl Server {
         self.requests.recv().await
     }
 
+    /// Accepts every client with the server's session configuration, until the server
+    /// stops: a relay of one shared origin, or a test server. Spawn it; sessions run
+    /// until they close.
+    pub async fn accept_all(mut self) {
+        while let Some(request) = self.accept().await {
+            request.accept();
+        }
+    }
+
     /// Stops admitting clients: every worker drops new Initials and closes the
     /// connections still in their handshake; sessions already accepted go on. For a
     /// drain: call it first, then close the sessions, then [`shutdown`](Self::shutdown).

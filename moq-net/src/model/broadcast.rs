@@ -325,6 +325,18 @@ impl BroadcastProducer {
         self.source.presence.unused().await
     }
 
+    /// Ready when a consumer exists: someone (a subscriber's session, a relay) is
+    /// subscribed to this broadcast.
+    pub fn poll_subscribed(&self, waiter: &Waiter) -> Poll<()> {
+        self.source.presence.poll_used(waiter)
+    }
+
+    /// Waits until someone is subscribed to this broadcast (a consumer exists): the
+    /// moment to start producing, for a publisher that produces only on demand.
+    pub async fn subscribed(&self) {
+        self.source.presence.used().await
+    }
+
     /// What an origin keeps to hand out consumers later.
     pub(crate) fn source(&self) -> BroadcastSource {
         self.source.clone()

@@ -143,6 +143,13 @@ impl FollowedTrack {
         self
     }
 
+    /// Reads this track frame by frame, every open group's frames as they arrive
+    /// ([`TrackFrames`](super::TrackFrames)): what a chat client or any reader of
+    /// single-frame groups wants.
+    pub fn frames(self) -> super::TrackFrames {
+        super::TrackFrames::new(self)
+    }
+
     /// The track's properties (of the route read now).
     pub fn track(&self) -> &Track {
         self.track.track()

@@ -195,6 +195,43 @@ impl std::fmt::Debug for Authorize {
     }
 }
 
+impl SessionConfig {
+    /// A relay's session: the peer's broadcasts are published into `origin`, and
+    /// everything in `origin` is offered to the peer (so every session sharing it meets
+    /// every other's broadcasts).
+    pub fn relay(origin: &Origin) -> Self {
+        Self::default()
+            .with_publisher(origin)
+            .with_subscriber(origin)
+    }
+
+    /// Offers the broadcasts of `origin` to the peer ([`publish`](Self::publish)).
+    pub fn with_publisher(mut self, origin: &Origin) -> Self {
+        self.publish = Some(origin.clone());
+        self
+    }
+
+    /// Publishes the peer's broadcasts into `origin` ([`subscribe`](Self::subscribe)).
+    pub fn with_subscriber(mut self, origin: &Origin) -> Self {
+        self.subscribe = Some(origin.clone());
+        self
+    }
+
+    /// Speaks `version` ([`version`](Self::version)); a driver replaces it with the one
+    /// the connection negotiated.
+    pub fn with_version(mut self, version: Version) -> Self {
+        self.version = version;
+        self
+    }
+
+    /// Decides what each client's session serves and fills from its SETUP
+    /// ([`authorize`](Self::authorize)).
+    pub fn with_authorize(mut self, authorize: Authorize) -> Self {
+        self.authorize = Some(authorize);
+        self
+    }
+}
+
 impl Default for SessionConfig {
     /// moq-lite-05, serving and subscribing to nothing, 16 MiB frames, 1 s for trailing
     /// groups, 1 s of linger for unused subscriptions, no authorization hook, 1,000

@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use moqx_kio::Waiter;
 use moqx_net::coding::Version;
+use moqx_net::model::Origin;
 use moqx_net::runtime::{Deadline, Runtime};
 use moqx_net::session::{self, Session, SessionConfig};
 use moqx_net::transport::Session as _;
@@ -256,6 +257,53 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
+    /// Offers the broadcasts of `origin` to the server (the session's
+    /// [`publish`](SessionConfig::publish)).
+    pub fn with_publisher(mut self, origin: &Origin) -> Self {
+        self.session.publish = Some(origin.clone());
+        self
+    }
+
+    /// Publishes the server's broadcasts into `origin` (the session's
+    /// [`subscribe`](SessionConfig::subscribe)).
+    pub fn with_subscriber(mut self, origin: &Origin) -> Self {
+        self.session.subscribe = Some(origin.clone());
+        self
+    }
+
+    /// Starts sessions with `session` (what they serve and fill, their bounds).
+    pub fn with_session(mut self, session: SessionConfig) -> Self {
+        self.session = session;
+        self
+    }
+
+    /// Trusts exactly the server certificate with this fingerprint
+    /// ([`fingerprint`](Self::fingerprint)): how a client trusts a relay's self-signed
+    /// certificate.
+    pub fn with_fingerprint(mut self, fingerprint: Fingerprint) -> Self {
+        self.fingerprint = Some(fingerprint);
+        self
+    }
+
+    /// Offers `versions`, in order of preference ([`versions`](Self::versions)).
+    pub fn with_versions(mut self, versions: impl IntoIterator<Item = Version>) -> Self {
+        self.versions = versions.into_iter().collect();
+        self
+    }
+
+    /// Gives the handshakes `timeout` ([`handshake_timeout`](Self::handshake_timeout)).
+    pub fn with_handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.handshake_timeout = timeout;
+        self
+    }
+
+    /// Skips verifying the server's certificate
+    /// ([`insecure_skip_verify`](Self::insecure_skip_verify)): loopback tests only.
+    pub fn with_insecure_skip_verify(mut self) -> Self {
+        self.insecure_skip_verify = true;
+        self
+    }
+
     /// How often a client connection that sent nothing sends a PING: a third of its idle
     /// timeout, so that a quiet session (a chat member in a quiet room) stays alive well
     /// before the server's idle timer.

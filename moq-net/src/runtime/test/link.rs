@@ -197,6 +197,32 @@ impl TestRuntime {
 }
 
 impl TestTransport {
+    /// Cuts the link now, as a network partition would: nothing more arrives either way,
+    /// and both ends see the connection lost ([`TransportError::Lost`]) at once, as
+    /// sessions do when their idle timeout notices a silent peer (here without waiting
+    /// for it). Data already in flight is lost with it.
+    pub fn cut(&self) {
+        self.link.borrow_mut().silent_from = Some(self.runtime.elapsed());
+        for side in 0..2 {
+            deliver(
+                &self.link,
+                side,
+                Event::Closed(TransportError::Lost("link cut (a partition)".into())),
+            );
+        }
+    }
+
+    /// Another handle to this end of the link, for [`cut`](Self::cut)ting it later
+    /// while a session owns the transport.
+    pub fn handle(&self) -> TestTransport {
+        TestTransport {
+            link: self.link.clone(),
+            runtime: self.runtime.clone(),
+            side: self.side,
+            protocol: self.protocol.clone(),
+        }
+    }
+
     /// The priorities the peer last set on the streams it sends and has not finished, by
     /// stream id: what a scheduler would order them by.
     pub fn peer_priorities(&self) -> Vec<(u64, StreamPriority)> {

@@ -111,6 +111,14 @@ impl TestRuntime {
         self.inner.executor.spawn(Box::pin(future));
     }
 
+    /// Waits `duration` of virtual time: for a task of this runtime (a test's own client,
+    /// a scripted fault) that must wait as a real program would sleep.
+    pub fn sleep(&self, duration: Duration) -> impl Future<Output = ()> + 'static {
+        let mut deadline = self.deadline();
+        deadline.set(Some(self.now() + duration));
+        moqx_kio::wait(move |waiter| deadline.poll(waiter))
+    }
+
     /// Polls every task that is ready until none is, without moving the clock.
     pub fn run_until_stalled(&self) {
         self.inner.executor.run_until_stalled();
