@@ -188,11 +188,9 @@ async fn join(index: usize, args: &Args, room: Arc<Room>) -> Result<User, String
         .publish(name.as_str(), &broadcast)
         .map_err(|e| e.to_string())?;
     let others = Origin::new();
-    let session = SessionConfig {
-        publish: Some(published),
-        subscribe: Some(others.clone()),
-        ..SessionConfig::default()
-    };
+    let session = SessionConfig::default()
+        .with_publisher(&published)
+        .with_subscriber(&others);
     // Users are spread over the relays in turn; each moves on to the next ones.
     let mut relays = vec![args.relay.url.clone()];
     relays.extend(args.relays.iter().cloned());

@@ -66,10 +66,7 @@ async fn publish(args: &Args) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let session = args
         .relay
-        .connect(SessionConfig {
-            publish: Some(origin),
-            ..SessionConfig::default()
-        })
+        .connect(SessionConfig::default().with_publisher(&origin))
         .await?;
     let mut group = None;
     let mut ticks = tokio::time::interval(Duration::from_secs(1));
@@ -105,10 +102,7 @@ async fn subscribe(args: &Args) -> Result<(), String> {
     let origin = Origin::new();
     let session = args
         .relay
-        .connect(SessionConfig {
-            subscribe: Some(origin.clone()),
-            ..SessionConfig::default()
-        })
+        .connect(SessionConfig::default().with_subscriber(&origin))
         .await?;
     let mut announced = origin.announced(args.broadcast.as_str());
     let broadcast = loop {

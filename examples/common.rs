@@ -52,11 +52,12 @@ impl RelayArgs {
             ),
             None => None,
         };
-        Ok(ClientConfig {
-            session,
-            insecure_skip_verify: self.insecure,
-            fingerprint,
-            ..ClientConfig::default()
+        Ok({
+            let mut client_config = ClientConfig::default();
+            client_config.session = session;
+            client_config.insecure_skip_verify = self.insecure;
+            client_config.fingerprint = fingerprint;
+            client_config
         })
     }
 }

@@ -27,11 +27,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let shared = Origin::new();
     let certificate = Certificate::self_signed(&["localhost".into()])?;
     let fingerprint = certificate.fingerprint();
-    let relay_config = SessionConfig {
-        publish: Some(shared.clone()),
-        subscribe: Some(shared.clone()),
-        ..SessionConfig::default()
-    };
+    let relay_config = SessionConfig::default()
+        .with_publisher(&shared)
+        .with_subscriber(&shared);
     let mut server = Server::bind(ServerConfig::new(
         "127.0.0.1:0".parse()?,
         certificate,
@@ -48,10 +46,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
 
     // A client that trusts exactly this relay's certificate.
-    let client = |session: SessionConfig| ClientConfig {
-        session,
-        fingerprint: Some(fingerprint),
-        ..ClientConfig::default()
+    let client = |session: SessionConfig| {
+        ClientConfig::default()
+            .with_session(session)
+            .with_fingerprint(fingerprint)
     };
     let url = format!("moqt://localhost:{port}/");
 
@@ -62,10 +60,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     published.publish("news", &news)?;
     let publisher = connect(
         &url,
-        client(SessionConfig {
-            publish: Some(published),
-            ..SessionConfig::default()
-        }),
+        client(SessionConfig::default().with_publisher(&published)),
     )
     .await?;
 
@@ -73,10 +68,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let seen = Origin::new();
     let subscriber = connect(
         &url,
-        client(SessionConfig {
-            subscribe: Some(seen.clone()),
-            ..SessionConfig::default()
-        }),
+        client(SessionConfig::default().with_subscriber(&seen)),
     )
     .await?;
     let broadcast = loop {

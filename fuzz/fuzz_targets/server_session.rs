@@ -49,28 +49,30 @@ fuzz_target!(|data: &[u8]| {
     group.write(0, "cached");
     group.finish();
 
-    let (mut client, server_end) = runtime.connect(LinkConfig {
-        protocol: Some(version.alpn().to_owned()),
-        ..LinkConfig::default()
-    });
+    let (mut client, server_end) = runtime.connect({
+let mut link_config = LinkConfig::default();
+link_config.protocol = Some(version.alpn().to_owned());
+link_config
+});
     let server = session::accept(
         runtime.clone(),
         server_end,
-        SessionConfig {
-            publish: Some(origin.clone()),
-            subscribe: Some(origin.clone()),
-            max_message_bytes: 4096,
-            max_setup_bytes: 4096,
-            max_announces: MAX_ANNOUNCES,
-            max_announce_path_bytes: MAX_ANNOUNCE_PATH_BYTES,
-            max_subscriptions: MAX_REQUESTS,
-            max_announce_requests: 2,
-            max_group_frames: 16,
-            max_group_bytes: 4096,
-            max_frame_size: 1024,
-            version,
-            ..SessionConfig::default()
-        },
+        {
+let mut session_config = SessionConfig::default();
+session_config.publish = Some(origin.clone());
+session_config.subscribe = Some(origin.clone());
+session_config.limits.max_message_bytes = 4096;
+session_config.limits.max_setup_bytes = 4096;
+session_config.limits.max_announces = MAX_ANNOUNCES;
+session_config.limits.max_announce_path_bytes = MAX_ANNOUNCE_PATH_BYTES;
+session_config.limits.max_subscriptions = MAX_REQUESTS;
+session_config.limits.max_announce_requests = 2;
+session_config.limits.max_group_frames = 16;
+session_config.limits.max_group_bytes = 4096;
+session_config.limits.max_frame_size = 1024;
+session_config.version = version;
+session_config
+},
     );
 
     let waiter = Waiter::new(Waker::noop());

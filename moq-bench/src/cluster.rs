@@ -334,10 +334,7 @@ impl Publisher {
             .map_err(|e| e.to_string())?;
         let session = moqx_tokio::connect(
             &relay.url(),
-            client(SessionConfig {
-                publish: Some(origin),
-                ..SessionConfig::default()
-            }),
+            client(SessionConfig::default().with_publisher(&origin)),
         )
         .await
         .map_err(|e| format!("the publisher: {e}"))?;
@@ -389,10 +386,7 @@ async fn subscribe_all(relay: &RelayNode, count: usize) -> Result<Vec<Subscriber
         let origin = Origin::new();
         let session = moqx_tokio::connect(
             &relay.url(),
-            client(SessionConfig {
-                subscribe: Some(origin.clone()),
-                ..SessionConfig::default()
-            }),
+            client(SessionConfig::default().with_subscriber(&origin)),
         )
         .await
         .map_err(|e| format!("a subscriber: {e}"))?;
@@ -408,10 +402,7 @@ async fn subscribe_reconnecting(urls: &[String], count: usize) -> Result<Vec<Sub
         let origin = Origin::new();
         let reconnect = moqx_tokio::Reconnect::new(
             urls.to_vec(),
-            client(SessionConfig {
-                subscribe: Some(origin.clone()),
-                ..SessionConfig::default()
-            }),
+            client(SessionConfig::default().with_subscriber(&origin)),
         );
         reconnect
             .connected()
@@ -448,11 +439,9 @@ async fn read(origin: Origin, keep: Box<dyn std::any::Any + Send>) -> Result<Sub
 
 /// A client configuration for these loopback relays (self-signed, not verified).
 fn client(session: SessionConfig) -> ClientConfig {
-    ClientConfig {
-        session,
-        insecure_skip_verify: true,
-        ..ClientConfig::default()
-    }
+    ClientConfig::default()
+        .with_session(session)
+        .with_insecure_skip_verify()
 }
 
 /// Polls `probe` every 50 ms for up to 10 s.

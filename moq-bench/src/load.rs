@@ -201,13 +201,14 @@ impl Target {
             true => Version::DEFAULT_OFFER.to_vec(),
             false => vec![self.pins[member % self.pins.len()]],
         };
-        let config = ClientConfig {
-            session,
-            versions,
-            insecure_skip_verify: self.fingerprint.is_none(),
-            fingerprint: self.fingerprint,
-            cid_rotation: self.cid_rotation,
-            ..ClientConfig::default()
+        let config = {
+            let mut client_config = ClientConfig::default();
+            client_config.session = session;
+            client_config.versions = versions;
+            client_config.insecure_skip_verify = self.fingerprint.is_none();
+            client_config.fingerprint = self.fingerprint;
+            client_config.cid_rotation = self.cid_rotation;
+            client_config
         };
         // A handshake that a lossy path (--impair) lost past its timeout is tried again, as
         // a real client would; a refusal is not.
@@ -399,11 +400,12 @@ impl Member {
                 .map_err(|e| e.to_string())?;
         }
         let seen = Origin::new();
-        let session = SessionConfig {
-            publish: self.publishes.then_some(published),
-            subscribe: self.subscribes.then(|| seen.clone()),
-            subscribe_prefix: self.room.as_str().into(),
-            ..SessionConfig::default()
+        let session = {
+            let mut session_config = SessionConfig::default();
+            session_config.publish = self.publishes.then_some(published);
+            session_config.subscribe = self.subscribes.then(|| seen.clone());
+            session_config.subscribe_prefix = self.room.as_str().into();
+            session_config
         };
         let session = target.join(session, self.index, &path).await?;
         if self.subscribes {

@@ -86,10 +86,7 @@ impl MediaSoak {
             .map_err(|e| e.to_string())?;
         let publisher = target
             .join(
-                SessionConfig {
-                    publish: Some(published),
-                    ..SessionConfig::default()
-                },
+                SessionConfig::default().with_publisher(&published),
                 first_member,
                 "media publisher",
             )
@@ -99,15 +96,16 @@ impl MediaSoak {
             let seen = Origin::new();
             let session = target
                 .join(
-                    SessionConfig {
-                        subscribe: Some(seen.clone()),
-                        subscribe_prefix: "media".into(),
+                    {
+                        let mut session_config = SessionConfig::default();
+                        session_config.subscribe = Some(seen.clone());
+                        session_config.subscribe_prefix = "media".into();
                         // A live player keeps what it is reading, not a minute of video:
                         // the default cache (32 groups, released a chunk of up to 64
                         // at a time) held about 30 MB per subscriber here.
-                        cache_groups: 2,
-                        cache_bytes: Some(SUBSCRIBER_CACHE_BYTES),
-                        ..SessionConfig::default()
+                        session_config.cache.groups = 2;
+                        session_config.cache.bytes = Some(SUBSCRIBER_CACHE_BYTES);
+                        session_config
                     },
                     first_member + 1 + index,
                     &format!("media subscriber {index}"),

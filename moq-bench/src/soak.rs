@@ -519,11 +519,12 @@ async fn connect(
         .publish(path, &broadcast)
         .map_err(|e| e.to_string())?;
     let seen = Origin::new();
-    let session = SessionConfig {
-        publish: Some(published),
-        subscribe: Some(seen.clone()),
-        subscribe_prefix: format!("room{room}").as_str().into(),
-        ..SessionConfig::default()
+    let session = {
+        let mut session_config = SessionConfig::default();
+        session_config.publish = Some(published);
+        session_config.subscribe = Some(seen.clone());
+        session_config.subscribe_prefix = format!("room{room}").as_str().into();
+        session_config
     };
     let session = target.join(session, member, path).await?;
     Ok((session, track, seen, broadcast))
@@ -573,10 +574,7 @@ impl AnnounceChurn {
         let published = Origin::new();
         let announcer = target
             .join(
-                SessionConfig {
-                    publish: Some(published.clone()),
-                    ..SessionConfig::default()
-                },
+                SessionConfig::default().with_publisher(&published),
                 0,
                 "churn announcer",
             )
@@ -584,10 +582,11 @@ impl AnnounceChurn {
         let seen = Origin::new();
         let observer = target
             .join(
-                SessionConfig {
-                    subscribe: Some(seen.clone()),
-                    subscribe_prefix: "churn".into(),
-                    ..SessionConfig::default()
+                {
+                    let mut session_config = SessionConfig::default();
+                    session_config.subscribe = Some(seen.clone());
+                    session_config.subscribe_prefix = "churn".into();
+                    session_config
                 },
                 1,
                 "churn observer",

@@ -23,10 +23,11 @@ pub(crate) async fn run(args: AnnouncedArgs) -> Result<(), String> {
     let prefix = Path::new(&args.prefix);
     let session = args
         .connection
-        .connect(SessionConfig {
-            subscribe: Some(origin.clone()),
-            subscribe_prefix: prefix.clone(),
-            ..SessionConfig::default()
+        .connect({
+            let mut session_config = SessionConfig::default();
+            session_config.subscribe = Some(origin.clone());
+            session_config.subscribe_prefix = prefix.clone();
+            session_config
         })
         .await?;
     let mut announced = origin.announced(prefix);

@@ -54,15 +54,16 @@ impl Connection {
             }
             (None, None) => None,
         };
-        Ok(ClientConfig {
-            session,
-            versions: match self.versions.is_empty() {
+        Ok({
+            let mut client_config = ClientConfig::default();
+            client_config.session = session;
+            client_config.versions = match self.versions.is_empty() {
                 true => Version::DEFAULT_OFFER.to_vec(),
                 false => self.versions.clone(),
-            },
-            insecure_skip_verify: self.insecure,
-            fingerprint,
-            ..ClientConfig::default()
+            };
+            client_config.insecure_skip_verify = self.insecure;
+            client_config.fingerprint = fingerprint;
+            client_config
         })
     }
 

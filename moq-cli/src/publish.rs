@@ -57,10 +57,7 @@ pub(crate) async fn run(args: PublishArgs) -> Result<(), String> {
         // are numbered on, so subscribers that follow it lose nothing as it moves.
         let reconnect = args
             .connection
-            .keep_connected(SessionConfig {
-                publish: Some(origin),
-                ..SessionConfig::default()
-            })
+            .keep_connected(SessionConfig::default().with_publisher(&origin))
             .await?;
         let outcome = tokio::select! {
             outcome = send(track, &args) => match (outcome, reconnect.session()) {
@@ -75,10 +72,7 @@ pub(crate) async fn run(args: PublishArgs) -> Result<(), String> {
     }
     let session = args
         .connection
-        .connect(SessionConfig {
-            publish: Some(origin),
-            ..SessionConfig::default()
-        })
+        .connect(SessionConfig::default().with_publisher(&origin))
         .await?;
     tokio::select! {
         outcome = send(track, &args) => finish(&session, &broadcast, outcome?, &args).await,

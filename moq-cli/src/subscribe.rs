@@ -32,10 +32,11 @@ pub(crate) async fn run(args: SubscribeArgs) -> Result<(), String> {
     if args.connection.reconnect {
         let reconnect = args
             .connection
-            .keep_connected(SessionConfig {
-                subscribe: Some(origin.clone()),
-                subscribe_prefix: path.clone(),
-                ..SessionConfig::default()
+            .keep_connected({
+                let mut session_config = SessionConfig::default();
+                session_config.subscribe = Some(origin.clone());
+                session_config.subscribe_prefix = path.clone();
+                session_config
             })
             .await?;
         // The track follows the broadcast from session to session.
@@ -48,10 +49,11 @@ pub(crate) async fn run(args: SubscribeArgs) -> Result<(), String> {
     }
     let session = args
         .connection
-        .connect(SessionConfig {
-            subscribe: Some(origin.clone()),
-            subscribe_prefix: path.clone(),
-            ..SessionConfig::default()
+        .connect({
+            let mut session_config = SessionConfig::default();
+            session_config.subscribe = Some(origin.clone());
+            session_config.subscribe_prefix = path.clone();
+            session_config
         })
         .await?;
     tokio::select! {

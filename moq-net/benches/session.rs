@@ -82,16 +82,15 @@ fn round(subscribers: usize, size: usize, frames: u64) -> impl FnMut() {
 
 fn connect(subscribers: usize) -> Fanout {
     let runtime = TestRuntime::new(1, epoch());
-    let link = LinkConfig {
-        latency: Duration::from_millis(1),
-        ..LinkConfig::default()
+    let link = {
+        let mut link_config = LinkConfig::default();
+        link_config.latency = Duration::from_millis(1);
+        link_config
     };
     let relay = Origin::new();
-    let relay_config = SessionConfig {
-        publish: Some(relay.clone()),
-        subscribe: Some(relay.clone()),
-        ..SessionConfig::default()
-    };
+    let relay_config = SessionConfig::default()
+        .with_publisher(&relay)
+        .with_subscriber(&relay);
     let mut sessions = Vec::new();
 
     let origin = Origin::new();
@@ -102,10 +101,7 @@ fn connect(subscribers: usize) -> Fanout {
     sessions.push(session::connect(
         runtime.clone(),
         a,
-        SessionConfig {
-            publish: Some(origin),
-            ..SessionConfig::default()
-        },
+        SessionConfig::default().with_publisher(&origin),
     ));
     sessions.push(session::accept(runtime.clone(), b, relay_config.clone()));
 
@@ -117,10 +113,7 @@ fn connect(subscribers: usize) -> Fanout {
         sessions.push(session::connect(
             runtime.clone(),
             c,
-            SessionConfig {
-                subscribe: Some(seen.clone()),
-                ..SessionConfig::default()
-            },
+            SessionConfig::default().with_subscriber(&seen),
         ));
         sessions.push(session::accept(runtime.clone(), d, relay_config.clone()));
         origins.push(seen);

@@ -40,17 +40,11 @@
 //! let broadcast = BroadcastProducer::new();
 //! let mut track = broadcast.create_track(Track::new("clock"));
 //! published.publish("time", &broadcast).unwrap();
-//! let _server = session::accept(runtime.clone(), server, SessionConfig {
-//!     publish: Some(published),
-//!     ..SessionConfig::default()
-//! });
+//! let _server = session::accept(runtime.clone(), server, SessionConfig::default().with_publisher(&published));
 //!
 //! // The client discovers it and subscribes.
 //! let discovered = Origin::new();
-//! let _client = session::connect(runtime.clone(), client, SessionConfig {
-//!     subscribe: Some(discovered.clone()),
-//!     ..SessionConfig::default()
-//! });
+//! let _client = session::connect(runtime.clone(), client, SessionConfig::default().with_subscriber(&discovered));
 //! assert!(runtime.run_until(Duration::from_secs(1), || discovered.consume_broadcast("time").is_some()));
 //! let remote = discovered.consume_broadcast("time").unwrap();
 //! let reader = runtime.block_on(Duration::from_secs(1), async move {

@@ -36,8 +36,8 @@ impl Relay {
 
     fn config(&self) -> SessionConfig {
         let origin = self.origin.clone();
-        SessionConfig {
-            authorize: Some(Authorize::new(move |setup| match setup.path.as_deref() {
+        SessionConfig::default().with_authorize(Authorize::new(move |setup| {
+            match setup.path.as_deref() {
                 Some("/room?token=ok-alice") => Ok(Origins {
                     publish: Some(origin.scope("room", [""])),
                     subscribe: Some(origin.scope("room", ["alice"])),
@@ -45,9 +45,8 @@ impl Relay {
                     ..Origins::default()
                 }),
                 _ => Err(Error::Unauthorized),
-            })),
-            ..SessionConfig::default()
-        }
+            }
+        }))
     }
 
     /// Connects a client sending `path` in its SETUP.
@@ -55,14 +54,11 @@ impl Relay {
         let (client_end, relay_end) = runtime.connect(LinkConfig::default());
         self.sessions
             .push(session::accept(runtime.clone(), relay_end, self.config()));
-        session::connect(
-            runtime.clone(),
-            client_end,
-            SessionConfig {
-                path: Some(path.to_owned()),
-                ..client
-            },
-        )
+        session::connect(runtime.clone(), client_end, {
+            let mut session_config = client;
+            session_config.path = Some(path.to_owned());
+            session_config
+        })
     }
 }
 
@@ -71,10 +67,7 @@ fn publishing(path: &str) -> (SessionConfig, BroadcastProducer) {
     let origin = Origin::new();
     let broadcast = BroadcastProducer::new();
     origin.publish(path, &broadcast).unwrap();
-    let config = SessionConfig {
-        publish: Some(origin),
-        ..SessionConfig::default()
-    };
+    let config = SessionConfig::default().with_publisher(&origin);
     (config, broadcast)
 }
 
@@ -145,10 +138,7 @@ fn a_scoped_subscriber_sees_only_its_root_with_paths_relative_to_it() {
         let _reader = relay.connect(
             runtime,
             "/room?token=ok-alice",
-            SessionConfig {
-                subscribe: Some(seen.clone()),
-                ..SessionConfig::default()
-            },
+            SessionConfig::default().with_subscriber(&seen),
         );
         assert!(runtime.run_until(SECOND, || seen.consume_broadcast("alice").is_some()));
         runtime.run_until_stalled();
@@ -171,10 +161,7 @@ fn a_subscription_outside_the_sessions_scope_is_refused_with_unauthorized() {
         let _server = session::accept(
             runtime.clone(),
             server_end,
-            SessionConfig {
-                publish: Some(origin.scope("", ["room"])),
-                ..SessionConfig::default()
-            },
+            SessionConfig::default().with_publisher(&origin.scope("", ["room"])),
         );
         let waiter = moqx_kio::Waiter::new(std::task::Waker::noop());
         let std::task::Poll::Ready(Ok(mut setup)) = raw.poll_open_uni(&waiter) else {
@@ -239,23 +226,17 @@ fn a_subscription_over_the_limit_is_refused_on_its_stream_and_the_session_goes_o
         let _second = broadcast.create_track(Track::new("second"));
         origin.publish("live", &broadcast).unwrap();
         let (publisher_end, subscriber_end) = runtime.connect(LinkConfig::default());
-        let publisher = session::accept(
-            runtime.clone(),
-            publisher_end,
-            SessionConfig {
-                publish: Some(origin),
-                max_subscriptions: 1,
-                ..SessionConfig::default()
-            },
-        );
+        let publisher = session::accept(runtime.clone(), publisher_end, {
+            let mut session_config = SessionConfig::default();
+            session_config.publish = Some(origin);
+            session_config.limits.max_subscriptions = 1;
+            session_config
+        });
         let seen = Origin::new();
         let _subscriber = session::connect(
             runtime.clone(),
             subscriber_end,
-            SessionConfig {
-                subscribe: Some(seen.clone()),
-                ..SessionConfig::default()
-            },
+            SessionConfig::default().with_subscriber(&seen),
         );
         assert!(runtime.run_until(SECOND, || seen.consume_broadcast("live").is_some()));
         let remote = seen.consume_broadcast("live").expect("announced");

@@ -32,14 +32,12 @@ fn announcer(
             broadcast
         })
         .collect();
-    let session = relay.connect(
-        runtime,
-        SessionConfig {
-            publish: Some(origin),
-            origin_id,
-            ..SessionConfig::default()
-        },
-    );
+    let session = relay.connect(runtime, {
+        let mut session_config = SessionConfig::default();
+        session_config.publish = Some(origin);
+        session_config.origin_id = origin_id;
+        session_config
+    });
     (session, broadcasts)
 }
 
@@ -60,10 +58,11 @@ fn ended(runtime: &TestRuntime, session: &Session) -> Option<Error> {
 #[test]
 fn announcing_past_the_sessions_bounds_closes_that_session_and_no_other() {
     seeded(21, |runtime| {
-        let mut relay = Relay::with_config(SessionConfig {
-            max_announces: 3,
-            max_announce_path_bytes: 64,
-            ..SessionConfig::default()
+        let mut relay = Relay::with_config({
+            let mut session_config = SessionConfig::default();
+            session_config.limits.max_announces = 3;
+            session_config.limits.max_announce_path_bytes = 64;
+            session_config
         });
         let (_p, mut track, _s, received) = live(runtime, &mut relay);
 
@@ -108,9 +107,10 @@ fn track_request(broadcast: &str, track: &str) -> Vec<u8> {
 #[test]
 fn track_requests_count_against_the_sessions_request_bound() {
     seeded(22, |runtime| {
-        let mut relay = Relay::with_config(SessionConfig {
-            max_subscriptions: 2,
-            ..SessionConfig::default()
+        let mut relay = Relay::with_config({
+            let mut session_config = SessionConfig::default();
+            session_config.limits.max_subscriptions = 2;
+            session_config
         });
         // A broadcast whose tracks are asked for and never answered: each TRACK waits.
         let silent = BroadcastProducer::on_demand();
@@ -135,9 +135,10 @@ fn track_requests_count_against_the_sessions_request_bound() {
 #[test]
 fn announce_streams_past_the_bound_are_refused_on_their_own_stream() {
     seeded(23, |runtime| {
-        let mut relay = Relay::with_config(SessionConfig {
-            max_announce_requests: 2,
-            ..SessionConfig::default()
+        let mut relay = Relay::with_config({
+            let mut session_config = SessionConfig::default();
+            session_config.limits.max_announce_requests = 2;
+            session_config
         });
         let mut client = raw_client(runtime, &mut relay);
         let session = relay.sessions.last().unwrap().clone();
@@ -158,15 +159,17 @@ fn announce_streams_past_the_bound_are_refused_on_their_own_stream() {
 #[test]
 fn a_subscriber_that_gives_no_stream_credit_loses_its_oldest_groups() {
     seeded(24, |runtime| {
-        let mut relay = Relay::with_config(SessionConfig {
-            max_queued_groups: 8,
-            ..SessionConfig::default()
+        let mut relay = Relay::with_config({
+            let mut session_config = SessionConfig::default();
+            session_config.limits.max_queued_groups = 8;
+            session_config
         });
         let (_publisher, _broadcast, mut track) = publisher(runtime, &mut relay, "live", "chat");
         // The subscriber lets the relay open one uni stream: its SETUP.
-        relay.link = LinkConfig {
-            max_uni_streams: Some(1),
-            ..LinkConfig::default()
+        relay.link = {
+            let mut link_config = LinkConfig::default();
+            link_config.max_uni_streams = Some(1);
+            link_config
         };
         let (_subscriber, origin) = subscriber(runtime, &mut relay);
         let toward_subscriber = relay.sessions.last().unwrap().clone();
@@ -196,10 +199,11 @@ fn a_subscriber_that_gives_no_stream_credit_loses_its_oldest_groups() {
 #[test]
 fn a_group_past_the_group_bounds_is_refused_and_the_next_one_flows() {
     seeded(25, |runtime| {
-        let mut relay = Relay::with_config(SessionConfig {
-            max_group_frames: 4,
-            max_group_bytes: 1000,
-            ..SessionConfig::default()
+        let mut relay = Relay::with_config({
+            let mut session_config = SessionConfig::default();
+            session_config.limits.max_group_frames = 4;
+            session_config.limits.max_group_bytes = 1000;
+            session_config
         });
         let (publisher_session, mut track, subscriber_session, received) =
             live(runtime, &mut relay);
@@ -241,17 +245,16 @@ fn a_session_closes_with_unauthorized_when_its_authorization_runs_out() {
     seeded(26, |runtime| {
         let relay_origin = Origin::new();
         let hook_origin = relay_origin.clone();
-        let mut relay = Relay::with_config(SessionConfig {
-            authorize: Some(Authorize::new(move |_setup| {
+        let mut relay = Relay::with_config(SessionConfig::default().with_authorize(
+            Authorize::new(move |_setup| {
                 Ok(Origins {
                     publish: Some(hook_origin.clone()),
                     subscribe: Some(hook_origin.clone()),
                     valid_for: Some(Duration::from_secs(60)),
                     ..Origins::default()
                 })
-            })),
-            ..SessionConfig::default()
-        });
+            }),
+        ));
         relay.origin = relay_origin;
         let (client, _origin) = subscriber(runtime, &mut relay);
         assert!(runtime.run_until(SECOND, || client.peer_setup().is_some()));
@@ -261,9 +264,10 @@ fn a_session_closes_with_unauthorized_when_its_authorization_runs_out() {
         assert_eq!(ended(runtime, &client), Some(Error::Unauthorized));
 
         // Without a hook (WebTransport decides at CONNECT), the config says it.
-        let mut relay = Relay::with_config(SessionConfig {
-            valid_for: Some(Duration::from_secs(5)),
-            ..SessionConfig::default()
+        let mut relay = Relay::with_config({
+            let mut session_config = SessionConfig::default();
+            session_config.valid_for = Some(Duration::from_secs(5));
+            session_config
         });
         let (client, _origin) = subscriber(runtime, &mut relay);
         runtime.advance(Duration::from_secs(4));
@@ -277,9 +281,10 @@ fn a_session_closes_with_unauthorized_when_its_authorization_runs_out() {
 /// does not trust its clients' routes: the squatter (claiming a direct route) publishes
 /// first, the owner (whose route is one hop, its own id) second.
 fn served_by(runtime: &TestRuntime, trust_peer_routes: bool) -> &'static str {
-    let mut relay = Relay::with_config(SessionConfig {
-        trust_peer_routes,
-        ..SessionConfig::default()
+    let mut relay = Relay::with_config({
+        let mut session_config = SessionConfig::default();
+        session_config.trust_peer_routes = trust_peer_routes;
+        session_config
     });
     let squatter_origin = Origin::new();
     let squatter = BroadcastProducer::new();
@@ -287,10 +292,7 @@ fn served_by(runtime: &TestRuntime, trust_peer_routes: bool) -> &'static str {
     squatter_origin.publish("shared", &squatter).unwrap();
     let _squatter_session = relay.connect(
         runtime,
-        SessionConfig {
-            publish: Some(squatter_origin),
-            ..SessionConfig::default()
-        },
+        SessionConfig::default().with_publisher(&squatter_origin),
     );
     assert!(runtime.run_until(SECOND, || {
         relay.origin.consume_broadcast("shared").is_some()
@@ -301,14 +303,12 @@ fn served_by(runtime: &TestRuntime, trust_peer_routes: bool) -> &'static str {
     let owner = BroadcastProducer::new();
     let mut owner_track = owner.create_track(Track::new("chat"));
     owner_origin.publish("shared", &owner).unwrap();
-    let _owner_session = relay.connect(
-        runtime,
-        SessionConfig {
-            publish: Some(owner_origin),
-            origin_id: 5,
-            ..SessionConfig::default()
-        },
-    );
+    let _owner_session = relay.connect(runtime, {
+        let mut session_config = SessionConfig::default();
+        session_config.publish = Some(owner_origin);
+        session_config.origin_id = 5;
+        session_config
+    });
     runtime.advance(SECOND);
 
     let (_subscriber, origin) = subscriber(runtime, &mut relay);
@@ -346,9 +346,10 @@ fn a_client_cannot_hold_a_path_by_claiming_a_shorter_route() {
 #[test]
 fn unfinished_groups_together_are_bounded_and_finishing_gives_bytes_back() {
     seeded(28, |runtime| {
-        let mut relay = Relay::with_config(SessionConfig {
-            max_receiving_group_bytes: 100,
-            ..SessionConfig::default()
+        let mut relay = Relay::with_config({
+            let mut session_config = SessionConfig::default();
+            session_config.limits.max_receiving_group_bytes = 100;
+            session_config
         });
         let (_p, mut track, _s, received) = live(runtime, &mut relay);
         let toward_publisher = relay.sessions[0].clone();

@@ -85,10 +85,11 @@ fn alice_with_hop_id() -> (
     let broadcast = moqx_net::model::BroadcastProducer::new();
     let track = broadcast.create_track(moqx_net::model::Track::new("chat"));
     published.publish("alice", &broadcast).unwrap();
-    let config = moqx_net::session::SessionConfig {
-        publish: Some(published),
-        origin_id: 77,
-        ..moqx_net::session::SessionConfig::default()
+    let config = {
+        let mut session_config = moqx_net::session::SessionConfig::default();
+        session_config.publish = Some(published);
+        session_config.origin_id = 77;
+        session_config
     };
     (config, broadcast, track)
 }
@@ -160,15 +161,12 @@ fn a_subscription_moves_to_the_other_route_when_its_link_dies_losing_at_most_one
         a.link(runtime, &mut b);
         a.link(runtime, &mut c);
         c.link(runtime, &mut e);
-        b.link_over(
-            runtime,
-            &mut d,
-            LinkConfig {
-                drop_after: Some(Duration::from_millis(2500)),
-                silent_for: SECOND,
-                ..LinkConfig::default()
-            },
-        );
+        b.link_over(runtime, &mut d, {
+            let mut link_config = LinkConfig::default();
+            link_config.drop_after = Some(Duration::from_millis(2500));
+            link_config.silent_for = SECOND;
+            link_config
+        });
         e.link(runtime, &mut d);
         let (_publisher, _broadcast, track) = publisher(runtime, &mut a, "live", "video");
         let (_viewer, seen) = subscriber(runtime, &mut d);
@@ -221,14 +219,11 @@ fn a_broadcast_whose_last_route_dies_ends_for_the_viewers() {
     seeded(42, |runtime| {
         let mut a = Relay::with_id(1);
         let mut b = Relay::with_id(2);
-        a.link_over(
-            runtime,
-            &mut b,
-            LinkConfig {
-                drop_after: Some(SECOND),
-                ..LinkConfig::default()
-            },
-        );
+        a.link_over(runtime, &mut b, {
+            let mut link_config = LinkConfig::default();
+            link_config.drop_after = Some(SECOND);
+            link_config
+        });
         let (_publisher, _broadcast, track) = publisher(runtime, &mut a, "live", "video");
         let (_viewer, seen) = subscriber(runtime, &mut b);
         assert!(runtime.run_until(SECOND, || seen.consume_broadcast("live").is_some()));
@@ -370,9 +365,10 @@ fn sixteen_relays_in_a_random_mesh_with_failing_links_reach_every_broadcast_with
                 continue;
             }
             let drop_after = Duration::from_millis(1000 + rng.u64(..2000));
-            let link = LinkConfig {
-                drop_after: Some(drop_after),
-                ..LinkConfig::default()
+            let link = {
+                let mut link_config = LinkConfig::default();
+                link_config.drop_after = Some(drop_after);
+                link_config
             };
             link_pair(runtime, &mut relays, a, b, link);
             chords.push((a, b));
@@ -384,10 +380,7 @@ fn sixteen_relays_in_a_random_mesh_with_failing_links_reach_every_broadcast_with
             let origin = Origin::new();
             publishers.push(relay.connect(
                 runtime,
-                moqx_net::session::SessionConfig {
-                    publish: Some(origin.clone()),
-                    ..moqx_net::session::SessionConfig::default()
-                },
+                moqx_net::session::SessionConfig::default().with_publisher(&origin),
             ));
             broadcasts.push(origin);
         }
@@ -502,9 +495,10 @@ fn a_follower_carries_on_when_its_publishers_relay_dies_and_it_comes_back_elsewh
         let mut a = Relay::with_id(1);
         let mut b = Relay::with_id(2);
         let mut c = Relay::with_id(3);
-        let dies = LinkConfig {
-            drop_after: Some(Duration::from_millis(1500)),
-            ..LinkConfig::default()
+        let dies = {
+            let mut link_config = LinkConfig::default();
+            link_config.drop_after = Some(Duration::from_millis(1500));
+            link_config
         };
         a.link_over(runtime, &mut b, dies.clone());
         a.link(runtime, &mut c);
@@ -548,9 +542,10 @@ fn a_lingering_relay_keeps_a_lost_publishers_broadcast_for_its_return() {
             a.link(runtime, &mut c);
             let _lingering = linger.then(|| a.origin.linger());
             let (publisher_config, _broadcast, mut track) = alice_with_hop_id();
-            a.link = LinkConfig {
-                drop_after: Some(Duration::from_millis(1500)),
-                ..LinkConfig::default()
+            a.link = {
+                let mut link_config = LinkConfig::default();
+                link_config.drop_after = Some(Duration::from_millis(1500));
+                link_config
             };
             let _first = a.connect(runtime, publisher_config.clone());
             a.link = LinkConfig::default();
@@ -600,9 +595,10 @@ fn a_lingering_relay_keeps_a_lost_publishers_broadcast_for_its_return() {
 fn a_links_price_is_declared_in_setup_and_charged_at_both_ends() {
     seeded(47, |runtime| {
         let mut a = Relay::with_id(1);
-        let mut b = Relay::with_config(moqx_net::session::SessionConfig {
-            link_cost: 5,
-            ..moqx_net::session::SessionConfig::default()
+        let mut b = Relay::with_config({
+            let mut session_config = moqx_net::session::SessionConfig::default();
+            session_config.link_cost = 5;
+            session_config
         });
         b.id = 2;
         a.link(runtime, &mut b); // B dials A

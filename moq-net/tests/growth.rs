@@ -94,10 +94,11 @@ fn tracks_times_caches_from_cooperating_sessions_stay_within_the_memory_budget()
     use moqx_net::session::SessionConfig;
     seeded(42, |runtime| {
         let budget = MemoryBudget::new(4 << 20);
-        let mut relay = Relay::with_config(SessionConfig {
-            memory_budget: Some(budget.clone()),
-            cache_bytes: Some(1 << 20),
-            ..SessionConfig::default()
+        let mut relay = Relay::with_config({
+            let mut session_config = SessionConfig::default();
+            session_config.memory_budget = Some(budget.clone());
+            session_config.cache.bytes = Some(1 << 20);
+            session_config
         });
         let origin = Origin::new();
         let broadcast = BroadcastProducer::new();
@@ -105,13 +106,7 @@ fn tracks_times_caches_from_cooperating_sessions_stay_within_the_memory_budget()
             .map(|index| broadcast.create_track(Track::new(format!("t{index}"))))
             .collect();
         origin.publish("live", &broadcast).unwrap();
-        let publisher = relay.connect(
-            runtime,
-            SessionConfig {
-                publish: Some(origin),
-                ..SessionConfig::default()
-            },
-        );
+        let publisher = relay.connect(runtime, SessionConfig::default().with_publisher(&origin));
         let (subscriber, seen) = subscriber(runtime, &mut relay);
         assert!(runtime.run_until(SECOND, || seen.consume_broadcast("live").is_some()));
         let readers: Vec<_> = (0..40)
@@ -161,9 +156,10 @@ fn a_full_memory_budget_refuses_new_subscriptions_and_frames_past_it() {
     use moqx_net::session::SessionConfig;
     seeded(43, |runtime| {
         let budget = MemoryBudget::new(1 << 20);
-        let mut relay = Relay::with_config(SessionConfig {
-            memory_budget: Some(budget.clone()),
-            ..SessionConfig::default()
+        let mut relay = Relay::with_config({
+            let mut session_config = SessionConfig::default();
+            session_config.memory_budget = Some(budget.clone());
+            session_config
         });
         let (publisher, broadcast, mut log) = publisher(runtime, &mut relay, "live", "log");
         let mut later = broadcast.create_track(Track::new("later"));

@@ -37,10 +37,11 @@ impl Network {
 
     /// A reconnecting client of `urls` subscribing into `origin`, and its task spawned.
     fn client(&self, runtime: &TestRuntime, urls: &[&str], origin: &Origin) -> Reconnect<Session> {
-        let config = SessionConfig {
-            subscribe: Some(origin.clone()),
-            origin_id: hop_id(runtime.seed()),
-            ..SessionConfig::default()
+        let config = {
+            let mut session_config = SessionConfig::default();
+            session_config.subscribe = Some(origin.clone());
+            session_config.origin_id = hop_id(runtime.seed());
+            session_config
         };
         let network = self.clone();
         let dialer = runtime.clone();
@@ -128,21 +129,20 @@ fn a_client_comes_back_after_refused_dials_and_a_lost_session_and_its_subscripti
         let broadcast = BroadcastProducer::new();
         let track = broadcast.create_track(Track::new("chat"));
         published.publish("alice", &broadcast).unwrap();
-        let _alice = relay.connect(
-            runtime,
-            SessionConfig {
-                publish: Some(published),
-                origin_id: 77,
-                ..SessionConfig::default()
-            },
-        );
+        let _alice = relay.connect(runtime, {
+            let mut session_config = SessionConfig::default();
+            session_config.publish = Some(published);
+            session_config.origin_id = 77;
+            session_config
+        });
         network.add("relay", relay);
         publish_every_100ms(runtime, track);
         // Down for two dials; then up, over a link that drops at 3 s.
         network.refusing.borrow_mut().insert("relay".into(), 2);
-        *network.next_link.borrow_mut() = Some(LinkConfig {
-            drop_after: Some(3 * SECOND),
-            ..LinkConfig::default()
+        *network.next_link.borrow_mut() = Some({
+            let mut link_config = LinkConfig::default();
+            link_config.drop_after = Some(3 * SECOND);
+            link_config
         });
 
         let origin = Origin::new();

@@ -62,11 +62,12 @@ fn a_task_of_the_test_sleeps_on_the_virtual_clock() {
 
 /// What a lossy run delivers, and when it is done, for `seed`.
 fn lossy_run(seed: u64) -> (Vec<String>, Duration) {
-    let lossy = LinkConfig {
-        latency: Duration::from_millis(40),
-        reorder: Duration::from_millis(30),
-        reset_probability: 0.2,
-        ..LinkConfig::default()
+    let lossy = {
+        let mut link_config = LinkConfig::default();
+        link_config.latency = Duration::from_millis(40);
+        link_config.reorder = Duration::from_millis(30);
+        link_config.reset_probability = 0.2;
+        link_config
     };
     let mut sim = Sim::new(seed)
         .with_link(lossy)

@@ -434,10 +434,9 @@ fn on_lite06_a_restart_of_an_announcement_dropped_for_a_loop_publishes_it() {
 #[test]
 fn on_lite06_dropped_announcements_count_against_the_path_bytes_bound() {
     seeded(47, |runtime| {
-        let mut relay = Relay::with_config(moqx_net::session::SessionConfig {
-            max_announce_path_bytes: 100,
-            ..moqx_net::session::SessionConfig::default()
-        });
+        let mut config = moqx_net::session::SessionConfig::default();
+        config.limits.max_announce_path_bytes = 100;
+        let mut relay = Relay::with_config(config);
         relay.id = 9;
         let mut raw = raw_at(runtime, &mut relay, Version::Lite06Wip);
         write_uni(&mut raw, SETUP);

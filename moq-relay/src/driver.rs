@@ -8,13 +8,66 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+
+use moqx_net::runtime::Runtime;
+use moqx_runtime::binding::BindingSession;
+use moqx_runtime::server::Request;
 
 use moqx_runtime::endpoint::EndpointCounters;
 use moqx_runtime::server::ServerConfig;
 
 use crate::config::{Driver, ServerSection};
 use crate::gatekeeper::Gatekeeper;
+
+/// What the relay needs of a driver's worker: the requests of its clients, and a place
+/// beside their sessions for the tasks that watch them.
+trait ServingWorker {
+    /// The runtime its sessions run on.
+    type Runtime: Runtime<Transport = BindingSession>;
+
+    /// The next client whose handshakes completed on this worker; `None` once it stops.
+    async fn accept(&self) -> Option<Request<Self::Runtime>>;
+
+    /// Runs `task` on this worker.
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static);
+}
+
+impl ServingWorker for moqx_tokio::Worker {
+    type Runtime = moqx_tokio::TokioRuntime;
+
+    async fn accept(&self) -> Option<Request<Self::Runtime>> {
+        moqx_tokio::Worker::accept(self).await
+    }
+
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        moqx_tokio::Worker::spawn(self, task);
+    }
+}
+
+#[cfg(uring)]
+impl ServingWorker for moqx_uring::Worker {
+    type Runtime = moqx_uring::UringRuntime;
+
+    async fn accept(&self) -> Option<Request<Self::Runtime>> {
+        moqx_uring::Worker::accept(self).await
+    }
+
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        moqx_uring::Worker::spawn(self, task);
+    }
+}
+
+/// One worker's share of serving: every client it accepts goes through the gatekeeper,
+/// and the task that counts an admitted session runs on the worker.
+async fn admit_all<W: ServingWorker>(worker: W, gatekeeper: Arc<Gatekeeper>) {
+    while let Some(request) = worker.accept().await {
+        if let Some(watch) = gatekeeper.admit(request) {
+            worker.spawn(watch);
+        }
+    }
+}
 
 /// A bound server of some driver.
 pub trait Listener: Send + 'static {
@@ -75,10 +128,12 @@ pub enum BindError {
 pub async fn bind(server: &ServerSection, config: ServerConfig) -> Result<Server, BindError> {
     Ok(match server.driver {
         Driver::Tokio => Server::Tokio(moqx_tokio::Server::bind(config).await?),
+        // The workers' application loops start when the relay serves (`serve`); until
+        // then their requests wait.
         #[cfg(target_os = "linux")]
-        Driver::TokioPerCore => {
-            Server::Tokio(moqx_tokio::Server::bind_per_core(config, server.worker_count()).await?)
-        }
+        Driver::TokioPerCore => Server::Tokio(
+            moqx_tokio::Server::bind_per_core(config, server.worker_count(), |_| async {}).await?,
+        ),
         #[cfg(not(target_os = "linux"))]
         Driver::TokioPerCore => {
             return Err(BindError::Unavailable(
@@ -89,16 +144,17 @@ pub async fn bind(server: &ServerSection, config: ServerConfig) -> Result<Server
         // The workers' application loops start when the relay serves (`serve`); until
         // then their requests wait.
         #[cfg(uring)]
-        Driver::Uring => Server::Uring(moqx_uring::Server::bind(
-            config,
-            server.worker_count(),
-            moqx_uring::UringConfig {
-                gso: server.gso,
-                gro: server.gro,
-                ..moqx_uring::UringConfig::default()
-            },
-            |_| async {},
-        )?),
+        Driver::Uring => {
+            let mut options = moqx_uring::UringConfig::default();
+            options.gso = server.gso;
+            options.gro = server.gro;
+            Server::Uring(moqx_uring::Server::bind(
+                config,
+                server.worker_count(),
+                options,
+                |_| async {},
+            )?)
+        }
         #[cfg(not(uring))]
         Driver::Uring => {
             return Err(BindError::Unavailable(
@@ -127,34 +183,31 @@ impl Listener for Server {
     }
 
     async fn serve(&mut self, gatekeeper: Arc<Gatekeeper>) {
-        match self {
-            Self::Tokio(server) => {
-                while let Some(request) = server.accept().await {
-                    if let Some(watch) = gatekeeper.admit(request) {
-                        tokio::spawn(watch);
-                    }
-                }
-            }
+        // Each worker admits its own clients: the request (and the session it becomes)
+        // never leaves the worker's thread. Every driver has the same shape here.
+        let loops: Vec<Pin<Box<dyn Future<Output = ()> + Send>>> = match self {
+            Self::Tokio(server) => (0..server.workers())
+                .map(|index| {
+                    let gatekeeper = gatekeeper.clone();
+                    let worker = server.run_on(index, move |worker| admit_all(worker, gatekeeper));
+                    Box::pin(async move {
+                        let _ = worker.await;
+                    }) as Pin<Box<dyn Future<Output = ()> + Send>>
+                })
+                .collect(),
             #[cfg(uring)]
-            Self::Uring(server) => {
-                // Each worker admits its own clients: the request (and the session it
-                // becomes) never leaves the worker's thread.
-                let loops: Vec<_> = (0..server.workers())
-                    .map(|index| {
-                        let gatekeeper = gatekeeper.clone();
-                        server.run_on(index, move |worker| async move {
-                            while let Some(request) = worker.accept().await {
-                                if let Some(watch) = gatekeeper.admit(request) {
-                                    worker.spawn(watch);
-                                }
-                            }
-                        })
-                    })
-                    .collect();
-                for worker in loops {
-                    worker.await;
-                }
-            }
+            Self::Uring(server) => (0..server.workers())
+                .map(|index| {
+                    let gatekeeper = gatekeeper.clone();
+                    let worker = server.run_on(index, move |worker| admit_all(worker, gatekeeper));
+                    Box::pin(async move {
+                        let _ = worker.await;
+                    }) as Pin<Box<dyn Future<Output = ()> + Send>>
+                })
+                .collect(),
+        };
+        for worker in loops {
+            worker.await;
         }
     }
 

@@ -113,88 +113,27 @@ impl Gatekeeper {
             );
             return None;
         }
-        let session = match path_in_request {
-            // The path (and token) came with the request: decide now.
-            true => {
-                let path = request.path().unwrap_or_default();
-                match policy
-                    .authorizer
-                    .authorize(&self.origin, &path, SystemTime::now())
-                {
-                    Ok(grant) if grant.peer => {
-                        // It may be a peer: its SETUP says whether it is a relay.
-                        tracing::info!(?remote, %version, root = %grant.root, "{binding} session");
-                        let (cluster, metrics, origins) =
-                            (self.cluster.clone(), self.metrics.clone(), grant.origins);
-                        let hook = Authorize::new(move |setup| {
-                            let mut origins = origins.clone();
-                            origins.trust_routes = is_peer(setup);
-                            if origins.trust_routes {
-                                record_peer(&cluster, &metrics, id, remote);
-                            }
-                            Ok(origins)
-                        });
-                        request.accept_with(session_config(&policy, Origins::default(), Some(hook)))
-                    }
-                    Ok(grant) => {
-                        tracing::info!(?remote, %version, root = %grant.root, "{binding} session");
-                        request.accept_with(session_config(&policy, grant.origins, None))
-                    }
-                    Err(error) => {
-                        tracing::warn!(
-                            ?remote,
-                            error = %moqx_net::redact::Redacted(&error.to_string()),
-                            "refused"
-                        );
-                        self.metrics.refused(Refusal::Unauthorized);
-                        request.reject(StatusCode::FORBIDDEN, moqx_net::Error::Unauthorized);
-                        return None;
-                    }
-                }
-            }
-            // The path arrives in SETUP: the session decides when it does.
-            false => {
-                let (authorizer, origin, metrics, max_sessions, cluster) = (
-                    policy.authorizer.clone(),
-                    self.origin.clone(),
-                    self.metrics.clone(),
-                    policy.max_sessions,
-                    self.cluster.clone(),
-                );
-                let hook = Authorize::new(move |setup| {
-                    let path = setup.path.as_deref().unwrap_or("/");
-                    match authorizer.authorize(&origin, path, SystemTime::now()) {
-                        Ok(_) if !metrics.try_establish(id, max_sessions) => {
-                            tracing::warn!(
-                                ?remote,
-                                "refused at SETUP: limits.max_sessions reached"
-                            );
-                            metrics.refused(Refusal::TooManySessions);
-                            Err(moqx_net::Error::BoundsExceeded)
-                        }
-                        Ok(mut grant) => {
-                            let peer = grant.peer && is_peer(setup);
-                            tracing::info!(?remote, %version, root = %grant.root, peer, "{binding} session");
-                            if peer {
-                                record_peer(&cluster, &metrics, id, remote);
-                            }
-                            grant.origins.trust_routes = peer;
-                            Ok(grant.origins)
-                        }
-                        Err(error) => {
-                            tracing::warn!(
-                                ?remote,
-                                error = %moqx_net::redact::Redacted(&error.to_string()),
-                                "refused"
-                            );
-                            metrics.refused(Refusal::Unauthorized);
-                            Err(moqx_net::Error::Unauthorized)
-                        }
-                    }
-                });
-                request.accept_with(session_config(&policy, Origins::default(), Some(hook)))
-            }
+        let decision = Decision {
+            authorizer: policy.authorizer.clone(),
+            origin: self.origin.clone(),
+            metrics: self.metrics.clone(),
+            cluster: self.cluster.clone(),
+            max_sessions: policy.max_sessions,
+            id,
+            remote,
+            binding,
+            version,
+            established: path_in_request,
         };
+        // A client that named its path in its request is refused before its session
+        // starts, so that it gets its HTTP status (403) at once; it is decided again, the
+        // same way, at its SETUP (which says whether it is a relay of the cluster).
+        if path_in_request && let Err(error) = decision.check(&request.path().unwrap_or_default()) {
+            request.reject(StatusCode::FORBIDDEN, error);
+            return None;
+        }
+        let hook = Authorize::new(move |setup| decision.decide(setup));
+        let session = request.accept_with(session_config(&policy, Origins::default(), Some(hook)));
         Some(self.watch(id, session, path_in_request, binding, remote))
     }
 
@@ -222,6 +161,59 @@ impl Gatekeeper {
     }
 }
 
+/// The one authorization point, for every binding: the client's path (and token), named
+/// in its SETUP or in its request, against the authorizer in force when it came.
+struct Decision {
+    authorizer: Arc<moqx_auth::Authorizer>,
+    origin: Origin,
+    metrics: Arc<Metrics>,
+    cluster: Arc<crate::cluster::Cluster>,
+    max_sessions: usize,
+    id: u64,
+    remote: Option<std::net::SocketAddr>,
+    binding: Binding,
+    version: moqx_net::coding::Version,
+    /// Counted against `limits.max_sessions` already (at its request); else it is at its
+    /// SETUP, here.
+    established: bool,
+}
+
+impl Decision {
+    /// Whether the token in `path` lets the client in at all (logged and counted if not).
+    fn check(&self, path: &str) -> Result<moqx_auth::Grant, moqx_net::Error> {
+        self.authorizer
+            .authorize(&self.origin, path, SystemTime::now())
+            .map_err(|error| {
+                tracing::warn!(
+                    remote = ?self.remote,
+                    error = %moqx_net::redact::Redacted(&error.to_string()),
+                    "refused"
+                );
+                self.metrics.refused(Refusal::Unauthorized);
+                moqx_net::Error::Unauthorized
+            })
+    }
+
+    /// The session's origins, decided at the client's SETUP (whose path is the one the
+    /// client named, wherever it did): what its token grants, within `max_sessions`, and
+    /// whether it is a relay of the cluster (its SETUP names its hop id).
+    fn decide(&self, setup: &moqx_net::coding::Setup) -> Result<Origins, moqx_net::Error> {
+        let mut grant = self.check(setup.path.as_deref().unwrap_or("/"))?;
+        if !self.established && !self.metrics.try_establish(self.id, self.max_sessions) {
+            tracing::warn!(remote = ?self.remote, "refused at SETUP: limits.max_sessions reached");
+            self.metrics.refused(Refusal::TooManySessions);
+            return Err(moqx_net::Error::BoundsExceeded);
+        }
+        let peer = grant.peer && is_peer(setup);
+        tracing::info!(remote = ?self.remote, version = %self.version, root = %grant.root, peer, "{} session", self.binding);
+        if peer {
+            record_peer(&self.cluster, &self.metrics, self.id, self.remote);
+        }
+        grant.origins.trust_routes = peer;
+        Ok(grant.origins)
+    }
+}
+
 /// What a session starts from under `policy`: `origins` (or what `authorize` decides at
 /// its SETUP).
 fn session_config(
@@ -229,15 +221,14 @@ fn session_config(
     origins: Origins,
     authorize: Option<Authorize>,
 ) -> SessionConfig {
-    SessionConfig {
-        publish: origins.publish,
-        subscribe: origins.subscribe,
-        valid_for: origins.valid_for,
-        trust_peer_routes: origins.trust_routes || policy.session.trust_peer_routes,
-        subscribe_prefix: Path::root(),
-        authorize,
-        ..policy.session.clone()
-    }
+    let mut session_config = policy.session.clone();
+    session_config.publish = origins.publish;
+    session_config.subscribe = origins.subscribe;
+    session_config.valid_for = origins.valid_for;
+    session_config.trust_peer_routes = origins.trust_routes || policy.session.trust_peer_routes;
+    session_config.subscribe_prefix = Path::root();
+    session_config.authorize = authorize;
+    session_config
 }
 
 /// Whether a client whose token makes it eligible is a relay of the cluster: relays name

@@ -47,25 +47,24 @@ impl Policy {
 }
 
 /// `session` with the per-session limits of `limits`.
-pub(crate) fn session_limits(limits: &LimitsSection, session: SessionConfig) -> SessionConfig {
-    SessionConfig {
-        max_frame_size: limits.max_frame_size,
-        max_subscriptions: limits.max_subscriptions_per_session,
-        cache_groups: limits.cache_groups_per_track,
-        max_message_bytes: limits.max_message_bytes,
-        max_setup_bytes: limits.max_setup_bytes,
-        setup_timeout: Duration::from_secs(limits.setup_timeout_secs),
-        cache_bytes: match limits.cache_bytes_per_track {
-            0 => None,
-            bytes => Some(bytes),
-        },
-        max_announce_requests: limits.max_announce_requests_per_session,
-        max_announces: limits.max_announces_per_session,
-        max_announce_path_bytes: limits.max_announce_path_bytes_per_session,
-        max_queued_groups: limits.max_queued_groups_per_session,
-        max_group_bytes: limits.max_group_bytes,
-        max_group_frames: limits.max_group_frames,
-        max_receiving_group_bytes: limits.max_unfinished_group_bytes_per_session,
-        ..session
-    }
+pub(crate) fn session_limits(limits: &LimitsSection, mut session: SessionConfig) -> SessionConfig {
+    let bounds = &mut session.limits;
+    bounds.max_frame_size = limits.max_frame_size;
+    bounds.max_subscriptions = limits.max_subscriptions_per_session;
+    bounds.max_message_bytes = limits.max_message_bytes;
+    bounds.max_setup_bytes = limits.max_setup_bytes;
+    bounds.setup_timeout = Duration::from_secs(limits.setup_timeout_secs);
+    bounds.max_announce_requests = limits.max_announce_requests_per_session;
+    bounds.max_announces = limits.max_announces_per_session;
+    bounds.max_announce_path_bytes = limits.max_announce_path_bytes_per_session;
+    bounds.max_queued_groups = limits.max_queued_groups_per_session;
+    bounds.max_group_bytes = limits.max_group_bytes;
+    bounds.max_group_frames = limits.max_group_frames;
+    bounds.max_receiving_group_bytes = limits.max_unfinished_group_bytes_per_session;
+    session.cache.groups = limits.cache_groups_per_track;
+    session.cache.bytes = match limits.cache_bytes_per_track {
+        0 => None,
+        bytes => Some(bytes),
+    };
+    session
 }

@@ -138,18 +138,16 @@ impl Relay {
         let cluster_id = config.cluster.id.unwrap_or_else(origin_id);
         let memory = MemoryBudget::new(config.limits.memory_budget_bytes());
         tracing::info!(bytes = memory.limit(), "memory budget");
-        let session = crate::policy::session_limits(
-            &config.limits,
-            SessionConfig {
-                memory_budget: Some(memory.clone()),
-                // Clients' routes are whatever they claim: every client counts as
-                // direct, and the newest publisher of a path is served (README, "Taking
-                // over a path").
-                trust_peer_routes: false,
-                origin_id: cluster_id,
-                ..SessionConfig::default()
-            },
-        );
+        let session = crate::policy::session_limits(&config.limits, {
+            let mut session_config = SessionConfig::default();
+            session_config.memory_budget = Some(memory.clone());
+            // Clients' routes are whatever they claim: every client counts as
+            // direct, and the newest publisher of a path is served (README, "Taking
+            // over a path").
+            session_config.trust_peer_routes = false;
+            session_config.origin_id = cluster_id;
+            session_config
+        });
         let fetched_keys = match &config.auth.key_url {
             Some(url) => Some(
                 crate::key_source::fetch(url)
@@ -169,17 +167,19 @@ impl Relay {
         server_config.versions = config.server.parsed_versions()?;
         tracing::info!(versions = ?server_config.versions, "accepting moq-lite versions");
         // A connection over the session limit must still reach us to be refused cleanly.
-        server_config.admission = Admission {
+        server_config.admission = {
+            let mut admission = Admission::default();
             // Established sessions, connections waiting for their SETUP, and a margin
             // for the ones being refused cleanly.
-            max_connections: config
+            admission.max_connections = config
                 .limits
                 .max_sessions
                 .saturating_add(config.limits.max_pending_setup)
-                .saturating_add(64),
-            max_half_open: config.limits.max_half_open,
-            retry_above: config.limits.retry_above_half_open,
-            max_per_address: config.limits.max_sessions_per_address,
+                .saturating_add(64);
+            admission.max_half_open = config.limits.max_half_open;
+            admission.retry_above = config.limits.retry_above_half_open;
+            admission.max_per_address = config.limits.max_sessions_per_address;
+            admission
         };
         // A WebTransport client waiting for its CONNECT is a connection that has not said
         // who it is, like a raw-QUIC one waiting for its SETUP: the same bound.
@@ -501,11 +501,12 @@ fn cluster(config: &Config, id: u64, session: &SessionConfig) -> Result<Cluster,
         None => None,
     };
     let peers = config.cluster.peers(token.as_deref())?;
-    let mut client = ClientConfig {
-        session: session.clone(),
-        versions: config.server.parsed_versions()?,
-        insecure_skip_verify: config.cluster.insecure_skip_verify,
-        ..ClientConfig::default()
+    let mut client = {
+        let mut client_config = ClientConfig::default();
+        client_config.session = session.clone();
+        client_config.versions = config.server.parsed_versions()?;
+        client_config.insecure_skip_verify = config.cluster.insecure_skip_verify;
+        client_config
     };
     client.limits.idle_timeout = config.cluster.peer_timeout();
     client.limits.congestion_control = config.server.parsed_congestion_control()?;

@@ -22,10 +22,11 @@ type Received = Arc<Mutex<Vec<u64>>>;
 
 /// `url`'s relay, trusting its certificate.
 fn client(relay: &Relay, session: SessionConfig) -> ClientConfig {
-    ClientConfig {
-        session,
-        fingerprint: Fingerprint::parse(&relay.fingerprint),
-        ..ClientConfig::default()
+    {
+        let mut client_config = ClientConfig::default();
+        client_config.session = session;
+        client_config.fingerprint = Fingerprint::parse(&relay.fingerprint);
+        client_config
     }
 }
 
@@ -44,13 +45,7 @@ async fn publisher(
     origin.publish(path, &broadcast).unwrap();
     let session = moqx_tokio::connect(
         &relay.url("moqt", ""),
-        client(
-            relay,
-            SessionConfig {
-                publish: Some(origin),
-                ..SessionConfig::default()
-            },
-        ),
+        client(relay, SessionConfig::default().with_publisher(&origin)),
     )
     .await
     .expect("the publisher connects");
@@ -63,13 +58,7 @@ async fn subscriber(relay: &Relay, path: &str, tracks: &[&str]) -> (Session, Vec
     let origin = Origin::new();
     let session = moqx_tokio::connect(
         &relay.url("moqt", ""),
-        client(
-            relay,
-            SessionConfig {
-                subscribe: Some(origin.clone()),
-                ..SessionConfig::default()
-            },
-        ),
+        client(relay, SessionConfig::default().with_subscriber(&origin)),
     )
     .await
     .expect("the subscriber connects");
@@ -460,11 +449,9 @@ async fn a_drained_relays_clients_move_to_another_with_no_group_lost() {
         .collect();
     let reconnecting = |session: SessionConfig| {
         // A pin is one certificate and these are two self-signed relays: loopback only.
-        let config = ClientConfig {
-            session,
-            insecure_skip_verify: true,
-            ..ClientConfig::default()
-        };
+        let config = ClientConfig::default()
+            .with_session(session)
+            .with_insecure_skip_verify();
         moqx_tokio::Reconnect::new(urls.clone(), config)
     };
 
@@ -472,15 +459,9 @@ async fn a_drained_relays_clients_move_to_another_with_no_group_lost() {
     let broadcast = BroadcastProducer::new();
     let mut chat = broadcast.create_track(Track::new("chat"));
     published.publish("room/alice", &broadcast).unwrap();
-    let publisher = reconnecting(SessionConfig {
-        publish: Some(published),
-        ..SessionConfig::default()
-    });
+    let publisher = reconnecting(SessionConfig::default().with_publisher(&published));
     let seen = Origin::new();
-    let subscriber = reconnecting(SessionConfig {
-        subscribe: Some(seen.clone()),
-        ..SessionConfig::default()
-    });
+    let subscriber = reconnecting(SessionConfig::default().with_subscriber(&seen));
     assert!(publisher.connected().await.is_some());
     assert!(subscriber.connected().await.is_some());
     let mut track = tokio::time::timeout(PATIENCE, seen.follow_track("room/alice", "chat"))

@@ -51,6 +51,7 @@ pub enum Refused {
 
 /// An endpoint's admission policy. The defaults suit a public server.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Admission {
     /// The most established connections at once; while they are all taken, a new
     /// Initial is refused (dropped).

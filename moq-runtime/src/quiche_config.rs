@@ -12,6 +12,7 @@ use crate::tls::Certificate;
 /// The QUIC limits a connection is configured with (its transport parameters), and its
 /// congestion controller.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QuicLimits {
     /// Closes a connection silent this long.
     pub idle_timeout: Duration,

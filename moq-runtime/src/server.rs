@@ -44,6 +44,7 @@ pub const REFUSAL_LINGER: Duration = Duration::from_secs(2);
 
 /// How a server listens, on any driver.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// The address to bind.
     pub bind: SocketAddr,
@@ -526,6 +527,10 @@ where
     /// says). A WebTransport client gets that version selected in `wt-protocol`.
     pub fn accept_with(self, mut config: SessionConfig) -> Session {
         config.version = self.version;
+        // An authorization hook decides on the path the client named, wherever it did.
+        if config.request_path.is_none() {
+            config.request_path = self.path();
+        }
         // The session logs inside this span: which peer, over which binding.
         let span = tracing::debug_span!(
             "moq_connection",

@@ -79,13 +79,11 @@ fn established(server: &mut Endpoint, count: usize) -> usize {
 /// that completes.
 #[test]
 fn a_retry_validates_the_clients_address_and_the_handshake_completes() {
-    let mut server = server(
-        "retry",
-        Admission {
-            retry_above: 0,
-            ..Admission::default()
-        },
-    );
+    let mut server = server("retry", {
+        let mut admission = Admission::default();
+        admission.retry_above = 0;
+        admission
+    });
     let mut clients = vec![client_at("127.0.0.1:6000")];
     let connection = clients[0]
         .0
@@ -107,14 +105,12 @@ fn a_retry_validates_the_clients_address_and_the_handshake_completes() {
 /// connections already established are not what it counts.
 #[test]
 fn handshakes_past_the_half_open_cap_are_refused() {
-    let mut server = server(
-        "half-open",
-        Admission {
-            max_half_open: 2,
-            retry_above: usize::MAX,
-            ..Admission::default()
-        },
-    );
+    let mut server = server("half-open", {
+        let mut admission = Admission::default();
+        admission.max_half_open = 2;
+        admission.retry_above = usize::MAX;
+        admission
+    });
     let mut clients: Vec<_> = (0..3)
         .map(|i| client_at(&format!("127.0.0.{}:6000", i + 1)))
         .collect();
@@ -163,14 +159,12 @@ fn handshakes_past_the_half_open_cap_are_refused() {
 /// would not) use up nothing.
 #[test]
 fn an_address_past_its_cap_is_refused_and_others_are_not() {
-    let mut server = server(
-        "per-address",
-        Admission {
-            max_per_address: 1,
-            retry_above: usize::MAX,
-            ..Admission::default()
-        },
-    );
+    let mut server = server("per-address", {
+        let mut admission = Admission::default();
+        admission.max_per_address = 1;
+        admission.retry_above = usize::MAX;
+        admission
+    });
     // Two handshakes from 127.0.0.1 start: neither counts until one completes.
     let mut clients = vec![client_at("127.0.0.1:6000"), client_at("127.0.0.1:6001")];
     for (client, _) in &mut clients {
@@ -212,10 +206,11 @@ fn an_address_past_its_cap_is_refused_and_others_are_not() {
 #[test]
 fn workers_sharing_a_gate_share_its_caps_and_its_retry_key() {
     let gate = Gate::new(
-        Admission {
-            max_connections: 1,
-            retry_above: 0,
-            ..Admission::default()
+        {
+            let mut admission = Admission::default();
+            admission.max_connections = 1;
+            admission.retry_above = 0;
+            admission
         },
         Instant::now(),
     );

@@ -125,19 +125,13 @@ fn a_client_endpoint_connects_and_a_session_runs_through_the_table() {
     let _server_session = session::accept(
         runtime.clone(),
         accepted.unwrap().session().into(),
-        SessionConfig {
-            publish: Some(published),
-            ..SessionConfig::default()
-        },
+        SessionConfig::default().with_publisher(&published),
     );
     let seen = Origin::new();
     let _client_session = session::connect(
         runtime.clone(),
         connection.session().into(),
-        SessionConfig {
-            subscribe: Some(seen.clone()),
-            ..SessionConfig::default()
-        },
+        SessionConfig::default().with_subscriber(&seen),
     );
     assert!(run_until(&runtime, &mut client, &mut server, |_, _| seen
         .consume_broadcast("live")

@@ -69,21 +69,15 @@ fn a_broadcast_flows_over_real_quic_between_two_sessions() {
     let _server_session = session::accept(
         runtime.clone(),
         server.session().into(),
-        SessionConfig {
-            publish: Some(published),
-            ..SessionConfig::default()
-        },
+        SessionConfig::default().with_publisher(&published),
     );
     let discovered = Origin::new();
-    let _client_session = session::connect(
-        runtime.clone(),
-        client.session().into(),
-        SessionConfig {
-            subscribe: Some(discovered.clone()),
-            path: Some("/".into()),
-            ..SessionConfig::default()
-        },
-    );
+    let _client_session = session::connect(runtime.clone(), client.session().into(), {
+        let mut session_config = SessionConfig::default();
+        session_config.subscribe = Some(discovered.clone());
+        session_config.path = Some("/".into());
+        session_config
+    });
     assert!(
         run_until(&runtime, &client, &server, || discovered
             .consume_broadcast("time")

@@ -46,20 +46,14 @@ fn a_broadcast_flows_between_moq_sessions_over_webtransport() {
     let _server = session::accept(
         runtime.clone(),
         BindingSession::from(server_session),
-        SessionConfig {
-            publish: Some(published),
-            ..SessionConfig::default()
-        },
+        SessionConfig::default().with_publisher(&published),
     );
     let discovered = Origin::new();
     // No SETUP path over WebTransport: the path was in the CONNECT.
     let _client = session::connect(
         runtime.clone(),
         BindingSession::from(client_session),
-        SessionConfig {
-            subscribe: Some(discovered.clone()),
-            ..SessionConfig::default()
-        },
+        SessionConfig::default().with_subscriber(&discovered),
     );
     assert!(
         run_until(&runtime, &client, &server, || discovered

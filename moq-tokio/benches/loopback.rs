@@ -185,14 +185,9 @@ async fn run(options: &Options, setting: Setting) -> Outcome {
     published.publish("room", &broadcast).unwrap();
     let _publisher = connect(
         &url,
-        ClientConfig {
-            session: SessionConfig {
-                publish: Some(published),
-                ..SessionConfig::default()
-            },
-            insecure_skip_verify: true,
-            ..ClientConfig::default()
-        },
+        ClientConfig::default()
+            .with_session(SessionConfig::default().with_publisher(&published))
+            .with_insecure_skip_verify(),
     )
     .await
     .expect("the publisher connects");
@@ -206,14 +201,9 @@ async fn run(options: &Options, setting: Setting) -> Outcome {
         clients.push(
             connect(
                 &url,
-                ClientConfig {
-                    session: SessionConfig {
-                        subscribe: Some(seen.clone()),
-                        ..SessionConfig::default()
-                    },
-                    insecure_skip_verify: true,
-                    ..ClientConfig::default()
-                },
+                ClientConfig::default()
+                    .with_session(SessionConfig::default().with_subscriber(&seen))
+                    .with_insecure_skip_verify(),
             )
             .await
             .expect("a subscriber connects"),
@@ -344,11 +334,9 @@ fn serve_relay(args: &[String]) {
     let mut config = ServerConfig::new(
         "127.0.0.1:0".parse().expect("an address"),
         Certificate::self_signed(&["localhost".into()]).expect("a certificate"),
-        SessionConfig {
-            publish: Some(origin.clone()),
-            subscribe: Some(origin),
-            ..SessionConfig::default()
-        },
+        SessionConfig::default()
+            .with_publisher(&origin)
+            .with_subscriber(&origin),
     );
     config.udp.gso = flag("--gso");
     config.udp.gro = flag("--gro");

@@ -60,10 +60,13 @@
 
 mod client;
 mod driver;
+#[cfg(target_os = "linux")]
+mod per_core;
 mod qmux;
 mod reconnect;
 mod runtime;
 mod server;
+mod worker;
 
 pub use client::{Client, connect};
 pub use moqx_runtime::admission::Admission;
@@ -87,3 +90,4 @@ pub use moqx_runtime::tls::{Certificate, Fingerprint};
 pub use moqx_runtime::udp::UdpConfig;
 pub use runtime::{TokioDeadline, TokioRuntime};
 pub use server::{Request, Server};
+pub use worker::Worker;

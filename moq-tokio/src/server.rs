@@ -1,25 +1,27 @@
 //! A server: one UDP port, both moq-lite bindings, requests as clients connect; on
-//! tokio's work-stealing pool or thread per core.
+//! tokio's work-stealing pool or thread per core, in the same shape either way: a
+//! [`Worker`] per worker, whose requests its application loop accepts.
 //!
 //! What a connection goes through before it is a request (the dispatch by ALPN, the
 //! WebTransport handshake with its deadline and cap, the version check, the refusals) is
-//! `moqx_runtime::server`'s; this file runs it on tokio tasks.
+//! `moqx_runtime::server`'s (`Acceptor::admit`); this file runs it on tokio tasks.
 //!
 //! **Work-stealing** ([`Server::bind`]): one socket and one endpoint task on the caller's
-//! runtime; session machines go wherever tokio's pool puts them.
+//! runtime, one worker; session machines go wherever tokio's pool puts them.
 //!
-//! **Thread per core** ([`Server::bind_per_core`]): N workers, each a thread pinned to a
-//! core running a current-thread runtime, with its own `SO_REUSEPORT` socket on the shared
-//! port, its own endpoint and timer wheel. The kernel steers each packet to the worker
-//! that owns its connection (`moqx_runtime::steering`); a connection lives on the worker
-//! that received its first Initial, and so does its session. Sessions on different
-//! workers meet only in the shared model (a relay's origin): no channel between workers.
-//! The admission counts (`moqx_runtime::admission::Gate`) and the cap on pending
-//! WebTransport handshakes are server-wide.
+//! **Thread per core** (`Server::bind_per_core`, Linux): N workers, each a thread
+//! pinned to a core running a current-thread runtime, with its own `SO_REUSEPORT` socket
+//! on the shared port, its own endpoint and timer wheel, and the application's loop
+//! (`serve`) on it. The kernel steers each packet to the worker that owns its connection
+//! (`moqx_runtime::steering`); a connection lives on the worker that received its first
+//! Initial, and so does its session. Sessions on different workers meet only in the
+//! shared model (a relay's origin): no channel between workers. The admission counts
+//! (`moqx_runtime::admission::Gate`) and the cap on pending WebTransport handshakes are
+//! server-wide.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-
 use std::time::Instant;
 
 use moqx_runtime::endpoint::{Endpoint, EndpointCounters};
@@ -30,7 +32,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
 use crate::driver::{self, EndpointHandle};
-use crate::{Error, TokioRuntime};
+use crate::{Error, TokioRuntime, Worker};
 
 /// A client whose handshakes completed, to accept or refuse.
 pub type Request = moqx_runtime::server::Request<TokioRuntime>;
@@ -39,10 +41,12 @@ pub type Request = moqx_runtime::server::Request<TokioRuntime>;
 #[derive(Debug)]
 pub struct Server {
     local_addr: SocketAddr,
-    /// One per worker (one in work-stealing mode): the endpoints serve while these live.
+    /// One per worker: the endpoints serve while these live.
     endpoints: Vec<EndpointHandle>,
     counters: Vec<Arc<EndpointCounters>>,
-    requests: mpsc::UnboundedReceiver<Request>,
+    workers: Vec<Worker>,
+    /// Work-stealing: [`accept`](Self::accept) takes the one worker's requests.
+    work_stealing: bool,
     /// Each closes when its worker (its endpoint task, or its thread) has ended.
     finished: Vec<oneshot::Receiver<()>>,
     /// Why a worker died (a panic), once one has: its connections died with it.
@@ -50,10 +54,10 @@ pub struct Server {
 }
 
 /// Where a worker that died reports why.
-type Failure = Arc<tokio::sync::watch::Sender<Option<String>>>;
+pub(crate) type Failure = Arc<tokio::sync::watch::Sender<Option<String>>>;
 
 /// Reports `ended` (a worker's endpoint task) to `failure` if it panicked.
-fn report(ended: Result<(), tokio::task::JoinError>, worker: usize, failure: &Failure) {
+pub(crate) fn report(ended: Result<(), tokio::task::JoinError>, worker: usize, failure: &Failure) {
     let Err(error) = ended else { return };
     if !error.is_panic() {
         return;
@@ -70,7 +74,8 @@ fn report(ended: Result<(), tokio::task::JoinError>, worker: usize, failure: &Fa
 }
 
 impl Server {
-    /// Binds the port and serves on the current tokio runtime (work-stealing mode).
+    /// Binds the port and serves on the current tokio runtime (work-stealing mode): one
+    /// worker, whose requests [`accept`](Self::accept) takes.
     pub async fn bind(config: ServerConfig) -> Result<Self, Error> {
         let socket = UdpSocket::bind(config.bind, &config.udp)
             .map_err(Error::io(format!("binding {}", config.bind)))?;
@@ -101,72 +106,64 @@ impl Server {
             local_addr,
             endpoints: vec![handle],
             counters,
-            requests,
+            workers: vec![Worker::new(0, tokio::runtime::Handle::current(), requests)],
+            work_stealing: true,
             finished: vec![finished],
             failure,
         })
     }
 
-    /// Binds the port with `workers` sockets (1 to [`MAX_WORKERS`](crate::MAX_WORKERS)) and serves thread
-    /// per core: each worker a thread pinned to one of the cores the process may use (in
-    /// turn, if there are more workers than cores), running a current-thread runtime. The
-    /// caller's runtime only receives the requests.
+    /// Binds the port with `workers` sockets (1 to [`MAX_WORKERS`](crate::MAX_WORKERS))
+    /// and serves thread per core: each worker a thread pinned to one of the cores the
+    /// process may use (in turn, if there are more workers than cores), running a
+    /// current-thread runtime, on which `serve` runs as the application's loop (typically:
+    /// [`Worker::accept`] each request, and accept or refuse it there). A loop can also be
+    /// started later on any worker with [`run_on`](Self::run_on); requests wait until one
+    /// accepts them.
     ///
     /// Linux only: it needs the kernel's steering program (`SO_ATTACH_REUSEPORT_CBPF`) to
     /// keep each connection's packets on its worker.
     #[cfg(target_os = "linux")]
-    pub async fn bind_per_core(config: ServerConfig, workers: usize) -> Result<Self, Error> {
-        Error::check_workers(workers)?;
-        let (sockets, local_addr) =
-            moqx_runtime::steering::bind_workers(config.bind, workers, &config.udp)
-                .map_err(Error::io(format!("binding {}", config.bind)))?;
-        let now = Instant::now();
-        let gate = config.gate(now);
-        let acceptor = config.acceptor();
-        let cpus = moqx_runtime::cores::available();
-        let (requests_sender, requests) = mpsc::unbounded_channel();
-        let mut server = Self {
-            local_addr,
-            endpoints: Vec::with_capacity(workers),
-            counters: Vec::with_capacity(workers),
-            requests,
-            finished: Vec::with_capacity(workers),
-            failure: Failure::default(),
-        };
-        for (index, socket) in sockets.into_iter().enumerate() {
-            // `index` < MAX_WORKERS = 256.
-            let endpoint = config.endpoint(local_addr, index as u8, &gate, now)?;
-            server.counters.push(endpoint.counters());
-            let (ready, handle) = oneshot::channel();
-            let (done, finished) = oneshot::channel();
-            let worker = Worker {
-                index,
-                cpu: cpus[index % cpus.len()],
-                socket,
-                endpoint,
-                acceptor: acceptor.clone(),
-                requests: requests_sender.clone(),
-                recv_batch: config.udp.recv_batch,
-                failure: server.failure.clone(),
-            };
-            std::thread::Builder::new()
-                .name(format!("moq-worker-{index}"))
-                .spawn(move || worker.run(ready, done))
-                .map_err(Error::io(format!("starting worker {index}")))?;
-            server
-                .endpoints
-                .push(handle.await.map_err(|_| Error::Stopped)??);
-            server.finished.push(finished);
-        }
-        tracing::info!(%local_addr, workers, "serving (thread per core)");
-        Ok(server)
+    pub async fn bind_per_core<F, Fut>(
+        config: ServerConfig,
+        workers: usize,
+        serve: F,
+    ) -> Result<Self, Error>
+    where
+        F: Fn(Worker) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let started = crate::per_core::start(config, workers, Arc::new(serve)).await?;
+        Ok(Self {
+            local_addr: started.local_addr,
+            endpoints: started.endpoints,
+            counters: started.counters,
+            workers: started.workers,
+            work_stealing: false,
+            finished: started.finished,
+            failure: started.failure,
+        })
+    }
+
+    /// Runs `task` with worker `index` (modulo the worker count) on that worker's runtime:
+    /// an application loop started after the bind, or any work that belongs beside the
+    /// worker's sessions.
+    pub fn run_on<F, Fut, T>(&self, index: usize, task: F) -> tokio::task::JoinHandle<T>
+    where
+        F: FnOnce(Worker) -> Fut,
+        Fut: Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let worker = self.workers[index % self.workers.len()].clone();
+        let handle = worker.runtime_handle().clone();
+        handle.spawn(task(worker))
     }
 
     /// Resolves if a worker dies (a panic in its endpoint), with why: its connections
     /// died with it, and the process should stop so that its supervisor starts it again.
     /// Never resolves while the workers serve, nor when they end by
     /// [`shutdown`](Self::shutdown).
-    pub fn failed(&self) -> impl std::future::Future<Output = String> + Send + 'static {
+    pub fn failed(&self) -> impl Future<Output = String> + Send + 'static {
         let mut failure = self.failure.subscribe();
         async move {
             loop {
@@ -187,7 +184,7 @@ impl Server {
 
     /// How many workers serve the port (1 in work-stealing mode).
     pub fn workers(&self) -> usize {
-        self.endpoints.len()
+        self.workers.len()
     }
 
     /// Each worker's endpoint counters (datagrams, misrouted packets), in worker order.
@@ -195,22 +192,34 @@ impl Server {
         &self.counters
     }
 
-    /// The next client whose handshake completed (QUIC, and for WebTransport the HTTP/3
-    /// CONNECT); `None` once the endpoints stopped. WebTransport handshakes run in tasks
-    /// of their own, whether or not the application is waiting here, so one slow client
-    /// holds up no other; one that fails (a malformed CONNECT, a timeout, no version in
-    /// common) closes its own connection and is not returned.
+    /// Work-stealing: the next client whose handshake completed (QUIC, and for
+    /// WebTransport the HTTP/3 CONNECT); `None` once the endpoint stopped (see
+    /// [`Worker::accept`]). Thread per core: `None` at once, as each worker's requests
+    /// are its own loop's to accept.
     pub async fn accept(&mut self) -> Option<Request> {
-        self.requests.recv().await
+        if !self.work_stealing {
+            return None;
+        }
+        self.workers[0].accept().await
     }
 
-    /// Accepts every client with the server's session configuration, until the server
-    /// stops: a relay of one shared origin, or a test server. Spawn it; sessions run
-    /// until they close.
-    pub async fn accept_all(mut self) {
-        while let Some(request) = self.accept().await {
-            request.accept();
+    /// Accepts every client with the server's session configuration, on every worker,
+    /// until the server stops: a relay of one shared origin, or a test server. Spawn it;
+    /// sessions run until they close.
+    pub async fn accept_all(self) {
+        let loops: Vec<_> = (0..self.workers())
+            .map(|index| {
+                self.run_on(index, |worker| async move {
+                    while let Some(request) = worker.accept().await {
+                        request.accept();
+                    }
+                })
+            })
+            .collect();
+        for worker in loops {
+            let _ = worker.await;
         }
+        drop(self);
     }
 
     /// Stops admitting clients: every worker drops new Initials and closes the
@@ -228,11 +237,11 @@ impl Server {
     pub async fn shutdown(self) {
         let Self {
             endpoints,
-            requests,
+            workers,
             finished,
             ..
         } = self;
-        drop(requests);
+        drop(workers);
         drop(endpoints);
         for worker in finished {
             let _ = worker.await;
@@ -240,69 +249,9 @@ impl Server {
     }
 }
 
-/// One worker of a thread-per-core server, before its thread starts.
-#[cfg(target_os = "linux")]
-struct Worker {
-    index: usize,
-    cpu: usize,
-    socket: UdpSocket,
-    endpoint: Endpoint,
-    acceptor: Acceptor,
-    requests: mpsc::UnboundedSender<Request>,
-    recv_batch: usize,
-    failure: Failure,
-}
-
-#[cfg(target_os = "linux")]
-impl Worker {
-    /// The worker thread: pins itself, runs its endpoint and its sessions on a
-    /// current-thread runtime until the endpoint ends. `ready` gets the endpoint's handle
-    /// (or why it did not start); `done` closes when the thread ends.
-    fn run(self, ready: oneshot::Sender<Result<EndpointHandle, Error>>, done: oneshot::Sender<()>) {
-        let _done = done;
-        let span = tracing::info_span!("worker", index = self.index, cpu = self.cpu);
-        let _entered = span.enter();
-        if let Err(error) = moqx_runtime::cores::pin_current_thread(self.cpu) {
-            tracing::warn!(%error, "running unpinned");
-        }
-        let runtime = match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(runtime) => runtime,
-            Err(error) => {
-                let _ = ready.send(Err(Error::io("starting a worker's runtime")(error)));
-                return;
-            }
-        };
-        runtime.block_on(
-            async move {
-                match start_worker(
-                    self.socket,
-                    self.endpoint,
-                    self.acceptor,
-                    self.requests,
-                    TokioRuntime::current(),
-                    self.recv_batch,
-                ) {
-                    Ok((handle, task)) => {
-                        let _ = ready.send(Ok(handle));
-                        report(task.await, self.index, &self.failure);
-                    }
-                    Err(error) => {
-                        let _ = ready.send(Err(error));
-                    }
-                }
-            }
-            .in_current_span(),
-        );
-        tracing::debug!("worker ended");
-    }
-}
-
 /// Starts one endpoint on the current runtime, with the task that turns its established
 /// connections into requests; returns its handle and its task.
-fn start_worker(
+pub(crate) fn start_worker(
     socket: UdpSocket,
     endpoint: Endpoint,
     acceptor: Acceptor,

@@ -29,10 +29,7 @@ async fn a_hand_built_peer_sees_the_spec_bytes() {
     let mut server = Server::bind(ServerConfig::new(
         "127.0.0.1:0".parse().unwrap(),
         Certificate::self_signed(&["localhost".into()]).unwrap(),
-        SessionConfig {
-            publish: Some(published),
-            ..SessionConfig::default()
-        },
+        SessionConfig::default().with_publisher(&published),
     ))
     .await
     .unwrap();
@@ -188,10 +185,7 @@ async fn a_malformed_connect_is_refused_and_the_server_keeps_serving() {
         Duration::from_secs(10),
         moqx_tokio::connect(
             &format!("https://localhost:{}/", address.port()),
-            moqx_tokio::ClientConfig {
-                insecure_skip_verify: true,
-                ..moqx_tokio::ClientConfig::default()
-            },
+            moqx_tokio::ClientConfig::default().with_insecure_skip_verify(),
         ),
     )
     .await

@@ -42,10 +42,7 @@ async fn a_server_binds_and_serves_with_no_writable_temp_folder() {
 
     let client = connect(
         &format!("moqt://localhost:{port}/"),
-        ClientConfig {
-            fingerprint: Some(fingerprint),
-            ..ClientConfig::default()
-        },
+        ClientConfig::default().with_fingerprint(fingerprint),
     )
     .await
     .expect("the pinned certificate is the one presented");

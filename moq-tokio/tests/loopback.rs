@@ -32,10 +32,7 @@ async fn a_broadcast_flows_from_server_to_client(scheme: &str) {
     let mut server = Server::bind(ServerConfig::new(
         "127.0.0.1:0".parse().unwrap(),
         certificate,
-        SessionConfig {
-            publish: Some(published),
-            ..SessionConfig::default()
-        },
+        SessionConfig::default().with_publisher(&published),
     ))
     .await
     .unwrap();
@@ -56,14 +53,9 @@ async fn a_broadcast_flows_from_server_to_client(scheme: &str) {
     let discovered = Origin::new();
     let client = connect(
         &format!("{scheme}://localhost:{port}/room?token=x"),
-        ClientConfig {
-            session: SessionConfig {
-                subscribe: Some(discovered.clone()),
-                ..SessionConfig::default()
-            },
-            insecure_skip_verify: true,
-            ..ClientConfig::default()
-        },
+        ClientConfig::default()
+            .with_session(SessionConfig::default().with_subscriber(&discovered))
+            .with_insecure_skip_verify(),
     )
     .await
     .unwrap();
@@ -163,13 +155,7 @@ async fn a_pinned_fingerprint_accepts_that_certificate_and_refuses_any_other() {
         let url = format!("{scheme}://localhost:{port}/");
         let session = tokio::time::timeout(
             PATIENCE,
-            connect(
-                &url,
-                ClientConfig {
-                    fingerprint: Some(pinned),
-                    ..ClientConfig::default()
-                },
-            ),
+            connect(&url, ClientConfig::default().with_fingerprint(pinned)),
         )
         .await
         .expect("no hang")
@@ -181,13 +167,7 @@ async fn a_pinned_fingerprint_accepts_that_certificate_and_refuses_any_other() {
             .fingerprint();
         let error = tokio::time::timeout(
             PATIENCE,
-            connect(
-                &url,
-                ClientConfig {
-                    fingerprint: Some(other),
-                    ..ClientConfig::default()
-                },
-            ),
+            connect(&url, ClientConfig::default().with_fingerprint(other)),
         )
         .await
         .expect("no hang")
@@ -225,10 +205,7 @@ async fn a_session_closed_by_the_server_ends_the_client_promptly() {
         });
         let client = connect(
             &format!("{scheme}://localhost:{port}/"),
-            ClientConfig {
-                insecure_skip_verify: true,
-                ..ClientConfig::default()
-            },
+            ClientConfig::default().with_insecure_skip_verify(),
         )
         .await
         .unwrap();
@@ -275,10 +252,7 @@ async fn clients_complete_a_retry_on_both_bindings() {
     for scheme in ["moqt", "https"] {
         let client = connect(
             &format!("{scheme}://localhost:{port}/"),
-            ClientConfig {
-                insecure_skip_verify: true,
-                ..ClientConfig::default()
-            },
+            ClientConfig::default().with_insecure_skip_verify(),
         )
         .await
         .unwrap_or_else(|error| panic!("{scheme}: {error}"));

@@ -17,11 +17,9 @@ async fn ring(peers: usize, size: usize, udp: UdpConfig) -> Vec<Bytes> {
     let mut config = ServerConfig::new(
         "127.0.0.1:0".parse().unwrap(),
         Certificate::self_signed(&["localhost".into()]).unwrap(),
-        SessionConfig {
-            publish: Some(relay_origin.clone()),
-            subscribe: Some(relay_origin),
-            ..SessionConfig::default()
-        },
+        SessionConfig::default()
+            .with_publisher(&relay_origin)
+            .with_subscriber(&relay_origin),
     );
     config.udp = udp.clone();
     let mut server = Server::bind(config).await.unwrap();
@@ -55,10 +53,11 @@ async fn one_megabyte_frames_arrive_identical_with_gso_and_gro_on_or_off() {
     let mut results = Vec::new();
     for gso in [true, false] {
         for gro in [true, false] {
-            let udp = UdpConfig {
-                gso,
-                gro,
-                ..UdpConfig::default()
+            let udp = {
+                let mut udp_config = UdpConfig::default();
+                udp_config.gso = gso;
+                udp_config.gro = gro;
+                udp_config
             };
             results.push(ring(4, 1 << 20, udp).await);
         }

@@ -32,20 +32,25 @@ async fn server(
     let config = ServerConfig::new(
         "127.0.0.1:0".parse().unwrap(),
         Certificate::self_signed(&["localhost".into()]).unwrap(),
-        SessionConfig {
-            publish: Some(origin.clone()),
-            subscribe: Some(origin),
-            ..SessionConfig::default()
-        },
+        SessionConfig::default()
+            .with_publisher(&origin)
+            .with_subscriber(&origin),
     );
-    let mut server = Server::bind_per_core(config, workers).await.unwrap();
+    // Each worker accepts its own clients, on its own thread.
+    let server = Server::bind_per_core(config, workers, |worker| async move {
+        let mut sessions = Vec::new();
+        while let Some(request) = worker.accept().await {
+            sessions.push(request.accept());
+        }
+    })
+    .await
+    .unwrap();
     assert_eq!(server.workers(), workers);
     let (address, counters) = (server.local_addr(), server.counters().to_vec());
     let accepting = tokio::spawn(async move {
-        let mut sessions = Vec::new();
-        while let Some(request) = server.accept().await {
-            sessions.push(request.accept());
-        }
+        // The server serves while it lives.
+        let _server = server;
+        std::future::pending::<()>().await;
     });
     (address, counters, accepting)
 }

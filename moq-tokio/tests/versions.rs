@@ -16,13 +16,14 @@ const PATIENCE: Duration = Duration::from_secs(10);
 /// A server accepting `versions` (in that order), accepting every request; its port and
 /// the versions of the sessions it accepted, as they are accepted.
 async fn server(versions: &[Version]) -> (u16, tokio::sync::mpsc::UnboundedReceiver<Version>) {
-    let mut server = Server::bind(ServerConfig {
-        versions: versions.to_vec(),
-        ..ServerConfig::new(
+    let mut server = Server::bind({
+        let mut server_config = ServerConfig::new(
             "127.0.0.1:0".parse().unwrap(),
             Certificate::self_signed(&["localhost".into()]).unwrap(),
             SessionConfig::default(),
-        )
+        );
+        server_config.versions = versions.to_vec();
+        server_config
     })
     .await
     .unwrap();
@@ -40,11 +41,9 @@ async fn server(versions: &[Version]) -> (u16, tokio::sync::mpsc::UnboundedRecei
 
 /// A client offering `versions`, not verifying the server.
 fn offering(versions: &[Version]) -> ClientConfig {
-    ClientConfig {
-        versions: versions.to_vec(),
-        insecure_skip_verify: true,
-        ..ClientConfig::default()
-    }
+    ClientConfig::default()
+        .with_versions(versions.to_vec())
+        .with_insecure_skip_verify()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

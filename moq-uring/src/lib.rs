@@ -79,6 +79,7 @@ pub use server::{Request, Server};
 
 /// How the driver uses its rings and sockets (what the ablation benchmarks switch).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct UringConfig {
     /// Send batches as one GSO `sendmsg` each (off: one `sendmsg` per datagram).
     pub gso: bool,

@@ -226,10 +226,7 @@ pub(crate) async fn connect_webtransport(
     let session = session::connect(
         WasmRuntime::<WebTransportSession>::new(),
         transport,
-        SessionConfig {
-            version,
-            ..options.session.clone()
-        },
+        options.session.clone().with_version(version),
     );
     established(url, session).await
 }
@@ -278,10 +275,7 @@ pub(crate) async fn connect_websocket(
     let session = session::connect(
         WasmRuntime::<QmuxSession>::new(),
         connection.session(Some(negotiated.version.alpn().to_owned())),
-        SessionConfig {
-            version: negotiated.version,
-            ..options.session.clone()
-        },
+        options.session.clone().with_version(negotiated.version),
     );
     established(url, session).await
 }

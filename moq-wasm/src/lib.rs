@@ -26,7 +26,7 @@
 //! let discovered = Origin::new();
 //! let connected = connect("https://127.0.0.1:4443/room", ConnectOptions {
 //!     fingerprints: vec![parse_fingerprint("3a:5f:…")?],
-//!     session: SessionConfig { subscribe: Some(discovered.clone()), ..SessionConfig::default() },
+//!     session: SessionConfig::default().with_subscriber(&discovered),
 //!     // The WebSocket fallback of a relay with a self-signed certificate: plain `ws://`.
 //!     websocket_url: Some("ws://127.0.0.1:4443/room".into()),
 //!     ..ConnectOptions::default() // offering moq-lite-05, -04 and -03; WebTransport first

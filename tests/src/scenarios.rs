@@ -29,11 +29,9 @@ impl Relay {
     }
 
     fn config(&self) -> SessionConfig {
-        SessionConfig {
-            publish: Some(self.origin.clone()),
-            subscribe: Some(self.origin.clone()),
-            ..SessionConfig::default()
-        }
+        SessionConfig::default()
+            .with_publisher(&self.origin)
+            .with_subscriber(&self.origin)
     }
 
     /// Connects a client configured with `client` (its `version` is the one it offers:
@@ -69,11 +67,9 @@ fn publisher_at(
     origin.publish(path, &broadcast).unwrap();
     let session = relay.connect(
         harness,
-        SessionConfig {
-            publish: Some(origin),
-            version,
-            ..SessionConfig::default()
-        },
+        SessionConfig::default()
+            .with_publisher(&origin)
+            .with_version(version),
     );
     (session, broadcast, track)
 }
@@ -92,11 +88,9 @@ fn subscriber_at(
     let origin = Origin::new();
     let session = relay.connect(
         harness,
-        SessionConfig {
-            subscribe: Some(origin.clone()),
-            version,
-            ..SessionConfig::default()
-        },
+        SessionConfig::default()
+            .with_subscriber(&origin)
+            .with_version(version),
     );
     (session, origin)
 }

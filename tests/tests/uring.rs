@@ -106,13 +106,14 @@ impl UringHarness {
 impl Harness for UringHarness {
     fn connect(&mut self, server: SessionConfig, client: SessionConfig) -> (Session, Session) {
         // The server accepts every version; the client offers only its session's.
-        let mut config = ServerConfig {
-            versions: moqx_net::coding::Version::ALL.to_vec(),
-            ..ServerConfig::new(
+        let mut config = {
+            let mut server_config = ServerConfig::new(
                 self.paths.server_address(),
                 self.certificate.clone(),
                 server,
-            )
+            );
+            server_config.versions = moqx_net::coding::Version::ALL.to_vec();
+            server_config
         };
         if let Some(bytes) = self.server_send_buffer {
             config.udp.send_buffer = Some(bytes);
@@ -136,13 +137,11 @@ impl Harness for UringHarness {
             .connect(
                 0,
                 &url,
-                ClientConfig {
-                    session: client,
-                    versions,
-                    insecure_skip_verify: true,
-                    handshake_timeout,
-                    ..ClientConfig::default()
-                },
+                ClientConfig::default()
+                    .with_session(client)
+                    .with_versions(versions)
+                    .with_insecure_skip_verify()
+                    .with_handshake_timeout(handshake_timeout),
             )
             .wait()
             .expect("the client's worker runs")
@@ -295,15 +294,12 @@ fn totals(harness: &UringHarness) -> (WorkerSnapshot, WorkerSnapshot) {
 fn megabyte_frames_arrive_intact_with_gso_and_gro_on_and_off() {
     for gso in [true, false] {
         for gro in [true, false] {
-            let mut harness = UringHarness::with(
-                "moqt",
-                1,
-                UringConfig {
-                    gso,
-                    gro,
-                    ..UringConfig::default()
-                },
-            );
+            let mut harness = UringHarness::with("moqt", 1, {
+                let mut uring_config = UringConfig::default();
+                uring_config.gso = gso;
+                uring_config.gro = gro;
+                uring_config
+            });
             moq_conformance::scenarios::a_burst_of_groups_and_a_megabyte_frame_arrive_intact_and_in_order(&mut harness);
             let (server, client) = totals(&harness);
             let case = format!("gso {gso}, gro {gro}: server {server:?}, client {client:?}");
@@ -345,15 +341,12 @@ fn megabyte_frames_arrive_intact_with_gso_and_gro_on_and_off() {
 #[test]
 fn whole_receive_buffers_carry_megabyte_frames_and_recover_from_running_out() {
     for recv_buffers in [16, 1] {
-        let mut harness = UringHarness::with(
-            "https",
-            1,
-            UringConfig {
-                incremental_buffers: false,
-                recv_buffers,
-                ..UringConfig::default()
-            },
-        );
+        let mut harness = UringHarness::with("https", 1, {
+            let mut uring_config = UringConfig::default();
+            uring_config.incremental_buffers = false;
+            uring_config.recv_buffers = recv_buffers;
+            uring_config
+        });
         moq_conformance::scenarios::a_burst_of_groups_and_a_megabyte_frame_arrive_intact_and_in_order(&mut harness);
         let (server, client) = totals(&harness);
         let case = format!("{recv_buffers} buffers: server {server:?}, client {client:?}");
@@ -374,15 +367,12 @@ fn whole_receive_buffers_carry_megabyte_frames_and_recover_from_running_out() {
 /// socket, none was lost.
 #[test]
 fn running_out_of_receive_buffers_under_a_burst_loses_nothing() {
-    let mut harness = UringHarness::with(
-        "moqt",
-        1,
-        UringConfig {
-            recv_buffers: 1,
-            recv_buffer_bytes: 0, // the smallest the driver allows
-            ..UringConfig::default()
-        },
-    );
+    let mut harness = UringHarness::with("moqt", 1, {
+        let mut uring_config = UringConfig::default();
+        uring_config.recv_buffers = 1;
+        uring_config.recv_buffer_bytes = 0;
+        uring_config
+    });
     moq_conformance::scenarios::a_burst_of_groups_and_a_megabyte_frame_arrive_intact_and_in_order(
         &mut harness,
     );
@@ -403,15 +393,12 @@ fn running_out_of_receive_buffers_under_a_burst_loses_nothing() {
 #[test]
 fn a_slow_egress_holds_packets_back_and_loses_nothing() {
     netns::loopback_with_rate("20mbit");
-    let mut harness = UringHarness::with(
-        "moqt",
-        1,
-        UringConfig {
-            // Any byte in flight holds the next turn's packets back.
-            max_send_bytes_in_flight: 1,
-            ..UringConfig::default()
-        },
-    );
+    let mut harness = UringHarness::with("moqt", 1, {
+        let mut uring_config = UringConfig::default();
+        // Any byte in flight holds the next turn's packets back.
+        uring_config.max_send_bytes_in_flight = 1;
+        uring_config
+    });
     harness.server_send_buffer = Some(4096); // the kernel raises it to its minimum
     moq_conformance::scenarios::a_burst_of_groups_and_a_megabyte_frame_arrive_intact_and_in_order(
         &mut harness,

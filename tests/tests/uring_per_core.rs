@@ -26,11 +26,9 @@ fn server(workers: usize) -> Server {
     let config = ServerConfig::new(
         "127.0.0.1:0".parse().unwrap(),
         Certificate::self_signed(&["localhost".into()]).unwrap(),
-        SessionConfig {
-            publish: Some(origin.clone()),
-            subscribe: Some(origin),
-            ..SessionConfig::default()
-        },
+        SessionConfig::default()
+            .with_publisher(&origin)
+            .with_subscriber(&origin),
     );
     let server = Server::bind(
         config,
@@ -98,15 +96,13 @@ fn a_hundred_sessions_of_the_uring_client() {
             .publish(format!("peer-{i}"), &tracks[i].1)
             .unwrap();
         let origin = Origin::new();
-        let config = ClientConfig {
-            session: SessionConfig {
-                publish: Some(published),
-                subscribe: Some(origin.clone()),
-                ..SessionConfig::default()
-            },
-            insecure_skip_verify: true,
-            ..ClientConfig::default()
-        };
+        let config = ClientConfig::default()
+            .with_session(
+                SessionConfig::default()
+                    .with_publisher(&published)
+                    .with_subscriber(&origin),
+            )
+            .with_insecure_skip_verify();
         sessions.push(clients.connect(i, &url, config));
         seen.push(origin);
     }

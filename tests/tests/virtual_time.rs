@@ -27,15 +27,13 @@ impl VirtualTime {
 impl Harness for VirtualTime {
     fn connect(&mut self, server: SessionConfig, client: SessionConfig) -> (Session, Session) {
         // As a driver negotiates: the client offers its version, the server accepts all.
-        let link = LinkConfig {
-            protocol: Some(client.version.alpn().to_owned()),
-            ..LinkConfig::default()
+        let link = {
+            let mut link_config = LinkConfig::default();
+            link_config.protocol = Some(client.version.alpn().to_owned());
+            link_config
         };
         let (client_end, server_end) = self.runtime.connect(link);
-        let server = SessionConfig {
-            version: client.version,
-            ..server
-        };
+        let server = server.with_version(client.version);
         let server = session::accept(self.runtime.clone(), server_end, server);
         let client = session::connect(self.runtime.clone(), client_end, client);
         (client, server)

@@ -62,7 +62,7 @@ impl AnnounceDiscover<(), ()> {
             exclude_hop: cx.config.origin_id,
         };
         let version = cx.version;
-        let mut reader = Reader::new(recv, cx.config.max_message_bytes);
+        let mut reader = Reader::new(recv, cx.config.limits.max_message_bytes);
         match encoded(|buf| {
             BidiStream::Announce.encode(buf, version)?;
             request.encode(buf, version)
@@ -158,7 +158,7 @@ impl<S: SendStream, R: RecvStream> AnnounceDiscover<S, R> {
                     // sender counts them.
                     let id = self.next_id;
                     self.next_id += 1;
-                    if self.ids.len() >= cx.config.max_announces {
+                    if self.ids.len() >= cx.config.limits.max_announces {
                         tracing::debug!("the peer keeps more announcements open than allowed");
                         return Poll::Ready(Err(Error::BoundsExceeded));
                     }
@@ -248,7 +248,7 @@ fn track_dropped(
         (Some(false), true) => *dropped_bytes = dropped_bytes.saturating_sub(len),
         _ => {}
     }
-    if *dropped_bytes > cx.config.max_announce_path_bytes {
+    if *dropped_bytes > cx.config.limits.max_announce_path_bytes {
         tracing::debug!("the peer's dropped announcements hold too much path");
         return Err(Error::BoundsExceeded);
     }

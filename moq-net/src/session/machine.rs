@@ -161,7 +161,10 @@ impl<R: Runtime> SessionMachine<R> {
             side,
             setup_received: false,
             opens: VecDeque::new(),
-            remote: RemoteBroadcasts::new(config.max_announces, config.max_announce_path_bytes),
+            remote: RemoteBroadcasts::new(
+                config.limits.max_announces,
+                config.limits.max_announce_path_bytes,
+            ),
             routes: IdMap::default(),
             now: runtime.now(),
             next_subscribe_id: 0,
@@ -211,7 +214,7 @@ impl<R: Runtime> SessionMachine<R> {
         }
         let state_watch = shared.state.consume();
         let setup_deadline = (side == Side::Server)
-            .then(|| context.now.checked_add(context.config.setup_timeout))
+            .then(|| context.now.checked_add(context.config.limits.setup_timeout))
             .flatten();
         let span = tracing::debug_span!(
             "moq_session",
@@ -376,7 +379,7 @@ impl<R: Runtime> SessionMachine<R> {
                 Ok(stream) => {
                     // Its first message is the type, then (if it is the SETUP stream) the
                     // SETUP: the small limit until it is known to be something else.
-                    let limit = self.context.config.max_setup_bytes;
+                    let limit = self.context.config.limits.max_setup_bytes;
                     self.tasks
                         .push(Task::UniIncoming(UniIncoming::new(stream, limit)));
                     progress = true;
@@ -396,7 +399,7 @@ impl<R: Runtime> SessionMachine<R> {
                         self.tasks.push(Task::BidiIncoming(BidiIncoming::new(
                             send,
                             recv,
-                            self.context.config.max_message_bytes,
+                            self.context.config.limits.max_message_bytes,
                         )));
                         progress = true;
                     }
@@ -480,12 +483,12 @@ impl<R: Runtime> SessionMachine<R> {
         progress
     }
 
-    /// Keeps at most [`max_queued_groups`](SessionConfig::max_queued_groups) groups waiting
+    /// Keeps at most [`max_queued_groups`](SessionLimits::max_queued_groups) groups waiting
     /// for stream credit, dropping the oldest (counted): a subscriber that withholds credit
     /// loses groups instead of making the session hold every one it is sent.
     fn drop_oldest_groups(&mut self, waiting: &mut VecDeque<Open>) {
         let queued = waiting.iter().filter(|open| open.is_group()).count();
-        let max = self.context.config.max_queued_groups;
+        let max = self.context.config.limits.max_queued_groups;
         if queued <= max {
             return;
         }
@@ -506,7 +509,7 @@ impl<R: Runtime> SessionMachine<R> {
         );
     }
 
-    /// Keeps at most [`max_queued_groups`](SessionConfig::max_queued_groups) group streams
+    /// Keeps at most [`max_queued_groups`](SessionLimits::max_queued_groups) group streams
     /// open and unfinished, resetting the oldest (Lagged, counted as dropped): a subscriber
     /// that lets streams open but gives them no data credit would otherwise make the
     /// session hold every group it is sent, each kept alive by its unfinished stream.
@@ -526,7 +529,7 @@ impl<R: Runtime> SessionMachine<R> {
             open_groups.retain(|&(index, id, sequence)| self.is_open_group(index, id, sequence));
             self.open_groups = open_groups;
         }
-        while self.open_group_count > self.context.config.max_queued_groups {
+        while self.open_group_count > self.context.config.limits.max_queued_groups {
             let Some((index, id, sequence)) = self.open_groups.pop_front() else {
                 break;
             };

@@ -156,8 +156,8 @@ pub(crate) struct SubscribeServe<S, R> {
 }
 
 /// One of a bounded number of requests served at once (the session's
-/// [`max_subscriptions`](super::SessionConfig::max_subscriptions) or
-/// [`max_announce_requests`](super::SessionConfig::max_announce_requests)), held by the
+/// [`max_subscriptions`](super::SessionLimits::max_subscriptions) or
+/// [`max_announce_requests`](super::SessionLimits::max_announce_requests)), held by the
 /// request's sub-machine and given back when it drops.
 pub(crate) struct RequestSlot {
     count: std::sync::Arc<std::sync::atomic::AtomicUsize>,

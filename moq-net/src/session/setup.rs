@@ -111,7 +111,7 @@ impl<S: SendStream, R: RecvStream> GoAwaySend<S, R> {
         };
         Self {
             writer,
-            _reader: Reader::new(recv, cx.config.max_message_bytes),
+            _reader: Reader::new(recv, cx.config.limits.max_message_bytes),
             failed,
         }
     }
@@ -219,6 +219,19 @@ impl<R: RecvStream> SetupRead<R> {
 pub(crate) fn authorize(cx: &mut Context, setup: &Setup) -> Result<(), Error> {
     let Some(hook) = cx.config.authorize.take() else {
         return Ok(());
+    };
+    // A client that named its path in its request (WebTransport, WebSocket) is decided on
+    // that path: one hook for every binding.
+    let named;
+    let setup = match (&setup.path, &cx.config.request_path) {
+        (None, Some(path)) => {
+            named = Setup {
+                path: Some(path.clone()),
+                ..setup.clone()
+            };
+            &named
+        }
+        _ => setup,
     };
     let origins = hook.decide(setup)?;
     cx.config.publish = origins.publish;
@@ -353,7 +366,7 @@ impl<S: SendStream, R: RecvStream> BidiIncoming<S, R> {
             // does not): a deployed relay closes the session if this stream fails.
             BidiStream::Announce => match slot(
                 &cx.announce_requests,
-                cx.config.max_announce_requests,
+                cx.config.limits.max_announce_requests,
                 &mut cx.counters.announce_requests_refused,
             ) {
                 Some(slot) => Step::Become(Box::new(Task::AnnounceServe(AnnounceServe::new(
@@ -385,7 +398,7 @@ impl<S: SendStream, R: RecvStream> BidiIncoming<S, R> {
                 }
                 let Some(slot) = slot(
                     &cx.subscriptions,
-                    cx.config.max_subscriptions,
+                    cx.config.limits.max_subscriptions,
                     &mut cx.counters.subscriptions_refused,
                 ) else {
                     refuse(&mut writer, &mut reader, Error::BoundsExceeded);

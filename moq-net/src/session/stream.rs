@@ -63,7 +63,7 @@ pub(crate) struct Reader<S> {
 
 impl<S: RecvStream> Reader<S> {
     /// A reader of `stream` refusing any message of `limit` bytes or more
-    /// ([`SessionConfig::max_message_bytes`](super::SessionConfig::max_message_bytes)).
+    /// ([`SessionLimits::max_message_bytes`](super::SessionLimits::max_message_bytes)).
     pub(crate) fn new(stream: S, limit: usize) -> Self {
         Self {
             stream,

@@ -71,7 +71,7 @@ pub(crate) struct GroupRead<R> {
 }
 
 /// A group stream's share of the session's bytes in unfinished received groups
-/// ([`max_receiving_group_bytes`](super::SessionConfig::max_receiving_group_bytes)).
+/// ([`max_receiving_group_bytes`](super::SessionLimits::max_receiving_group_bytes)).
 pub(crate) struct ReceivingBytes {
     total: std::sync::Arc<std::sync::atomic::AtomicU64>,
     mine: u64,
@@ -179,7 +179,10 @@ impl TrackQuery<(), ()> {
         TrackQuery {
             path: self.path,
             request: self.request,
-            streams: Some((writer, Reader::new(recv, cx.config.max_message_bytes))),
+            streams: Some((
+                writer,
+                Reader::new(recv, cx.config.limits.max_message_bytes),
+            )),
             failed,
         }
     }
@@ -259,8 +262,8 @@ fn serve_received(
     mut track: Track,
     cx: &Context,
 ) -> crate::model::TrackProducer {
-    track.cache_groups = cx.config.cache_groups;
-    track.cache_bytes = cx.config.cache_bytes;
+    track.cache_groups = cx.config.cache.groups;
+    track.cache_bytes = cx.config.cache.bytes;
     let mut producer = request.serve(track);
     if let Some(memory) = &cx.config.memory_budget {
         producer.set_memory_budget(memory.clone());
@@ -294,7 +297,10 @@ impl SubscribePlan {
         cx.routes.insert(id, Route::new(self.track));
         SubscribeRemote {
             id,
-            streams: (writer, Reader::new(recv, cx.config.max_message_bytes)),
+            streams: (
+                writer,
+                Reader::new(recv, cx.config.limits.max_message_bytes),
+            ),
             unsent: Some(subscribe),
             start: None,
             end: None,
@@ -439,7 +445,7 @@ impl<S: SendStream, R: RecvStream> SubscribeRemote<S, R> {
 impl<R: RecvStream> GroupRead<R> {
     pub(crate) fn new(reader: Reader<R>, cx: &Context) -> Self {
         let (stream, buffered) = reader.into_parts();
-        let mut decoder = GroupDecoder::new(cx.version, cx.config.max_frame_size);
+        let mut decoder = GroupDecoder::new(cx.version, cx.config.limits.max_frame_size);
         decoder.push(&buffered);
         Self {
             stream,
@@ -495,12 +501,13 @@ impl<R: RecvStream> GroupRead<R> {
                     if let Some(memory) = no_room {
                         memory.note_frame_refused();
                     }
-                    if self.frames > cx.config.max_group_frames
-                        || self.bytes > cx.config.max_group_bytes
+                    if self.frames > cx.config.limits.max_group_frames
+                        || self.bytes > cx.config.limits.max_group_bytes
                         || no_room.is_some()
-                        || !self
-                            .receiving
-                            .try_add(payload.len() as u64, cx.config.max_receiving_group_bytes)
+                        || !self.receiving.try_add(
+                            payload.len() as u64,
+                            cx.config.limits.max_receiving_group_bytes,
+                        )
                     {
                         // A group is cached whole: one that never ends, or many unfinished
                         // at once, must not grow without bound. This group alone is

@@ -109,7 +109,7 @@ fn a_message_over_the_size_limit_closes_its_session_and_no_other() {
     seeded(13, |runtime| {
         let mut relay = Relay::new();
         let (_p, mut track, _s, received) = live(runtime, &mut relay);
-        let limits = SessionConfig::default();
+        let limits = SessionConfig::default().limits;
 
         // A SETUP claiming 1 GiB (`01 | c0 00 00 00 40 00 00 00`), then zeros past the
         // SETUP limit.
@@ -214,7 +214,7 @@ fn a_client_that_never_sends_setup_is_closed_after_the_setup_timeout() {
     seeded(15, |runtime| {
         let mut relay = Relay::new();
         let (_p, mut track, _s, received) = live(runtime, &mut relay);
-        let timeout = SessionConfig::default().setup_timeout;
+        let timeout = SessionConfig::default().limits.setup_timeout;
 
         let mut silent = raw_client(runtime, &mut relay);
         runtime.advance(timeout - SECOND);
@@ -251,13 +251,7 @@ fn a_group_older_than_the_max_latency_is_dropped_on_the_way() {
         properties.max_latency = Duration::from_millis(1000);
         let mut track = broadcast.create_track(properties);
         origin.publish("live", &broadcast).unwrap();
-        let _publisher = relay.connect(
-            runtime,
-            SessionConfig {
-                publish: Some(origin),
-                ..SessionConfig::default()
-            },
-        );
+        let _publisher = relay.connect(runtime, SessionConfig::default().with_publisher(&origin));
         let (_s, seen) = subscriber(runtime, &mut relay);
         assert!(runtime.run_until(SECOND, || seen.consume_broadcast("live").is_some()));
         let received = read_track(runtime, &seen, "live", "video");

@@ -109,25 +109,19 @@ fn a_subscription_its_publisher_ends_during_the_linger_does_not_hang_the_relay()
                 let mut relay = Relay::new();
                 relay.base.version = version;
                 relay.link.protocol = Some(version.alpn().to_owned());
-                let at_version = |config: SessionConfig| SessionConfig { version, ..config };
+                let at_version = |config: SessionConfig| config.with_version(version);
                 let publisher_origin = Origin::new();
                 let broadcast = BroadcastProducer::new();
                 let mut track = broadcast.create_track(Track::new("video"));
                 publisher_origin.publish("live", &broadcast).unwrap();
                 let _publisher = relay.connect(
                     runtime,
-                    at_version(SessionConfig {
-                        publish: Some(publisher_origin),
-                        ..SessionConfig::default()
-                    }),
+                    at_version(SessionConfig::default().with_publisher(&publisher_origin)),
                 );
                 let origin = Origin::new();
                 let viewer = relay.connect(
                     runtime,
-                    at_version(SessionConfig {
-                        subscribe: Some(origin.clone()),
-                        ..SessionConfig::default()
-                    }),
+                    at_version(SessionConfig::default().with_subscriber(&origin)),
                 );
                 assert!(runtime.run_until(SECOND, || origin.consume_broadcast("live").is_some()));
                 let received = read_track(runtime, &origin, "live", "video");
@@ -278,13 +272,7 @@ fn ten_thousand_broadcasts_are_discovered() {
                 broadcast
             })
             .collect();
-        let _publisher = relay.connect(
-            runtime,
-            SessionConfig {
-                publish: Some(origin),
-                ..SessionConfig::default()
-            },
-        );
+        let _publisher = relay.connect(runtime, SessionConfig::default().with_publisher(&origin));
         let (_s, seen) = subscriber(runtime, &mut relay);
         assert!(runtime.run_until(10 * SECOND, || seen.paths("rooms").len() == 10_000));
         drop(broadcasts);

@@ -15,19 +15,18 @@ use crate::common::{epoch, seeded};
 /// subscriber saw and when, as text.
 fn faulty_run(seed: u64) -> Vec<String> {
     let runtime = TestRuntime::new(seed, epoch());
-    let faults = LinkConfig {
-        latency: Duration::from_millis(30),
-        bandwidth: Some(2_000_000),
-        reorder: Duration::from_millis(20),
-        reset_probability: 0.05,
-        ..LinkConfig::default()
+    let faults = {
+        let mut link_config = LinkConfig::default();
+        link_config.latency = Duration::from_millis(30);
+        link_config.bandwidth = Some(2_000_000);
+        link_config.reorder = Duration::from_millis(20);
+        link_config.reset_probability = 0.05;
+        link_config
     };
     let relay_origin = Origin::new();
-    let relay_config = SessionConfig {
-        publish: Some(relay_origin.clone()),
-        subscribe: Some(relay_origin.clone()),
-        ..SessionConfig::default()
-    };
+    let relay_config = SessionConfig::default()
+        .with_publisher(&relay_origin)
+        .with_subscriber(&relay_origin);
     let origin = Origin::new();
     let broadcast = BroadcastProducer::new();
     let mut track = broadcast.create_track(Track::new("video"));
@@ -36,10 +35,7 @@ fn faulty_run(seed: u64) -> Vec<String> {
     let _publisher = session::connect(
         runtime.clone(),
         a,
-        SessionConfig {
-            publish: Some(origin),
-            ..SessionConfig::default()
-        },
+        SessionConfig::default().with_publisher(&origin),
     );
     let _relay_a = session::accept(runtime.clone(), b, relay_config.clone());
     let (c, d) = runtime.connect(faults);
@@ -47,10 +43,7 @@ fn faulty_run(seed: u64) -> Vec<String> {
     let _subscriber = session::connect(
         runtime.clone(),
         c,
-        SessionConfig {
-            subscribe: Some(seen.clone()),
-            ..SessionConfig::default()
-        },
+        SessionConfig::default().with_subscriber(&seen),
     );
     let _relay_b = session::accept(runtime.clone(), d, relay_config);
     assert!(runtime.run_until(5 * SECOND, || seen.consume_broadcast("live").is_some()));
@@ -96,25 +89,20 @@ fn a_dropped_connection_ends_the_sessions_and_their_broadcasts() {
         let broadcast = BroadcastProducer::new();
         origin.publish("live", &broadcast).unwrap();
         let relay_origin = Origin::new();
-        let (a, b) = runtime.connect(LinkConfig {
-            drop_after: Some(2 * SECOND),
-            ..LinkConfig::default()
+        let (a, b) = runtime.connect({
+            let mut link_config = LinkConfig::default();
+            link_config.drop_after = Some(2 * SECOND);
+            link_config
         });
         let publisher = session::connect(
             runtime.clone(),
             a,
-            SessionConfig {
-                publish: Some(origin),
-                ..SessionConfig::default()
-            },
+            SessionConfig::default().with_publisher(&origin),
         );
         let relay = session::accept(
             runtime.clone(),
             b,
-            SessionConfig {
-                subscribe: Some(relay_origin.clone()),
-                ..SessionConfig::default()
-            },
+            SessionConfig::default().with_subscriber(&relay_origin),
         );
         assert!(runtime.run_until(SECOND, || relay_origin.consume_broadcast("live").is_some()));
         assert!(runtime.run_until(5 * SECOND, || publisher.is_closed() && relay.is_closed()));

@@ -95,10 +95,7 @@ fn fetch_returns_a_cached_group_and_not_found_for_one_that_is_gone() {
         let _server = session::accept(
             runtime.clone(),
             server_end,
-            SessionConfig {
-                publish: Some(origin),
-                ..SessionConfig::default()
-            },
+            SessionConfig::default().with_publisher(&origin),
         );
         let mut raw = raw_end;
         write_uni(&mut raw, SETUP);

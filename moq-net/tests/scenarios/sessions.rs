@@ -20,13 +20,7 @@ fn after_goaway_the_peer_opens_no_new_streams_but_keeps_the_old_ones() {
         let mut video = broadcast.create_track(Track::new("video"));
         let _audio = broadcast.create_track(Track::new("audio"));
         origin.publish("live", &broadcast).unwrap();
-        let _publisher = relay.connect(
-            runtime,
-            SessionConfig {
-                publish: Some(origin),
-                ..SessionConfig::default()
-            },
-        );
+        let _publisher = relay.connect(runtime, SessionConfig::default().with_publisher(&origin));
         let (_s, seen) = subscriber(runtime, &mut relay);
         assert!(runtime.run_until(SECOND, || seen.consume_broadcast("live").is_some()));
         let received = read_track(runtime, &seen, "live", "video");
@@ -81,13 +75,11 @@ fn a_close_requested_after_a_goaway_closes_both_ends() {
 fn the_server_sees_the_clients_setup_path_and_the_handle_sees_stats() {
     seeded(16, |runtime| {
         let mut relay = Relay::new();
-        let client = relay.connect(
-            runtime,
-            SessionConfig {
-                path: Some("/room/123?jwt=abc".into()),
-                ..SessionConfig::default()
-            },
-        );
+        let client = relay.connect(runtime, {
+            let mut session_config = SessionConfig::default();
+            session_config.path = Some("/room/123?jwt=abc".into());
+            session_config
+        });
         assert!(runtime.run_until(SECOND, || relay.sessions[0].peer_setup().is_some()));
         let setup = relay.sessions[0].peer_setup().expect("arrived");
         assert_eq!(setup.path.as_deref(), Some("/room/123?jwt=abc"));

@@ -43,7 +43,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use moqx_net::model::Origin;
-use moqx_net::session::{Session, SessionConfig};
+use moqx_net::session::Session;
 use moqx_runtime::client::ClientConfig;
 
 pub use config::{ClusterSection, MAX_CLUSTER_ID, MESH_PREFIX, NodeUrl, PeerUrl};
@@ -170,12 +170,13 @@ impl Cluster {
     /// Starts the supervised dial of `peer`, its link on `origin`.
     fn dial(&self, peer: &Arc<OutboundPeer>, origin: &Origin) {
         let mut client = peer.client.clone();
-        client.session = SessionConfig {
-            publish: Some(origin.clone()),
-            subscribe: Some(origin.clone()),
-            origin_id: self.id,
-            trust_peer_routes: true,
-            ..client.session
+        client.session = {
+            let mut session_config = client.session;
+            session_config.publish = Some(origin.clone());
+            session_config.subscribe = Some(origin.clone());
+            session_config.origin_id = self.id;
+            session_config.trust_peer_routes = true;
+            session_config
         };
         tokio::spawn(dial::supervise(peer.clone(), client, peer.stop.subscribe()));
     }

@@ -232,6 +232,7 @@ impl Target {
 
 /// How a client connects, on any driver.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ClientConfig {
     /// What the session serves and fills. Its `version` is replaced by the negotiated one.
     pub session: SessionConfig,
@@ -477,10 +478,11 @@ where
                 _ => Some(self.path.clone()),
             };
             tracing::debug!(%version, binding = %transport.binding(), "negotiated");
-            let config = SessionConfig {
-                path,
-                version,
-                ..self.session.clone()
+            let config = {
+                let mut session_config = self.session.clone();
+                session_config.path = path;
+                session_config.version = version;
+                session_config
             };
             return Poll::Ready(Ok(session::connect(
                 self.runtime.clone(),
@@ -495,18 +497,20 @@ where
             None => (
                 BindingSession::from(connection.session()),
                 // The path travels in SETUP.
-                SessionConfig {
-                    path: Some(self.path.clone()),
-                    ..self.session.clone()
+                {
+                    let mut session_config = self.session.clone();
+                    session_config.path = Some(self.path.clone());
+                    session_config
                 },
             ),
             Some((handshake, deadline)) => match handshake.poll(waiter) {
                 Poll::Ready(Ok(session)) => (
                     BindingSession::from(session),
                     // The path travelled in the CONNECT; SETUP carries none.
-                    SessionConfig {
-                        path: None,
-                        ..self.session.clone()
+                    {
+                        let mut session_config = self.session.clone();
+                        session_config.path = None;
+                        session_config
                     },
                 ),
                 Poll::Ready(Err(error)) => {
@@ -561,7 +565,7 @@ where
         Poll::Ready(Ok(session::connect(
             self.runtime.clone(),
             transport,
-            SessionConfig { version, ..config },
+            config.with_version(version),
         )))
     }
 }

@@ -26,6 +26,7 @@ pub const RECV_BATCH: usize = quinn_udp::BATCH_SIZE;
 
 /// How a socket is set up.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct UdpConfig {
     /// Send batches with generic segmentation offload (one syscall per batch).
     pub gso: bool,

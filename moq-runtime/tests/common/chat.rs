@@ -69,21 +69,15 @@ pub(crate) fn chat_subscription(
     let server_session = session::accept(
         runtime.clone(),
         server_transport,
-        SessionConfig {
-            publish: Some(published),
-            ..SessionConfig::default()
-        },
+        SessionConfig::default().with_publisher(&published),
     );
     let discovered = Origin::new();
-    let client_session = session::connect(
-        runtime.clone(),
-        client_transport,
-        SessionConfig {
-            subscribe: Some(discovered.clone()),
-            path: Some("/".into()),
-            ..SessionConfig::default()
-        },
-    );
+    let client_session = session::connect(runtime.clone(), client_transport, {
+        let mut session_config = SessionConfig::default();
+        session_config.subscribe = Some(discovered.clone());
+        session_config.path = Some("/".into());
+        session_config
+    });
     assert!(
         run_until(runtime, client, server, || discovered
             .consume_broadcast("room")

@@ -28,6 +28,7 @@ use crate::{Error, TokioRuntime};
 
 /// How a [`QmuxListener`] serves.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct QmuxServerConfig {
     /// What every session serves and fills, unless the application accepts one with its
     /// own.

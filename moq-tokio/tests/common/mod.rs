@@ -236,19 +236,15 @@ pub async fn ring(
             .unwrap();
         let seen = Origin::new();
         clients.push(
-            connect(
-                url,
-                ClientConfig {
-                    session: SessionConfig {
-                        publish: Some(published),
-                        subscribe: Some(seen.clone()),
-                        ..SessionConfig::default()
-                    },
-                    insecure_skip_verify: true,
-                    udp: udp.clone(),
-                    ..ClientConfig::default()
-                },
-            )
+            connect(url, {
+                let mut client_config = ClientConfig::default();
+                client_config.session = SessionConfig::default()
+                    .with_publisher(&published)
+                    .with_subscriber(&seen);
+                client_config.insecure_skip_verify = true;
+                client_config.udp = udp.clone();
+                client_config
+            })
             .await
             .unwrap(),
         );

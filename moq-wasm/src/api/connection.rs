@@ -57,11 +57,9 @@ impl Connection {
         let mut connect_options = options.connect;
         let published = Origin::new();
         let discovered = Origin::new();
-        connect_options.session = SessionConfig {
-            publish: Some(published.clone()),
-            subscribe: Some(discovered.clone()),
-            ..SessionConfig::default()
-        };
+        connect_options.session = SessionConfig::default()
+            .with_publisher(&published)
+            .with_subscriber(&discovered);
         if options.reconnect {
             // A hop id of its own from the first session on: how relays know the page's
             // broadcasts on its next session for the same publisher's.

@@ -116,10 +116,7 @@ async fn announce_churn_against_a_stalled_listener_holds_only_what_is_live() {
     .await;
     let published = Origin::new();
     let churner = bed
-        .client(SessionConfig {
-            publish: Some(published.clone()),
-            ..SessionConfig::default()
-        })
+        .client(SessionConfig::default().with_publisher(&published))
         .await;
     for index in 0..3000 {
         let broadcast = BroadcastProducer::new();
@@ -171,14 +168,9 @@ async fn one_path_names_the_same_broadcasts_on_both_bindings() {
     let seen = Origin::new();
     let _subscriber = connect(
         &format!("https://localhost:{}/lobby", relay.port()),
-        ClientConfig {
-            session: SessionConfig {
-                subscribe: Some(seen.clone()),
-                ..SessionConfig::default()
-            },
-            fingerprint: Some(bed.fingerprint),
-            ..ClientConfig::default()
-        },
+        ClientConfig::default()
+            .with_session(SessionConfig::default().with_subscriber(&seen))
+            .with_fingerprint(bed.fingerprint),
     )
     .await
     .unwrap();

@@ -42,10 +42,10 @@ impl Bed {
             relay.fingerprint(),
         );
         tokio::spawn(relay.run(std::future::pending()));
-        let client = |session| ClientConfig {
-            session,
-            fingerprint: Some(fingerprint),
-            ..ClientConfig::default()
+        let client = |session| {
+            ClientConfig::default()
+                .with_session(session)
+                .with_fingerprint(fingerprint)
         };
         let url = format!("moqt://localhost:{}/", address.port());
 
@@ -55,20 +55,14 @@ impl Bed {
         published.publish("good", &broadcast).unwrap();
         let publisher = connect(
             &url,
-            client(SessionConfig {
-                publish: Some(published),
-                ..SessionConfig::default()
-            }),
+            client(SessionConfig::default().with_publisher(&published)),
         )
         .await
         .unwrap();
         let seen = Origin::new();
         let subscriber = connect(
             &url,
-            client(SessionConfig {
-                subscribe: Some(seen.clone()),
-                ..SessionConfig::default()
-            }),
+            client(SessionConfig::default().with_subscriber(&seen)),
         )
         .await
         .unwrap();
@@ -125,11 +119,9 @@ impl Bed {
         let url = format!("moqt://localhost:{}/", self.relay.port());
         connect(
             &url,
-            ClientConfig {
-                session,
-                fingerprint: Some(self.fingerprint),
-                ..ClientConfig::default()
-            },
+            ClientConfig::default()
+                .with_session(session)
+                .with_fingerprint(self.fingerprint),
         )
         .await
         .expect("a good client connects")

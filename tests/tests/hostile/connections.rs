@@ -100,14 +100,9 @@ async fn connections_waiting_for_setup_do_not_take_established_sessions_places()
     let seen = Origin::new();
     let third = connect(
         &format!("moqt://localhost:{}/", relay.port()),
-        ClientConfig {
-            session: SessionConfig {
-                subscribe: Some(seen.clone()),
-                ..SessionConfig::default()
-            },
-            fingerprint: Some(bed.fingerprint),
-            ..ClientConfig::default()
-        },
+        ClientConfig::default()
+            .with_session(SessionConfig::default().with_subscriber(&seen))
+            .with_fingerprint(bed.fingerprint),
     )
     .await
     .unwrap();
@@ -227,14 +222,9 @@ async fn a_session_is_closed_when_its_token_expires() {
                 "{scheme}://localhost:{}/private?jwt={token}",
                 bed.relay.port()
             ),
-            ClientConfig {
-                session: SessionConfig {
-                    subscribe: Some(Origin::new()),
-                    ..SessionConfig::default()
-                },
-                fingerprint: Some(bed.fingerprint),
-                ..ClientConfig::default()
-            },
+            ClientConfig::default()
+                .with_session(SessionConfig::default().with_subscriber(&Origin::new()))
+                .with_fingerprint(bed.fingerprint),
         )
         .await
         .unwrap();

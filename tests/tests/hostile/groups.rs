@@ -214,17 +214,11 @@ async fn caches_times_tracks_stay_within_the_relays_memory_budget() {
         .collect();
     published.publish("bulk", &broadcast).unwrap();
     let publisher = bed
-        .client(SessionConfig {
-            publish: Some(published),
-            ..SessionConfig::default()
-        })
+        .client(SessionConfig::default().with_publisher(&published))
         .await;
     let seen = Origin::new();
     let _subscriber = bed
-        .client(SessionConfig {
-            subscribe: Some(seen.clone()),
-            ..SessionConfig::default()
-        })
+        .client(SessionConfig::default().with_subscriber(&seen))
         .await;
     let bulk = tokio::time::timeout(PATIENCE, async {
         loop {

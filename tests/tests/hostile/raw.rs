@@ -91,14 +91,9 @@ pub(crate) async fn evil_reader(bed: &Bed) -> (Session, Arc<Mutex<Vec<String>>>)
     let seen = Origin::new();
     let subscriber = connect(
         &format!("moqt://localhost:{}/", bed.relay.port()),
-        ClientConfig {
-            session: SessionConfig {
-                subscribe: Some(seen.clone()),
-                ..SessionConfig::default()
-            },
-            fingerprint: Some(bed.fingerprint),
-            ..ClientConfig::default()
-        },
+        ClientConfig::default()
+            .with_session(SessionConfig::default().with_subscriber(&seen))
+            .with_fingerprint(bed.fingerprint),
     )
     .await
     .unwrap();

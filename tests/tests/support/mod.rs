@@ -134,10 +134,12 @@ impl TokioHarness {
             "tls" => Binding::Tls,
             _ => Binding::Tcp,
         };
-        let config = QmuxServerConfig {
-            versions: Version::ALL.to_vec(),
-            certificate: matches!(self.scheme, "wss" | "tls").then(|| self.certificate.clone()),
-            ..QmuxServerConfig::new(server)
+        let config = {
+            let mut qmux_server_config = QmuxServerConfig::new(server);
+            qmux_server_config.versions = Version::ALL.to_vec();
+            qmux_server_config.certificate =
+                matches!(self.scheme, "wss" | "tls").then(|| self.certificate.clone());
+            qmux_server_config
         };
         let address = self.paths.server_address();
         let mut listener = self
@@ -163,15 +165,13 @@ impl TokioHarness {
             let connecting = async {
                 tokio::time::timeout(
                     REAL_PATIENCE,
-                    connect(
-                        &url,
-                        ClientConfig {
-                            session: client,
-                            versions,
-                            fingerprint,
-                            ..ClientConfig::default()
-                        },
-                    ),
+                    connect(&url, {
+                        let mut client_config = ClientConfig::default();
+                        client_config.session = client;
+                        client_config.versions = versions;
+                        client_config.fingerprint = fingerprint;
+                        client_config
+                    }),
                 )
                 .await
                 .expect("no hang")
@@ -192,25 +192,40 @@ impl Harness for TokioHarness {
         }
         // The server accepts every version (-06-wip too); the client offers only its
         // session's, so the one it speaks is negotiated.
-        let config = ServerConfig {
-            versions: Version::ALL.to_vec(),
-            ..ServerConfig::new(
+        let config = {
+            let mut server_config = ServerConfig::new(
                 self.paths.server_address(),
                 self.certificate.clone(),
                 server,
-            )
+            );
+            server_config.versions = Version::ALL.to_vec();
+            server_config
         };
         let versions = vec![client.version];
         let workers = self.workers;
+        // Thread per core: every worker hands its requests to the test, which accepts
+        // them (a request is accepted on any thread; its session stays on its worker).
+        let (requests, mut accepted) = tokio::sync::mpsc::unbounded_channel();
         let mut server = self
             .runtime
             .block_on(async move {
                 match workers {
                     None => Server::bind(config).await,
-                    Some(workers) => Server::bind_per_core(config, workers).await,
+                    Some(workers) => {
+                        Server::bind_per_core(config, workers, move |worker| {
+                            let requests = requests.clone();
+                            async move {
+                                while let Some(request) = worker.accept().await {
+                                    let _ = requests.send(request);
+                                }
+                            }
+                        })
+                        .await
+                    }
                 }
             })
             .expect("the server binds");
+        let per_core = workers.is_some();
         let url = self.paths.url(self.scheme, server.local_addr());
         let handshake_timeout = self.paths.handshake_timeout();
         let patience = handshake_timeout + REAL_PATIENCE;
@@ -218,7 +233,14 @@ impl Harness for TokioHarness {
             // Concurrently: a WebTransport client's CONNECT is answered only once the
             // server's application accepts its request.
             let accepting = async {
-                let request = tokio::time::timeout(patience, server.accept())
+                let next = async {
+                    if per_core {
+                        accepted.recv().await
+                    } else {
+                        server.accept().await
+                    }
+                };
+                let request = tokio::time::timeout(patience, next)
                     .await
                     .expect("no hang")
                     .expect("the server accepts");
@@ -229,13 +251,11 @@ impl Harness for TokioHarness {
                     patience,
                     connect(
                         &url,
-                        ClientConfig {
-                            session: client,
-                            versions,
-                            insecure_skip_verify: true,
-                            handshake_timeout,
-                            ..ClientConfig::default()
-                        },
+                        ClientConfig::default()
+                            .with_session(client)
+                            .with_versions(versions)
+                            .with_insecure_skip_verify()
+                            .with_handshake_timeout(handshake_timeout),
                     ),
                 )
                 .await

@@ -23,6 +23,7 @@ use crate::transport::{
 
 /// How the link between two test transports behaves. Every figure is per direction.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct LinkConfig {
     /// One-way delay.
     pub latency: Duration,
