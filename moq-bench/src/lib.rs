@@ -21,6 +21,7 @@ mod heard;
 pub mod io;
 pub mod load;
 pub mod media_soak;
+mod patience;
 pub mod record;
 pub mod relay;
 pub mod soak;

@@ -133,7 +133,7 @@ impl MediaSoak {
         self.counters.stop.store(true, Ordering::Relaxed);
         let _ = self.task.await;
         let sent = self.counters.sent.load(Ordering::Relaxed);
-        wait_for(crate::soak::LAST_ARRIVALS, || {
+        crate::patience::wait_for(crate::patience::LAST_ARRIVALS, || {
             let heard = self
                 .counters
                 .heard
@@ -188,14 +188,6 @@ impl MediaSoak {
             errors,
             losses,
         }
-    }
-}
-
-/// Waits until `done`, or `patience` has passed.
-pub(crate) async fn wait_for(patience: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + patience;
-    while !done() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -309,7 +309,7 @@ pub async fn run(
         Some(media) => Some(media.stop().await),
         None => None,
     };
-    crate::media_soak::wait_for(LAST_ARRIVALS, || all_heard(&counters)).await;
+    crate::patience::wait_for(crate::patience::LAST_ARRIVALS, || all_heard(&counters)).await;
     let tail_lost = {
         let sent = counters.last_sent.lock().unwrap_or_else(|e| e.into_inner());
         let seen = counters.last_seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -670,11 +670,6 @@ async fn publish(
     // Stay published until the session closes.
     std::future::pending::<()>().await;
 }
-
-/// How long the soak waits, at the end, for the last messages and frames: what has not
-/// come by then is lost. Generous: after a loss, a starved machine's probe timeouts back
-/// off to seconds.
-pub(crate) const LAST_ARRIVALS: Duration = Duration::from_secs(30);
 
 /// Whether every stable reader has heard every number its publishers sent.
 fn all_heard(counters: &Counters) -> bool {

@@ -35,6 +35,7 @@ pub mod driver;
 mod file_watch;
 pub mod gatekeeper;
 mod http;
+mod jwks_fetch;
 mod key_source;
 pub mod metrics;
 mod per_address;

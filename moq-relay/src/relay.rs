@@ -150,7 +150,7 @@ impl Relay {
         });
         let fetched_keys = match &config.auth.key_url {
             Some(url) => Some(
-                crate::key_source::fetch(url)
+                crate::jwks_fetch::fetch(url)
                     .await
                     .map_err(RelayError::KeyUrl)?,
             ),

@@ -119,7 +119,7 @@ impl RelayHandle {
     /// before (or fails, if there is none).
     pub async fn prefetch(&self, config: &Config) {
         if let Some(url) = &config.auth.key_url {
-            match crate::key_source::fetch(url).await {
+            match crate::jwks_fetch::fetch(url).await {
                 Ok(text) => *self.lock_fetched() = Some(text),
                 Err(error) => tracing::warn!(%error, "fetching auth.key_url"),
             }

@@ -51,13 +51,7 @@ pub use silence::SILENCE_PROBES;
 use silence::SilenceProbe;
 use spare::SpareBuffers;
 
-/// The largest UDP payload a QUIC packet from us may have: the ceiling path MTU discovery
-/// probes up to (a 1,500-byte Ethernet MTU less the IPv6 and UDP headers). Every
-/// connection starts at QUIC's minimum of 1,200 bytes, which any path carries, and
-/// raises its packets to the largest size a probe got through (quiche's DPLPMTUD, RFC
-/// 8899); sockets set Don't Fragment, so a path that cannot carry a size drops the
-/// probe instead of fragmenting it (review finding F9).
-pub const MAX_DATAGRAM: usize = 1452;
+pub use crate::quiche_config::MAX_DATAGRAM;
 
 /// The most spare connection IDs a peer gets from us at once (besides the one in use):
 /// enough to move between networks a few times, without a routing entry per ID the peer

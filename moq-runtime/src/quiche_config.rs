@@ -6,8 +6,15 @@ use std::time::Duration;
 use moqx_net::coding::Version;
 
 use crate::binding::Binding;
-use crate::endpoint::MAX_DATAGRAM;
 use crate::tls::Certificate;
+
+/// The largest UDP payload a QUIC packet from us may have: the ceiling path MTU discovery
+/// probes up to (a 1,500-byte Ethernet MTU less the IPv6 and UDP headers). Every
+/// connection starts at QUIC's minimum of 1,200 bytes, which any path carries, and
+/// raises its packets to the largest size a probe got through (quiche's DPLPMTUD, RFC
+/// 8899); sockets set Don't Fragment, so a path that cannot carry a size drops the
+/// probe instead of fragmenting it (review finding F9).
+pub const MAX_DATAGRAM: usize = 1452;
 
 /// The QUIC limits a connection is configured with (its transport parameters), and its
 /// congestion controller.

@@ -66,6 +66,7 @@ mod qmux;
 mod reconnect;
 mod runtime;
 mod server;
+mod serving;
 mod worker;
 
 pub use client::{Client, connect};

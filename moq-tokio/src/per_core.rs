@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
 use crate::driver::EndpointHandle;
-use crate::server::{Failure, report, start_worker};
+use crate::serving::{Failure, report, start_worker};
 use crate::{Error, TokioRuntime, Worker};
 
 /// What a started thread-per-core server is made of.

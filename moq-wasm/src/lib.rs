@@ -56,8 +56,8 @@ pub fn start() {
     console_error_panic_hook::set_once();
 }
 
-pub use connect::{ConnectError, ConnectOptions, Connected, connect, parse_fingerprint};
-pub use race::Transport;
+pub use connect::{ConnectError, ConnectOptions, Connected, Transport, parse_fingerprint};
+pub use race::connect;
 pub use reconnect::{Reconnect, reconnect};
 pub use runtime::{BrowserDeadline, WasmRuntime};
 pub use transport::{WebRecvStream, WebSendStream, WebTransportSession};

@@ -21,40 +21,27 @@ use moqx_net::redact::Redacted;
 use wasm_bindgen::JsValue;
 
 use crate::connect::{
-    ConnectError, ConnectOptions, Connected, connect_websocket, connect_webtransport,
+    ConnectError, ConnectOptions, Connected, Transport, connect_websocket, connect_webtransport,
 };
 
-/// What a session runs over. [`connect`](crate::connect) races them for an `https://`
-/// URL: WebTransport first, a WebSocket after [`ConnectOptions::head_start`] (at once if
-/// the WebSocket already won for that URL on the page), the WebSocket alone where
-/// WebTransport is missing or known broken (every Safari; Firefox before 153); the first
-/// session established wins and the other is closed.
-///
-/// [`ConnectOptions::head_start`]: crate::ConnectOptions::head_start
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Transport {
-    /// The browser's WebTransport (HTTP/3 over QUIC).
-    WebTransport,
-    /// QMux over the browser's WebSocket (TCP).
-    WebSocket,
-}
-
-impl Transport {
-    /// `"webtransport"` or `"websocket"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::WebTransport => "webtransport",
-            Self::WebSocket => "websocket",
-        }
-    }
-
-    /// The transport a name names.
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "webtransport" => Some(Self::WebTransport),
-            "websocket" => Some(Self::WebSocket),
-            _ => None,
-        }
+/// Connects to `url` and starts a moq-lite session on this thread's event loop, over
+/// the first of `options.transports` that works (see [`Transport`](crate::Transport)): `https://` races
+/// WebTransport against a WebSocket, `ws://` and `wss://` use a WebSocket alone. Resolves
+/// once the session is established (the relay answered SETUP), as every driver's
+/// `connect` does; a relay that refuses the client is an error naming its code.
+pub async fn connect(url: &str, options: ConnectOptions) -> Result<Connected, ConnectError> {
+    let Some(limit) = options.timeout else {
+        return race(url, options).await;
+    };
+    let racing = Box::pin(race(url, options));
+    let timer = Box::pin(gloo_timers::future::sleep(limit));
+    match futures_util::future::select(racing, timer).await {
+        futures_util::future::Either::Left((result, _)) => result,
+        // Dropping the race closes whatever it had opened.
+        futures_util::future::Either::Right(((), _)) => Err(ConnectError::Timeout {
+            url: Redacted(url).to_string(),
+            after: limit,
+        }),
     }
 }
 

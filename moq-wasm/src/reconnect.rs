@@ -4,7 +4,8 @@
 
 use moqx_net::reconnect::hop_id;
 
-use crate::connect::{ConnectOptions, Connected, connect};
+use crate::connect::{ConnectOptions, Connected};
+use crate::race::connect;
 use crate::runtime::WasmRuntime;
 
 /// A session kept up across relays, each one [`Connected`]: see [`moqx_net::reconnect`].

@@ -74,10 +74,10 @@ mod frame;
 mod frames;
 mod group;
 mod hook;
-mod linger;
 mod origin;
 mod path;
 mod pending;
+mod publications;
 mod route;
 mod scope;
 mod status;
@@ -89,8 +89,9 @@ pub use follow::FollowedTrack;
 pub use frame::{Frame, FrameConsumer, FrameProducer};
 pub use frames::{OPEN_GROUPS, TrackFrames};
 pub use group::{GroupConsumer, GroupProducer};
-pub use linger::{Lingering, LingeringPath};
-pub use origin::{Announced, Announcement, ListenerStats, Origin, RouteChanges};
+pub use origin::{
+    Announced, Announcement, Lingering, LingeringPath, ListenerStats, Origin, RouteChanges,
+};
 pub use path::Path;
 pub use route::Route;
 pub use track::{Track, TrackConsumer, TrackProducer};

@@ -13,7 +13,8 @@ use super::iterator::async_iterable;
 use super::link::Link;
 use super::options::connect_options;
 use super::{Announcements, Publisher, Subscription};
-use crate::connect::{Connected, connect};
+use crate::connect::Connected;
+use crate::race::connect;
 use crate::reconnect::reconnect;
 
 /// A moq-lite session with a relay, over WebTransport or (where WebTransport is missing or

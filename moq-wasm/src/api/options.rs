@@ -5,8 +5,8 @@ use std::time::Duration;
 use moqx_net::coding::Version;
 use wasm_bindgen::JsValue;
 
+use crate::connect::Transport;
 use crate::connect::{ConnectOptions, parse_fingerprint};
-use crate::race::Transport;
 
 /// What a page asked of its connection.
 #[derive(Debug, Default)]

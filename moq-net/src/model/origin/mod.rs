@@ -29,6 +29,10 @@
 //! [`PendingAnnouncements`]), so a listener that stops reading holds the origin's size in
 //! changes, not its history. Frames never go through here.
 
+mod linger;
+
+pub use linger::{Lingering, LingeringPath};
+
 use std::collections::BTreeMap;
 use std::task::Poll;
 
@@ -38,10 +42,10 @@ use moqx_kio::sync::{Arc, Mutex};
 use super::broadcast::{BroadcastConsumer, BroadcastProducer, BroadcastSource};
 use super::budget::MemoryBudget;
 use super::hook::{DropHook, RouteHook};
-use super::linger::LingeringPath;
 use super::path::Path;
 use super::pending::PendingAnnouncements;
-use super::route::{Best, Publication, Publications, Route};
+use super::publications::{Best, Publication, Publications};
+use super::route::Route;
 use super::scope::Scope;
 use crate::Error;
 
@@ -757,5 +761,4 @@ fn announcement(
 }
 
 #[cfg(test)]
-#[path = "origin_tests.rs"]
 mod tests;

@@ -7,8 +7,8 @@ use std::task::Poll;
 use moqx_kio::Waiter;
 use moqx_kio::sync::Arc;
 
-use super::origin::{Origin, OriginShared, OriginState};
-use super::path::Path;
+use super::{Origin, OriginShared, OriginState};
+use crate::model::path::Path;
 
 /// A path that lost its last publication while lingering is on: it stays announced, and
 /// the tracks following it wait, until [`Lingering::end`] ends it (unless a publication
