@@ -7,6 +7,7 @@
 
 mod bench;
 mod cmd;
+mod cycles;
 mod demo;
 mod demo_cluster;
 mod deps;
@@ -34,6 +35,8 @@ commands:
   setup      install missing system packages (cmake, libclang-dev) with apt-get as root
   fmt        cargo fmt --check
   deps       the dependency-direction check (the sans-IO core must not depend on I/O crates)
+             and the module-cycle check (no module imports run both ways but the session
+             machine's)
   wasm       clippy of kio, moqx-net and moqx-wasm for wasm32-unknown-unknown (the browser
              driver's target; the rustup target is added if missing)
   portable   cargo check of the portable crates (moqx-kio, moqx-net, moqx-qmux,
@@ -137,9 +140,13 @@ fn run_step(step: &str, args: &[String]) -> Result<(), Failure> {
     match step {
         "setup" => prerequisites::ensure(),
         "fmt" => cargo(&root, &["fmt", "--all", "--check"]).run(),
-        "deps" => deps::check_workspace(&root.join("Cargo.toml")).map(|report| {
+        "deps" => {
+            let report = deps::check_workspace(&root.join("Cargo.toml"))?;
             println!("{report}");
-        }),
+            let report = cycles::check_workspace(&root)?;
+            println!("{report}");
+            Ok(())
+        }
         "wasm" => {
             // The sans-IO core must build for the browser (no clock, socket or thread of
             // its own), and the browser driver is linted as the browser runs it. The
