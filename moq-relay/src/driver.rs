@@ -59,6 +59,15 @@ impl ServingWorker for moqx_uring::Worker {
     }
 }
 
+/// A worker's loop once it ran, whichever driver's handle it came as.
+type Joined = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+fn joined<T>(handle: impl Future<Output = T> + Send + 'static) -> Joined {
+    Box::pin(async move {
+        let _ = handle.await;
+    })
+}
+
 /// One worker's share of serving: every client it accepts goes through the gatekeeper,
 /// and the task that counts an admitted session runs on the worker.
 async fn admit_all<W: ServingWorker>(worker: W, gatekeeper: Arc<Gatekeeper>) {
@@ -185,25 +194,16 @@ impl Listener for Server {
     async fn serve(&mut self, gatekeeper: Arc<Gatekeeper>) {
         // Each worker admits its own clients: the request (and the session it becomes)
         // never leaves the worker's thread. Every driver has the same shape here.
-        let loops: Vec<Pin<Box<dyn Future<Output = ()> + Send>>> = match self {
+        let gk = || gatekeeper.clone();
+        let loops: Vec<Joined> = match self {
             Self::Tokio(server) => (0..server.workers())
-                .map(|index| {
-                    let gatekeeper = gatekeeper.clone();
-                    let worker = server.run_on(index, move |worker| admit_all(worker, gatekeeper));
-                    Box::pin(async move {
-                        let _ = worker.await;
-                    }) as Pin<Box<dyn Future<Output = ()> + Send>>
-                })
+                .map(|i| (i, gk()))
+                .map(|(i, gk)| joined(server.run_on(i, move |w| admit_all(w, gk))))
                 .collect(),
             #[cfg(uring)]
             Self::Uring(server) => (0..server.workers())
-                .map(|index| {
-                    let gatekeeper = gatekeeper.clone();
-                    let worker = server.run_on(index, move |worker| admit_all(worker, gatekeeper));
-                    Box::pin(async move {
-                        let _ = worker.await;
-                    }) as Pin<Box<dyn Future<Output = ()> + Send>>
-                })
+                .map(|i| (i, gk()))
+                .map(|(i, gk)| joined(server.run_on(i, move |w| admit_all(w, gk))))
                 .collect(),
         };
         for worker in loops {
