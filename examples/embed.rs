@@ -19,7 +19,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = ServerConfig::new("127.0.0.1:0".parse()?, certificate, relay);
     let server = Server::bind(config).await?;
     let url = format!("moqt://localhost:{}/", server.local_addr().port());
-    tokio::spawn(server.accept_all());
+    server.accept_all();
 
     // A publisher of the broadcast `news`, with its track `headlines`.
     let (published, news) = (Origin::new(), BroadcastProducer::new());

@@ -28,6 +28,29 @@
 //! removing the old once its tokens have expired. Public prefixes ([`Public`]) let anyone
 //! subscribe, or publish, under them without a token. Signature checking is
 //! `jsonwebtoken`'s; Ed25519 key generation is `ring`'s.
+//!
+//! A backend signs a token; a relay checks a client's URL against it:
+//!
+//! ```
+//! use std::time::SystemTime;
+//! use moqx_auth::{Authorizer, Claims, Key, KeyAlgorithm, Keys, Public};
+//! use moqx_net::model::Origin;
+//!
+//! let key = Key::generate(KeyAlgorithm::Eddsa)?.with_id("2026-12");
+//! let claims = Claims {
+//!     root: "room".into(),
+//!     publish: vec!["alice".into()],
+//!     subscribe: vec!["".into()],
+//!     ..Claims::default()
+//! };
+//! let token = key.sign(&claims)?;
+//!
+//! let authorizer = Authorizer::new(Keys::new(vec![key])?, Public::default());
+//! let grant = authorizer.authorize(&Origin::new(), &format!("/room?jwt={token}"), SystemTime::now())?;
+//! assert_eq!(grant.root.as_str(), "room");
+//! assert!(authorizer.authorize(&Origin::new(), "/room", SystemTime::now()).is_err(), "no token");
+//! # Ok::<(), moqx_auth::AuthError>(())
+//! ```
 
 mod authorizer;
 mod claims;

@@ -216,7 +216,6 @@ impl Listener for Server {
         let failed: std::pin::Pin<Box<dyn Future<Output = String> + Send>> = match self {
             Self::Tokio(server) => Box::pin(server.failed()),
             #[cfg(uring)]
-            #[cfg(uring)]
             Self::Uring(server) => {
                 let failed = server.failed();
                 Box::pin(async move { failed.await.to_string() })

@@ -44,11 +44,12 @@ mod silence;
 mod spare;
 
 use batch::push_packet;
+pub use batch::{MAX_GSO_BYTES, MAX_SEGMENTS, Transmit};
 pub use counters::EndpointCounters;
 pub use error::EndpointError;
 use send_failures::SendFailureLog;
-pub use silence::SILENCE_PROBES;
 use silence::SilenceProbe;
+pub use silence::{SILENCE_PROBE, SILENCE_PROBES};
 use spare::SpareBuffers;
 
 pub use crate::quiche_config::MAX_DATAGRAM;
@@ -58,56 +59,14 @@ pub use crate::quiche_config::MAX_DATAGRAM;
 /// would take (its `active_connection_id_limit`).
 pub const MAX_SPARE_CIDS: usize = 4;
 
-/// The most datagrams one [`Transmit`] carries (the kernel's GSO limit is 64 segments).
-pub const MAX_SEGMENTS: usize = 64;
-
 /// The most datagrams (a GRO train counts once per datagram in it) a driver takes from its
 /// sockets per turn before it runs the turn's timers and sends: a flood must not starve
 /// the connections it is not for. Every driver keeps it.
 pub const RECV_BUDGET: usize = 1024;
 
-/// How long a client connection (one with a keep-alive) that was receiving data from its
-/// server (stream data or datagrams; not acknowledgements) waits in silence before it
-/// sends a PING (and then more, further apart: [`SILENCE_PROBES`]). A NAT that rebinds
-/// drops what the server sends to the client's old public address, and the server learns
-/// the new one only from the client's next packet: a client that only receives (a media
-/// subscriber) sends none once nothing arrives, and would wait its whole keep-alive
-/// interval (QUIC stacks in browsers do the same, sooner, while streams are open). A
-/// second costs a chat client a few PINGs and their ACKs per quiet spell, and caps a
-/// subscriber's stall at a rebinding near a second (the server then sends again what it
-/// lost, `quic/migration.rs`).
-pub const SILENCE_PROBE: Duration = Duration::from_secs(1);
-
 /// The code a connection refused while the server stops is closed with (QUIC's
 /// CONNECTION_REFUSED, RFC 9000 §20.1; sent as an application close once TLS allows it).
 const CONNECTION_REFUSED: u64 = 0x2;
-
-/// The most bytes one [`Transmit`] carries: Linux refuses a GSO send whose payload is over
-/// what one IPv4 datagram could hold (65,535 − 20 B IP − 8 B UDP), with `EMSGSIZE`, and
-/// the whole batch is lost. With full-size packets a batch holds 48 datagrams, not 64.
-pub const MAX_GSO_BYTES: usize = 65_507;
-
-// A batch of any shape the endpoint builds is one the kernel accepts.
-const _: () = assert!(MAX_GSO_BYTES / MAX_DATAGRAM <= MAX_SEGMENTS);
-const _: () = assert!(MAX_DATAGRAM <= MAX_GSO_BYTES);
-
-/// One batch of datagrams to one destination: `contents` split every `segment_size` bytes
-/// (the last datagram may be shorter). Send it with one GSO `sendmsg`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Transmit {
-    /// Where the datagrams go.
-    pub destination: SocketAddr,
-    /// The local address they leave from, on a socket bound to a wildcard address: the
-    /// address the peer's packets arrived at (`IP_PKTINFO` / `IPV6_PKTINFO` both ways), so
-    /// that a client that reached a secondary address or a VIP hears back from it (RFC
-    /// 9000 §9: it discards anything else). `None`: the kernel's choice (a socket bound
-    /// to one address, or a connection we dialed).
-    pub source: Option<IpAddr>,
-    /// The datagrams, back to back.
-    pub contents: Vec<u8>,
-    /// The size of every datagram but the last.
-    pub segment_size: usize,
-}
 
 /// The connections on one UDP port.
 pub struct Endpoint {

@@ -20,7 +20,43 @@
 //!   self-signed at start with a fingerprint to pin).
 //!
 //! It **is not** a driver: it spawns nothing, owns no event loop and depends on no async
-//! runtime. `moqx-tokio` and `moqx-uring` build their loops out of these parts.
+//! runtime. `moqx-tokio` and `moqx-uring` build their loops out of these parts: a
+//! driver's turn is this, with its own way of waiting for the socket and the timer.
+//!
+//! ```no_run
+//! # fn turn<R>(socket: &std::net::UdpSocket, endpoint: &mut moqx_runtime::endpoint::Endpoint,
+//! #     acceptor: &moqx_runtime::server::Acceptor, runtime: &R)
+//! # where R: moqx_net::runtime::Runtime<Transport = moqx_runtime::binding::BindingSession> {
+//! use std::time::Instant;
+//! use moqx_runtime::server::Admitted;
+//!
+//! let mut buffer = [0u8; 65_536];
+//! let mut transmits = Vec::new();
+//! // Datagrams in (until the socket would block), due timers, everything out.
+//! while let Ok((len, from)) = socket.recv_from(&mut buffer) {
+//!     let _ = endpoint.handle_datagram(&mut buffer[..len], from, None, Instant::now());
+//! }
+//! endpoint.handle_timeouts(Instant::now());
+//! endpoint.poll_transmits(Instant::now(), &mut transmits);
+//! for transmit in &transmits {
+//!     for datagram in transmit.contents.chunks(transmit.segment_size) {
+//!         let _ = socket.send_to(datagram, transmit.destination);
+//!     }
+//! }
+//! endpoint.reclaim(transmits.drain(..));
+//! // Established connections become requests for the application to accept or refuse.
+//! while let Some(connection) = endpoint.accept() {
+//!     match acceptor.admit(runtime, connection) {
+//!         Admitted::Request(request) => drop(request.accept()),
+//!         // A WebTransport client's CONNECT: a future to spawn, resolving with its request.
+//!         Admitted::Handshake(handshaking) => drop(handshaking),
+//!         Admitted::Refused => {}
+//!     }
+//! }
+//! // Then wait for the socket, a connection's flush (`Endpoint::set_waker`) or
+//! // `endpoint.next_timeout()`.
+//! # }
+//! ```
 
 pub mod admission;
 pub mod binding;

@@ -58,6 +58,8 @@ mod parking;
 mod quirks;
 mod send;
 mod stall;
+#[cfg(test)]
+mod tests;
 
 pub use parking::LossWorkarounds;
 pub use send::Datagram;

@@ -38,7 +38,7 @@
 //! let fingerprint = certificate.fingerprint();
 //! let relay = SessionConfig::relay(&Origin::new());
 //! let server = Server::bind(ServerConfig::new("[::]:4443".parse()?, certificate, relay)).await?;
-//! tokio::spawn(server.accept_all());
+//! server.accept_all();
 //!
 //! // A client publishing a track to it.
 //! let (origin, broadcast) = (Origin::new(), BroadcastProducer::new());

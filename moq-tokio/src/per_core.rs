@@ -144,6 +144,12 @@ impl WorkerThread {
                         tokio::spawn(serve(worker.clone()).in_current_span());
                         let _ = ready.send(Ok((handle, worker)));
                         report(task.await, self.index, &self.failure);
+                        // The endpoint ended with its last connection: let the tasks its
+                        // sessions' ends woke (an application's accounting) run before
+                        // the runtime, and what is left on it, goes.
+                        for _ in 0..3 {
+                            tokio::task::yield_now().await;
+                        }
                     }
                     Err(error) => {
                         let _ = ready.send(Err(error));

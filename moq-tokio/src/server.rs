@@ -171,34 +171,34 @@ impl Server {
         &self.counters
     }
 
-    /// Work-stealing: the next client whose handshake completed (QUIC, and for
-    /// WebTransport the HTTP/3 CONNECT); `None` once the endpoint stopped (see
-    /// [`Worker::accept`]). Thread per core: `None` at once, as each worker's requests
-    /// are its own loop's to accept.
+    /// The next client whose handshake completed (QUIC, and for WebTransport the HTTP/3
+    /// CONNECT); `None` once the endpoint stopped (see [`Worker::accept`]).
+    ///
+    /// # Panics
+    ///
+    /// On a thread-per-core server, whose requests each worker's own loop accepts
+    /// (`bind_per_core`'s `serve`, or [`run_on`](Self::run_on)): waiting here would wait
+    /// forever.
     pub async fn accept(&mut self) -> Option<Request> {
-        if !self.work_stealing {
-            return None;
-        }
+        assert!(
+            self.work_stealing,
+            "Server::accept on a thread-per-core server: accept on each worker (bind_per_core's serve, or run_on)"
+        );
         self.workers[0].accept().await
     }
 
     /// Accepts every client with the server's session configuration, on every worker,
-    /// until the server stops: a relay of one shared origin, or a test server. Spawn it;
-    /// sessions run until they close.
-    pub async fn accept_all(self) {
-        let loops: Vec<_> = (0..self.workers())
-            .map(|index| {
-                self.run_on(index, |worker| async move {
-                    while let Some(request) = worker.accept().await {
-                        request.accept();
-                    }
-                })
-            })
-            .collect();
-        for worker in loops {
-            let _ = worker.await;
+    /// from now until the server stops: a relay of one shared origin, or a test server.
+    /// The loops run on the workers; keep the server (it serves while it lives) and
+    /// [`shutdown`](Self::shutdown) it as usual.
+    pub fn accept_all(&self) {
+        for index in 0..self.workers() {
+            drop(self.run_on(index, |worker| async move {
+                while let Some(request) = worker.accept().await {
+                    request.accept();
+                }
+            }));
         }
-        drop(self);
     }
 
     /// Stops admitting clients: every worker drops new Initials and closes the

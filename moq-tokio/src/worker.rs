@@ -4,11 +4,11 @@
 //! that an application serves both drivers with the same loop.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use moqx_net::session::Session;
 use moqx_runtime::client::ClientConfig;
-use tokio::sync::mpsc;
+use tokio::sync::{Mutex, mpsc};
 
 use crate::{Error, Request, TokioRuntime};
 
@@ -20,8 +20,8 @@ pub struct Worker {
     index: usize,
     runtime: TokioRuntime,
     handle: tokio::runtime::Handle,
-    /// The requests of this worker's connections (one task accepts at a time: a second
-    /// one waiting beside it may not be woken).
+    /// The requests of this worker's connections. Tasks accepting at once take turns
+    /// (tokio's mutex queues them fairly), so none is left unwoken.
     requests: Arc<Mutex<mpsc::UnboundedReceiver<Request>>>,
 }
 
@@ -59,13 +59,7 @@ impl Worker {
     /// WebTransport the CONNECT); `None` once its endpoint stopped. WebTransport
     /// handshakes run in tasks of their own, so one slow client holds up no other.
     pub async fn accept(&self) -> Option<Request> {
-        std::future::poll_fn(|cx| {
-            self.requests
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .poll_recv(cx)
-        })
-        .await
+        self.requests.lock().await.recv().await
     }
 
     /// Runs `task` on this worker's runtime, beside its sessions.

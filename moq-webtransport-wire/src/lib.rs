@@ -6,6 +6,16 @@
 //! session run in `moqx-runtime` over quiche; the frames, varints and capsules themselves
 //! are `web-transport-proto`'s. This crate is the part of it a peer's bytes reach first,
 //! kept apart so that it can be fuzzed (and read) without a QUIC stack or TLS.
+//!
+//! ```
+//! use moqx_webtransport_wire::header::{UniKind, parse_uni, uni_header};
+//!
+//! // The header a WebTransport stream of session 4 starts with, and what a peer reads.
+//! let header = uni_header(4);
+//! assert_eq!(parse_uni(&header), Some((UniKind::WebTransport { session: 4 }, header.len())));
+//! // One byte is not enough to know: more is needed.
+//! assert_eq!(parse_uni(&header[..1]), None);
+//! ```
 
 pub mod capsule;
 pub mod header;

@@ -26,8 +26,9 @@ pub struct SessionConfig {
     pub path: Option<String>,
     /// A server only: the path and query the client named in its request, on a binding
     /// that carries it outside SETUP (a WebTransport CONNECT, a WebSocket upgrade). The
-    /// [`authorize`](Self::authorize) hook sees it as the SETUP's path when the SETUP
-    /// names none, so that one hook decides for every binding.
+    /// [`authorize`](Self::authorize) hook sees it as the SETUP's path (in place of any
+    /// path the SETUP names), so that one hook decides for every binding, on the path the
+    /// request was checked on.
     pub request_path: Option<String>,
     /// This endpoint's origin (hop) id, carried in ANNOUNCE_OK and used to drop looped
     /// announcements; 0 for none.

@@ -221,10 +221,11 @@ pub(crate) fn authorize(cx: &mut Context, setup: &Setup) -> Result<(), Error> {
         return Ok(());
     };
     // A client that named its path in its request (WebTransport, WebSocket) is decided on
-    // that path: one hook for every binding.
+    // that path, whatever its SETUP says: the one its request was checked on. One hook
+    // for every binding.
     let named;
-    let setup = match (&setup.path, &cx.config.request_path) {
-        (None, Some(path)) => {
+    let setup = match &cx.config.request_path {
+        Some(path) if setup.path.as_ref() != Some(path) => {
             named = Setup {
                 path: Some(path.clone()),
                 ..setup.clone()

@@ -89,15 +89,25 @@ struct Link {
     transport: TestTransport,
 }
 
+impl Link {
+    /// Whether it joins `a` and `b`, either way round.
+    fn joins(&self, a: &str, b: &str) -> bool {
+        let (x, y) = (self.ends.0.as_str(), self.ends.1.as_str());
+        (x, y) == (a, b) || (x, y) == (b, a)
+    }
+}
+
 impl Sim {
     /// An empty topology whose faults are drawn from `seed`; `MOQ_TEST_SEED`, if set,
     /// replaces it (to replay a failing run). Virtual time starts at the real time of
     /// this call, which is the one time the clock is read.
     pub fn new(seed: u64) -> Self {
-        let seed = std::env::var("MOQ_TEST_SEED")
-            .ok()
-            .and_then(|text| text.parse().ok())
-            .unwrap_or(seed);
+        let seed = match std::env::var("MOQ_TEST_SEED") {
+            Ok(text) => text
+                .parse()
+                .unwrap_or_else(|_| panic!("MOQ_TEST_SEED={text:?} is not a seed (a u64)")),
+            Err(_) => seed,
+        };
         Self {
             runtime: TestRuntime::new(seed, epoch()),
             relays: BTreeMap::new(),
@@ -113,8 +123,9 @@ impl Sim {
         self
     }
 
-    /// Adds a relay named `name`.
+    /// Adds a relay named `name` (with a hop id of its own).
     pub fn relay(mut self, name: &str) -> Self {
+        self.assert_new(name);
         let id = self.relays.len() as u64 + 1;
         self.relays.insert(name.to_owned(), Relay::with_id(id));
         self
@@ -123,6 +134,7 @@ impl Sim {
     /// Adds a client named `name`, connected to the relay `relay`, publishing nothing yet
     /// and receiving whatever the relay announces.
     pub fn client(mut self, name: &str, relay: &str) -> Self {
+        self.assert_new(name);
         let client = Client {
             relay: relay.to_owned(),
             publish: Origin::new(),
@@ -205,8 +217,7 @@ impl Sim {
     pub fn partition(&mut self, a: &str, b: &str) {
         let mut cut = 0;
         self.links.retain(|link| {
-            let between = link.ends == (a.to_owned(), b.to_owned())
-                || link.ends == (b.to_owned(), a.to_owned());
+            let between = link.joins(a, b);
             if between {
                 link.transport.cut();
                 cut += 1;
@@ -221,6 +232,10 @@ impl Sim {
     /// linked anew; a client connects to its relay with a new session (its origins, and
     /// so its broadcasts and its followed tracks, carry on).
     pub fn heal(&mut self, a: &str, b: &str) {
+        assert!(
+            !self.linked(a, b),
+            "{a:?} and {b:?} are linked: heal what a partition cut"
+        );
         if self.relays.contains_key(a) && self.relays.contains_key(b) {
             self.link_relays(a, b);
             return;
@@ -258,6 +273,19 @@ impl Sim {
     /// Waits `duration` of virtual time, in a task of the sim.
     pub fn sleep(&self, duration: Duration) -> impl Future<Output = ()> + 'static {
         self.runtime.sleep(duration)
+    }
+
+    /// Panics if a node is named `name` already.
+    fn assert_new(&self, name: &str) {
+        assert!(
+            !self.relays.contains_key(name) && !self.clients.contains_key(name),
+            "a node named {name:?} exists already"
+        );
+    }
+
+    /// Whether a link joins `a` and `b`.
+    fn linked(&self, a: &str, b: &str) -> bool {
+        self.links.iter().any(|link| link.joins(a, b))
     }
 
     fn client_node(&self, name: &str) -> &Client {

@@ -4,8 +4,38 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 
+use super::MAX_DATAGRAM;
 use super::spare::SpareBuffers;
-use super::{MAX_GSO_BYTES, MAX_SEGMENTS, Transmit};
+
+/// The most datagrams one [`Transmit`] carries (the kernel's GSO limit is 64 segments).
+pub const MAX_SEGMENTS: usize = 64;
+
+/// The most bytes one [`Transmit`] carries: Linux refuses a GSO send whose payload is over
+/// what one IPv4 datagram could hold (65,535 − 20 B IP − 8 B UDP), with `EMSGSIZE`, and
+/// the whole batch is lost. With full-size packets a batch holds 48 datagrams, not 64.
+pub const MAX_GSO_BYTES: usize = 65_507;
+
+// A batch of any shape the endpoint builds is one the kernel accepts.
+const _: () = assert!(MAX_GSO_BYTES / MAX_DATAGRAM <= MAX_SEGMENTS);
+const _: () = assert!(MAX_DATAGRAM <= MAX_GSO_BYTES);
+
+/// One batch of datagrams to one destination: `contents` split every `segment_size` bytes
+/// (the last datagram may be shorter). Send it with one GSO `sendmsg`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    /// Where the datagrams go.
+    pub destination: SocketAddr,
+    /// The local address they leave from, on a socket bound to a wildcard address: the
+    /// address the peer's packets arrived at (`IP_PKTINFO` / `IPV6_PKTINFO` both ways), so
+    /// that a client that reached a secondary address or a VIP hears back from it (RFC
+    /// 9000 §9: it discards anything else). `None`: the kernel's choice (a socket bound
+    /// to one address, or a connection we dialed).
+    pub source: Option<IpAddr>,
+    /// The datagrams, back to back.
+    pub contents: Vec<u8>,
+    /// The size of every datagram but the last.
+    pub segment_size: usize,
+}
 
 /// Appends `packet` to the open GSO batch for `path` (the destination, and the source
 /// address when one is chosen) if it fits there (every datagram

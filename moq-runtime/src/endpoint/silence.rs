@@ -10,9 +10,19 @@
 //! data arrives, each wait twice the one before, [`SILENCE_PROBES`] in all: a quiet spell
 //! costs a client four PINGs (1, 3, 7 and 15 s into it), and data resets the count.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use super::SILENCE_PROBE;
+/// How long a client connection (one with a keep-alive) that was receiving data from its
+/// server (stream data or datagrams; not acknowledgements) waits in silence before it
+/// sends a PING (and then more, further apart: [`SILENCE_PROBES`]). A NAT that rebinds
+/// drops what the server sends to the client's old public address, and the server learns
+/// the new one only from the client's next packet: a client that only receives (a media
+/// subscriber) sends none once nothing arrives, and would wait its whole keep-alive
+/// interval (QUIC stacks in browsers do the same, sooner, while streams are open). A
+/// second costs a chat client a few PINGs and their ACKs per quiet spell, and caps a
+/// subscriber's stall at a rebinding near a second (the server then sends again what it
+/// lost, `quic/migration.rs`).
+pub const SILENCE_PROBE: Duration = Duration::from_secs(1);
 
 /// The most PINGs sent in one silence, [`SILENCE_PROBE`] after the last data and then
 /// each wait twice the one before.
