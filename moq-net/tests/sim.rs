@@ -2,6 +2,8 @@
 //! client and its relay, a user's own task on the virtual clock, and a lossy run that
 //! replays exactly from its seed.
 
+mod common;
+
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -11,7 +13,7 @@ use moqx_net::sim::{SECOND, Sim, send};
 
 #[test]
 fn a_publisher_cut_off_from_its_relay_is_heard_again_once_it_reconnects() {
-    let mut sim = Sim::new(3)
+    let mut sim = Sim::new(3, common::epoch())
         .relay("hub")
         .client("alice", "hub")
         .client("bob", "hub");
@@ -40,7 +42,7 @@ fn a_publisher_cut_off_from_its_relay_is_heard_again_once_it_reconnects() {
 
 #[test]
 fn a_task_of_the_test_sleeps_on_the_virtual_clock() {
-    let mut sim = Sim::new(4)
+    let mut sim = Sim::new(4, common::epoch())
         .relay("hub")
         .client("alice", "hub")
         .client("bob", "hub");
@@ -69,7 +71,7 @@ fn lossy_run(seed: u64) -> (Vec<String>, Duration) {
         link_config.reset_probability = 0.2;
         link_config
     };
-    let mut sim = Sim::new(seed)
+    let mut sim = Sim::new(seed, common::epoch())
         .with_link(lossy)
         .relay("a")
         .relay("b")

@@ -9,7 +9,7 @@
 //!
 //! # A guide
 //!
-//! 1. **Build the topology**: [`Sim::new`] with a seed, then [`relay`](Sim::relay),
+//! 1. **Build the topology**: [`Sim::new`] with a seed and where virtual time starts, then [`relay`](Sim::relay),
 //!    [`client`](Sim::client) (connected to a relay) and [`link`](Sim::link) (two relays
 //!    forwarding each other's broadcasts), chained. [`with_link`](Sim::with_link) sets
 //!    the latency, bandwidth and faults of the links made after it.
@@ -25,14 +25,16 @@
 //! 4. **Break things**: [`partition`](Sim::partition) cuts every link between two nodes
 //!    (both sides lose the connection), [`heal`](Sim::heal) connects them again; a
 //!    [`LinkConfig`] adds loss, resets, reordering and links that drop.
-//! 5. **Replay a failure**: when a test panics, the sim prints its seed; run it again
-//!    with `MOQ_TEST_SEED=<seed>` and the same run happens again, byte for byte.
+//! 5. **Replay a failure**: run the test in [`seeded`], and a failure names its seed; run
+//!    it again with `MOQ_TEST_SEED=<seed>` and the same run happens again, byte for byte.
 //!
 //! ```
 //! use std::time::Duration;
 //! use moqx_net::sim::Sim;
 //!
-//! let mut sim = Sim::new(1).relay("a").client("alice", "a").client("bob", "a");
+//! // The test reads the clock once, for where virtual time starts.
+//! let epoch = std::time::Instant::now();
+//! let mut sim = Sim::new(1, epoch).relay("a").client("alice", "a").client("bob", "a");
 //! let mut chat = sim.publish("alice", "room/alice", "chat");
 //! let heard = sim.subscribe("bob", "room/alice", "chat");
 //! assert!(sim.run_until(Duration::from_secs(1), || chat.consumer_count() > 0));
@@ -98,18 +100,17 @@ impl Link {
 }
 
 impl Sim {
-    /// An empty topology whose faults are drawn from `seed`; `MOQ_TEST_SEED`, if set,
-    /// replaces it (to replay a failing run). Virtual time starts at the real time of
-    /// this call, which is the one time the clock is read.
-    pub fn new(seed: u64) -> Self {
-        let seed = match std::env::var("MOQ_TEST_SEED") {
-            Ok(text) => text
-                .parse()
-                .unwrap_or_else(|_| panic!("MOQ_TEST_SEED={text:?} is not a seed (a u64)")),
-            Err(_) => seed,
-        };
+    /// An empty topology whose faults are drawn from `seed`, its virtual time starting at
+    /// `epoch` (any instant: a test reads the clock once, as a driver would; the sim never
+    /// does). [`seeded`] runs a test with the seed `MOQ_TEST_SEED` names, for replay.
+    pub fn new(seed: u64, epoch: Instant) -> Self {
+        Self::on(TestRuntime::new(seed, epoch))
+    }
+
+    /// An empty topology on `runtime`.
+    pub fn on(runtime: TestRuntime) -> Self {
         Self {
-            runtime: TestRuntime::new(seed, epoch()),
+            runtime,
             relays: BTreeMap::new(),
             clients: BTreeMap::new(),
             links: Vec::new(),
@@ -338,16 +339,6 @@ impl Sim {
     }
 }
 
-impl Drop for Sim {
-    /// A failing test names its seed, to replay it with `MOQ_TEST_SEED`.
-    #[allow(clippy::print_stderr)] // The test harness shows it with the failure.
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("failing seed: MOQ_TEST_SEED={}", self.runtime.seed());
-        }
-    }
-}
-
 impl std::fmt::Debug for Sim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sim")
@@ -360,9 +351,11 @@ impl std::fmt::Debug for Sim {
     }
 }
 
-/// Where virtual time starts: like a driver, the sim reads the clock once (the core's
-/// sessions never do).
-#[allow(clippy::disallowed_methods)]
-fn epoch() -> Instant {
-    Instant::now()
+/// Runs `test` on an empty topology seeded from `MOQ_TEST_SEED` (or `default_seed`), its
+/// virtual time starting at `epoch`; if the test panics, the panic names the seed, so
+/// that `MOQ_TEST_SEED=<seed>` replays the same run (`runtime::test::seeded`).
+pub fn seeded(default_seed: u64, epoch: Instant, test: impl FnOnce(Sim)) {
+    crate::runtime::test::seeded(default_seed, epoch, |runtime| {
+        test(Sim::on(runtime.clone()))
+    });
 }
