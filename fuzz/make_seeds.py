@@ -42,6 +42,19 @@ OTHER_VERSIONS = [
     ("03", "GROUP_STREAM", "02032a0568656c6c6f06776f726c642103616263"),
 ]
 
+# (what to decode: 0 CLIENT_SETUP, 1 SERVER_SETUP, 2 a frame, 3 parameters, 4 a namespace;
+#  draft: 0 = 14, 1 = 16, 2 = 18; hex)
+MOQT = [
+    (0, 0, "200014" "01c0000000ff00000e" "02" "01052f63686174" "024064"),
+    (1, 0, "21000c" "c0000000ff00000e" "01024064"),
+    (0, 1, "200015" "03" "01052f63686174" "014064" "05086d6f71782f302e31"),
+    (0, 2, "af00001e" "01052f63686174" "040b6578616d706c652e636f6d" "02086d6f71782f302e31"),
+    (1, 2, "af000000"),
+    (2, 2, "c02f000000"),
+    (3, 1, "02" "024064" "030161"),
+    (4, 0, "0204726f6f6d05616c696365"),
+]
+
 
 def main():
     with open(VECTORS) as f:
@@ -90,6 +103,10 @@ def main():
         bytes([1]) + bytes.fromhex("4041") + bytes([4]),
         bytes([4, 255]) + bytes.fromhex("00") + bytes([8]) + bytes.fromhex("6843") + bytes([4, 0, 0, 0, 0]),
     ]
+    # moq-transport, from the byte vectors written from each draft's text
+    # (moq-net/src/moqt/vectors.rs). The first byte: what to decode << 2 | the draft
+    # (0: 14, 1: 16, 2: 18).
+    seeds["moqt_control"] = [bytes([kind << 2 | draft]) + bytes.fromhex(text) for kind, draft, text in MOQT]
     out = os.path.join(HERE, "seeds")
     shutil.rmtree(out, ignore_errors=True)
     for target, inputs in seeds.items():

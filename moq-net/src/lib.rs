@@ -68,6 +68,7 @@ mod id_map;
 pub mod backoff;
 pub mod coding;
 pub mod model;
+pub mod moqt;
 pub mod reconnect;
 pub mod redact;
 pub mod runtime;

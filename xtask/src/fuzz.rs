@@ -28,6 +28,7 @@ const TARGETS: &[&str] = &[
     "webtransport",
     "token",
     "server_session",
+    "moqt_control",
 ];
 
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), Failure> {

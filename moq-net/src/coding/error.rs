@@ -34,7 +34,7 @@ pub enum DecodeError {
     #[error("duplicate parameter id {0}")]
     Duplicate(u64),
     /// The message does not exist in the session's version (a SETUP on moq-lite-04).
-    #[error("{0} does not exist in this moq-lite version")]
+    #[error("{0} does not exist in this protocol version")]
     NotInVersion(&'static str),
 }
 
@@ -51,7 +51,7 @@ pub enum EncodeError {
     InvalidValue(&'static str),
     /// The message does not exist in the session's version (TRACK_INFO on moq-lite-04):
     /// the caller asked for what the version cannot say.
-    #[error("{0} does not exist in this moq-lite version")]
+    #[error("{0} does not exist in this protocol version")]
     NotInVersion(&'static str),
 }
 

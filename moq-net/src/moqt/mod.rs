@@ -1,0 +1,53 @@
+//! The IETF moq-transport (MOQT) wire codec: drafts 14, 16 and 18, byte for byte from each
+//! draft's text (`draft-ietf-moq-transport-14`, `-16` and `-18`), beside the moq-lite codec
+//! ([`crate::coding`]) and built the same way.
+//!
+//! - [`Draft`]: the drafts, their ALPNs, and every difference between them as a question
+//!   (`has_*`);
+//! - [`int`]: each draft's integers (QUIC varints up to 17, `vi64` from 18);
+//! - [`Parameters`]: Key-Value-Pairs (absolute types on 14, deltas from 16);
+//! - [`Location`], [`Namespace`], track names and reason phrases, with their bounds;
+//! - [`Control`] and [`Frame`]: control message framing (`Type`, `Length (16)`, payload);
+//! - [`ClientSetup`] and [`ServerSetup`] with their [`SetupOptions`];
+//! - [`GoAway`], and request-id flow control: [`MaxRequestId`], [`RequestsBlocked`].
+//!
+//! This is the first layer of MOQT support: the codec. Sessions do not speak MOQT yet; no
+//! ALPN of it is offered or accepted.
+//!
+//! Decoding is bounded and never panics, as in the moq-lite codec: every length is checked
+//! against the input and against the draft's bound, and [`DecodeError::Short`] means "need
+//! more bytes".
+//!
+//! ```
+//! use moqx_net::moqt::{ClientSetup, Control, Draft, SetupOptions};
+//!
+//! let options = SetupOptions { path: Some("/chat".into()), ..SetupOptions::default() };
+//! let setup = ClientSetup { versions: vec![], options };
+//! let bytes = setup.to_vec(Draft::D16).unwrap();
+//! assert_eq!(bytes[0], 0x20, "CLIENT_SETUP");
+//! assert_eq!(ClientSetup::decode(&mut &bytes[..], Draft::D16), Ok(setup));
+//! ```
+//!
+//! [`DecodeError::Short`]: crate::coding::DecodeError::Short
+
+mod control;
+mod draft;
+mod fields;
+mod goaway;
+mod params;
+mod setup;
+
+pub mod int;
+
+pub use control::{Control, Frame, MAX_PAYLOAD_BYTES};
+pub use draft::Draft;
+pub use fields::{
+    Location, MAX_FULL_TRACK_NAME_BYTES, MAX_NAMESPACE_FIELDS, MAX_REASON_BYTES, Namespace,
+    read_reason, read_track_name, write_reason, write_track_name,
+};
+pub use goaway::{GoAway, MAX_GOAWAY_URI_BYTES, MaxRequestId, RequestsBlocked};
+pub use params::{MAX_PARAMETERS, MAX_VALUE_BYTES, Parameter, Parameters, Value};
+pub use setup::{ClientSetup, MAX_SETUP_VERSIONS, ServerSetup, SetupOptions};
+
+#[cfg(test)]
+mod vectors;
