@@ -33,6 +33,14 @@ pub enum DecodeError {
     /// A parameter id appeared twice.
     #[error("duplicate parameter id {0}")]
     Duplicate(u64),
+    /// A parameter type the session's version does not define, where the version says to
+    /// close the session on one (moq-transport 16 on).
+    #[error("unknown parameter type {0}")]
+    UnknownParameter(u64),
+    /// A parameter in a message it is not defined for, where the version says to close the
+    /// session on one (moq-transport 18).
+    #[error("parameter type {0} is not allowed in this message")]
+    ParameterNotAllowed(u64),
     /// The message does not exist in the session's version (a SETUP on moq-lite-04).
     #[error("{0} does not exist in this protocol version")]
     NotInVersion(&'static str),
@@ -67,7 +75,9 @@ impl From<DecodeError> for crate::Error {
             DecodeError::Short
             | DecodeError::Long
             | DecodeError::InvalidString
-            | DecodeError::InvalidValue(_) => Self::Decode,
+            | DecodeError::InvalidValue(_)
+            | DecodeError::UnknownParameter(_)
+            | DecodeError::ParameterNotAllowed(_) => Self::Decode,
         }
     }
 }

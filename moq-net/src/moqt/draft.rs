@@ -114,6 +114,53 @@ impl Draft {
         self >= Draft::D18
     }
 
+    /// An AbsoluteRange filter carries its end group as a distance from its start group
+    /// (18); before it, the end group itself.
+    pub fn has_end_group_delta(self) -> bool {
+        self >= Draft::D18
+    }
+
+    /// Message parameters have an encoding per type (one byte, an integer, a location,
+    /// bytes, a namespace), and a receiver closes the session on one it does not know (18).
+    /// Before it they are Key-Value-Pairs, and 14 ignores unknown ones.
+    pub fn has_typed_message_parameters(self) -> bool {
+        self >= Draft::D18
+    }
+
+    /// A message parameter this draft does not define closes the session (16 on); 14
+    /// ignores it.
+    pub fn refuses_unknown_message_parameters(self) -> bool {
+        self >= Draft::D16
+    }
+
+    /// A known message parameter in a message it is not defined for closes the session
+    /// (18); before it, it is ignored.
+    pub fn refuses_misplaced_message_parameters(self) -> bool {
+        self >= Draft::D18
+    }
+
+    /// Subscriber priority, group order, forward and the filter travel as message
+    /// parameters (16 on); on 14 they are fields of SUBSCRIBE and its kin.
+    pub fn has_subscription_parameters(self) -> bool {
+        self >= Draft::D16
+    }
+
+    /// REQUEST_ERROR may carry a Redirect, under code REDIRECT (18).
+    pub fn has_redirect(self) -> bool {
+        self >= Draft::D18
+    }
+
+    /// REQUEST_OK ends with track properties (18).
+    pub fn has_reply_properties(self) -> bool {
+        self >= Draft::D18
+    }
+
+    /// SUBSCRIBE_NAMESPACE says whether it wants PUBLISHes, NAMESPACEs or both (16); 18
+    /// splits the two into SUBSCRIBE_NAMESPACE and SUBSCRIBE_TRACKS.
+    pub fn has_subscribe_options(self) -> bool {
+        self == Draft::D16
+    }
+
     /// A track's namespace may have no fields (18); before it, 1 to 32.
     pub fn has_empty_namespace(self) -> bool {
         self >= Draft::D18

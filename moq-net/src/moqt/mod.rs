@@ -6,10 +6,18 @@
 //!   (`has_*`);
 //! - [`int`]: each draft's integers (QUIC varints up to 17, `vi64` from 18);
 //! - [`Parameters`]: Key-Value-Pairs (absolute types on 14, deltas from 16);
+//! - [`MessageParameters`]: the optional fields of requests and replies, typed, with what
+//!   each draft ignores and what closes the session ([`Param`]);
+//! - [`Filter`] and [`GroupOrder`]: what a subscription asks for;
 //! - [`Location`], [`Namespace`], track names and reason phrases, with their bounds;
 //! - [`Control`] and [`Frame`]: control message framing (`Type`, `Length (16)`, payload);
 //! - [`ClientSetup`] and [`ServerSetup`] with their [`SetupOptions`];
-//! - [`GoAway`], and request-id flow control: [`MaxRequestId`], [`RequestsBlocked`].
+//! - [`GoAway`], and request-id flow control: [`MaxRequestId`], [`RequestsBlocked`];
+//! - replies: [`RequestOk`] and [`RequestError`] (16 on, with 18's [`Redirect`]), and
+//!   draft 14's per-request [`Accepted`] and [`Refused`];
+//! - namespace discovery: [`PublishNamespace`] and how it ends, [`SubscribeNamespace`],
+//!   [`SubscribeTracks`], [`NamespaceAnnounced`] and [`NamespaceDone`];
+//! - subscriptions: [`Subscribe`], [`SubscribeOk`], [`Unsubscribe`].
 //!
 //! This is the first layer of MOQT support: the codec. Sessions do not speak MOQT yet; no
 //! ALPN of it is offered or accepted.
@@ -33,9 +41,14 @@
 mod control;
 mod draft;
 mod fields;
+mod filter;
 mod goaway;
+mod message_params;
+mod namespace;
 mod params;
+mod reply;
 mod setup;
+mod subscribe;
 
 pub mod int;
 
@@ -45,9 +58,24 @@ pub use fields::{
     Location, MAX_FULL_TRACK_NAME_BYTES, MAX_NAMESPACE_FIELDS, MAX_REASON_BYTES, Namespace,
     read_reason, read_track_name, write_reason, write_track_name,
 };
+pub use filter::{Filter, GroupOrder};
 pub use goaway::{GoAway, MAX_GOAWAY_URI_BYTES, MaxRequestId, RequestsBlocked};
+pub use message_params::{MessageParameters, Param};
+pub use namespace::{
+    NamespaceAnnounced, NamespaceDone, NamespaceNotice, PUBLISH_NAMESPACE_PARAMETERS, Publication,
+    PublishNamespace, PublishNamespaceCancel, PublishNamespaceDone, SUBSCRIBE_NAMESPACE_PARAMETERS,
+    SubscribeNamespace, SubscribeOptions, SubscribeTracks, UnsubscribeNamespace,
+};
 pub use params::{MAX_PARAMETERS, MAX_VALUE_BYTES, Parameter, Parameters, Value};
+pub use reply::{
+    Accepted, FetchError, PublishError, PublishNamespaceError, PublishNamespaceOk, REDIRECT,
+    REQUEST_OK_PARAMETERS, Redirect, Refused, RequestError, RequestOk, SubscribeError,
+    SubscribeNamespaceError, SubscribeNamespaceOk, TrackStatusError,
+};
 pub use setup::{ClientSetup, MAX_SETUP_VERSIONS, ServerSetup, SetupOptions};
+pub use subscribe::{
+    DEFAULT_SUBSCRIBER_PRIORITY, SUBSCRIBE_PARAMETERS, Subscribe, SubscribeOk, Unsubscribe,
+};
 
 #[cfg(test)]
 mod vectors;

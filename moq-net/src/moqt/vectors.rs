@@ -231,3 +231,305 @@ fn request_id_flow_control_exists_before_draft_18() {
         Err(DecodeError::InvalidMessage(0x1a))
     );
 }
+
+fn room() -> Namespace {
+    Namespace::from_strs(["room"])
+}
+
+#[test]
+fn publish_namespace_and_its_draft_14_replies() {
+    let publish = PublishNamespace {
+        request_id: 2,
+        namespace: room(),
+        parameters: MessageParameters::default(),
+    };
+    vector(&publish, Draft::D14, b"\x06\x00\x08\x02\x01\x04room\x00");
+    vector(
+        &PublishNamespaceOk { request_id: 2 },
+        Draft::D14,
+        &[0x07, 0x00, 0x01, 0x02],
+    );
+    let refused = PublishNamespaceError {
+        request_id: 2,
+        code: 0x10,
+        reason: "no".into(),
+    };
+    vector(&refused, Draft::D14, b"\x08\x00\x05\x02\x10\x02no");
+    // Those replies are REQUEST_OK and REQUEST_ERROR from 16.
+    assert_eq!(
+        PublishNamespaceOk { request_id: 2 }.to_vec(Draft::D16),
+        Err(EncodeError::NotInVersion("PUBLISH_NAMESPACE_OK"))
+    );
+}
+
+#[test]
+fn publish_namespace_on_18_carries_its_token_as_a_typed_parameter() {
+    let publish = PublishNamespace {
+        request_id: 0,
+        namespace: room(),
+        parameters: MessageParameters {
+            authorization_tokens: vec![Bytes::from_static(b"tok")],
+            ..MessageParameters::default()
+        },
+    };
+    vector(
+        &publish,
+        Draft::D18,
+        b"\x06\x00\x0d\x00\x01\x04room\x01\x03\x03tok",
+    );
+    // A parameter PUBLISH_NAMESPACE does not allow (FORWARD) closes the session on 18.
+    assert_eq!(
+        PublishNamespace::decode(
+            &mut &b"\x06\x00\x0a\x00\x01\x04room\x01\x10\x01"[..],
+            Draft::D18
+        ),
+        Err(DecodeError::ParameterNotAllowed(0x10))
+    );
+}
+
+#[test]
+fn request_ok_and_request_error() {
+    let ok = RequestOk {
+        request_id: Some(2),
+        ..RequestOk::default()
+    };
+    vector(&ok, Draft::D16, &[0x07, 0x00, 0x02, 0x02, 0x00]);
+    vector(&RequestOk::default(), Draft::D18, &[0x07, 0x00, 0x01, 0x00]);
+    assert_eq!(
+        ok.to_vec(Draft::D18),
+        Err(EncodeError::NotInVersion("a reply's request id"))
+    );
+
+    let refused = RequestError {
+        request_id: Some(4),
+        code: 0x1,
+        retry_after: None,
+        reason: String::new(),
+        redirect: None,
+    };
+    vector(
+        &refused,
+        Draft::D16,
+        &[0x05, 0x00, 0x04, 0x04, 0x01, 0x00, 0x00],
+    );
+    // Retry at once: 0 ms, 1 on the wire.
+    let retry = RequestError {
+        retry_after: Some(std::time::Duration::ZERO),
+        ..refused
+    };
+    vector(
+        &retry,
+        Draft::D16,
+        &[0x05, 0x00, 0x04, 0x04, 0x01, 0x01, 0x00],
+    );
+
+    // Draft 18: REDIRECT to the same names on this session.
+    let redirect = RequestError {
+        request_id: None,
+        code: REDIRECT,
+        retry_after: Some(std::time::Duration::ZERO),
+        reason: String::new(),
+        redirect: Some(Redirect::default()),
+    };
+    vector(
+        &redirect,
+        Draft::D18,
+        &[0x05, 0x00, 0x06, 0x34, 0x01, 0x00, 0x00, 0x00, 0x00],
+    );
+}
+
+#[test]
+fn a_publication_ends_by_namespace_on_14_by_request_on_16_and_by_stream_on_18() {
+    let by_namespace = PublishNamespaceDone {
+        publication: Publication::Namespace(room()),
+    };
+    vector(&by_namespace, Draft::D14, b"\x09\x00\x06\x01\x04room");
+    let by_request = PublishNamespaceDone {
+        publication: Publication::Request(2),
+    };
+    vector(&by_request, Draft::D16, &[0x09, 0x00, 0x01, 0x02]);
+    assert_eq!(
+        by_request.to_vec(Draft::D14),
+        Err(EncodeError::NotInVersion(
+            "this form of the published namespace"
+        ))
+    );
+    assert_eq!(
+        by_request.to_vec(Draft::D18),
+        Err(EncodeError::NotInVersion("PUBLISH_NAMESPACE_DONE"))
+    );
+    let cancel = PublishNamespaceCancel {
+        publication: Publication::Request(2),
+        code: 0x10,
+        reason: String::new(),
+    };
+    vector(&cancel, Draft::D16, &[0x0c, 0x00, 0x03, 0x02, 0x10, 0x00]);
+}
+
+#[test]
+fn subscribe_namespace_in_each_draft() {
+    let every = SubscribeNamespace {
+        request_id: 4,
+        prefix: Namespace::default(),
+        options: Some(SubscribeOptions::Both),
+        parameters: MessageParameters::default(),
+    };
+    vector(
+        &every,
+        Draft::D16,
+        &[0x11, 0x00, 0x04, 0x04, 0x00, 0x02, 0x00],
+    );
+    let every_18 = SubscribeNamespace {
+        options: None,
+        ..every.clone()
+    };
+    vector(&every_18, Draft::D18, &[0x50, 0x00, 0x03, 0x04, 0x00, 0x00]);
+    // 14 asks for at least one field.
+    assert!(
+        SubscribeNamespace::decode(&mut &[0x11, 0x00, 0x03, 0x04, 0x00, 0x00][..], Draft::D14)
+            .is_err()
+    );
+    vector(
+        &UnsubscribeNamespace { prefix: room() },
+        Draft::D14,
+        b"\x14\x00\x06\x01\x04room",
+    );
+    let tracks = SubscribeTracks {
+        request_id: 6,
+        prefix: room(),
+        parameters: MessageParameters::default(),
+    };
+    vector(&tracks, Draft::D18, b"\x51\x00\x08\x06\x01\x04room\x00");
+}
+
+#[test]
+fn namespace_notices_carry_the_suffix() {
+    let announced = NamespaceAnnounced {
+        suffix: Namespace::from_strs(["alice"]),
+    };
+    vector(&announced, Draft::D16, b"\x08\x00\x07\x01\x05alice");
+    let done = NamespaceDone {
+        suffix: Namespace::from_strs(["alice"]),
+    };
+    vector(&done, Draft::D18, b"\x0e\x00\x07\x01\x05alice");
+    assert_eq!(
+        announced.to_vec(Draft::D14),
+        Err(EncodeError::NotInVersion("NAMESPACE"))
+    );
+}
+
+fn live_chat() -> Subscribe {
+    Subscribe {
+        request_id: 0,
+        namespace: room(),
+        name: Bytes::from_static(b"chat"),
+        parameters: MessageParameters {
+            subscriber_priority: Some(128),
+            forward: Some(true),
+            filter: Some(Filter::LargestObject),
+            ..MessageParameters::default()
+        },
+    }
+}
+
+#[test]
+fn subscribe_carries_the_subscription_as_fields_on_14_and_parameters_after() {
+    #[rustfmt::skip]
+    let d14 = [
+        0x03, 0x00, 0x11, 0x00,
+        0x01, 0x04, b'r', b'o', b'o', b'm', 0x04, b'c', b'h', b'a', b't',
+        0x80,                   // subscriber priority 128
+        0x00,                   // group order: the publisher's
+        0x01,                   // forward
+        0x02,                   // filter: Largest Object
+        0x00,                   // no parameters
+    ];
+    vector(&live_chat(), Draft::D14, &d14);
+    #[rustfmt::skip]
+    let d16 = [
+        0x03, 0x00, 0x15, 0x00,
+        0x01, 0x04, b'r', b'o', b'o', b'm', 0x04, b'c', b'h', b'a', b't',
+        0x03, 0x10, 0x01, 0x10, 0x40, 0x80, 0x01, 0x01, 0x02,
+    ];
+    vector(&live_chat(), Draft::D16, &d16);
+    #[rustfmt::skip]
+    let d18 = [
+        0x03, 0x00, 0x14, 0x00,
+        0x01, 0x04, b'r', b'o', b'o', b'm', 0x04, b'c', b'h', b'a', b't',
+        0x03, 0x10, 0x01, 0x10, 0x80, 0x01, 0x01, 0x02,
+    ];
+    vector(&live_chat(), Draft::D18, &d18);
+    // On 14 a subscription without a filter is sent as AbsoluteStart {0, 0}.
+    let mut unfiltered = live_chat();
+    unfiltered.parameters.filter = None;
+    let bytes = unfiltered.to_vec(Draft::D14).unwrap();
+    let read = Subscribe::decode(&mut &bytes[..], Draft::D14).unwrap();
+    assert_eq!(
+        read.parameters.filter,
+        Some(Filter::AbsoluteStart(Location::default()))
+    );
+}
+
+#[test]
+fn subscribe_ok_in_each_draft() {
+    let d14 = SubscribeOk {
+        request_id: Some(0),
+        track_alias: 7,
+        group_order: Some(GroupOrder::Ascending),
+        parameters: MessageParameters {
+            largest_object: Some(Location {
+                group: 5,
+                object: 2,
+            }),
+            ..MessageParameters::default()
+        },
+        properties: Parameters::default(),
+    };
+    vector(
+        &d14,
+        Draft::D14,
+        &[
+            0x04, 0x00, 0x08, 0x00, 0x07, 0x00, 0x01, 0x01, 0x05, 0x02, 0x00,
+        ],
+    );
+    let d16 = SubscribeOk {
+        group_order: None,
+        ..d14.clone()
+    };
+    vector(
+        &d16,
+        Draft::D16,
+        &[0x04, 0x00, 0x07, 0x00, 0x07, 0x01, 0x09, 0x02, 0x05, 0x02],
+    );
+    let d18 = SubscribeOk {
+        request_id: None,
+        properties: Parameters(vec![Parameter::int(0x0e, 3)]),
+        ..d16.clone()
+    };
+    vector(
+        &d18,
+        Draft::D18,
+        &[0x04, 0x00, 0x07, 0x07, 0x01, 0x09, 0x05, 0x02, 0x0e, 0x03],
+    );
+    assert_eq!(
+        d14.to_vec(Draft::D16),
+        Err(EncodeError::NotInVersion("SUBSCRIBE_OK group order"))
+    );
+    // Content Exists 2 is not a flag.
+    assert_eq!(
+        SubscribeOk::decode(
+            &mut &[0x04, 0x00, 0x05, 0x00, 0x07, 0x00, 0x01, 0x02][..],
+            Draft::D14
+        ),
+        Err(DecodeError::InvalidValue("content exists"))
+    );
+    vector(
+        &Unsubscribe { request_id: 2 },
+        Draft::D16,
+        &[0x0a, 0x00, 0x01, 0x02],
+    );
+    assert_eq!(
+        Unsubscribe { request_id: 2 }.to_vec(Draft::D18),
+        Err(EncodeError::NotInVersion("UNSUBSCRIBE"))
+    );
+}
