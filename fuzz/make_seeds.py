@@ -46,7 +46,9 @@ OTHER_VERSIONS = [
 #  namespace, 5 message parameters, 6 GOAWAY, 7 MAX_REQUEST_ID, 8 REQUESTS_BLOCKED,
 #  9 REQUEST_OK, 10 REQUEST_ERROR, 11 SUBSCRIBE_ERROR, 12 PUBLISH_NAMESPACE,
 #  13 PUBLISH_NAMESPACE_DONE, 14 PUBLISH_NAMESPACE_CANCEL, 15 SUBSCRIBE_NAMESPACE,
-#  16 SUBSCRIBE_TRACKS, 17 NAMESPACE, 18 SUBSCRIBE, 19 SUBSCRIBE_OK, 20 UNSUBSCRIBE; draft: 0 = 14, 1 = 16, 2 = 18; hex)
+#  16 SUBSCRIBE_TRACKS, 17 NAMESPACE, 18 SUBSCRIBE, 19 SUBSCRIBE_OK, 20 UNSUBSCRIBE,
+#  21 PUBLISH, 22 PUBLISH_OK, 23 PUBLISH_DONE, 24 FETCH, 25 FETCH_OK, 26 FETCH_CANCEL,
+#  27 TRACK_STATUS, 28 TRACK_STATUS_OK, 29 REQUEST_UPDATE; draft: 0 = 14, 1 = 16, 2 = 18; hex)
 MOQT = [
     (0, 0, "200014" "01c0000000ff00000e" "02" "01052f63686174" "024064"),
     (1, 0, "21000c" "c0000000ff00000e" "01024064"),
@@ -77,6 +79,32 @@ MOQT = [
     (19, 1, "040007" "0007" "0109020502"),
     (19, 2, "040007" "07" "01090502" "0e03"),
     (20, 1, "0a000102"),
+    (21, 0, "1d0011" "01" "0104726f6f6d" "0463686174" "03" "01" "00" "01" "00"),
+    (21, 2, "1d0012" "01" "0104726f6f6d" "0463686174" "03" "011001" "2201"),
+    (22, 0, "1e0006" "0101800002" "00"),
+    (22, 1, "1e000a" "01" "03" "1001" "104080" "010102"),
+    (23, 1, "0b0004" "01020500"),
+    (24, 0, "160014" "02" "8000" "01" "0104726f6f6d" "0463686174" "01000300" "00"),
+    (24, 1, "160007" "04" "02" "0201" "01200a"),
+    (24, 2, "160005" "04" "03" "0205" "00"),
+    (25, 0, "180006" "02" "01" "00" "0300" "00"),
+    (25, 2, "180004" "01" "0300" "00"),
+    (26, 0, "17000102"),
+    (27, 1, "0d000d" "02" "0104726f6f6d" "0463686174" "00"),
+    (28, 0, "0e0008" "02" "00" "00" "01" "01" "0401" "00"),
+    (29, 0, "020008" "02" "00" "0500" "08" "0a" "00" "00"),
+    (29, 2, "020004" "02" "011000"),
+]
+
+# (0 a subgroup stream, 1 a datagram; draft: 0 = 14, 1 = 16, 2 = 18; hex)
+MOQT_DATA = [
+    (0, 0, "10030580" "000268690003"),
+    (0, 1, "3d030502" "000005" "68656c6c6f" "02023e01026869" "00000003"),
+    (0, 2, "7d030502" "000005" "68656c6c6f"),
+    (1, 0, "0403058068 69".replace(" ", "")),
+    (1, 1, "09030507023c026869"),
+    (1, 2, "2403050104"),
+    (1, 0, "2003050001" "04"),
 ]
 
 
@@ -131,6 +159,9 @@ def main():
     # (moq-net/src/moqt/vectors.rs). The first byte: what to decode << 2 | the draft
     # (0: 14, 1: 16, 2: 18).
     seeds["moqt_control"] = [bytes([kind << 2 | draft]) + bytes.fromhex(text) for kind, draft, text in MOQT]
+    # moq-transport data (moq-net/src/moqt/data_vectors.rs). The first byte: 0 a subgroup
+    # stream, 1 a datagram, << 2 | the draft.
+    seeds["moqt_data"] = [bytes([kind << 2 | draft]) + bytes.fromhex(text) for kind, draft, text in MOQT_DATA]
     out = os.path.join(HERE, "seeds")
     shutil.rmtree(out, ignore_errors=True)
     for target, inputs in seeds.items():

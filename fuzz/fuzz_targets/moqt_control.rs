@@ -10,10 +10,11 @@
 
 use libfuzzer_sys::fuzz_target;
 use moqx_net::moqt::{
-    ClientSetup, Control, Draft, Frame, GoAway, MaxRequestId, MessageParameters, Namespace,
-    NamespaceAnnounced, Parameters, PublishNamespace, PublishNamespaceCancel,
-    PublishNamespaceDone, RequestError, RequestOk, RequestsBlocked, ServerSetup,
-    Subscribe, SubscribeError, SubscribeNamespace, SubscribeOk, SubscribeTracks, Unsubscribe,
+    ClientSetup, Control, Draft, Fetch, FetchCancel, FetchOk, Frame, GoAway, MaxRequestId,
+    MessageParameters, Namespace, NamespaceAnnounced, Parameters, Publish, PublishDone,
+    PublishNamespace, PublishNamespaceCancel, PublishNamespaceDone, PublishOk, RequestError,
+    RequestOk, RequestUpdate, RequestsBlocked, ServerSetup, Subscribe, SubscribeError,
+    SubscribeNamespace, SubscribeOk, SubscribeTracks, TrackStatus, TrackStatusOk, Unsubscribe,
 };
 
 /// Decodes `bytes` as `M`; if that works and it encodes, checks that its encoding is
@@ -27,7 +28,11 @@ fn round_trip<M: Control + std::fmt::Debug>(bytes: &[u8], draft: Draft) {
     };
     let again = M::decode(&mut &encoded[..], draft)
         .unwrap_or_else(|e| panic!("{message:?} on {draft}: {encoded:02x?} does not decode: {e}"));
-    assert_eq!(again.to_vec(draft).as_ref(), Ok(&encoded), "{message:?} on {draft}");
+    assert_eq!(
+        again.to_vec(draft).as_ref(),
+        Ok(&encoded),
+        "{message:?} on {draft}"
+    );
 }
 
 /// Every message parameter allowed: what the draft defines is read.
@@ -53,7 +58,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let draft = Draft::ALL[usize::from(which & 3) % Draft::ALL.len()];
-    match (which >> 2) % 21 {
+    match (which >> 2) % 30 {
         0 => round_trip::<ClientSetup>(bytes, draft),
         1 => round_trip::<ServerSetup>(bytes, draft),
         2 => {
@@ -89,7 +94,10 @@ fuzz_target!(|data: &[u8]| {
                 return;
             };
             let mut encoded = Vec::new();
-            if parameters.encode(&mut encoded, draft, ALL_PARAMETERS).is_ok() {
+            if parameters
+                .encode(&mut encoded, draft, ALL_PARAMETERS)
+                .is_ok()
+            {
                 let again = MessageParameters::decode(&mut &encoded[..], draft, ALL_PARAMETERS)
                     .expect("encoded parameters decode");
                 let mut twice = Vec::new();
@@ -111,6 +119,15 @@ fuzz_target!(|data: &[u8]| {
         17 => round_trip::<NamespaceAnnounced>(bytes, draft),
         18 => round_trip::<Subscribe>(bytes, draft),
         19 => round_trip::<SubscribeOk>(bytes, draft),
-        _ => round_trip::<Unsubscribe>(bytes, draft),
+        20 => round_trip::<Unsubscribe>(bytes, draft),
+        21 => round_trip::<Publish>(bytes, draft),
+        22 => round_trip::<PublishOk>(bytes, draft),
+        23 => round_trip::<PublishDone>(bytes, draft),
+        24 => round_trip::<Fetch>(bytes, draft),
+        25 => round_trip::<FetchOk>(bytes, draft),
+        26 => round_trip::<FetchCancel>(bytes, draft),
+        27 => round_trip::<TrackStatus>(bytes, draft),
+        28 => round_trip::<TrackStatusOk>(bytes, draft),
+        _ => round_trip::<RequestUpdate>(bytes, draft),
     }
 });

@@ -21,8 +21,8 @@ use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use moqx_kio::Waiter;
 use libfuzzer_sys::fuzz_target;
+use moqx_kio::Waiter;
 use moqx_net::model::{Announced, Announcement, BroadcastProducer, Origin, PendingTrack, Track};
 use moqx_net::runtime::test::{LinkConfig, TestRecvStream, TestRuntime, TestSendStream};
 use moqx_net::session::{self, SessionConfig};
@@ -50,30 +50,26 @@ fuzz_target!(|data: &[u8]| {
     group.finish();
 
     let (mut client, server_end) = runtime.connect({
-let mut link_config = LinkConfig::default();
-link_config.protocol = Some(version.alpn().to_owned());
-link_config
-});
-    let server = session::accept(
-        runtime.clone(),
-        server_end,
-        {
-let mut session_config = SessionConfig::default();
-session_config.publish = Some(origin.clone());
-session_config.subscribe = Some(origin.clone());
-session_config.limits.max_message_bytes = 4096;
-session_config.limits.max_setup_bytes = 4096;
-session_config.limits.max_announces = MAX_ANNOUNCES;
-session_config.limits.max_announce_path_bytes = MAX_ANNOUNCE_PATH_BYTES;
-session_config.limits.max_subscriptions = MAX_REQUESTS;
-session_config.limits.max_announce_requests = 2;
-session_config.limits.max_group_frames = 16;
-session_config.limits.max_group_bytes = 4096;
-session_config.limits.max_frame_size = 1024;
-session_config.version = version;
-session_config
-},
-    );
+        let mut link_config = LinkConfig::default();
+        link_config.protocol = Some(version.alpn().to_owned());
+        link_config
+    });
+    let server = session::accept(runtime.clone(), server_end, {
+        let mut session_config = SessionConfig::default();
+        session_config.publish = Some(origin.clone());
+        session_config.subscribe = Some(origin.clone());
+        session_config.limits.max_message_bytes = 4096;
+        session_config.limits.max_setup_bytes = 4096;
+        session_config.limits.max_announces = MAX_ANNOUNCES;
+        session_config.limits.max_announce_path_bytes = MAX_ANNOUNCE_PATH_BYTES;
+        session_config.limits.max_subscriptions = MAX_REQUESTS;
+        session_config.limits.max_announce_requests = 2;
+        session_config.limits.max_group_frames = 16;
+        session_config.limits.max_group_bytes = 4096;
+        session_config.limits.max_frame_size = 1024;
+        session_config.version = version;
+        session_config
+    });
 
     let waiter = Waiter::new(Waker::noop());
     let mut streams: Vec<TestSendStream> = Vec::new();

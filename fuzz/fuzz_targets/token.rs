@@ -10,8 +10,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, UNIX_EPOCH};
 
 use libfuzzer_sys::fuzz_target;
-use moqx_net::model::Origin;
 use moqx_auth::{Authorizer, Claims, Key, KeyAlgorithm, Keys, Public, request_path};
+use moqx_net::model::Origin;
 
 /// A signing key and a relay's authorizer verifying with it, for the whole run (making
 /// them per input would be most of the cost).
@@ -20,7 +20,10 @@ fn keys() -> &'static (Key, Authorizer) {
     KEYS.get_or_init(|| {
         let key = Key::generate(KeyAlgorithm::Hs256).expect("a key");
         let verifier = Key::parse(&key.to_json()).expect("its own JSON");
-        (key, Authorizer::new(Keys::from(verifier), Public::both(&["public".into()])))
+        (
+            key,
+            Authorizer::new(Keys::from(verifier), Public::both(&["public".into()])),
+        )
     })
 }
 

@@ -29,6 +29,7 @@ const TARGETS: &[&str] = &[
     "token",
     "server_session",
     "moqt_control",
+    "moqt_data",
 ];
 
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), Failure> {

@@ -161,6 +161,17 @@ impl Draft {
         self == Draft::D16
     }
 
+    /// A subgroup header or datagram may leave its priority out, inheriting the
+    /// subscription's (16 on; 14 always carries it).
+    pub fn has_default_priority(self) -> bool {
+        self >= Draft::D16
+    }
+
+    /// SUBGROUP_HEADER's FIRST_OBJECT bit (18).
+    pub fn has_first_object_bit(self) -> bool {
+        self >= Draft::D18
+    }
+
     /// A track's namespace may have no fields (18); before it, 1 to 32.
     pub fn has_empty_namespace(self) -> bool {
         self >= Draft::D18

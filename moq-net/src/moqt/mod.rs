@@ -17,10 +17,15 @@
 //!   draft 14's per-request [`Accepted`] and [`Refused`];
 //! - namespace discovery: [`PublishNamespace`] and how it ends, [`SubscribeNamespace`],
 //!   [`SubscribeTracks`], [`NamespaceAnnounced`] and [`NamespaceDone`];
-//! - subscriptions: [`Subscribe`], [`SubscribeOk`], [`Unsubscribe`].
+//! - subscriptions: [`Subscribe`], [`SubscribeOk`], [`RequestUpdate`], [`Unsubscribe`],
+//!   [`TrackStatus`] (and 14's [`TrackStatusOk`]); and those a publisher
+//!   starts: [`Publish`], [`PublishOk`], [`PublishDone`];
+//! - fetching past objects: [`Fetch`] (with its [`FetchRange`]), [`FetchOk`], [`FetchCancel`];
+//! - the data plane: [`SubgroupHeader`] and the [`SubgroupObjects`] after it, and
+//!   [`ObjectDatagram`], with each object's [`ObjectStatus`] and properties.
 //!
-//! This is the first layer of MOQT support: the codec. Sessions do not speak MOQT yet; no
-//! ALPN of it is offered or accepted.
+//! This is the first layer of MOQT support: the codec (FETCH's data stream is not written
+//! yet). Sessions do not speak MOQT yet; no ALPN of it is offered or accepted.
 //!
 //! Decoding is bounded and never panics, as in the moq-lite codec: every length is checked
 //! against the input and against the draft's bound, and [`DecodeError::Short`] means "need
@@ -39,21 +44,28 @@
 //! [`DecodeError::Short`]: crate::coding::DecodeError::Short
 
 mod control;
+mod datagram;
 mod draft;
+mod fetch;
 mod fields;
 mod filter;
 mod goaway;
 mod message_params;
 mod namespace;
+mod object;
 mod params;
+mod publish;
 mod reply;
 mod setup;
+mod subgroup;
 mod subscribe;
 
 pub mod int;
 
 pub use control::{Control, Frame, MAX_PAYLOAD_BYTES};
+pub use datagram::{ObjectDatagram, PADDING_DATAGRAM};
 pub use draft::Draft;
+pub use fetch::{FETCH_OK_PARAMETERS, FETCH_PARAMETERS, Fetch, FetchCancel, FetchOk, FetchRange};
 pub use fields::{
     Location, MAX_FULL_TRACK_NAME_BYTES, MAX_NAMESPACE_FIELDS, MAX_REASON_BYTES, Namespace,
     read_reason, read_track_name, write_reason, write_track_name,
@@ -66,16 +78,25 @@ pub use namespace::{
     PublishNamespace, PublishNamespaceCancel, PublishNamespaceDone, SUBSCRIBE_NAMESPACE_PARAMETERS,
     SubscribeNamespace, SubscribeOptions, SubscribeTracks, UnsubscribeNamespace,
 };
+pub use object::{MAX_PROPERTIES_BYTES, ObjectStatus};
 pub use params::{MAX_PARAMETERS, MAX_VALUE_BYTES, Parameter, Parameters, Value};
+pub use publish::{
+    PUBLISH_OK_PARAMETERS, PUBLISH_PARAMETERS, Publish, PublishDone, PublishOk,
+    UNKNOWN_STREAM_COUNT,
+};
 pub use reply::{
     Accepted, FetchError, PublishError, PublishNamespaceError, PublishNamespaceOk, REDIRECT,
     REQUEST_OK_PARAMETERS, Redirect, Refused, RequestError, RequestOk, SubscribeError,
     SubscribeNamespaceError, SubscribeNamespaceOk, TrackStatusError,
 };
 pub use setup::{ClientSetup, MAX_SETUP_VERSIONS, ServerSetup, SetupOptions};
+pub use subgroup::{SubgroupHeader, SubgroupId, SubgroupObject, SubgroupObjects};
 pub use subscribe::{
-    DEFAULT_SUBSCRIBER_PRIORITY, SUBSCRIBE_PARAMETERS, Subscribe, SubscribeOk, Unsubscribe,
+    DEFAULT_SUBSCRIBER_PRIORITY, REQUEST_UPDATE_PARAMETERS, RequestUpdate, SUBSCRIBE_PARAMETERS,
+    Subscribe, SubscribeOk, TrackAccepted, TrackRequest, TrackStatus, TrackStatusOk, Unsubscribe,
 };
 
+#[cfg(test)]
+mod data_vectors;
 #[cfg(test)]
 mod vectors;

@@ -20,13 +20,20 @@ use crate::coding::{DecodeError, EncodeError};
 /// REQUEST_ERROR's code that carries a [`Redirect`] (18).
 pub const REDIRECT: u64 = 0x34;
 
-/// The parameters REQUEST_OK may carry: what TRACK_STATUS and REQUEST_UPDATE are answered
-/// with.
+/// The parameters REQUEST_OK may carry: those of every reply it stands for (PUBLISH_OK on
+/// 18, and the answers to REQUEST_UPDATE, TRACK_STATUS, SUBSCRIBE_NAMESPACE and
+/// PUBLISH_NAMESPACE). Which of them fit the request answered is the session's to check: the
+/// codec reads a REQUEST_OK without knowing the request.
 pub const REQUEST_OK_PARAMETERS: &[Param] = &[
+    Param::DeliveryTimeout,
+    Param::SubgroupDeliveryTimeout,
     Param::Expires,
     Param::LargestObject,
-    Param::DeliveryTimeout,
-    Param::MaxCacheDuration,
+    Param::Forward,
+    Param::SubscriberPriority,
+    Param::Filter,
+    Param::GroupOrder,
+    Param::NewGroupRequest,
 ];
 
 /// REQUEST_OK (`0x07`, 16 on): the request succeeded. It answers REQUEST_UPDATE,

@@ -1,5 +1,7 @@
-//! Subscriptions (§ "SUBSCRIBE", "SUBSCRIBE_OK", "UNSUBSCRIBE"): a subscriber asks for a
-//! track, the publisher accepts with the track's alias.
+//! Subscriptions (§ "SUBSCRIBE", "SUBSCRIBE_OK", "UNSUBSCRIBE", "SUBSCRIBE_UPDATE" /
+//! "REQUEST_UPDATE"): a subscriber asks for a track, the publisher accepts with the track's
+//! alias. TRACK_STATUS and draft 14's TRACK_STATUS_OK share SUBSCRIBE's and SUBSCRIBE_OK's
+//! layouts ([`TrackStatus`], [`TrackStatusOk`]).
 //!
 //! Draft 14 carries the subscriber's priority, group order, forward state and filter as
 //! fields of SUBSCRIBE, and the expiry, group order and largest location as fields of
@@ -37,9 +39,18 @@ pub const SUBSCRIBE_PARAMETERS: &[Param] = &[
     Param::NewGroupRequest,
 ];
 
-/// SUBSCRIBE (`0x03`, every draft): the sender wants the objects of one track.
+/// The parameters TRACK_STATUS may carry on `draft` (14: those of SUBSCRIBE).
+fn track_request_parameters(kind: u64, draft: Draft) -> &'static [Param] {
+    match kind {
+        0x0d if draft.has_subscription_parameters() => &[Param::AuthorizationToken],
+        _ => SUBSCRIBE_PARAMETERS,
+    }
+}
+
+/// A request about one track, with SUBSCRIBE's layout: SUBSCRIBE (`0x03`) and TRACK_STATUS
+/// (`0x0D`), every draft. `TYPE` is its message type.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Subscribe {
+pub struct TrackRequest<const TYPE: u64> {
     /// Its request id.
     pub request_id: u64,
     /// The track's namespace.
@@ -51,19 +62,29 @@ pub struct Subscribe {
     pub parameters: MessageParameters,
 }
 
-impl Control for Subscribe {
-    const NAME: &'static str = "SUBSCRIBE";
+/// SUBSCRIBE: the sender wants the objects of one track.
+pub type Subscribe = TrackRequest<0x03>;
+/// TRACK_STATUS: the sender wants to know a track's state (its largest location), without
+/// its objects.
+pub type TrackStatus = TrackRequest<0x0d>;
+
+impl<const TYPE: u64> Control for TrackRequest<TYPE> {
+    const NAME: &'static str = match TYPE {
+        0x03 => "SUBSCRIBE",
+        _ => "TRACK_STATUS",
+    };
 
     fn message_type(_: Draft) -> Option<u64> {
-        Some(0x03)
+        Some(TYPE)
     }
 
     fn encode_payload<B: BufMut>(&self, buf: &mut B, draft: Draft) -> Result<(), EncodeError> {
         write_int(buf, self.request_id, draft, "request id")?;
         self.namespace.encode(buf, draft)?;
         write_track_name(buf, &self.name, draft, &self.namespace)?;
+        let allowed = track_request_parameters(TYPE, draft);
         if draft.has_subscription_parameters() {
-            return self.parameters.encode(buf, draft, SUBSCRIBE_PARAMETERS);
+            return self.parameters.encode(buf, draft, allowed);
         }
         // 14: the subscription's parameters are fields.
         let mut rest = self.parameters.clone();
@@ -79,15 +100,16 @@ impl Control for Subscribe {
         filter
             .unwrap_or(Filter::AbsoluteStart(Location::default()))
             .encode(buf, draft)?;
-        rest.encode(buf, draft, SUBSCRIBE_PARAMETERS)
+        rest.encode(buf, draft, allowed)
     }
 
     fn decode_payload<B: Buf>(buf: &mut B, draft: Draft) -> Result<Self, DecodeError> {
         let request_id = read_int(buf, draft)?;
         let namespace = Namespace::decode(buf, draft)?;
         let name = read_track_name(buf, draft, &namespace)?;
+        let allowed = track_request_parameters(TYPE, draft);
         let parameters = if draft.has_subscription_parameters() {
-            MessageParameters::decode(buf, draft, SUBSCRIBE_PARAMETERS)?
+            MessageParameters::decode(buf, draft, allowed)?
         } else {
             let priority = read_u8(buf)?;
             let group_order = read_optional_order(buf)?;
@@ -98,7 +120,7 @@ impl Control for Subscribe {
                 group_order,
                 forward: Some(forward),
                 filter: Some(filter),
-                ..MessageParameters::decode(buf, draft, SUBSCRIBE_PARAMETERS)?
+                ..MessageParameters::decode(buf, draft, allowed)?
             }
         };
         Ok(Self {
@@ -119,10 +141,12 @@ fn subscribe_ok_parameters(draft: Draft) -> &'static [Param] {
     }
 }
 
-/// SUBSCRIBE_OK (`0x04`, every draft): the publisher accepts a subscription.
+/// A reply with SUBSCRIBE_OK's layout: SUBSCRIBE_OK (`0x04`, every draft) and draft 14's
+/// TRACK_STATUS_OK (`0x0E`, track alias 0; later drafts answer TRACK_STATUS with
+/// REQUEST_OK). `TYPE` is its message type.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SubscribeOk {
-    /// The SUBSCRIBE answered (14, 16; on 18 the stream says).
+pub struct TrackAccepted<const TYPE: u64> {
+    /// The request answered (14, 16; on 18 the stream says).
     pub request_id: Option<u64>,
     /// The alias the track's data streams and datagrams carry.
     pub track_alias: u64,
@@ -135,11 +159,19 @@ pub struct SubscribeOk {
     pub properties: Parameters,
 }
 
-impl Control for SubscribeOk {
-    const NAME: &'static str = "SUBSCRIBE_OK";
+/// SUBSCRIBE_OK: the publisher accepts a subscription.
+pub type SubscribeOk = TrackAccepted<0x04>;
+/// TRACK_STATUS_OK (14): the track's state.
+pub type TrackStatusOk = TrackAccepted<0x0e>;
 
-    fn message_type(_: Draft) -> Option<u64> {
-        Some(0x04)
+impl<const TYPE: u64> Control for TrackAccepted<TYPE> {
+    const NAME: &'static str = match TYPE {
+        0x04 => "SUBSCRIBE_OK",
+        _ => "TRACK_STATUS_OK",
+    };
+
+    fn message_type(draft: Draft) -> Option<u64> {
+        (TYPE == 0x04 || draft == Draft::D14).then_some(TYPE)
     }
 
     fn encode_payload<B: BufMut>(&self, buf: &mut B, draft: Draft) -> Result<(), EncodeError> {
@@ -230,6 +262,107 @@ impl Control for Unsubscribe {
     fn decode_payload<B: Buf>(buf: &mut B, draft: Draft) -> Result<Self, DecodeError> {
         Ok(Self {
             request_id: read_int(buf, draft)?,
+        })
+    }
+}
+
+/// The parameters REQUEST_UPDATE may carry (each where its draft defines it).
+pub const REQUEST_UPDATE_PARAMETERS: &[Param] = &[
+    Param::DeliveryTimeout,
+    Param::AuthorizationToken,
+    Param::SubgroupDeliveryTimeout,
+    Param::Forward,
+    Param::SubscriberPriority,
+    Param::Filter,
+    Param::NewGroupRequest,
+    Param::NamespacePrefix,
+];
+
+/// REQUEST_UPDATE (`0x02`; SUBSCRIBE_UPDATE on 14): the sender changes a request it made.
+///
+/// On 14 it updates a subscription, and its range, priority and forward state are fields:
+/// here the range is `parameters.filter` (an AbsoluteStart, or an AbsoluteRange), the rest
+/// `subscriber_priority` and `forward`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestUpdate {
+    /// Its own request id.
+    pub request_id: u64,
+    /// The request it changes (14, 16; on 18 the stream says).
+    pub existing_request_id: Option<u64>,
+    /// What changes.
+    pub parameters: MessageParameters,
+}
+
+impl Control for RequestUpdate {
+    const NAME: &'static str = "REQUEST_UPDATE";
+
+    fn message_type(_: Draft) -> Option<u64> {
+        Some(0x02)
+    }
+
+    fn encode_payload<B: BufMut>(&self, buf: &mut B, draft: Draft) -> Result<(), EncodeError> {
+        write_int(buf, self.request_id, draft, "request id")?;
+        write_reply_id(buf, self.existing_request_id, draft)?;
+        if draft.has_subscription_parameters() {
+            return self
+                .parameters
+                .encode(buf, draft, REQUEST_UPDATE_PARAMETERS);
+        }
+        // 14: Start Location, End Group (plus one; 0 open-ended), priority, forward.
+        let mut rest = self.parameters.clone();
+        let (start, end) = match rest.filter.take() {
+            Some(Filter::AbsoluteStart(start)) => (start, 0),
+            Some(Filter::AbsoluteRange { start, end_group }) => (
+                start,
+                end_group
+                    .checked_add(1)
+                    .ok_or(EncodeError::BoundsExceeded("end group"))?,
+            ),
+            _ => return Err(EncodeError::InvalidValue("SUBSCRIBE_UPDATE range")),
+        };
+        start.encode(buf, draft)?;
+        write_int(buf, end, draft, "end group")?;
+        buf.put_u8(
+            rest.subscriber_priority
+                .take()
+                .unwrap_or(DEFAULT_SUBSCRIBER_PRIORITY),
+        );
+        buf.put_u8(u8::from(rest.forward.take().unwrap_or(true)));
+        rest.encode(buf, draft, REQUEST_UPDATE_PARAMETERS)
+    }
+
+    fn decode_payload<B: Buf>(buf: &mut B, draft: Draft) -> Result<Self, DecodeError> {
+        let request_id = read_int(buf, draft)?;
+        let existing_request_id = read_reply_id(buf, draft)?;
+        if draft.has_subscription_parameters() {
+            return Ok(Self {
+                request_id,
+                existing_request_id,
+                parameters: MessageParameters::decode(buf, draft, REQUEST_UPDATE_PARAMETERS)?,
+            });
+        }
+        let start = Location::decode(buf, draft)?;
+        let filter = match read_int(buf, draft)? {
+            0 => Filter::AbsoluteStart(start),
+            end if end - 1 < start.group => {
+                return Err(DecodeError::InvalidValue("SUBSCRIBE_UPDATE end group"));
+            }
+            end => Filter::AbsoluteRange {
+                start,
+                end_group: end - 1,
+            },
+        };
+        let priority = read_u8(buf)?;
+        let forward = read_flag(buf, "forward")?;
+        Ok(Self {
+            request_id,
+            existing_request_id,
+            parameters: MessageParameters {
+                filter: Some(filter),
+                subscriber_priority: Some(priority),
+                forward: Some(forward),
+                ..MessageParameters::decode(buf, draft, REQUEST_UPDATE_PARAMETERS)?
+            },
         })
     }
 }
