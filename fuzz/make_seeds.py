@@ -96,7 +96,8 @@ MOQT = [
     (29, 2, "020004" "02" "011000"),
 ]
 
-# (0 a subgroup stream, 1 a datagram; draft: 0 = 14, 1 = 16, 2 = 18; hex)
+# (0 a subgroup stream, 1 a datagram, 2 / 3 a fetch stream's items, ascending /
+#  descending; draft: 0 = 14, 1 = 16, 2 = 18; hex)
 MOQT_DATA = [
     (0, 0, "10030580" "000268690003"),
     (0, 1, "3d030502" "000005" "68656c6c6f" "02023e01026869" "00000003"),
@@ -105,6 +106,10 @@ MOQT_DATA = [
     (1, 1, "09030507023c026869"),
     (1, 2, "2403050104"),
     (1, 0, "2003050001" "04"),
+    (2, 0, "010000800002" "6869"),
+    (2, 1, "1c0100800268 69" "0003616263" "405c03004001" "7a" "408c0502".replace(" ", "")),
+    (2, 2, "1c0100800268 69" "0003616263" "5c0100400178" "808c0102".replace(" ", "")),
+    (3, 2, "1f0500010178" "010e010078"),
 ]
 
 
@@ -160,7 +165,7 @@ def main():
     # (0: 14, 1: 16, 2: 18).
     seeds["moqt_control"] = [bytes([kind << 2 | draft]) + bytes.fromhex(text) for kind, draft, text in MOQT]
     # moq-transport data (moq-net/src/moqt/data_vectors.rs). The first byte: 0 a subgroup
-    # stream, 1 a datagram, << 2 | the draft.
+    # stream, 1 a datagram, 2 a fetch stream ascending, 3 descending, << 2 | the draft.
     seeds["moqt_data"] = [bytes([kind << 2 | draft]) + bytes.fromhex(text) for kind, draft, text in MOQT_DATA]
     out = os.path.join(HERE, "seeds")
     shutil.rmtree(out, ignore_errors=True)

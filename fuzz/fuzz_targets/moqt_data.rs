@@ -1,13 +1,17 @@
 //! The IETF moq-transport data plane, every draft: a subgroup stream (SUBGROUP_HEADER,
-//! then object headers with their payloads) and object datagrams. Decoding arbitrary bytes
-//! never panics, and what decodes encodes to bytes that decode to the same headers.
+//! then object headers with their payloads), object datagrams, and a fetch stream's items
+//! in either group order. Decoding arbitrary bytes never panics, and what decodes encodes
+//! to bytes that decode to the same headers.
 //!
-//! The first byte picks the draft (its low 2 bits, `% 3`: 14, 16, 18) and, in bit 2,
-//! a stream or a datagram.
+//! The first byte picks the draft (its low 2 bits, `% 3`: 14, 16, 18) and, in the bits
+//! above (`% 4`), a subgroup stream, a datagram, or a fetch stream ascending or descending.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use moqx_net::moqt::{Draft, ObjectDatagram, SubgroupHeader, SubgroupObject, SubgroupObjects};
+use moqx_net::moqt::{
+    Draft, FetchItem, FetchObjects, GroupOrder, ObjectDatagram, SubgroupHeader, SubgroupObject,
+    SubgroupObjects,
+};
 
 /// The most objects read from one input (each needs at least a byte or two).
 const MAX_OBJECTS: usize = 1024;
@@ -68,14 +72,60 @@ fn datagram(bytes: &[u8], draft: Draft) {
     );
 }
 
+fn fetch(bytes: &[u8], draft: Draft, order: GroupOrder) {
+    let mut buf = bytes;
+    let mut reader = FetchObjects::new(draft, order);
+    let mut items = Vec::new();
+    while items.len() < MAX_OBJECTS {
+        let Ok(item) = reader.decode(&mut buf) else {
+            break;
+        };
+        let len = match &item {
+            FetchItem::Object(object) => object.payload_len,
+            FetchItem::EndOfRange { .. } => 0,
+        };
+        let Ok(len) = usize::try_from(len) else {
+            break;
+        };
+        if buf.len() < len {
+            break;
+        }
+        buf = &buf[len..];
+        items.push(item);
+    }
+    let mut writer = FetchObjects::new(draft, order);
+    let mut encoded = Vec::new();
+    for item in &items {
+        writer
+            .encode(item, &mut encoded)
+            .unwrap_or_else(|e| panic!("{item:?} on {draft}, {order:?}: {e}"));
+        if let FetchItem::Object(object) = item {
+            encoded.extend(std::iter::repeat_n(0u8, object.payload_len as usize));
+        }
+    }
+    let mut reader = FetchObjects::new(draft, order);
+    let mut again = &encoded[..];
+    for item in &items {
+        assert_eq!(
+            reader.decode(&mut again).as_ref(),
+            Ok(item),
+            "on {draft}, {order:?}"
+        );
+        if let FetchItem::Object(object) = item {
+            again = &again[object.payload_len as usize..];
+        }
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&which, bytes)) = data.split_first() else {
         return;
     };
     let draft = Draft::ALL[usize::from(which & 3) % Draft::ALL.len()];
-    if which & 4 == 0 {
-        stream(bytes, draft);
-    } else {
-        datagram(bytes, draft);
+    match (which >> 2) % 4 {
+        0 => stream(bytes, draft),
+        1 => datagram(bytes, draft),
+        2 => fetch(bytes, draft, GroupOrder::Ascending),
+        _ => fetch(bytes, draft, GroupOrder::Descending),
     }
 });

@@ -176,3 +176,148 @@ fn object_datagrams_in_each_draft() {
         Draft::D18
     ));
 }
+
+fn fetched(group: u64, object: u64, subgroup: Option<u64>, priority: u8, len: u64) -> FetchItem {
+    FetchItem::Object(FetchObject {
+        location: Location { group, object },
+        subgroup,
+        priority,
+        payload_len: len,
+        ..FetchObject::default()
+    })
+}
+
+/// Encodes `items` on a fresh stream, checks the bytes, and reads them back.
+fn fetch_vector(items: &[FetchItem], draft: Draft, order: GroupOrder, bytes: &[u8]) {
+    let mut writer = FetchObjects::new(draft, order);
+    let mut out = Vec::new();
+    for item in items {
+        writer.encode(item, &mut out).unwrap();
+    }
+    assert_eq!(out, bytes, "on {draft}");
+    let mut reader = FetchObjects::new(draft, order);
+    let mut buf = bytes;
+    for item in items {
+        assert_eq!(reader.decode(&mut buf).as_ref(), Ok(item), "on {draft}");
+    }
+    assert!(buf.is_empty());
+}
+
+#[test]
+fn draft_14_spells_out_each_fetched_object() {
+    let mut header = Vec::new();
+    FetchHeader { request_id: 2 }
+        .encode(&mut header, Draft::D14)
+        .unwrap();
+    assert_eq!(header, [0x05, 0x02]);
+    fetch_vector(
+        &[fetched(1, 0, Some(0), 128, 2)],
+        Draft::D14,
+        GroupOrder::Ascending,
+        &[0x01, 0x00, 0x00, 0x80, 0x00, 0x02],
+    );
+}
+
+#[test]
+fn later_drafts_say_what_changed_from_the_prior_object() {
+    let items = [
+        fetched(1, 0, Some(0), 128, 2),
+        fetched(1, 1, Some(0), 128, 3),
+        fetched(3, 0, None, 64, 1),
+        FetchItem::EndOfRange {
+            end: Location {
+                group: 5,
+                object: 2,
+            },
+            missing: true,
+        },
+    ];
+    #[rustfmt::skip]
+    let d16 = [
+        0x1c, 0x01, 0x00, 0x80, 0x02, // group, object, priority present; subgroup 0
+        0x00, 0x03,                   // the next object, all else as before
+        0x40, 0x5c, 0x03, 0x00, 0x40, 0x01, // a datagram object in group 3 (flags 0x5c)
+        0x40, 0x8c, 0x05, 0x02,       // End of Non-Existent Range at {5, 2}
+    ];
+    fetch_vector(&items, Draft::D16, GroupOrder::Ascending, &d16);
+    #[rustfmt::skip]
+    let d18 = [
+        0x1c, 0x01, 0x00, 0x80, 0x02,
+        0x00, 0x03,
+        0x5c, 0x01, 0x00, 0x40, 0x01, // group 1 + 1 + 1
+        0x80, 0x8c, 0x01, 0x02,       // group 3 + 1 + 1, object 2
+    ];
+    fetch_vector(&items, Draft::D18, GroupOrder::Ascending, &d18);
+    // Descending: group 5, then 3 (delta 1 the other way).
+    let descending = [fetched(5, 0, Some(1), 1, 1), fetched(3, 0, Some(2), 1, 1)];
+    fetch_vector(
+        &descending,
+        Draft::D18,
+        GroupOrder::Descending,
+        &[0x1f, 0x05, 0x00, 0x01, 0x01, 0x01, 0x0e, 0x01, 0x00, 0x01],
+    );
+}
+
+#[test]
+fn fetch_flags_that_refer_to_nothing_are_refused() {
+    // The first object without its location.
+    let mut reader = FetchObjects::new(Draft::D16, GroupOrder::Ascending);
+    assert_eq!(
+        reader.decode(&mut &[0x10, 0x80, 0x00][..]),
+        Err(DecodeError::InvalidValue(
+            "the first fetch object's location"
+        ))
+    );
+    // The prior subgroup, with no prior object.
+    let mut reader = FetchObjects::new(Draft::D16, GroupOrder::Ascending);
+    assert_eq!(
+        reader.decode(&mut &[0x1d, 0x01, 0x00, 0x80, 0x00][..]),
+        Err(DecodeError::InvalidValue("prior subgroup"))
+    );
+    // Flags of 128 and up that are no End of Range; and a range on 14.
+    let mut reader = FetchObjects::new(Draft::D18, GroupOrder::Ascending);
+    assert_eq!(
+        reader.decode(&mut &[0x80, 0x80][..]),
+        Err(DecodeError::InvalidValue("serialization flags"))
+    );
+    let end = FetchItem::EndOfRange {
+        end: Location::default(),
+        missing: false,
+    };
+    assert_eq!(
+        FetchObjects::new(Draft::D14, GroupOrder::Ascending).encode(&end, &mut Vec::new()),
+        Err(EncodeError::NotInVersion("End of Range"))
+    );
+    // Descending below group 0.
+    let mut reader = FetchObjects::new(Draft::D18, GroupOrder::Descending);
+    let mut buf = &[0x1c, 0x01, 0x00, 0x80, 0x00, 0x0c, 0x05, 0x00, 0x00][..];
+    assert!(reader.decode(&mut buf).is_ok());
+    assert_eq!(
+        reader.decode(&mut buf),
+        Err(DecodeError::InvalidValue("fetch location"))
+    );
+}
+
+#[test]
+fn an_id_past_what_the_draft_can_carry_is_refused() {
+    // Draft 16: object 2^62 − 1, then "the next object".
+    let mut reader = FetchObjects::new(Draft::D16, GroupOrder::Ascending);
+    let mut first = vec![0x1c, 0x01];
+    first.extend_from_slice(&[0xff; 8]);
+    first.extend_from_slice(&[0x80, 0x00]);
+    assert!(reader.decode(&mut &first[..]).is_ok());
+    assert_eq!(
+        reader.decode(&mut &[0x00, 0x00][..]),
+        Err(DecodeError::InvalidValue("fetch location"))
+    );
+    // The same on a subgroup stream.
+    let header = SubgroupHeader::decode(&mut &[0x10, 0x03, 0x05, 0x80][..], Draft::D16).unwrap();
+    let mut objects = SubgroupObjects::new(&header, Draft::D16);
+    let mut first = vec![0xff; 8];
+    first.push(0x01);
+    assert!(objects.decode(&mut &first[..]).is_ok());
+    assert_eq!(
+        objects.decode(&mut &[0x00, 0x01][..]),
+        Err(DecodeError::InvalidValue("object id"))
+    );
+}

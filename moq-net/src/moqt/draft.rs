@@ -172,6 +172,12 @@ impl Draft {
         self >= Draft::D18
     }
 
+    /// On a fetch stream, group and object ids after the first object are deltas, the
+    /// group's in the FETCH's group order (18); on 16 they are absolute.
+    pub fn has_fetch_deltas(self) -> bool {
+        self >= Draft::D18
+    }
+
     /// A track's namespace may have no fields (18); before it, 1 to 32.
     pub fn has_empty_namespace(self) -> bool {
         self >= Draft::D18

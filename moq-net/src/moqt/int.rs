@@ -37,6 +37,17 @@ pub fn write_int<B: BufMut>(
     }
 }
 
+/// The largest integer `draft` carries: 2^62 − 1 before 18, 2^64 − 1 from 18. A value a
+/// decoder computes (an id from a delta) past it is a PROTOCOL_VIOLATION: the sender could
+/// not have written it.
+pub fn max_int(draft: Draft) -> u64 {
+    if draft.has_vi64() {
+        u64::MAX
+    } else {
+        crate::coding::varint::MAX_VARINT
+    }
+}
+
 /// How many bytes [`write_int`] uses for `value` on `draft`.
 pub fn int_len(value: u64, draft: Draft) -> usize {
     if draft.has_vi64() {

@@ -22,10 +22,11 @@
 //!   starts: [`Publish`], [`PublishOk`], [`PublishDone`];
 //! - fetching past objects: [`Fetch`] (with its [`FetchRange`]), [`FetchOk`], [`FetchCancel`];
 //! - the data plane: [`SubgroupHeader`] and the [`SubgroupObjects`] after it, and
-//!   [`ObjectDatagram`], with each object's [`ObjectStatus`] and properties.
+//!   [`ObjectDatagram`], with each object's [`ObjectStatus`] and properties; FETCH's
+//!   stream: [`FetchHeader`] and the [`FetchObjects`] after it.
 //!
-//! This is the first layer of MOQT support: the codec (FETCH's data stream is not written
-//! yet). Sessions do not speak MOQT yet; no ALPN of it is offered or accepted.
+//! This is the first layer of MOQT support: the codec. Sessions do not speak MOQT yet; no
+//! ALPN of it is offered or accepted.
 //!
 //! Decoding is bounded and never panics, as in the moq-lite codec: every length is checked
 //! against the input and against the draft's bound, and [`DecodeError::Short`] means "need
@@ -47,6 +48,7 @@ mod control;
 mod datagram;
 mod draft;
 mod fetch;
+mod fetch_stream;
 mod fields;
 mod filter;
 mod goaway;
@@ -66,6 +68,7 @@ pub use control::{Control, Frame, MAX_PAYLOAD_BYTES};
 pub use datagram::{ObjectDatagram, PADDING_DATAGRAM};
 pub use draft::Draft;
 pub use fetch::{FETCH_OK_PARAMETERS, FETCH_PARAMETERS, Fetch, FetchCancel, FetchOk, FetchRange};
+pub use fetch_stream::{FETCH_HEADER, FetchHeader, FetchItem, FetchObject, FetchObjects};
 pub use fields::{
     Location, MAX_FULL_TRACK_NAME_BYTES, MAX_NAMESPACE_FIELDS, MAX_REASON_BYTES, Namespace,
     read_reason, read_track_name, write_reason, write_track_name,

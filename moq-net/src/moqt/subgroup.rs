@@ -11,7 +11,7 @@ use bytes::{Buf, BufMut};
 
 use super::Draft;
 use super::filter::read_u8;
-use super::int::{read_int, write_int};
+use super::int::{max_int, read_int, write_int};
 use super::object::{ObjectStatus, read_properties, write_properties};
 use super::params::Parameters;
 use crate::coding::{DecodeError, EncodeError};
@@ -176,6 +176,7 @@ impl SubgroupObjects {
             Some(previous) => previous
                 .checked_add(delta)
                 .and_then(|id| id.checked_add(1))
+                .filter(|id| *id <= max_int(draft))
                 .ok_or(DecodeError::InvalidValue("object id"))?,
         };
         let properties = if self.properties {
