@@ -11,10 +11,11 @@
 use libfuzzer_sys::fuzz_target;
 use moqx_net::moqt::{
     ClientSetup, Control, Draft, Fetch, FetchCancel, FetchOk, Frame, GoAway, MaxRequestId,
-    MessageParameters, Namespace, NamespaceAnnounced, Parameters, Publish, PublishDone,
-    PublishNamespace, PublishNamespaceCancel, PublishNamespaceDone, PublishOk, RequestError,
-    RequestOk, RequestUpdate, RequestsBlocked, ServerSetup, Subscribe, SubscribeError,
-    SubscribeNamespace, SubscribeOk, SubscribeTracks, TrackStatus, TrackStatusOk, Unsubscribe,
+    MessageParameters, Namespace, NamespaceAnnounced, Parameters, Publish, PublishBlocked,
+    PublishDone, PublishNamespace, PublishNamespaceCancel, PublishNamespaceDone, PublishOk,
+    RequestError, RequestOk, RequestUpdate, RequestsBlocked, ServerSetup, Subscribe,
+    SubscribeError, SubscribeNamespace, SubscribeOk, SubscribeTracks, TrackStatus, TrackStatusOk,
+    Unsubscribe,
 };
 
 /// Decodes `bytes` as `M`; if that works and it encodes, checks that its encoding is
@@ -58,7 +59,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let draft = Draft::ALL[usize::from(which & 3) % Draft::ALL.len()];
-    match (which >> 2) % 30 {
+    match (which >> 2) % 31 {
         0 => round_trip::<ClientSetup>(bytes, draft),
         1 => round_trip::<ServerSetup>(bytes, draft),
         2 => {
@@ -128,6 +129,7 @@ fuzz_target!(|data: &[u8]| {
         26 => round_trip::<FetchCancel>(bytes, draft),
         27 => round_trip::<TrackStatus>(bytes, draft),
         28 => round_trip::<TrackStatusOk>(bytes, draft),
-        _ => round_trip::<RequestUpdate>(bytes, draft),
+        29 => round_trip::<RequestUpdate>(bytes, draft),
+        _ => round_trip::<PublishBlocked>(bytes, draft),
     }
 });

@@ -232,6 +232,9 @@ impl MessageParameters {
         draft: Draft,
         allowed: &[Param],
     ) -> Result<(), EncodeError> {
+        if draft == Draft::D16 && self.delivery_timeout == Some(Duration::ZERO) {
+            return Err(EncodeError::InvalidValue("DELIVERY_TIMEOUT"));
+        }
         let mut typed = Vec::new();
         for (param, entry) in self.entries() {
             let kind = param
@@ -408,6 +411,10 @@ fn pair_entry(param: Param, value: Value, draft: Draft) -> Result<Entry, DecodeE
         Param::GroupOrder => Entry::Order(GroupOrder::from_value(int(&value)?)?),
         Param::NewGroupRequest => Entry::Int(int(&value)?),
         Param::NamespacePrefix => return Err(DecodeError::InvalidValue(param.name())),
+        // 16: "MUST contain a value greater than 0".
+        Param::DeliveryTimeout if draft == Draft::D16 && int(&value)? == 0 => {
+            return Err(DecodeError::InvalidValue("DELIVERY_TIMEOUT"));
+        }
         _ => Entry::Millis(Duration::from_millis(int(&value)?)),
     })
 }

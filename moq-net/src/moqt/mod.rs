@@ -16,7 +16,8 @@
 //! - replies: [`RequestOk`] and [`RequestError`] (16 on, with 18's [`Redirect`]), and
 //!   draft 14's per-request [`Accepted`] and [`Refused`];
 //! - namespace discovery: [`PublishNamespace`] and how it ends, [`SubscribeNamespace`],
-//!   [`SubscribeTracks`], [`NamespaceAnnounced`] and [`NamespaceDone`];
+//!   [`SubscribeTracks`], [`NamespaceAnnounced`], [`NamespaceDone`] and 18's
+//!   [`PublishBlocked`];
 //! - subscriptions: [`Subscribe`], [`SubscribeOk`], [`RequestUpdate`], [`Unsubscribe`],
 //!   [`TrackStatus`] (and 14's [`TrackStatusOk`]); and those a publisher
 //!   starts: [`Publish`], [`PublishOk`], [`PublishDone`];
@@ -78,22 +79,23 @@ pub use goaway::{GoAway, MAX_GOAWAY_URI_BYTES, MaxRequestId, RequestsBlocked};
 pub use message_params::{MessageParameters, Param};
 pub use namespace::{
     NamespaceAnnounced, NamespaceDone, NamespaceNotice, PUBLISH_NAMESPACE_PARAMETERS, Publication,
-    PublishNamespace, PublishNamespaceCancel, PublishNamespaceDone, SUBSCRIBE_NAMESPACE_PARAMETERS,
-    SubscribeNamespace, SubscribeOptions, SubscribeTracks, UnsubscribeNamespace,
+    PublishBlocked, PublishNamespace, PublishNamespaceCancel, PublishNamespaceDone,
+    SUBSCRIBE_TRACKS_PARAMETERS, SubscribeNamespace, SubscribeOptions, SubscribeTracks,
+    UnsubscribeNamespace, subscribe_namespace_parameters,
 };
 pub use object::{MAX_PROPERTIES_BYTES, ObjectStatus};
 pub use params::{MAX_PARAMETERS, MAX_VALUE_BYTES, Parameter, Parameters, Value};
 pub use publish::{
-    PUBLISH_OK_PARAMETERS, PUBLISH_PARAMETERS, Publish, PublishDone, PublishOk,
-    UNKNOWN_STREAM_COUNT,
+    PUBLISH_OK_PARAMETERS, Publish, PublishDone, PublishOk, UNKNOWN_STREAM_COUNT,
+    publish_parameters,
 };
 pub use reply::{
     Accepted, FetchError, PublishError, PublishNamespaceError, PublishNamespaceOk, REDIRECT,
-    REQUEST_OK_PARAMETERS, Redirect, Refused, RequestError, RequestOk, SubscribeError,
-    SubscribeNamespaceError, SubscribeNamespaceOk, TrackStatusError,
+    Redirect, Refused, RequestError, RequestOk, SubscribeError, SubscribeNamespaceError,
+    SubscribeNamespaceOk, TrackStatusError, request_ok_parameters,
 };
 pub use setup::{ClientSetup, MAX_SETUP_VERSIONS, ServerSetup, SetupOptions};
-pub use subgroup::{SubgroupHeader, SubgroupId, SubgroupObject, SubgroupObjects};
+pub use subgroup::{PADDING_STREAM, SubgroupHeader, SubgroupId, SubgroupObject, SubgroupObjects};
 pub use subscribe::{
     DEFAULT_SUBSCRIBER_PRIORITY, REQUEST_UPDATE_PARAMETERS, RequestUpdate, SUBSCRIBE_PARAMETERS,
     Subscribe, SubscribeOk, TrackAccepted, TrackRequest, TrackStatus, TrackStatusOk, Unsubscribe,

@@ -2,11 +2,11 @@
 //! it ends, a subscriber's SUBSCRIBE_NAMESPACE (and 18's SUBSCRIBE_TRACKS), and the
 //! NAMESPACE / NAMESPACE_DONE a subscriber hears back (16 on).
 
-use bytes::{Buf, BufMut};
+use bytes::{Buf, BufMut, Bytes};
 
 use super::Draft;
 use super::control::Control;
-use super::fields::{Namespace, read_reason, write_reason};
+use super::fields::{Namespace, read_reason, read_track_name, write_reason, write_track_name};
 use super::int::{read_int, write_int};
 use super::message_params::{MessageParameters, Param};
 use crate::coding::{DecodeError, EncodeError};
@@ -14,8 +14,18 @@ use crate::coding::{DecodeError, EncodeError};
 /// The parameters PUBLISH_NAMESPACE may carry.
 pub const PUBLISH_NAMESPACE_PARAMETERS: &[Param] = &[Param::AuthorizationToken];
 
-/// The parameters SUBSCRIBE_NAMESPACE and SUBSCRIBE_TRACKS may carry.
-pub const SUBSCRIBE_NAMESPACE_PARAMETERS: &[Param] = &[Param::AuthorizationToken, Param::Forward];
+/// The parameters SUBSCRIBE_NAMESPACE may carry on `draft` (FORWARD on 16, where it may
+/// ask for PUBLISHes; 18 moved those to SUBSCRIBE_TRACKS).
+pub fn subscribe_namespace_parameters(draft: Draft) -> &'static [Param] {
+    if draft.has_request_streams() {
+        &[Param::AuthorizationToken]
+    } else {
+        &[Param::AuthorizationToken, Param::Forward]
+    }
+}
+
+/// The parameters SUBSCRIBE_TRACKS may carry (18).
+pub const SUBSCRIBE_TRACKS_PARAMETERS: &[Param] = &[Param::AuthorizationToken, Param::Forward];
 
 /// PUBLISH_NAMESPACE (`0x06`, every draft): the sender publishes tracks under `namespace`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -199,7 +209,7 @@ impl Control for SubscribeNamespace {
             (false, None) => {}
         }
         self.parameters
-            .encode(buf, draft, SUBSCRIBE_NAMESPACE_PARAMETERS)
+            .encode(buf, draft, subscribe_namespace_parameters(draft))
     }
 
     fn decode_payload<B: Buf>(buf: &mut B, draft: Draft) -> Result<Self, DecodeError> {
@@ -219,7 +229,11 @@ impl Control for SubscribeNamespace {
             request_id,
             prefix,
             options,
-            parameters: MessageParameters::decode(buf, draft, SUBSCRIBE_NAMESPACE_PARAMETERS)?,
+            parameters: MessageParameters::decode(
+                buf,
+                draft,
+                subscribe_namespace_parameters(draft),
+            )?,
         })
     }
 }
@@ -273,14 +287,14 @@ impl Control for SubscribeTracks {
         write_int(buf, self.request_id, draft, "request id")?;
         self.prefix.encode(buf, draft)?;
         self.parameters
-            .encode(buf, draft, SUBSCRIBE_NAMESPACE_PARAMETERS)
+            .encode(buf, draft, SUBSCRIBE_TRACKS_PARAMETERS)
     }
 
     fn decode_payload<B: Buf>(buf: &mut B, draft: Draft) -> Result<Self, DecodeError> {
         Ok(Self {
             request_id: read_int(buf, draft)?,
             prefix: Namespace::decode_prefix(buf, draft)?,
-            parameters: MessageParameters::decode(buf, draft, SUBSCRIBE_NAMESPACE_PARAMETERS)?,
+            parameters: MessageParameters::decode(buf, draft, SUBSCRIBE_TRACKS_PARAMETERS)?,
         })
     }
 }
@@ -316,5 +330,34 @@ impl<const TYPE: u64> Control for NamespaceNotice<TYPE> {
         Ok(Self {
             suffix: Namespace::decode_prefix(buf, draft)?,
         })
+    }
+}
+
+/// PUBLISH_BLOCKED (`0x0F`, 18): on a SUBSCRIBE_TRACKS stream, a track under the prefix
+/// exists but the publisher cannot PUBLISH it now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PublishBlocked {
+    /// The track's namespace fields after the prefix.
+    pub suffix: Namespace,
+    /// The track's name.
+    pub name: Bytes,
+}
+
+impl Control for PublishBlocked {
+    const NAME: &'static str = "PUBLISH_BLOCKED";
+
+    fn message_type(draft: Draft) -> Option<u64> {
+        draft.has_request_streams().then_some(0x0f)
+    }
+
+    fn encode_payload<B: BufMut>(&self, buf: &mut B, draft: Draft) -> Result<(), EncodeError> {
+        self.suffix.encode(buf, draft)?;
+        write_track_name(buf, &self.name, draft, &self.suffix)
+    }
+
+    fn decode_payload<B: Buf>(buf: &mut B, draft: Draft) -> Result<Self, DecodeError> {
+        let suffix = Namespace::decode_prefix(buf, draft)?;
+        let name = read_track_name(buf, draft, &suffix)?;
+        Ok(Self { suffix, name })
     }
 }

@@ -13,7 +13,7 @@ use super::control::Control;
 use super::fields::{
     Location, Namespace, read_reason, read_track_name, write_reason, write_track_name,
 };
-use super::filter::{Filter, GroupOrder, read_flag, read_optional_order, read_u8};
+use super::filter::{Filter, GroupOrder, read_flag, read_u8};
 use super::int::{read_int, write_int};
 use super::message_params::{MessageParameters, Param};
 use super::params::Parameters;
@@ -24,15 +24,23 @@ use crate::coding::{DecodeError, EncodeError};
 /// PUBLISH_DONE's Stream Count when the publisher cannot say (14, 16: 2^62 − 1).
 pub const UNKNOWN_STREAM_COUNT: u64 = (1 << 62) - 1;
 
-/// The parameters PUBLISH may carry (each where its draft defines it).
-pub const PUBLISH_PARAMETERS: &[Param] = &[
-    Param::DeliveryTimeout,
-    Param::AuthorizationToken,
-    Param::MaxCacheDuration,
-    Param::Expires,
-    Param::LargestObject,
-    Param::Forward,
-];
+/// The parameters PUBLISH may carry on `draft`.
+pub fn publish_parameters(draft: Draft) -> &'static [Param] {
+    if draft.has_subscription_parameters() {
+        &[
+            Param::AuthorizationToken,
+            Param::Expires,
+            Param::LargestObject,
+            Param::Forward,
+        ]
+    } else {
+        &[
+            Param::DeliveryTimeout,
+            Param::AuthorizationToken,
+            Param::MaxCacheDuration,
+        ]
+    }
+}
 
 /// The parameters PUBLISH_OK may carry (14, 16).
 pub const PUBLISH_OK_PARAMETERS: &[Param] = &[
@@ -81,7 +89,8 @@ impl Control for Publish {
             if self.group_order.is_some() {
                 return Err(EncodeError::NotInVersion("PUBLISH group order"));
             }
-            self.parameters.encode(buf, draft, PUBLISH_PARAMETERS)?;
+            self.parameters
+                .encode(buf, draft, publish_parameters(draft))?;
             return write_properties(buf, &self.properties, draft, true);
         }
         let mut rest = self.parameters.clone();
@@ -97,7 +106,7 @@ impl Control for Publish {
             None => buf.put_u8(0),
         }
         buf.put_u8(u8::from(rest.forward.take().unwrap_or(true)));
-        rest.encode(buf, draft, PUBLISH_PARAMETERS)?;
+        rest.encode(buf, draft, publish_parameters(draft))?;
         write_properties(buf, &self.properties, draft, false)
     }
 
@@ -113,7 +122,7 @@ impl Control for Publish {
                 name,
                 track_alias,
                 group_order: None,
-                parameters: MessageParameters::decode(buf, draft, PUBLISH_PARAMETERS)?,
+                parameters: MessageParameters::decode(buf, draft, publish_parameters(draft))?,
                 properties: read_properties(buf, draft, true)?,
             });
         }
@@ -133,7 +142,7 @@ impl Control for Publish {
             parameters: MessageParameters {
                 largest_object: largest,
                 forward: Some(forward),
-                ..MessageParameters::decode(buf, draft, PUBLISH_PARAMETERS)?
+                ..MessageParameters::decode(buf, draft, publish_parameters(draft))?
             },
             properties: Parameters::default(),
         })
@@ -141,8 +150,8 @@ impl Control for Publish {
 }
 
 /// PUBLISH_OK (`0x1E`, 14 and 16): the subscriber accepts a PUBLISH, with its forward
-/// state, priority, group order and filter (fields on 14, parameters on 16). On 18 it is a
-/// REQUEST_OK.
+/// state, priority, group order and filter (fields on 14, where the group order must be
+/// given; parameters on 16). On 18 it is a REQUEST_OK.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PublishOk {
     /// The PUBLISH answered.
@@ -170,7 +179,12 @@ impl Control for PublishOk {
                 .take()
                 .unwrap_or(DEFAULT_SUBSCRIBER_PRIORITY),
         );
-        buf.put_u8(rest.group_order.take().map_or(0, GroupOrder::value));
+        // 14's PUBLISH_OK has no "the publisher's order": 0 is a protocol error there.
+        let order = rest
+            .group_order
+            .take()
+            .ok_or(EncodeError::InvalidValue("PUBLISH_OK group order"))?;
+        buf.put_u8(order.value());
         rest.filter
             .take()
             .unwrap_or(Filter::AbsoluteStart(Location::default()))
@@ -188,14 +202,14 @@ impl Control for PublishOk {
         }
         let forward = read_flag(buf, "forward")?;
         let priority = read_u8(buf)?;
-        let group_order = read_optional_order(buf)?;
+        let group_order = GroupOrder::from_value(u64::from(read_u8(buf)?))?;
         let filter = Filter::decode(buf, draft)?;
         Ok(Self {
             request_id,
             parameters: MessageParameters {
                 forward: Some(forward),
                 subscriber_priority: Some(priority),
-                group_order,
+                group_order: Some(group_order),
                 filter: Some(filter),
                 ..MessageParameters::decode(buf, draft, PUBLISH_OK_PARAMETERS)?
             },

@@ -20,21 +20,28 @@ use crate::coding::{DecodeError, EncodeError};
 /// REQUEST_ERROR's code that carries a [`Redirect`] (18).
 pub const REDIRECT: u64 = 0x34;
 
-/// The parameters REQUEST_OK may carry: those of every reply it stands for (PUBLISH_OK on
-/// 18, and the answers to REQUEST_UPDATE, TRACK_STATUS, SUBSCRIBE_NAMESPACE and
-/// PUBLISH_NAMESPACE). Which of them fit the request answered is the session's to check: the
-/// codec reads a REQUEST_OK without knowing the request.
-pub const REQUEST_OK_PARAMETERS: &[Param] = &[
-    Param::DeliveryTimeout,
-    Param::SubgroupDeliveryTimeout,
-    Param::Expires,
-    Param::LargestObject,
-    Param::Forward,
-    Param::SubscriberPriority,
-    Param::Filter,
-    Param::GroupOrder,
-    Param::NewGroupRequest,
-];
+/// The parameters REQUEST_OK may carry on `draft`. On 16 it answers REQUEST_UPDATE,
+/// TRACK_STATUS, SUBSCRIBE_NAMESPACE and PUBLISH_NAMESPACE; on 18 also PUBLISH (as
+/// PUBLISH_OK), so the list is that of every reply it stands for. Which of them fit the
+/// request answered is the session's to check: the codec reads a REQUEST_OK without
+/// knowing the request.
+pub fn request_ok_parameters(draft: Draft) -> &'static [Param] {
+    if draft.has_request_streams() {
+        &[
+            Param::DeliveryTimeout,
+            Param::SubgroupDeliveryTimeout,
+            Param::Expires,
+            Param::LargestObject,
+            Param::Forward,
+            Param::SubscriberPriority,
+            Param::Filter,
+            Param::GroupOrder,
+            Param::NewGroupRequest,
+        ]
+    } else {
+        &[Param::Expires, Param::LargestObject]
+    }
+}
 
 /// REQUEST_OK (`0x07`, 16 on): the request succeeded. It answers REQUEST_UPDATE,
 /// TRACK_STATUS, SUBSCRIBE_NAMESPACE and PUBLISH_NAMESPACE (and PUBLISH on 18).
@@ -57,14 +64,15 @@ impl Control for RequestOk {
 
     fn encode_payload<B: BufMut>(&self, buf: &mut B, draft: Draft) -> Result<(), EncodeError> {
         write_reply_id(buf, self.request_id, draft)?;
-        self.parameters.encode(buf, draft, REQUEST_OK_PARAMETERS)?;
+        self.parameters
+            .encode(buf, draft, request_ok_parameters(draft))?;
         write_properties(buf, &self.properties, draft, draft.has_reply_properties())
     }
 
     fn decode_payload<B: Buf>(buf: &mut B, draft: Draft) -> Result<Self, DecodeError> {
         Ok(Self {
             request_id: read_reply_id(buf, draft)?,
-            parameters: MessageParameters::decode(buf, draft, REQUEST_OK_PARAMETERS)?,
+            parameters: MessageParameters::decode(buf, draft, request_ok_parameters(draft))?,
             properties: read_properties(buf, draft, draft.has_reply_properties())?,
         })
     }

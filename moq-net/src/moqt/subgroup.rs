@@ -16,6 +16,9 @@ use super::object::{ObjectStatus, read_properties, write_properties};
 use super::params::Parameters;
 use crate::coding::{DecodeError, EncodeError};
 
+/// The type of a padding stream (18): its bytes after the type are to be dropped.
+pub const PADDING_STREAM: u64 = 0x132b_3e28;
+
 /// How a SUBGROUP_HEADER gives its subgroup id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SubgroupId {

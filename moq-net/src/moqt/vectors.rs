@@ -598,6 +598,7 @@ fn publish_ok_and_publish_done() {
         parameters: MessageParameters {
             forward: Some(true),
             subscriber_priority: Some(128),
+            group_order: Some(GroupOrder::Ascending),
             filter: Some(Filter::LargestObject),
             ..MessageParameters::default()
         },
@@ -605,12 +606,20 @@ fn publish_ok_and_publish_done() {
     vector(
         &accept,
         Draft::D14,
-        &[0x1e, 0x00, 0x06, 0x01, 0x01, 0x80, 0x00, 0x02, 0x00],
+        &[0x1e, 0x00, 0x06, 0x01, 0x01, 0x80, 0x01, 0x02, 0x00],
+    );
+    // 14's PUBLISH_OK has no "publisher's order" (0).
+    assert_eq!(
+        PublishOk::decode(
+            &mut &[0x1e, 0x00, 0x06, 0x01, 0x01, 0x80, 0x00, 0x02, 0x00][..],
+            Draft::D14
+        ),
+        Err(DecodeError::InvalidValue("group order"))
     );
     #[rustfmt::skip]
     let d16 = [
-        0x1e, 0x00, 0x0a, 0x01,
-        0x03, 0x10, 0x01, 0x10, 0x40, 0x80, 0x01, 0x01, 0x02,
+        0x1e, 0x00, 0x0c, 0x01,
+        0x04, 0x10, 0x01, 0x10, 0x40, 0x80, 0x01, 0x01, 0x02, 0x01, 0x01,
     ];
     vector(&accept, Draft::D16, &d16);
     // On 18 a PUBLISH is accepted with REQUEST_OK.
@@ -860,5 +869,70 @@ fn request_update_and_draft_14_s_subscribe_update() {
     assert_eq!(
         pause.to_vec(Draft::D14),
         Err(EncodeError::InvalidValue("SUBSCRIBE_UPDATE range"))
+    );
+}
+
+#[test]
+fn each_message_allows_the_parameters_its_draft_lists() {
+    // A delivery timeout is a PUBLISH parameter on 14 only.
+    let timed = Publish {
+        group_order: None,
+        parameters: MessageParameters {
+            delivery_timeout: Some(std::time::Duration::from_secs(1)),
+            ..MessageParameters::default()
+        },
+        ..offer()
+    };
+    assert_eq!(
+        timed.to_vec(Draft::D18),
+        Err(EncodeError::NotInVersion("DELIVERY_TIMEOUT"))
+    );
+    // FORWARD: SUBSCRIBE_NAMESPACE on 16, SUBSCRIBE_TRACKS (not SUBSCRIBE_NAMESPACE) on 18.
+    let forward = MessageParameters {
+        forward: Some(true),
+        ..MessageParameters::default()
+    };
+    let namespaces = SubscribeNamespace {
+        request_id: 4,
+        prefix: room(),
+        options: None,
+        parameters: forward.clone(),
+    };
+    assert_eq!(
+        namespaces.to_vec(Draft::D18),
+        Err(EncodeError::NotInVersion("FORWARD"))
+    );
+    let tracks = SubscribeTracks {
+        request_id: 4,
+        prefix: room(),
+        parameters: forward,
+    };
+    assert!(tracks.to_vec(Draft::D18).is_ok());
+    // 16: a DELIVERY_TIMEOUT of 0 closes the session.
+    assert_eq!(
+        Subscribe::decode(
+            &mut &b"\x03\x00\x0f\x00\x01\x04room\x04chat\x01\x02\x00"[..],
+            Draft::D16
+        ),
+        Err(DecodeError::InvalidValue("DELIVERY_TIMEOUT"))
+    );
+    // REQUEST_OK on 16 answers no PUBLISH: FORWARD is ignored there.
+    let ok = RequestOk::decode(
+        &mut &[0x07, 0x00, 0x04, 0x02, 0x01, 0x10, 0x01][..],
+        Draft::D16,
+    );
+    assert_eq!(ok.map(|ok| ok.parameters.forward), Ok(None));
+}
+
+#[test]
+fn publish_blocked_names_a_track_under_the_prefix() {
+    let blocked = PublishBlocked {
+        suffix: Namespace::from_strs(["alice"]),
+        name: Bytes::from_static(b"chat"),
+    };
+    vector(&blocked, Draft::D18, b"\x0f\x00\x0c\x01\x05alice\x04chat");
+    assert_eq!(
+        blocked.to_vec(Draft::D16),
+        Err(EncodeError::NotInVersion("PUBLISH_BLOCKED"))
     );
 }
