@@ -104,4 +104,6 @@ pub use subscribe::{
 #[cfg(test)]
 mod data_vectors;
 #[cfg(test)]
+mod track_vectors;
+#[cfg(test)]
 mod vectors;
