@@ -13,7 +13,7 @@ use super::Draft;
 use super::fields::Location;
 use super::filter::{GroupOrder, read_u8};
 use super::int::{max_int, read_int, write_int};
-use super::object::{ObjectStatus, read_properties, write_properties};
+use super::object::{ObjectStatus, read_payload_status, read_properties, write_properties};
 use super::params::Parameters;
 use crate::coding::{DecodeError, EncodeError};
 
@@ -236,15 +236,7 @@ impl FetchObjects {
         let object = read_int(buf, draft)?;
         let priority = read_u8(buf)?;
         let properties = read_properties(buf, draft)?;
-        let payload_len = read_int(buf, draft)?;
-        let status = if payload_len == 0 {
-            ObjectStatus::decode(buf, draft)?
-        } else {
-            ObjectStatus::Normal
-        };
-        if !properties.0.is_empty() && !status.allows_properties(draft) {
-            return Err(DecodeError::InvalidValue("properties on a status object"));
-        }
+        let (payload_len, status) = read_payload_status(buf, draft, &properties)?;
         Ok(FetchObject {
             location: Location { group, object },
             subgroup: Some(subgroup),

@@ -67,6 +67,25 @@ impl ObjectStatus {
     }
 }
 
+/// Reads `Object Payload Length` and, for an empty object, its `Object Status`; checks that
+/// an object of that status may carry `properties`.
+pub(crate) fn read_payload_status<B: Buf>(
+    buf: &mut B,
+    draft: Draft,
+    properties: &Parameters,
+) -> Result<(u64, ObjectStatus), DecodeError> {
+    let payload_len = read_int(buf, draft)?;
+    let status = if payload_len == 0 {
+        ObjectStatus::decode(buf, draft)?
+    } else {
+        ObjectStatus::Normal
+    };
+    if !properties.0.is_empty() && !status.allows_properties(draft) {
+        return Err(DecodeError::InvalidValue("properties on a status object"));
+    }
+    Ok((payload_len, status))
+}
+
 /// Reads `Properties Length` and the Key-Value-Pairs within it.
 pub(crate) fn read_properties<B: Buf>(
     buf: &mut B,

@@ -12,7 +12,7 @@ use bytes::{Buf, BufMut};
 use super::Draft;
 use super::filter::read_u8;
 use super::int::{max_int, read_int, write_int};
-use super::object::{ObjectStatus, read_properties, write_properties};
+use super::object::{ObjectStatus, read_payload_status, read_properties, write_properties};
 use super::params::Parameters;
 use crate::coding::{DecodeError, EncodeError};
 
@@ -187,15 +187,7 @@ impl SubgroupObjects {
         } else {
             Parameters::default()
         };
-        let payload_len = read_int(buf, draft)?;
-        let status = if payload_len == 0 {
-            ObjectStatus::decode(buf, draft)?
-        } else {
-            ObjectStatus::Normal
-        };
-        if !properties.0.is_empty() && !status.allows_properties(draft) {
-            return Err(DecodeError::InvalidValue("properties on a status object"));
-        }
+        let (payload_len, status) = read_payload_status(buf, draft, &properties)?;
         self.previous = Some(id);
         Ok(SubgroupObject {
             id,

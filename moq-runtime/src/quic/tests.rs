@@ -39,8 +39,8 @@ fn pump(from: &QuicConnection, to: &QuicConnection) {
     }
 }
 
-/// A client and a server connection, handshake done, over raw QUIC.
-fn pair() -> (QuicConnection, QuicConnection) {
+/// A client and a server connection over raw QUIC, before their handshake.
+fn unconnected() -> (QuicConnection, QuicConnection) {
     let certificate = Certificate::self_signed(&["localhost".into()]).unwrap();
     let limits = QuicLimits::default();
     let versions = [Version::Lite05];
@@ -68,6 +68,12 @@ fn pair() -> (QuicConnection, QuicConnection) {
         )
         .unwrap(),
     );
+    (client, server)
+}
+
+/// A client and a server connection, handshake done, over raw QUIC.
+fn pair() -> (QuicConnection, QuicConnection) {
+    let (client, server) = unconnected();
     for _ in 0..10 {
         pump(&client, &server);
         pump(&server, &client);
@@ -164,33 +170,7 @@ fn a_streams_bookkeeping_goes_with_its_last_handle() {
 
 #[test]
 fn the_handshake_wakes_its_waiter_once_it_completes() {
-    let certificate = Certificate::self_signed(&["localhost".into()]).unwrap();
-    let limits = QuicLimits::default();
-    let versions = [Version::Lite05];
-    let (client_address, server_address) = (
-        "127.0.0.1:4000".parse().unwrap(),
-        "127.0.0.1:4433".parse().unwrap(),
-    );
-    let client = QuicConnection::new(
-        quiche::connect(
-            Some("localhost"),
-            &quiche::ConnectionId::from_ref(&[5; 16]),
-            client_address,
-            server_address,
-            &mut client_config(Binding::Quic, &versions, false, &limits).unwrap(),
-        )
-        .unwrap(),
-    );
-    let server = QuicConnection::new(
-        quiche::accept(
-            &quiche::ConnectionId::from_ref(&[6; 16]),
-            None,
-            server_address,
-            client_address,
-            &mut server_config(&certificate, &limits, &versions).unwrap(),
-        )
-        .unwrap(),
-    );
+    let (client, server) = unconnected();
     let (wakes, waiter) = counting();
     assert!(client.poll_established(&waiter).is_pending());
     for _ in 0..10 {
