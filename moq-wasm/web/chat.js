@@ -44,9 +44,33 @@ const chat = {
 };
 window.chat = chat;
 
-/** Microseconds on a clock every page of this browser shares (Unix time, high resolution). */
+// Where `performance.now()` sits in Unix time, in milliseconds: see `nowMicros`.
+let unixOffsetMs = -Infinity;
+
+/**
+ * Microseconds of Unix time at `performance.now()`'s resolution, on the clock every page and
+ * every native client on this machine reads: the system's wall clock.
+ *
+ * `performance.timeOrigin` is not that clock: Chromium fixes each renderer process's map from
+ * its monotonic clock to Unix time once, when the process starts, so two pages in two
+ * processes disagree by however far the wall clock moved against the monotonic one between
+ * their starts (NTP slewing, a stepped or resumed VM, a preemption between the two reads):
+ * often more than a loopback message takes, which made cross-page latencies negative.
+ * `Date.now()` reads the wall clock on every call but in whole milliseconds, so each call
+ * takes a sample of the offset between the two clocks (`Date.now() - performance.now()`,
+ * never above the true offset, since `Date.now()` rounds down) and keeps the largest since
+ * the wall clock last stepped: after a few calls it is within a few microseconds of the
+ * wall clock, with the monotonic clock's resolution. A sample more than a millisecond below
+ * the estimate means the wall clock went back (rounding alone never takes a sample that
+ * far below): start again from it.
+ */
 function nowMicros() {
-  return Math.round((performance.timeOrigin + performance.now()) * 1000);
+  // The wall clock first: a sample read in this order is never above the true offset.
+  const wallMs = Date.now();
+  const monotonicMs = performance.now();
+  const sample = wallMs - monotonicMs;
+  if (sample > unixOffsetMs || sample < unixOffsetMs - 1) unixOffsetMs = sample;
+  return Math.round((unixOffsetMs + monotonicMs) * 1000);
 }
 
 const $ = (id) => document.getElementById(id);
