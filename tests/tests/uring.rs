@@ -112,7 +112,7 @@ impl Harness for UringHarness {
                 self.certificate.clone(),
                 server,
             );
-            server_config.versions = moqx_net::coding::Version::ALL.to_vec();
+            server_config.versions = moqx_net::coding::Version::LITE.to_vec();
             server_config
         };
         if let Some(bytes) = self.server_send_buffer {

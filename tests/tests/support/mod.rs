@@ -198,7 +198,7 @@ impl Harness for TokioHarness {
                 self.certificate.clone(),
                 server,
             );
-            server_config.versions = Version::ALL.to_vec();
+            server_config.versions = Version::LITE.to_vec();
             server_config
         };
         let versions = vec![client.version];
