@@ -6,7 +6,9 @@
 //! [`DecodeError`](crate::coding::DecodeError) maps to [`Error::Decode`] (or to the more
 //! specific code the spec names, such as `BoundsExceeded`).
 
-/// An error of the MoQ layer. Each variant has exactly one wire code ([`Error::to_code`]).
+/// An error of the MoQ layer. Each variant has exactly one moq-lite wire code
+/// ([`Error::to_code`]) and one moq-transport termination code
+/// ([`Error::to_termination`](crate::moqt::Termination)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -91,6 +93,14 @@ pub enum Error {
     /// No route to the requested broadcast without a loop (code 30).
     #[error("unroutable")]
     Unroutable,
+    /// A moq-transport request id of the wrong parity, out of sequence or used twice (MOQT
+    /// termination 0x4; moq-lite has no request ids: code 15, a protocol violation).
+    #[error("invalid request id")]
+    InvalidRequestId,
+    /// A moq-transport request past the request ids the peer was granted (MOQT termination
+    /// 0x7 on drafts 14 and 16; code 11 on moq-lite, bounds exceeded).
+    #[error("too many requests")]
+    TooManyRequests,
     /// An application-defined error; on the wire `64 + code`.
     #[error("application error {0}")]
     App(u16),
@@ -130,6 +140,8 @@ impl Error {
             Self::UnknownAlpn => 21,
             Self::TimestampMismatch => 29,
             Self::Unroutable => 30,
+            Self::InvalidRequestId => 15,
+            Self::TooManyRequests => 11,
             Self::App(code) => 64 + u64::from(code),
             Self::Remote(code) => code,
         }

@@ -12,6 +12,8 @@
 //! - [`Location`], [`Namespace`], track names and reason phrases, with their bounds;
 //! - [`Control`] and [`Frame`]: control message framing (`Type`, `Length (16)`, payload);
 //! - [`ClientSetup`] and [`ServerSetup`] with their [`SetupOptions`];
+//! - [`Termination`]: the session termination codes, and [`Error`](crate::Error)'s one
+//!   mapping to them;
 //! - [`GoAway`], and request-id flow control: [`MaxRequestId`], [`RequestsBlocked`];
 //! - replies: [`RequestOk`] and [`RequestError`] (16 on, with 18's [`Redirect`]), and
 //!   draft 14's per-request [`Accepted`] and [`Refused`];
@@ -26,8 +28,10 @@
 //!   [`ObjectDatagram`], with each object's [`ObjectStatus`] and properties; FETCH's
 //!   stream: [`FetchHeader`] and the [`FetchObjects`] after it.
 //!
-//! This is the first layer of MOQT support: the codec. Sessions do not speak MOQT yet; no
-//! ALPN of it is offered or accepted.
+//! This is the first layer of MOQT support: the codec. The session machine
+//! ([`crate::session`], with a [`Version::MOQT`](crate::coding::Version::MOQT) version)
+//! runs the control streams, SETUP, GOAWAY and request ids on it; serving requests comes
+//! next.
 //!
 //! Decoding is bounded and never panics, as in the moq-lite codec: every length is checked
 //! against the input and against the draft's bound, and [`DecodeError::Short`] means "need
@@ -62,6 +66,7 @@ mod reply;
 mod setup;
 mod subgroup;
 mod subscribe;
+mod termination;
 
 pub mod int;
 
@@ -100,6 +105,7 @@ pub use subscribe::{
     DEFAULT_SUBSCRIBER_PRIORITY, REQUEST_UPDATE_PARAMETERS, RequestUpdate, SUBSCRIBE_PARAMETERS,
     Subscribe, SubscribeOk, TrackAccepted, TrackRequest, TrackStatus, TrackStatusOk, Unsubscribe,
 };
+pub use termination::Termination;
 
 #[cfg(test)]
 mod data_vectors;
