@@ -145,6 +145,13 @@ impl Draft {
         self >= Draft::D16
     }
 
+    /// SUBSCRIBE_NAMESPACE opens a bidirectional stream of its own, where its replies and
+    /// namespaces travel (16; 18 does so for every request). On 14 it is a control
+    /// message like any other.
+    pub fn has_subscribe_namespace_stream(self) -> bool {
+        self != Draft::D14
+    }
+
     /// REQUEST_ERROR may carry a Redirect, under code REDIRECT (18).
     pub fn has_redirect(self) -> bool {
         self >= Draft::D18

@@ -7,8 +7,8 @@ use std::task::Waker;
 
 use super::SessionConfig;
 use super::Side;
-use super::machine::{Open, Spawn};
 use super::remote::RemoteBroadcasts;
+use super::task::{Open, Spawn};
 use crate::Error;
 use crate::coding::{Setup, Version};
 use crate::id_map::IdMap;
@@ -67,6 +67,8 @@ pub(crate) struct Context {
     pub(crate) receiving_group_bytes: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// The peer's announce streams being served now (against `max_announce_requests`).
     pub(crate) announce_requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// A moq-transport session's own state; `None` on moq-lite.
+    pub(crate) moqt: Option<super::moqt::MoqtState>,
 }
 
 /// Where one subscription's group streams go.

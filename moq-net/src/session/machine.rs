@@ -30,14 +30,13 @@ const OPEN_GROUP_SLACK: usize = 64;
 /// once drained.
 const OPENS_KEPT: usize = 32;
 
-use super::announce::AnnounceServe;
 pub(crate) use super::context::{Context, Ending, Linger, Route};
 use super::discover::AnnounceDiscover;
+use super::moqt::{self, ControlStream, MoqtBidiIncoming, MoqtState, MoqtUniIncoming};
 use super::own_wake::OwnWake;
-use super::publisher::{FetchServe, GroupWrite, SubscribeServe, TrackServe};
 use super::remote::RemoteBroadcasts;
-use super::setup::{BidiIncoming, GoAwayRecv, GoAwaySend, SetupRead, SetupSend, UniIncoming};
-use super::subscriber::{BroadcastRequests, GroupRead, SubscribePlan, SubscribeRemote, TrackQuery};
+use super::setup::{BidiIncoming, GoAwaySend, SetupSend, UniIncoming};
+pub(crate) use super::task::{Open, Spawn, Step, Task};
 use super::tasks::TaskSet;
 use super::{SessionConfig, Shared, Side};
 use crate::Error;
@@ -87,67 +86,6 @@ pub struct SessionMachine<R: Runtime> {
     open_group_count: usize,
 }
 
-/// A stream a sub-machine wants opened, with what its own sub-machine will need.
-pub(crate) enum Open {
-    Setup,
-    GoAway(String),
-    Group(GroupWrite<()>),
-    AnnounceDiscover(AnnounceDiscover<(), ()>),
-    TrackQuery(TrackQuery<(), ()>),
-    Subscribe(SubscribePlan),
-}
-
-impl Open {
-    fn is_uni(&self) -> bool {
-        matches!(self, Open::Setup | Open::Group(_))
-    }
-
-    fn is_group(&self) -> bool {
-        matches!(self, Open::Group(_))
-    }
-
-    /// Whether this starts a new exchange with the peer (as opposed to continuing one).
-    fn is_new_request(&self) -> bool {
-        matches!(
-            self,
-            Open::AnnounceDiscover(_) | Open::TrackQuery(_) | Open::Subscribe(_)
-        )
-    }
-}
-
-/// A sub-machine that needs no stream of its own.
-pub(crate) enum Spawn {
-    BroadcastRequests(BroadcastRequests),
-}
-
-/// One sub-machine.
-pub(crate) enum Task<T: transport::Session> {
-    SetupSend(SetupSend<T::SendStream>),
-    GoAwaySend(GoAwaySend<T::SendStream, T::RecvStream>),
-    GoAwayRecv(GoAwayRecv<T::RecvStream>),
-    SetupRead(SetupRead<T::RecvStream>),
-    UniIncoming(UniIncoming<T::RecvStream>),
-    BidiIncoming(BidiIncoming<T::SendStream, T::RecvStream>),
-    AnnounceServe(AnnounceServe<T::SendStream, T::RecvStream>),
-    TrackServe(TrackServe<T::SendStream, T::RecvStream>),
-    SubscribeServe(SubscribeServe<T::SendStream, T::RecvStream>),
-    FetchServe(FetchServe<T::SendStream, T::RecvStream>),
-    GroupWrite(GroupWrite<T::SendStream>),
-    AnnounceDiscover(AnnounceDiscover<T::SendStream, T::RecvStream>),
-    BroadcastRequests(BroadcastRequests),
-    TrackQuery(TrackQuery<T::SendStream, T::RecvStream>),
-    SubscribeRemote(SubscribeRemote<T::SendStream, T::RecvStream>),
-    GroupRead(GroupRead<T::RecvStream>),
-}
-
-/// What polling a sub-machine led to.
-pub(crate) enum Step<T: transport::Session> {
-    /// It finished.
-    Done,
-    /// It became another sub-machine on the same stream(s) (after reading a stream type).
-    Become(Box<Task<T>>),
-}
-
 impl<R: Runtime> SessionMachine<R> {
     pub(crate) fn new(
         runtime: R,
@@ -184,6 +122,10 @@ impl<R: Runtime> SessionMachine<R> {
             expires_at: config
                 .valid_for
                 .and_then(|valid_for| runtime.now().checked_add(valid_for)),
+            moqt: config
+                .version
+                .draft()
+                .map(|draft| MoqtState::new(draft, side, &config)),
             config,
         };
         // With an authorization hook, a server learns what it may serve and fill only from
@@ -191,7 +133,16 @@ impl<R: Runtime> SessionMachine<R> {
         // once the hook accepted the client (`SetupRead`).
         let deferred = side == Side::Server && context.config.authorize.is_some();
         let has_setup = context.version.has_setup_stream();
-        if !has_setup {
+        if let Some(moqt) = &context.moqt {
+            // moq-transport: on 18 each side opens its control stream with SETUP (a server
+            // with a hook once it decided); on 14 and 16 the client opens the one control
+            // stream, and the server answers on it.
+            match (moqt.draft.has_request_streams(), side) {
+                (true, _) if !deferred => context.opens.push_back(Open::Setup),
+                (false, Side::Client) => context.opens.push_back(Open::MoqtControl),
+                _ => {}
+            }
+        } else if !has_setup {
             // Before -05 there is no SETUP: the session begins with the connection, as if
             // an empty SETUP had arrived. A server's hook decides on that, with no path (a
             // raw QUIC client of those versions carries none).
@@ -206,7 +157,7 @@ impl<R: Runtime> SessionMachine<R> {
         if !deferred && has_setup {
             context.opens.push_back(Open::Setup);
         }
-        if context.config.subscribe.is_some() && !deferred {
+        if context.config.subscribe.is_some() && !deferred && context.moqt.is_none() {
             let prefix = context.config.subscribe_prefix.clone();
             context
                 .opens
@@ -219,7 +170,7 @@ impl<R: Runtime> SessionMachine<R> {
         let span = tracing::debug_span!(
             "moq_session",
             side = ?side,
-            protocol = context.config.version.alpn()
+            protocol = context.config.version.name()
         );
         span.in_scope(|| tracing::debug!("session started"));
         Self {
@@ -249,14 +200,15 @@ impl<R: Runtime> SessionMachine<R> {
         if self.done || self.closing.is_some() {
             return;
         }
-        tracing::debug!(code = error.to_code(), %error, "closing the session");
+        let code = self.wire_code(error);
+        tracing::debug!(code, %error, "closing the session");
         // What the peer published through this session is withdrawn before the close goes
         // out: a peer that sees the close finds those broadcasts gone. The sub-machines
         // (and their streams) go only after the close: dropped before it, their streams'
         // resets would reach the peer first, and a deployed relay treats a reset of its
         // announce stream as fatal.
         self.context.remote.clear();
-        self.transport.close(error.to_code(), &error.to_string());
+        self.transport.close(code, &error.to_string());
         self.end_tasks();
         let until = self.context.now + CLOSE_CONFIRM_TIMEOUT;
         self.closing = Some((error, until));
@@ -286,7 +238,7 @@ impl<R: Runtime> SessionMachine<R> {
     /// [`finish`](Self::finish); `lost`: the connection was lost rather than closed, so
     /// the peer's broadcasts are dropped as lost (a lingering origin keeps their paths).
     fn finish_as(&mut self, error: Error, lost: bool) {
-        tracing::debug!(code = error.to_code(), %error, "session ended");
+        tracing::debug!(code = self.wire_code(error), %error, "session ended");
         self.done = true;
         self.closing = None;
         // Recorded before the tracks end: a reader whose track ends with the session can
@@ -337,7 +289,12 @@ impl<R: Runtime> SessionMachine<R> {
             }
             Poll::Ready(Ok(Ok(uri))) => {
                 self.goaway_sent = true;
-                if self.context.version.has_goaway() {
+                if let Some(moqt) = self.context.moqt.as_mut() {
+                    if let Err(error) = moqt.send_goaway(uri) {
+                        self.close(error);
+                        return true;
+                    }
+                } else if self.context.version.has_goaway() {
                     self.context.opens.push_back(Open::GoAway(uri));
                 } else {
                     tracing::debug!("no GOAWAY on this version: the session just drains");
@@ -363,10 +320,7 @@ impl<R: Runtime> SessionMachine<R> {
             // and a lingering origin waits for it.
             let lost = matches!(error, transport::TransportError::Lost(_));
             let error = match error {
-                transport::TransportError::Closed {
-                    code, remote: true, ..
-                } => Error::from_code(code),
-                transport::TransportError::Closed { code, .. } => Error::from_code(code),
+                transport::TransportError::Closed { code, .. } => self.error_from_code(code),
                 _ => Error::Transport,
             };
             self.finish_as(error, lost);
@@ -380,8 +334,10 @@ impl<R: Runtime> SessionMachine<R> {
                     // Its first message is the type, then (if it is the SETUP stream) the
                     // SETUP: the small limit until it is known to be something else.
                     let limit = self.context.config.limits.max_setup_bytes;
-                    self.tasks
-                        .push(Task::UniIncoming(UniIncoming::new(stream, limit)));
+                    self.tasks.push(match self.context.moqt {
+                        Some(_) => Task::MoqtUniIncoming(MoqtUniIncoming::new(stream, limit)),
+                        None => Task::UniIncoming(UniIncoming::new(stream, limit)),
+                    });
                     progress = true;
                 }
                 Err(_) => return true, // seen as closed on the next pass
@@ -390,17 +346,29 @@ impl<R: Runtime> SessionMachine<R> {
         // A server serves nothing before the client's SETUP. A client serves at once, but
         // on -06, where an announce stream's excluded hop is the one in the peer's SETUP,
         // only once that arrived (as deployed peers wait for it).
+        // On moq-transport the client's control stream is itself a bidi stream (14, 16),
+        // and requests may come before the peer's SETUP is read (18): taken at once.
         let may_serve = self.context.setup_received
+            || self.context.moqt.is_some()
             || (self.context.side == Side::Client && !self.context.version.has_typed_announce());
         if may_serve {
             loop {
                 match self.transport.poll_accept_bidi(waiter) {
                     Poll::Ready(Ok((send, recv))) => {
-                        self.tasks.push(Task::BidiIncoming(BidiIncoming::new(
-                            send,
-                            recv,
-                            self.context.config.limits.max_message_bytes,
-                        )));
+                        let limits = &self.context.config.limits;
+                        self.tasks.push(match self.context.moqt {
+                            // A CLIENT_SETUP may open it: the SETUP's limit until known.
+                            Some(_) => Task::MoqtBidiIncoming(MoqtBidiIncoming::new(
+                                send,
+                                recv,
+                                limits.max_setup_bytes.max(limits.max_message_bytes),
+                            )),
+                            None => Task::BidiIncoming(BidiIncoming::new(
+                                send,
+                                recv,
+                                limits.max_message_bytes,
+                            )),
+                        });
                         progress = true;
                     }
                     Poll::Ready(Err(_)) => return true,
@@ -567,6 +535,15 @@ impl<R: Runtime> SessionMachine<R> {
                 Poll::Pending => return Err(open),
             };
             return Ok(Some(match open {
+                Open::Setup if self.context.moqt.is_some() => {
+                    match ControlStream::sender(stream, &self.context) {
+                        Ok(control) => Task::MoqtControl(control),
+                        Err(error) => {
+                            self.context.refused = Some(error);
+                            return Ok(None);
+                        }
+                    }
+                }
                 Open::Setup => Task::SetupSend(SetupSend::new(stream, &self.context)),
                 Open::Group(group) => Task::GroupWrite(group.with_stream(stream)),
                 _ => return Ok(None),
@@ -588,6 +565,13 @@ impl<R: Runtime> SessionMachine<R> {
             Open::Subscribe(task) => {
                 Task::SubscribeRemote(task.with_streams(send, recv, &mut self.context))
             }
+            Open::MoqtControl => match ControlStream::client(send, recv, &self.context) {
+                Ok(control) => Task::MoqtControl(control),
+                Err(error) => {
+                    self.context.refused = Some(error);
+                    return Ok(None);
+                }
+            },
             Open::Setup | Open::Group(_) => return Ok(None),
         }))
     }
@@ -645,6 +629,24 @@ impl<R: Runtime> SessionMachine<R> {
                 .update(|state| state.peer_goaway = Some(uri));
         }
         Ok(progress)
+    }
+}
+
+impl<R: Runtime> SessionMachine<R> {
+    /// The code a close with `error` carries: moq-lite's, or the draft's termination code.
+    fn wire_code(&self, error: Error) -> u64 {
+        match &self.context.moqt {
+            Some(moqt) => moqt::termination_code(error, moqt.draft),
+            None => error.to_code(),
+        }
+    }
+
+    /// The error a close code from the peer (or the transport) names.
+    fn error_from_code(&self, code: u64) -> Error {
+        match &self.context.moqt {
+            Some(moqt) => Error::from_termination(code, moqt.draft),
+            None => Error::from_code(code),
+        }
     }
 }
 
@@ -751,39 +753,5 @@ impl<R: Runtime> std::fmt::Debug for SessionMachine<R> {
             .field("tasks", &self.tasks.len())
             .field("done", &self.done)
             .finish_non_exhaustive()
-    }
-}
-
-impl<T: transport::Session> Task<T> {
-    fn poll(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<Result<Step<T>, Error>> {
-        match self {
-            Task::SetupSend(task) => task.poll(waiter).map(done),
-            Task::GoAwaySend(task) => task.poll(waiter).map(done),
-            Task::GoAwayRecv(task) => task.poll(waiter, cx).map(done),
-            Task::SetupRead(task) => task.poll(waiter, cx).map(done),
-            Task::UniIncoming(task) => task.poll(waiter, cx),
-            Task::BidiIncoming(task) => task.poll(waiter, cx),
-            Task::AnnounceServe(task) => task.poll(waiter, cx).map(done),
-            Task::TrackServe(task) => task.poll(waiter, cx).map(done),
-            Task::SubscribeServe(task) => task.poll(waiter, cx).map(done),
-            Task::FetchServe(task) => task.poll(waiter, cx).map(done),
-            Task::GroupWrite(task) => task.poll(waiter, cx.version, &mut cx.counters).map(done),
-            Task::AnnounceDiscover(task) => task.poll(waiter, cx).map(done),
-            Task::BroadcastRequests(task) => task.poll(waiter, cx).map(done),
-            Task::TrackQuery(task) => task.poll(waiter, cx).map(done),
-            Task::SubscribeRemote(task) => task.poll(waiter, cx).map(done),
-            Task::GroupRead(task) => task.poll(waiter, cx).map(done),
-        }
-    }
-}
-
-fn done<T: transport::Session>(result: Result<(), Error>) -> Result<Step<T>, Error> {
-    result.map(|()| Step::Done)
-}
-
-/// Sub-machines that start from a received SETUP.
-impl<T: transport::Session> Task<T> {
-    pub(crate) fn setup_read(stream: super::stream::Reader<T::RecvStream>) -> Self {
-        Task::SetupRead(SetupRead::new(stream))
     }
 }

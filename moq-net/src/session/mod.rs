@@ -18,18 +18,25 @@
 //!
 //! The machine is a named state machine (no `async` blocks inside), so it is `Send` exactly
 //! when the transport is.
+//!
+//! The same machine runs IETF moq-transport sessions when [`SessionConfig::version`] is one
+//! of its drafts ([`Version::MOQT`]): their control streams, SETUP, GOAWAY and request ids
+//! (`moqt` below). Those sessions establish, drain and close as each draft says; the
+//! peer's requests are refused NOT_SUPPORTED until serving them lands.
 
 mod announce;
 mod config;
 mod context;
 mod discover;
 mod machine;
+mod moqt;
 mod own_wake;
 mod publisher;
 mod remote;
 mod setup;
 mod stream;
 mod subscriber;
+mod task;
 mod tasks;
 
 use std::sync::Arc;
@@ -226,8 +233,8 @@ impl Session {
             .unwrap_or(Err(Error::Closed))
     }
 
-    /// The moq-lite version the session speaks, as negotiated (ALPN on raw QUIC,
-    /// `wt-protocol` on WebTransport).
+    /// The protocol version the session speaks (a moq-lite version or a moq-transport
+    /// draft), as negotiated (ALPN on raw QUIC, `wt-protocol` on WebTransport).
     pub fn version(&self) -> Version {
         self.shared.version
     }

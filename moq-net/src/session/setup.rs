@@ -217,8 +217,26 @@ impl<R: RecvStream> SetupRead<R> {
 /// the hook's, and its own SETUP (the client's sign it was let in) and announce request go
 /// out now that it knows what they are for.
 pub(crate) fn authorize(cx: &mut Context, setup: &Setup) -> Result<(), Error> {
-    let Some(hook) = cx.config.authorize.take() else {
+    if !run_authorize_hook(cx, setup)? {
         return Ok(());
+    }
+    if cx.version.has_setup_stream() {
+        cx.opens.push_back(Open::Setup);
+    }
+    if cx.config.subscribe.is_some() {
+        let prefix = cx.config.subscribe_prefix.clone();
+        cx.opens
+            .push_back(Open::AnnounceDiscover(AnnounceDiscover::new(prefix)));
+    }
+    Ok(())
+}
+
+/// Runs the authorization hook, if the session has one, on the client's SETUP (moq-lite's,
+/// or what a moq-transport SETUP says in its terms): the session's origins and its end
+/// become the hook's. Returns whether a hook ran (it runs once).
+pub(crate) fn run_authorize_hook(cx: &mut Context, setup: &Setup) -> Result<bool, Error> {
+    let Some(hook) = cx.config.authorize.take() else {
+        return Ok(false);
     };
     // A client that named its path in its request (WebTransport, WebSocket) is decided on
     // that path, whatever its SETUP says: the one its request was checked on. One hook
@@ -241,15 +259,7 @@ pub(crate) fn authorize(cx: &mut Context, setup: &Setup) -> Result<(), Error> {
     cx.expires_at = origins
         .valid_for
         .and_then(|valid_for| cx.now.checked_add(valid_for));
-    if cx.version.has_setup_stream() {
-        cx.opens.push_back(Open::Setup);
-    }
-    if cx.config.subscribe.is_some() {
-        let prefix = cx.config.subscribe_prefix.clone();
-        cx.opens
-            .push_back(Open::AnnounceDiscover(AnnounceDiscover::new(prefix)));
-    }
-    Ok(())
+    Ok(true)
 }
 
 impl<R: RecvStream> UniIncoming<R> {

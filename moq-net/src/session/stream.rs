@@ -120,6 +120,11 @@ impl<S: RecvStream> Reader<S> {
         }
     }
 
+    /// Changes the size limit of a message (a control stream's, once its SETUP was read).
+    pub(crate) fn set_limit(&mut self, limit: usize) {
+        self.limit = limit;
+    }
+
     /// Reads one more chunk into the buffer (or notes FIN).
     pub(crate) fn poll_fill(&mut self, waiter: &Waiter) -> Poll<Result<(), Error>> {
         match self.stream.poll_read(waiter) {

@@ -1,0 +1,179 @@
+//! IETF moq-transport sessions (drafts 14, 16 and 18) on the session machine: the control
+//! streams, SETUP and version confirmation, GOAWAY, request-id flow control, and the
+//! peer's requests.
+//!
+//! How each draft lays out its streams (docs/moqt-drafts.md, "Session"):
+//!
+//! - **14, 16**: the client opens one bidirectional control stream and writes CLIENT_SETUP;
+//!   the server answers SERVER_SETUP on it, and every control message after travels on it
+//!   (16 alone moves SUBSCRIBE_NAMESPACE to a bidirectional stream of its own). Request
+//!   ids are granted with MAX_REQUEST_ID; 14 confirms its version number in SETUP.
+//! - **18**: each side opens a unidirectional control stream that starts with SETUP and
+//!   then carries only GOAWAY; every request opens a bidirectional stream of its own, and
+//!   its reply travels on it. No request-id grants: stream limits bound requests.
+//!
+//! Either way, the control stream ending, a message out of place, or a request id out of
+//! order closes the session with the draft's termination code
+//! ([`Termination`](crate::moqt::Termination)).
+//!
+//! What this layer does not do yet: serve requests. Every request of the peer is answered
+//! NOT_SUPPORTED (and its request id counted, so that the session goes on), data streams
+//! are stopped, and this side asks for nothing. The session establishes, drains with
+//! GOAWAY and closes as each draft says.
+
+mod control;
+mod incoming;
+mod requests;
+mod setup;
+
+use std::collections::{BTreeSet, VecDeque};
+use std::task::Waker;
+
+use bytes::Bytes;
+
+pub(crate) use control::ControlStream;
+pub(crate) use incoming::{MoqtBidiIncoming, MoqtUniIncoming};
+pub(crate) use requests::RequestRefuse;
+
+use super::{SessionConfig, Side};
+use crate::Error;
+use crate::moqt::{Control, Draft, GoAway};
+
+/// The stream reset (and STOP_SENDING) code CANCELLED, every draft: what a data stream
+/// nobody asked for is stopped with.
+pub(crate) const RESET_CANCELLED: u64 = 0x1;
+
+/// The REQUEST_ERROR code NOT_SUPPORTED (and the per-request errors' on 14), every draft.
+const NOT_SUPPORTED: u64 = 0x3;
+
+/// Request ids a draft 18 session remembers above the contiguous run it has seen: requests
+/// on their own streams may arrive out of order, and a duplicate must still be caught. A
+/// peer that leaves gaps past this many has the oldest ones forgotten (treated as seen).
+const MAX_PENDING_REQUEST_IDS: usize = 4096;
+
+/// A moq-transport session's own state, beside the [`Context`](super::Context) every
+/// sub-machine shares.
+pub(crate) struct MoqtState {
+    pub(crate) draft: Draft,
+    side: Side,
+    /// Encoded control messages for this side's control stream, in order: written once
+    /// the stream is open, after its SETUP.
+    outbox: VecDeque<Bytes>,
+    /// The control stream's sub-machine, to wake when the outbox fills.
+    outbox_waker: Option<Waker>,
+    /// A server on 14 and 16: the client's control stream arrived (a second one is a
+    /// protocol violation).
+    pub(crate) control_accepted: bool,
+    /// 14, 16: the request ids this side may use are below this (the peer's grant).
+    pub(crate) peer_max_request_id: u64,
+    /// 14, 16: the request ids the peer may use are below this (this side's grant).
+    max_request_id: u64,
+    /// How many request ids each grant keeps open ahead of the peer.
+    request_window: u64,
+    /// The peer's requests ended since the last grant, in request ids.
+    freed_request_ids: u64,
+    /// The request id the peer's next request must carry (14, 16), or the contiguous run
+    /// of those seen so far (18: every id below it was seen).
+    next_peer_request_id: u64,
+    /// 18: the peer's request ids seen above `next_peer_request_id`.
+    pending_request_ids: BTreeSet<u64>,
+    /// The peer's GOAWAY arrived (a second one is a protocol violation).
+    pub(crate) goaway_received: bool,
+}
+
+impl MoqtState {
+    /// The state of a new session on `draft`; the peer's request-id grant is
+    /// `2 × (max_subscriptions + max_announce_requests)` ids, one per request this side is
+    /// willing to hold (ids go up by two, one parity per side).
+    pub(crate) fn new(draft: Draft, side: Side, config: &SessionConfig) -> Self {
+        let requests = config
+            .limits
+            .max_subscriptions
+            .saturating_add(config.limits.max_announce_requests)
+            .max(1) as u64;
+        let request_window = requests.saturating_mul(2);
+        let first_peer_id = match side {
+            // The client's requests are even, the server's odd.
+            Side::Server => 0,
+            Side::Client => 1,
+        };
+        Self {
+            draft,
+            side,
+            outbox: VecDeque::new(),
+            outbox_waker: None,
+            control_accepted: false,
+            peer_max_request_id: 0,
+            max_request_id: first_peer_id + request_window,
+            request_window,
+            freed_request_ids: 0,
+            next_peer_request_id: first_peer_id,
+            pending_request_ids: BTreeSet::new(),
+            goaway_received: false,
+        }
+    }
+
+    /// Queues `message` on this side's control stream.
+    pub(crate) fn send<C: Control + std::fmt::Debug>(&mut self, message: &C) -> Result<(), Error> {
+        tracing::debug!(?message, "control message to the peer");
+        let bytes = message.to_vec(self.draft).map_err(|error| {
+            tracing::debug!(%error, message = C::NAME, "could not encode a control message");
+            Error::Encode
+        })?;
+        self.queue(Bytes::from(bytes));
+        Ok(())
+    }
+
+    /// Queues an encoded control message on this side's control stream.
+    pub(crate) fn queue(&mut self, message: Bytes) {
+        self.outbox.push_back(message);
+        if let Some(waker) = self.outbox_waker.take() {
+            waker.wake();
+        }
+    }
+
+    /// Queues GOAWAY: `uri` is where the peer should reconnect (a client names none: a
+    /// server refuses one from a client). On 18 it also says which of the peer's requests
+    /// were not processed, and sets no timeout.
+    pub(crate) fn send_goaway(&mut self, uri: String) -> Result<(), Error> {
+        let uri = match self.side {
+            Side::Server => uri,
+            Side::Client => String::new(),
+        };
+        let has_timeout = self.draft.has_goaway_timeout();
+        let message = GoAway {
+            uri,
+            timeout: has_timeout.then_some(std::time::Duration::ZERO),
+            request_id: has_timeout.then(|| self.first_unprocessed_request_id()),
+        };
+        self.send(&message)
+    }
+
+    /// Takes what the control stream's writer should send, and who to wake when more comes.
+    pub(crate) fn take_outbox(&mut self, waker: Option<Waker>) -> VecDeque<Bytes> {
+        self.outbox_waker = waker;
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// The side of this session.
+    pub(crate) fn side(&self) -> Side {
+        self.side
+    }
+
+    /// The request-id grant this side announces in its SETUP (14, 16).
+    pub(crate) fn max_request_id(&self) -> u64 {
+        self.max_request_id
+    }
+
+    /// The smallest of the peer's request ids this side has not processed.
+    fn first_unprocessed_request_id(&self) -> u64 {
+        self.pending_request_ids
+            .last()
+            .map_or(self.next_peer_request_id, |last| last + 2)
+    }
+}
+
+/// What a moq-transport session closes with for `error`, on `draft`.
+pub(crate) fn termination_code(error: Error, draft: Draft) -> u64 {
+    error.to_termination(draft).code()
+}

@@ -1,0 +1,127 @@
+//! The sub-machines of a session, one per stream (or none), and what they ask of the
+//! machine: the streams to open ([`Open`]), the sub-machines to start without one
+//! ([`Spawn`]), and what polling one led to ([`Step`]).
+
+use std::task::Poll;
+
+use moqx_kio::Waiter;
+
+use super::announce::AnnounceServe;
+use super::context::Context;
+use super::discover::AnnounceDiscover;
+use super::moqt::{ControlStream, MoqtBidiIncoming, MoqtUniIncoming, RequestRefuse};
+use super::publisher::{FetchServe, GroupWrite, SubscribeServe, TrackServe};
+use super::setup::{BidiIncoming, GoAwayRecv, GoAwaySend, SetupRead, SetupSend, UniIncoming};
+use super::subscriber::{BroadcastRequests, GroupRead, SubscribePlan, SubscribeRemote, TrackQuery};
+use crate::Error;
+use crate::transport;
+
+/// A stream a sub-machine wants opened, with what its own sub-machine will need.
+pub(crate) enum Open {
+    /// This side's SETUP stream (moq-lite), or its control stream on moq-transport 18.
+    Setup,
+    /// The client's bidirectional control stream on moq-transport 14 and 16.
+    MoqtControl,
+    GoAway(String),
+    Group(GroupWrite<()>),
+    AnnounceDiscover(AnnounceDiscover<(), ()>),
+    TrackQuery(TrackQuery<(), ()>),
+    Subscribe(SubscribePlan),
+}
+
+impl Open {
+    pub(crate) fn is_uni(&self) -> bool {
+        matches!(self, Open::Setup | Open::Group(_))
+    }
+
+    pub(crate) fn is_group(&self) -> bool {
+        matches!(self, Open::Group(_))
+    }
+
+    /// Whether this starts a new exchange with the peer (as opposed to continuing one).
+    pub(crate) fn is_new_request(&self) -> bool {
+        matches!(
+            self,
+            Open::AnnounceDiscover(_) | Open::TrackQuery(_) | Open::Subscribe(_)
+        )
+    }
+}
+
+/// A sub-machine that needs no stream of its own.
+pub(crate) enum Spawn {
+    BroadcastRequests(BroadcastRequests),
+}
+
+/// One sub-machine.
+pub(crate) enum Task<T: transport::Session> {
+    SetupSend(SetupSend<T::SendStream>),
+    GoAwaySend(GoAwaySend<T::SendStream, T::RecvStream>),
+    GoAwayRecv(GoAwayRecv<T::RecvStream>),
+    SetupRead(SetupRead<T::RecvStream>),
+    UniIncoming(UniIncoming<T::RecvStream>),
+    BidiIncoming(BidiIncoming<T::SendStream, T::RecvStream>),
+    AnnounceServe(AnnounceServe<T::SendStream, T::RecvStream>),
+    TrackServe(TrackServe<T::SendStream, T::RecvStream>),
+    SubscribeServe(SubscribeServe<T::SendStream, T::RecvStream>),
+    FetchServe(FetchServe<T::SendStream, T::RecvStream>),
+    GroupWrite(GroupWrite<T::SendStream>),
+    AnnounceDiscover(AnnounceDiscover<T::SendStream, T::RecvStream>),
+    BroadcastRequests(BroadcastRequests),
+    TrackQuery(TrackQuery<T::SendStream, T::RecvStream>),
+    SubscribeRemote(SubscribeRemote<T::SendStream, T::RecvStream>),
+    GroupRead(GroupRead<T::RecvStream>),
+    MoqtControl(ControlStream<T::SendStream, T::RecvStream>),
+    MoqtUniIncoming(MoqtUniIncoming<T::RecvStream>),
+    MoqtBidiIncoming(MoqtBidiIncoming<T::SendStream, T::RecvStream>),
+    MoqtRequestRefuse(RequestRefuse<T::SendStream, T::RecvStream>),
+}
+
+/// What polling a sub-machine led to.
+pub(crate) enum Step<T: transport::Session> {
+    /// It finished.
+    Done,
+    /// It became another sub-machine on the same stream(s) (after reading a stream type).
+    Become(Box<Task<T>>),
+}
+
+impl<T: transport::Session> Task<T> {
+    pub(crate) fn poll(
+        &mut self,
+        waiter: &Waiter,
+        cx: &mut Context,
+    ) -> Poll<Result<Step<T>, Error>> {
+        match self {
+            Task::SetupSend(task) => task.poll(waiter).map(done),
+            Task::GoAwaySend(task) => task.poll(waiter).map(done),
+            Task::GoAwayRecv(task) => task.poll(waiter, cx).map(done),
+            Task::SetupRead(task) => task.poll(waiter, cx).map(done),
+            Task::UniIncoming(task) => task.poll(waiter, cx),
+            Task::BidiIncoming(task) => task.poll(waiter, cx),
+            Task::AnnounceServe(task) => task.poll(waiter, cx).map(done),
+            Task::TrackServe(task) => task.poll(waiter, cx).map(done),
+            Task::SubscribeServe(task) => task.poll(waiter, cx).map(done),
+            Task::FetchServe(task) => task.poll(waiter, cx).map(done),
+            Task::GroupWrite(task) => task.poll(waiter, cx.version, &mut cx.counters).map(done),
+            Task::AnnounceDiscover(task) => task.poll(waiter, cx).map(done),
+            Task::BroadcastRequests(task) => task.poll(waiter, cx).map(done),
+            Task::TrackQuery(task) => task.poll(waiter, cx).map(done),
+            Task::SubscribeRemote(task) => task.poll(waiter, cx).map(done),
+            Task::GroupRead(task) => task.poll(waiter, cx).map(done),
+            Task::MoqtControl(task) => task.poll(waiter, cx).map(done),
+            Task::MoqtUniIncoming(task) => task.poll(waiter, cx),
+            Task::MoqtBidiIncoming(task) => task.poll(waiter, cx),
+            Task::MoqtRequestRefuse(task) => task.poll(waiter, cx).map(done),
+        }
+    }
+}
+
+fn done<T: transport::Session>(result: Result<(), Error>) -> Result<Step<T>, Error> {
+    result.map(|()| Step::Done)
+}
+
+/// Sub-machines that start from a received SETUP.
+impl<T: transport::Session> Task<T> {
+    pub(crate) fn setup_read(stream: super::stream::Reader<T::RecvStream>) -> Self {
+        Task::SetupRead(SetupRead::new(stream))
+    }
+}
