@@ -156,7 +156,7 @@ fn the_relay_accepts_the_versions_it_is_told_and_counts_sessions_by_version() {
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        stderr.contains("no moq-lite version in common") && stderr.contains("moq-lite-05"),
+        stderr.contains("no protocol version in common") && stderr.contains("moq-lite-05"),
         "{stderr}"
     );
 }

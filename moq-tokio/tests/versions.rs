@@ -89,7 +89,7 @@ async fn a_client_offering_only_an_unaccepted_version_is_refused_clearly_on_both
         let says_why = match scheme {
             // The TLS handshake fails with alert 120 (no_application_protocol).
             "moqt" => {
-                text.contains("no moq-lite version in common")
+                text.contains("no protocol version in common")
                     && text.contains("offered moq-lite-06-wip")
                     && text.contains("alert 120")
             }
@@ -115,4 +115,27 @@ async fn a_client_offering_only_an_unaccepted_version_is_refused_clearly_on_both
         Some(Version::Lite04),
         "no refused one was accepted"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_moq_transport_draft_establishes_over_raw_quic_and_webtransport() {
+    let (port, mut accepted) = server(&Version::MOQT).await;
+    for version in Version::MOQT {
+        // Raw QUIC by ALPN (14's is `moq-00`, confirmed in SETUP); WebTransport by
+        // `wt-available-protocols` (14 names none: the server takes it from no name).
+        for scheme in ["moqt", "https"] {
+            let url = format!("{scheme}://localhost:{port}/room");
+            let session = tokio::time::timeout(PATIENCE, connect(&url, offering(&[version])))
+                .await
+                .expect("no hang")
+                .unwrap_or_else(|error| panic!("{version} over {scheme}: {error}"));
+            assert_eq!(session.version(), version, "{scheme}");
+            assert_eq!(accepted.recv().await, Some(version), "{scheme}");
+            tokio::time::timeout(PATIENCE, session.established())
+                .await
+                .expect("no hang")
+                .unwrap_or_else(|error| panic!("{version} over {scheme}: SETUP: {error}"));
+            session.close(moqx_net::Error::Cancel);
+        }
+    }
 }

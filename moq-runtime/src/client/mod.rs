@@ -72,7 +72,7 @@ pub enum ConnectError {
     /// The server speaks none of the offered versions: on raw QUIC it refuses the TLS
     /// handshake (alert 120, no_application_protocol), on WebTransport its CONNECT
     /// response (400) or the protocol it names says so.
-    #[error("no moq-lite version in common with the server: offered {}; {detail}", offered.iter().map(|v| v.alpn()).collect::<Vec<_>>().join(", "))]
+    #[error("no protocol version in common with the server: offered {}; {detail}", offered.iter().map(|v| v.name()).collect::<Vec<_>>().join(", "))]
     NoCommonVersion {
         /// What the client offered.
         offered: Vec<Version>,
@@ -382,7 +382,8 @@ where
                 config
                     .versions
                     .iter()
-                    .map(|version| version.alpn().to_owned())
+                    .filter_map(|version| version.webtransport_protocol())
+                    .map(str::to_owned)
                     .collect(),
             );
             let mut deadline = runtime.deadline();
@@ -553,6 +554,7 @@ where
         };
         tracing::debug!(%version, "negotiated");
         if self.webtransport.is_none()
+            && version.is_lite()
             && !version.has_setup_stream()
             && !matches!(self.path.as_str(), "" | "/")
         {

@@ -222,11 +222,13 @@ where
         if let Some(request) = &webtransport {
             // The client's preference decides, among the versions we accept. A client that
             // names none (a browser always names its versions) gets -05 if we accept it,
-            // never a work in progress it did not ask for.
+            // never a work in progress it did not ask for; failing that moq-transport 14,
+            // which defines no protocol string for WebTransport.
             let offered = request.protocols();
             let chosen = match offered.is_empty() {
                 true => Version::DEFAULT_OFFER
                     .into_iter()
+                    .chain([Version::Moqt14])
                     .find(|version| self.versions.contains(version)),
                 false => offered
                     .iter()
@@ -240,14 +242,14 @@ where
                         peer = ?connection.peer_address(),
                         ?offered,
                         accepted = ?self.versions,
-                        "refusing a WebTransport client: no moq-lite version in common"
+                        "refusing a WebTransport client: no protocol version in common"
                     );
                     refuse_webtransport(
                         &self.runtime,
                         &connection,
                         webtransport,
                         StatusCode::BAD_REQUEST,
-                        "no common moq-lite version",
+                        "no common protocol version",
                     );
                     return Poll::Ready(None);
                 }
