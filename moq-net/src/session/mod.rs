@@ -28,6 +28,7 @@ mod announce;
 mod config;
 mod context;
 mod discover;
+mod group_write;
 mod machine;
 mod moqt;
 mod own_wake;
