@@ -16,7 +16,7 @@ use moqx_net::Error;
 use moqx_net::coding::Version;
 use moqx_net::moqt::{
     ClientSetup, Control, Draft, Frame, GoAway, MaxRequestId, RequestError, ServerSetup,
-    SetupOptions, Subscribe, SubscribeError, SubscribeNamespace, SubscribeOptions,
+    SetupOptions, SubscribeNamespace, SubscribeOptions, TrackStatus, TrackStatusError,
 };
 use moqx_net::runtime::test::{TestRecvStream, TestRuntime, TestSendStream, TestTransport};
 use moqx_net::sim::Relay;
@@ -146,12 +146,13 @@ fn client_setup(draft: Draft) -> ClientSetup {
     }
 }
 
-fn subscribe(request_id: u64) -> Subscribe {
-    Subscribe {
+/// TRACK_STATUS: a request this side does not serve yet.
+fn track_status(request_id: u64) -> TrackStatus {
+    TrackStatus {
         request_id,
         namespace: moqx_net::moqt::Namespace::from_strs(["chat"]),
         name: Bytes::from_static(b"room"),
-        ..Subscribe::default()
+        ..TrackStatus::default()
     }
 }
 
@@ -245,7 +246,7 @@ fn requests_are_refused_with_not_supported_and_the_session_goes_on() {
                     let Poll::Ready(Ok((mut send, recv))) = raw.poll_open_bidi(&waiter) else {
                         panic!("the test transport opens at once");
                     };
-                    let bytes = subscribe(request_id).to_vec(draft).unwrap();
+                    let bytes = track_status(request_id).to_vec(draft).unwrap();
                     let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
                     let mut stream = RawControl {
                         send,
@@ -258,10 +259,11 @@ fn requests_are_refused_with_not_supported_and_the_session_goes_on() {
                     assert_eq!((error.request_id, error.code), (None, 0x3));
                     continue;
                 }
-                control.send(&subscribe(request_id));
+                control.send(&track_status(request_id));
                 let reply = control.next(runtime, &mut raw).expect("a reply");
                 if draft == Draft::D14 {
-                    let error = SubscribeError::from_frame(&reply, draft).expect("SUBSCRIBE_ERROR");
+                    let error =
+                        TrackStatusError::from_frame(&reply, draft).expect("TRACK_STATUS_ERROR");
                     assert_eq!((error.request_id, error.code), (request_id, 0x3));
                 } else {
                     let error = RequestError::from_frame(&reply, draft).expect("REQUEST_ERROR");
@@ -325,11 +327,11 @@ fn request_ids_out_of_sequence_or_of_the_wrong_parity_close_the_session() {
                     panic!("the test transport opens at once");
                 };
                 std::mem::forget(recv);
-                let bytes = subscribe(1).to_vec(draft).unwrap();
+                let bytes = track_status(1).to_vec(draft).unwrap();
                 let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
             } else {
                 // The first request must be 0.
-                control.send(&subscribe(2));
+                control.send(&track_status(2));
             }
             assert_eq!(
                 close_code(runtime, &mut raw),

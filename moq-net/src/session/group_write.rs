@@ -9,6 +9,9 @@ use super::stream::Writer;
 use crate::Error;
 use crate::coding::{FrameHeader, Group, Message, UniStream};
 use crate::model::GroupConsumer;
+use crate::moqt::{
+    Draft, ObjectStatus, SubgroupHeader, SubgroupId, SubgroupObject, SubgroupObjects,
+};
 use crate::transport::{SendStream, StreamPriority};
 
 /// What a subscription tells its group writers.
@@ -36,6 +39,105 @@ pub(crate) struct GroupWrite<S> {
     previous: u64,
     started: bool,
     ended: bool,
+    format: GroupFormat,
+}
+
+/// How a group is said on its stream.
+#[derive(Debug, Clone)]
+pub(crate) enum GroupFormat {
+    /// moq-lite: the stream type and GROUP, then each frame with its timestamp.
+    Lite,
+    /// moq-transport: the group as subgroup 0 of the track the subscription's alias
+    /// names, each frame an object (ids from 0), FIN at the group's end. A frame's
+    /// timestamp has no place on this wire: it is not sent.
+    Moqt {
+        draft: Draft,
+        track_alias: u64,
+        /// The track's priority, the publisher priority every object of it carries.
+        publisher_priority: u8,
+        /// The object ids, once the header is written.
+        objects: Option<SubgroupObjects>,
+        next_object: u64,
+    },
+}
+
+impl GroupFormat {
+    /// The code a stream of this format is reset with for `error`: moq-lite's own; on
+    /// moq-transport CANCELLED for a subscription that ended, INTERNAL_ERROR for the rest
+    /// (the drafts have no code for a group the cache dropped).
+    fn reset_code(&self, error: Error) -> u64 {
+        match self {
+            GroupFormat::Lite => error.to_code(),
+            GroupFormat::Moqt { .. } if error == Error::Cancel => super::moqt::RESET_CANCELLED,
+            GroupFormat::Moqt { .. } => 0x0,
+        }
+    }
+
+    /// Encodes the stream's header for group `header` into `batch`.
+    fn encode_header(
+        &mut self,
+        header: Group,
+        version: crate::coding::Version,
+        batch: &mut bytes::BytesMut,
+    ) -> Result<(), Error> {
+        match self {
+            GroupFormat::Lite => Ok(UniStream::Group
+                .encode(batch, version)
+                .and_then(|()| header.encode(batch, version))?),
+            GroupFormat::Moqt {
+                draft,
+                track_alias,
+                publisher_priority,
+                objects,
+                ..
+            } => {
+                let subgroup = SubgroupHeader {
+                    track_alias: *track_alias,
+                    group: header.sequence,
+                    subgroup: SubgroupId::Zero,
+                    priority: Some(*publisher_priority),
+                    properties: false,
+                    end_of_group: true,
+                    first_object: draft.has_first_object_bit(),
+                };
+                subgroup.encode(batch, *draft).map_err(Error::from)?;
+                *objects = Some(SubgroupObjects::new(&subgroup, *draft));
+                Ok(())
+            }
+        }
+    }
+
+    /// Encodes the header of one frame of `size` bytes into `batch`.
+    fn encode_frame(
+        &mut self,
+        previous: u64,
+        timestamp: u64,
+        size: usize,
+        version: crate::coding::Version,
+        batch: &mut bytes::BytesMut,
+    ) -> Result<(), Error> {
+        match self {
+            GroupFormat::Lite => {
+                Ok(FrameHeader::new(previous, timestamp, size as u64).encode(batch, version)?)
+            }
+            GroupFormat::Moqt {
+                objects,
+                next_object,
+                ..
+            } => {
+                let objects = objects.as_mut().ok_or(Error::Encode)?;
+                let object = SubgroupObject {
+                    id: *next_object,
+                    payload_len: size as u64,
+                    status: ObjectStatus::Normal,
+                    ..SubgroupObject::default()
+                };
+                objects.encode(&object, batch).map_err(Error::from)?;
+                *next_object += 1;
+                Ok(())
+            }
+        }
+    }
 }
 
 impl GroupWrite<()> {
@@ -58,7 +160,30 @@ impl GroupWrite<()> {
             previous: 0,
             started: false,
             ended: false,
+            format: GroupFormat::Lite,
         }
+    }
+
+    /// A group of a moq-transport subscription (`request_id`, its track under
+    /// `track_alias`) to write once its stream is open.
+    pub(crate) fn plan_moqt(
+        request_id: u64,
+        track_alias: u64,
+        group: GroupConsumer,
+        priorities: (u8, u8),
+        control: moqx_kio::Consumer<Control>,
+        draft: Draft,
+    ) -> Self {
+        let (subscriber_priority, publisher_priority) = priorities;
+        let mut plan = Self::plan(request_id, group, subscriber_priority, control);
+        plan.format = GroupFormat::Moqt {
+            draft,
+            track_alias,
+            publisher_priority,
+            objects: None,
+            next_object: 0,
+        };
+        plan
     }
 
     /// The sub-machine, with its stream.
@@ -76,6 +201,7 @@ impl GroupWrite<()> {
             previous: 0,
             started: false,
             ended: false,
+            format: self.format,
         }
     }
 }
@@ -91,7 +217,7 @@ impl<S: SendStream> GroupWrite<S> {
     /// Gives the group up: its stream is reset with `error`.
     pub(crate) fn evict(&mut self, error: Error) {
         if let Some(writer) = self.writer.as_mut() {
-            writer.stream_mut().reset(error.to_code());
+            writer.stream_mut().reset(self.format.reset_code(error));
         }
     }
 
@@ -115,7 +241,9 @@ impl<S: SendStream> GroupWrite<S> {
                 Poll::Ready(Ok(Control {
                     cancelled: true, ..
                 })) => {
-                    writer.stream_mut().reset(Error::Cancel.to_code());
+                    writer
+                        .stream_mut()
+                        .reset(self.format.reset_code(Error::Cancel));
                     return Poll::Ready(Ok(()));
                 }
                 Poll::Ready(Ok(Control { priority: new, .. })) => {
@@ -134,13 +262,10 @@ impl<S: SendStream> GroupWrite<S> {
         let mut batch = bytes::BytesMut::new();
         if !self.started {
             self.started = true;
-            let header = self.header;
-            let encoded = UniStream::Group
-                .encode(&mut batch, version)
-                .and_then(|()| header.encode(&mut batch, version));
+            let encoded = self.format.encode_header(self.header, version, &mut batch);
             if let Err(error) = encoded {
                 // This group cannot be said on the wire: it alone is given up.
-                writer.stream_mut().reset(Error::from(error).to_code());
+                writer.stream_mut().reset(self.format.reset_code(error));
                 return Poll::Ready(Ok(()));
             }
         }
@@ -150,10 +275,16 @@ impl<S: SendStream> GroupWrite<S> {
                     let size = frame.payload.len();
                     counters.frames_sent += 1;
                     counters.payload_bytes_sent += size as u64;
-                    let header = FrameHeader::new(self.previous, frame.timestamp, size as u64);
-                    self.previous = frame.timestamp;
-                    if let Err(error) = header.encode(&mut batch, version) {
-                        writer.stream_mut().reset(Error::from(error).to_code());
+                    let previous = std::mem::replace(&mut self.previous, frame.timestamp);
+                    let encoded = self.format.encode_frame(
+                        previous,
+                        frame.timestamp,
+                        size,
+                        version,
+                        &mut batch,
+                    );
+                    if let Err(error) = encoded {
+                        writer.stream_mut().reset(self.format.reset_code(error));
                         return Poll::Ready(Ok(()));
                     }
                     if size <= COPY_LIMIT {
@@ -165,7 +296,7 @@ impl<S: SendStream> GroupWrite<S> {
                 }
                 Poll::Ready(Ok(None)) => self.ended = true,
                 Poll::Ready(Err(error)) => {
-                    writer.stream_mut().reset(error.to_code());
+                    writer.stream_mut().reset(self.format.reset_code(error));
                     return Poll::Ready(Ok(()));
                 }
                 Poll::Pending => break,

@@ -32,7 +32,9 @@ const OPENS_KEPT: usize = 32;
 
 pub(crate) use super::context::{Context, Ending, Linger, Route};
 use super::discover::AnnounceDiscover;
-use super::moqt::{self, ControlStream, MoqtBidiIncoming, MoqtState, MoqtUniIncoming};
+use super::moqt::{
+    self, ControlStream, MoqtBidiIncoming, MoqtState, MoqtSubscribeServe, MoqtUniIncoming,
+};
 use super::own_wake::OwnWake;
 use super::remote::RemoteBroadcasts;
 use super::setup::{BidiIncoming, GoAwaySend, SetupSend, UniIncoming};
@@ -444,6 +446,12 @@ impl<R: Runtime> SessionMachine<R> {
             match spawn {
                 Spawn::BroadcastRequests(task) => {
                     self.tasks.push(Task::BroadcastRequests(task));
+                }
+                Spawn::MoqtSubscribe(subscription) => {
+                    self.tasks
+                        .push(Task::MoqtSubscribe(MoqtSubscribeServe::on_control_stream(
+                            subscription,
+                        )));
                 }
             }
             progress = true;

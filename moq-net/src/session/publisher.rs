@@ -292,7 +292,7 @@ fn track_info(track: &TrackConsumer) -> TrackInfo {
 /// Finds a track the peer asked for in the published origin. A path outside what the
 /// session may read (a relay's scoped origin) is Unauthorized, whether or not something is
 /// there: the answer tells nothing about paths outside the session's rights.
-fn resolve(
+pub(crate) fn resolve(
     cx: &Context,
     broadcast: &crate::model::Path,
     track: &str,

@@ -9,7 +9,10 @@ use moqx_kio::Waiter;
 use super::announce::AnnounceServe;
 use super::context::Context;
 use super::discover::AnnounceDiscover;
-use super::moqt::{ControlStream, MoqtBidiIncoming, MoqtUniIncoming, RequestRefuse};
+use super::moqt::{
+    ControlStream, MoqtBidiIncoming, MoqtSubscribeServe, MoqtUniIncoming, RequestRefuse,
+    Subscription,
+};
 use super::publisher::{FetchServe, GroupWrite, SubscribeServe, TrackServe};
 use super::setup::{BidiIncoming, GoAwayRecv, GoAwaySend, SetupRead, SetupSend, UniIncoming};
 use super::subscriber::{BroadcastRequests, GroupRead, SubscribePlan, SubscribeRemote, TrackQuery};
@@ -50,6 +53,8 @@ impl Open {
 /// A sub-machine that needs no stream of its own.
 pub(crate) enum Spawn {
     BroadcastRequests(BroadcastRequests),
+    /// A moq-transport subscription whose replies travel on the control stream (14, 16).
+    MoqtSubscribe(Subscription),
 }
 
 /// One sub-machine.
@@ -74,6 +79,7 @@ pub(crate) enum Task<T: transport::Session> {
     MoqtUniIncoming(MoqtUniIncoming<T::RecvStream>),
     MoqtBidiIncoming(MoqtBidiIncoming<T::SendStream, T::RecvStream>),
     MoqtRequestRefuse(RequestRefuse<T::SendStream, T::RecvStream>),
+    MoqtSubscribe(MoqtSubscribeServe<T::SendStream, T::RecvStream>),
 }
 
 /// What polling a sub-machine led to.
@@ -111,6 +117,7 @@ impl<T: transport::Session> Task<T> {
             Task::MoqtUniIncoming(task) => task.poll(waiter, cx),
             Task::MoqtBidiIncoming(task) => task.poll(waiter, cx),
             Task::MoqtRequestRefuse(task) => task.poll(waiter, cx).map(done),
+            Task::MoqtSubscribe(task) => task.poll(waiter, cx).map(done),
         }
     }
 }

@@ -11,7 +11,8 @@
 
 use std::task::Poll;
 
-use super::{ControlStream, RESET_CANCELLED, RequestRefuse, requests::Request};
+use super::requests::{Refuse, Request};
+use super::{ControlStream, MoqtSubscribeServe, RESET_CANCELLED, RequestRefuse};
 use crate::Error;
 use crate::moqt::{
     ClientSetup, Control, FETCH_HEADER, Frame, PADDING_STREAM, SubgroupHeader, int::read_int,
@@ -147,8 +148,18 @@ impl<S: SendStream, R: RecvStream> MoqtBidiIncoming<S, R> {
         };
         let moqt = cx.moqt.as_mut().ok_or(Error::ProtocolViolation)?;
         moqt.take_request_id(request.request_id())?;
-        tracing::debug!(?request, "refusing the peer's request: not supported");
-        let Some(refusal) = request.refusal(draft)? else {
+        let why = match &request {
+            Request::Subscribe(subscribe) => match super::serve::plan(subscribe, cx) {
+                Ok(subscription) => {
+                    let serve = MoqtSubscribeServe::on_stream(subscription, writer, reader);
+                    return Poll::Ready(Ok(Step::Become(Box::new(Task::MoqtSubscribe(serve)))));
+                }
+                Err(why) => why,
+            },
+            _ => Refuse::NotSupported,
+        };
+        tracing::debug!(?request, ?why, "refusing the peer's request");
+        let Some(refusal) = request.refusal(draft, why)? else {
             return Poll::Ready(Ok(Step::Done));
         };
         Poll::Ready(Ok(Step::Become(Box::new(Task::MoqtRequestRefuse(

@@ -23,10 +23,12 @@
 
 mod control;
 mod incoming;
+mod names;
 mod requests;
+mod serve;
 mod setup;
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::task::Waker;
 
 use bytes::Bytes;
@@ -34,6 +36,7 @@ use bytes::Bytes;
 pub(crate) use control::ControlStream;
 pub(crate) use incoming::{MoqtBidiIncoming, MoqtUniIncoming};
 pub(crate) use requests::RequestRefuse;
+pub(crate) use serve::{MoqtSubscribeServe, Subscription};
 
 use super::{SessionConfig, Side};
 use crate::Error;
@@ -42,9 +45,6 @@ use crate::moqt::{Control, Draft, GoAway};
 /// The stream reset (and STOP_SENDING) code CANCELLED, every draft: what a data stream
 /// nobody asked for is stopped with.
 pub(crate) const RESET_CANCELLED: u64 = 0x1;
-
-/// The REQUEST_ERROR code NOT_SUPPORTED (and the per-request errors' on 14), every draft.
-const NOT_SUPPORTED: u64 = 0x3;
 
 /// Request ids a draft 18 session remembers above the contiguous run it has seen: requests
 /// on their own streams may arrive out of order, and a duplicate must still be caught. A
@@ -79,6 +79,9 @@ pub(crate) struct MoqtState {
     pending_request_ids: BTreeSet<u64>,
     /// The peer's GOAWAY arrived (a second one is a protocol violation).
     pub(crate) goaway_received: bool,
+    /// 14, 16: the peer's subscriptions served, by request id: UNSUBSCRIBE sets the flag
+    /// its sub-machine watches.
+    served: HashMap<u64, moqx_kio::Producer<bool>>,
 }
 
 impl MoqtState {
@@ -110,7 +113,31 @@ impl MoqtState {
             next_peer_request_id: first_peer_id,
             pending_request_ids: BTreeSet::new(),
             goaway_received: false,
+            served: HashMap::new(),
         }
+    }
+
+    /// Registers the peer's subscription `request_id` (14, 16): what its UNSUBSCRIBE
+    /// will set.
+    pub(crate) fn watch_unsubscribe(&mut self, request_id: u64) -> moqx_kio::Consumer<bool> {
+        let flag = moqx_kio::Producer::new(false);
+        let watch = flag.consume();
+        self.served.insert(request_id, flag);
+        watch
+    }
+
+    /// The peer's UNSUBSCRIBE of `request_id`; one for a subscription already over (or
+    /// refused) is nothing to act on.
+    pub(crate) fn unsubscribe(&mut self, request_id: u64) {
+        match self.served.get(&request_id) {
+            Some(flag) => flag.update(|unsubscribed| *unsubscribed = true),
+            None => tracing::debug!(request_id, "UNSUBSCRIBE of no subscription served"),
+        }
+    }
+
+    /// A subscription ended: forgets it; whether it was registered (14, 16).
+    pub(crate) fn forget_subscription(&mut self, request_id: u64) -> bool {
+        self.served.remove(&request_id).is_some()
     }
 
     /// Queues `message` on this side's control stream.

@@ -12,7 +12,7 @@ use std::task::Poll;
 use bytes::Bytes;
 use moqx_kio::Waiter;
 
-use super::{MAX_PENDING_REQUEST_IDS, MoqtState, NOT_SUPPORTED};
+use super::{MAX_PENDING_REQUEST_IDS, MoqtState};
 use crate::Error;
 use crate::moqt::{
     Control, Draft, Fetch, FetchCancel, FetchError, Frame, MaxRequestId, Publish, PublishDone,
@@ -23,10 +23,62 @@ use crate::moqt::{
 };
 use crate::session::context::Context;
 use crate::session::stream::{Reader, Writer};
+use crate::session::task::Spawn;
 use crate::transport::{RecvStream, SendStream};
 
-/// What the peer's requests are told while this layer serves none.
-const NOT_SUPPORTED_REASON: &str = "not supported by this endpoint";
+/// Why a request of the peer's is refused, as each draft codes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Refuse {
+    /// This side does not serve this kind of request.
+    NotSupported,
+    /// No such track or namespace here.
+    DoesNotExist,
+    /// The session may not read or publish there.
+    Unauthorized,
+    /// A bound of the session: too many requests at once.
+    ExcessiveLoad,
+    /// Anything else.
+    Internal,
+}
+
+impl Refuse {
+    /// What our error says about a request it failed.
+    pub(super) fn from_error(error: Error) -> Self {
+        match error {
+            Error::NotFound => Refuse::DoesNotExist,
+            Error::Unauthorized => Refuse::Unauthorized,
+            Error::BoundsExceeded => Refuse::ExcessiveLoad,
+            Error::Unsupported => Refuse::NotSupported,
+            _ => Refuse::Internal,
+        }
+    }
+
+    /// Its code on `draft` (14: the per-request codes, where TRACK_DOES_NOT_EXIST and
+    /// NAMESPACE_PREFIX_UNKNOWN are both 0x4; 16 and 18: REQUEST_ERROR's).
+    fn code(self, draft: Draft) -> u64 {
+        match self {
+            Refuse::Internal => 0x0,
+            Refuse::Unauthorized => 0x1,
+            Refuse::NotSupported => 0x3,
+            Refuse::DoesNotExist if draft == Draft::D14 => 0x4,
+            Refuse::DoesNotExist => 0x10,
+            // EXCESSIVE_LOAD is 18's; before it, an internal error that says why in words.
+            Refuse::ExcessiveLoad if draft == Draft::D18 => 0x9,
+            Refuse::ExcessiveLoad => 0x0,
+        }
+    }
+
+    /// Its words.
+    fn reason(self) -> &'static str {
+        match self {
+            Refuse::NotSupported => "not supported by this endpoint",
+            Refuse::DoesNotExist => "does not exist",
+            Refuse::Unauthorized => "unauthorized",
+            Refuse::ExcessiveLoad => "too many requests at once",
+            Refuse::Internal => "internal error",
+        }
+    }
+}
 
 /// A message that starts (or, for an update, changes) a request of the peer's.
 #[derive(Debug)]
@@ -92,32 +144,34 @@ impl Request {
         matches!(self, Request::SubscribeNamespace(_))
     }
 
-    /// The encoded refusal (NOT_SUPPORTED) of this request on `draft`: REQUEST_ERROR from
-    /// 16 on (with the request id on 16, on the request's own stream on 18), the request
-    /// type's own error on 14; `None` for 14's SUBSCRIBE_UPDATE, which has no reply.
-    pub(super) fn refusal(&self, draft: Draft) -> Result<Option<Bytes>, Error> {
+    /// The encoded refusal of this request on `draft`: REQUEST_ERROR from 16 on (with the
+    /// request id on 16, on the request's own stream on 18), the request type's own error
+    /// on 14; `None` for 14's SUBSCRIBE_UPDATE, which has no reply.
+    pub(super) fn refusal(&self, draft: Draft, why: Refuse) -> Result<Option<Bytes>, Error> {
         let id = self.request_id();
         // 14 has no REQUEST_ERROR: each request type has an error message of its own.
         let encoded = if RequestError::message_type(draft).is_none() {
             match self {
-                Request::Subscribe(_) => encode::<SubscribeError>(&refused(id), draft),
-                Request::TrackStatus(_) => encode::<TrackStatusError>(&refused(id), draft),
-                Request::Fetch(_) => encode::<FetchError>(&refused(id), draft),
-                Request::Publish(_) => encode::<PublishError>(&refused(id), draft),
+                Request::Subscribe(_) => encode::<SubscribeError>(&refused(id, why, draft), draft),
+                Request::TrackStatus(_) => {
+                    encode::<TrackStatusError>(&refused(id, why, draft), draft)
+                }
+                Request::Fetch(_) => encode::<FetchError>(&refused(id, why, draft), draft),
+                Request::Publish(_) => encode::<PublishError>(&refused(id, why, draft), draft),
                 Request::PublishNamespace(_) => {
-                    encode::<PublishNamespaceError>(&refused(id), draft)
+                    encode::<PublishNamespaceError>(&refused(id, why, draft), draft)
                 }
                 Request::SubscribeNamespace(_) => {
-                    encode::<SubscribeNamespaceError>(&refused(id), draft)
+                    encode::<SubscribeNamespaceError>(&refused(id, why, draft), draft)
                 }
                 Request::SubscribeTracks(_) | Request::Update(_) => return Ok(None),
             }
         } else {
             let error = RequestError {
                 request_id: draft.has_reply_request_ids().then_some(id),
-                code: NOT_SUPPORTED,
+                code: why.code(draft),
                 retry_after: None,
-                reason: NOT_SUPPORTED_REASON.to_owned(),
+                reason: why.reason().to_owned(),
                 redirect: None,
             };
             encode(&error, draft)
@@ -127,11 +181,11 @@ impl Request {
 }
 
 /// 14's refusal of request `request_id`, of the request type's own error message.
-fn refused<const TYPE: u64>(request_id: u64) -> Refused<TYPE> {
+fn refused<const TYPE: u64>(request_id: u64, why: Refuse, draft: Draft) -> Refused<TYPE> {
     Refused {
         request_id,
-        code: NOT_SUPPORTED,
-        reason: NOT_SUPPORTED_REASON.to_owned(),
+        code: why.code(draft),
+        reason: why.reason().to_owned(),
     }
 }
 
@@ -217,11 +271,27 @@ pub(super) fn on_control_stream(frame: Frame, cx: &mut Context) -> Result<(), Er
             return Err(Error::ProtocolViolation);
         }
         moqt.take_request_id(request.request_id())?;
-        tracing::debug!(?request, "refusing the peer's request: not supported");
-        if let Some(refusal) = request.refusal(draft)? {
+        let why = match &request {
+            Request::Subscribe(subscribe) => match super::serve::plan(subscribe, cx) {
+                Ok(subscription) => {
+                    cx.spawned.push(Spawn::MoqtSubscribe(subscription));
+                    return Ok(());
+                }
+                Err(why) => why,
+            },
+            _ => Refuse::NotSupported,
+        };
+        tracing::debug!(?request, ?why, "refusing the peer's request");
+        let moqt = cx.moqt.as_mut().ok_or(Error::ProtocolViolation)?;
+        if let Some(refusal) = request.refusal(draft, why)? {
             moqt.queue(refusal);
         }
         return moqt.request_done();
+    }
+    if Some(frame.kind) == Unsubscribe::message_type(draft) {
+        let unsubscribe = Unsubscribe::from_frame(&frame, draft)?;
+        moqt.unsubscribe(unsubscribe.request_id);
+        return Ok(());
     }
     if is_request_end(frame.kind, draft) {
         tracing::debug!(

@@ -1,0 +1,286 @@
+//! One origin, two protocols, in virtual time: a moq-lite publisher's broadcast reaches a
+//! moq-transport subscriber of the same relay, every draft, seen by a hand-driven raw peer
+//! (SUBSCRIBE answered SUBSCRIBE_OK, each group a subgroup stream of objects, PUBLISH_DONE
+//! at the track's end, a missing track refused DOES_NOT_EXIST, UNSUBSCRIBE honoured).
+
+mod common;
+
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use common::relay::raw_client;
+use common::seeded;
+use moqx_kio::Waiter;
+use moqx_net::coding::Version;
+use moqx_net::moqt::{
+    ClientSetup, Control, Draft, Frame, Namespace, PublishDone, RequestError, SetupOptions,
+    SubgroupHeader, SubgroupObjects, Subscribe, SubscribeError, SubscribeOk, Unsubscribe,
+};
+use moqx_net::runtime::test::{TestRecvStream, TestRuntime, TestSendStream, TestTransport};
+use moqx_net::sim::{Relay, publisher};
+use moqx_net::transport::{RecvStream, SendStream, Session as _};
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// A raw moq-transport client's request stream (18) or control stream (14, 16).
+struct Stream {
+    send: TestSendStream,
+    recv: Option<TestRecvStream>,
+    received: Vec<u8>,
+    draft: Draft,
+}
+
+impl Stream {
+    fn send<C: Control>(&mut self, message: &C) {
+        let waiter = Waiter::new(Waker::noop());
+        let bytes = message.to_vec(self.draft).unwrap();
+        let _ = self.send.poll_write(&waiter, &mut Bytes::from(bytes));
+    }
+
+    /// The next message on it (on 18's control stream, accepting the relay's), within a
+    /// second.
+    fn next(&mut self, runtime: &TestRuntime, raw: &mut TestTransport) -> Option<Frame> {
+        let waiter = Waiter::new(Waker::noop());
+        let mut frame = None;
+        runtime.run_until(SECOND, || {
+            if self.recv.is_none()
+                && let Poll::Ready(Ok(recv)) = raw.poll_accept_uni(&waiter)
+            {
+                self.recv = Some(recv);
+            }
+            if let Some(recv) = self.recv.as_mut() {
+                while let Poll::Ready(Ok(Some(chunk))) = recv.poll_read(&waiter) {
+                    self.received.extend_from_slice(&chunk);
+                }
+            }
+            let mut cursor = &self.received[..];
+            if let Ok(decoded) = Frame::decode(&mut cursor, self.draft) {
+                let used = self.received.len() - cursor.len();
+                self.received.drain(..used);
+                frame = Some(decoded);
+                return true;
+            }
+            false
+        });
+        frame
+    }
+}
+
+/// A raw client of `relay` on `version`, its SETUP exchanged: the transport, its control
+/// stream.
+fn moqt_client(
+    runtime: &TestRuntime,
+    relay: &mut Relay,
+    version: Version,
+) -> (TestTransport, Stream) {
+    let draft = version.draft().unwrap();
+    relay.base.version = version;
+    relay.link.protocol = Some(version.alpn().to_owned());
+    let mut raw = raw_client(runtime, relay);
+    let waiter = Waiter::new(Waker::noop());
+    let (send, recv) = if draft == Draft::D18 {
+        let Poll::Ready(Ok(send)) = raw.poll_open_uni(&waiter) else {
+            panic!("opens at once")
+        };
+        (send, None)
+    } else {
+        let Poll::Ready(Ok((send, recv))) = raw.poll_open_bidi(&waiter) else {
+            panic!("opens at once")
+        };
+        (send, Some(recv))
+    };
+    let mut control = Stream {
+        send,
+        recv,
+        received: Vec::new(),
+        draft,
+    };
+    control.send(&ClientSetup {
+        versions: match draft {
+            Draft::D14 => vec![draft.version_number()],
+            _ => vec![],
+        },
+        options: SetupOptions {
+            max_request_id: (draft != Draft::D18).then_some(100),
+            ..SetupOptions::default()
+        },
+    });
+    control.next(runtime, &mut raw).expect("the relay's SETUP");
+    (raw, control)
+}
+
+/// Sends SUBSCRIBE `request_id` for `namespace`/`name`: on the control stream (14, 16) or
+/// a request stream of its own (18), whose replies then come on it.
+fn subscribe(
+    raw: &mut TestTransport,
+    control: &mut Stream,
+    request_id: u64,
+    namespace: &[&str],
+    name: &str,
+) -> Option<Stream> {
+    let message = Subscribe {
+        request_id,
+        namespace: Namespace::from_strs(namespace.iter().copied()),
+        name: Bytes::copy_from_slice(name.as_bytes()),
+        ..Subscribe::default()
+    };
+    if control.draft != Draft::D18 {
+        control.send(&message);
+        return None;
+    }
+    let waiter = Waiter::new(Waker::noop());
+    let Poll::Ready(Ok((send, recv))) = raw.poll_open_bidi(&waiter) else {
+        panic!("opens at once")
+    };
+    let mut stream = Stream {
+        send,
+        recv: Some(recv),
+        received: Vec::new(),
+        draft: control.draft,
+    };
+    stream.send(&message);
+    Some(stream)
+}
+
+/// One subgroup stream from the relay, read to its end: its header and objects.
+fn next_group(
+    runtime: &TestRuntime,
+    raw: &mut TestTransport,
+    draft: Draft,
+) -> Option<(SubgroupHeader, Vec<Bytes>)> {
+    let waiter = Waiter::new(Waker::noop());
+    let mut stream = None;
+    runtime.run_until(SECOND, || {
+        if let Poll::Ready(Ok(accepted)) = raw.poll_accept_uni(&waiter) {
+            stream = Some(accepted);
+        }
+        stream.is_some()
+    });
+    let mut stream = stream?;
+    let mut bytes = Vec::new();
+    let mut ended = false;
+    runtime.run_until(SECOND, || {
+        loop {
+            match stream.poll_read(&waiter) {
+                Poll::Ready(Ok(Some(chunk))) => bytes.extend_from_slice(&chunk),
+                Poll::Ready(Ok(None)) => {
+                    ended = true;
+                    return true;
+                }
+                _ => return false,
+            }
+        }
+    });
+    assert!(ended, "the group stream ends with FIN");
+    let mut cursor = &bytes[..];
+    let header = SubgroupHeader::decode(&mut cursor, draft).expect("SUBGROUP_HEADER");
+    let mut objects = SubgroupObjects::new(&header, draft);
+    let mut payloads = Vec::new();
+    let mut next_id = 0;
+    while cursor.has_remaining() {
+        let object = objects.decode(&mut cursor).expect("an object");
+        assert_eq!(object.id, next_id, "object ids from 0, one per frame");
+        next_id += 1;
+        payloads.push(cursor.copy_to_bytes(object.payload_len as usize));
+    }
+    Some((header, payloads))
+}
+
+#[test]
+fn a_moq_lite_broadcast_reaches_a_moq_transport_subscriber_on_every_draft() {
+    for version in Version::MOQT {
+        seeded(71, |runtime| {
+            let draft = version.draft().unwrap();
+            let mut relay = Relay::new();
+            let (_publisher, _broadcast, mut track) =
+                publisher(runtime, &mut relay, "chat/room", "messages");
+            assert!(runtime.run_until(SECOND, || {
+                relay.origin.consume_broadcast("chat/room").is_some()
+            }));
+
+            let (mut raw, mut control) = moqt_client(runtime, &mut relay, version);
+            let mut request = subscribe(&mut raw, &mut control, 0, &["chat", "room"], "messages");
+            let replies = request.as_mut().unwrap_or(&mut control);
+            let reply = replies.next(runtime, &mut raw).expect("a reply");
+            let ok = SubscribeOk::from_frame(&reply, draft).expect("SUBSCRIBE_OK");
+            assert_eq!(
+                ok.request_id,
+                (draft != Draft::D18).then_some(0),
+                "{version}"
+            );
+
+            let mut group = track.append_group();
+            group.write(1000, "hello");
+            group.write(1001, "world");
+            group.finish();
+            let (header, payloads) = next_group(runtime, &mut raw, draft).expect("a group");
+            assert_eq!(header.track_alias, ok.track_alias, "{version}");
+            assert_eq!(header.group, 0);
+            assert_eq!(payloads, ["hello", "world"], "{version}");
+
+            // The track ends: PUBLISH_DONE, TRACK_ENDED, one stream.
+            track.finish();
+            let replies = request.as_mut().unwrap_or(&mut control);
+            let done = replies.next(runtime, &mut raw).expect("PUBLISH_DONE");
+            let done = PublishDone::from_frame(&done, draft).expect("PUBLISH_DONE");
+            assert_eq!((done.status, done.stream_count), (0x2, 1), "{version}");
+        });
+    }
+}
+
+#[test]
+fn a_missing_track_is_refused_and_unsubscribe_stops_the_groups() {
+    for version in Version::MOQT {
+        seeded(72, |runtime| {
+            let draft = version.draft().unwrap();
+            let mut relay = Relay::new();
+            let (_publisher, _broadcast, mut track) =
+                publisher(runtime, &mut relay, "chat/room", "messages");
+            assert!(runtime.run_until(SECOND, || {
+                relay.origin.consume_broadcast("chat/room").is_some()
+            }));
+            let (mut raw, mut control) = moqt_client(runtime, &mut relay, version);
+
+            let mut request = subscribe(
+                &mut raw,
+                &mut control,
+                0,
+                &["nonexistent", "namespace"],
+                "test-track",
+            );
+            let replies = request.as_mut().unwrap_or(&mut control);
+            let reply = replies.next(runtime, &mut raw).expect("a reply");
+            let code = match draft {
+                Draft::D14 => {
+                    SubscribeError::from_frame(&reply, draft)
+                        .expect("SUBSCRIBE_ERROR")
+                        .code
+                }
+                _ => {
+                    RequestError::from_frame(&reply, draft)
+                        .expect("REQUEST_ERROR")
+                        .code
+                }
+            };
+            let does_not_exist = if draft == Draft::D14 { 0x4 } else { 0x10 };
+            assert_eq!(code, does_not_exist, "{version}");
+
+            if draft == Draft::D18 {
+                return; // 18 cancels by resetting the request stream: no UNSUBSCRIBE.
+            }
+            subscribe(&mut raw, &mut control, 2, &["chat", "room"], "messages");
+            let reply = control.next(runtime, &mut raw).expect("a reply");
+            SubscribeOk::from_frame(&reply, draft).expect("SUBSCRIBE_OK");
+            moqx_net::sim::send(&mut track, 1, "first");
+            assert!(next_group(runtime, &mut raw, draft).is_some(), "{version}");
+            control.send(&Unsubscribe { request_id: 2 });
+            runtime.advance(SECOND);
+            moqx_net::sim::send(&mut track, 2, "after");
+            assert!(
+                next_group(runtime, &mut raw, draft).is_none(),
+                "{version}: unsubscribed"
+            );
+        });
+    }
+}
