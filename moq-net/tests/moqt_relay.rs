@@ -14,7 +14,8 @@ use common::seeded;
 use moqx_kio::Waiter;
 use moqx_net::coding::Version;
 use moqx_net::moqt::{
-    ClientSetup, Control, Draft, Frame, Namespace, PublishDone, RequestError, SetupOptions,
+    ClientSetup, Control, Draft, Frame, Namespace, Publication, PublishDone, PublishNamespace,
+    PublishNamespaceDone, PublishNamespaceOk, RequestError, RequestOk, SetupOptions,
     SubgroupHeader, SubgroupObjects, Subscribe, SubscribeError, SubscribeOk, Unsubscribe,
 };
 use moqx_net::runtime::test::{TestRecvStream, TestRuntime, TestSendStream, TestTransport};
@@ -280,6 +281,173 @@ fn a_missing_track_is_refused_and_unsubscribe_stops_the_groups() {
             assert!(
                 next_group(runtime, &mut raw, draft).is_none(),
                 "{version}: unsubscribed"
+            );
+        });
+    }
+}
+
+/// The raw publisher's side of SUBSCRIBE from the relay: on 14 and 16 read from the
+/// control stream, on 18 from a request stream the relay opened (returned, its replies
+/// go there).
+fn subscribe_from_relay(
+    runtime: &TestRuntime,
+    raw: &mut TestTransport,
+    control: &mut Stream,
+) -> (Subscribe, Option<Stream>) {
+    let draft = control.draft;
+    if draft != Draft::D18 {
+        let frame = control.next(runtime, raw).expect("SUBSCRIBE");
+        return (
+            Subscribe::from_frame(&frame, draft).expect("SUBSCRIBE"),
+            None,
+        );
+    }
+    let waiter = Waiter::new(Waker::noop());
+    let mut accepted = None;
+    runtime.run_until(SECOND, || {
+        if let Poll::Ready(Ok(streams)) = raw.poll_accept_bidi(&waiter) {
+            accepted = Some(streams);
+        }
+        accepted.is_some()
+    });
+    let (send, recv) = accepted.expect("a request stream");
+    let mut stream = Stream {
+        send,
+        recv: Some(recv),
+        received: Vec::new(),
+        draft,
+    };
+    let frame = stream.next(runtime, raw).expect("SUBSCRIBE");
+    (
+        Subscribe::from_frame(&frame, draft).expect("SUBSCRIBE"),
+        Some(stream),
+    )
+}
+
+/// Writes one group of `payloads` as subgroup 0 of the track under `alias`, then FIN.
+fn write_group(raw: &mut TestTransport, draft: Draft, alias: u64, group: u64, payloads: &[&str]) {
+    let waiter = Waiter::new(Waker::noop());
+    let Poll::Ready(Ok(mut send)) = raw.poll_open_uni(&waiter) else {
+        panic!("opens at once")
+    };
+    let header = SubgroupHeader {
+        track_alias: alias,
+        group,
+        subgroup: moqx_net::moqt::SubgroupId::Zero,
+        priority: Some(128),
+        properties: false,
+        end_of_group: true,
+        first_object: draft == Draft::D18,
+    };
+    let mut bytes = Vec::new();
+    header.encode(&mut bytes, draft).unwrap();
+    let mut objects = SubgroupObjects::new(&header, draft);
+    for (id, payload) in payloads.iter().enumerate() {
+        let object = moqx_net::moqt::SubgroupObject {
+            id: id as u64,
+            payload_len: payload.len() as u64,
+            ..Default::default()
+        };
+        objects.encode(&object, &mut bytes).unwrap();
+        bytes.extend_from_slice(payload.as_bytes());
+    }
+    let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
+    let _ = send.finish();
+}
+
+#[test]
+fn a_moq_transport_publisher_reaches_a_moq_lite_subscriber_on_every_draft() {
+    for version in Version::MOQT {
+        seeded(73, |runtime| {
+            let draft = version.draft().unwrap();
+            let mut relay = Relay::new();
+            let (mut raw, mut control) = moqt_client(runtime, &mut relay, version);
+
+            // PUBLISH_NAMESPACE, unsolicited, as deployed publishers send it.
+            let announce = PublishNamespace {
+                request_id: 0,
+                namespace: Namespace::from_strs(["moq-test", "interop"]),
+                ..PublishNamespace::default()
+            };
+            let mut request = match draft {
+                Draft::D18 => {
+                    let waiter = Waiter::new(Waker::noop());
+                    let Poll::Ready(Ok((send, recv))) = raw.poll_open_bidi(&waiter) else {
+                        panic!("opens at once")
+                    };
+                    let mut stream = Stream {
+                        send,
+                        recv: Some(recv),
+                        received: Vec::new(),
+                        draft,
+                    };
+                    stream.send(&announce);
+                    Some(stream)
+                }
+                _ => {
+                    control.send(&announce);
+                    None
+                }
+            };
+            let replies = request.as_mut().unwrap_or(&mut control);
+            let reply = replies.next(runtime, &mut raw).expect("a reply");
+            match draft {
+                Draft::D14 => {
+                    PublishNamespaceOk::from_frame(&reply, draft).expect("PUBLISH_NAMESPACE_OK");
+                }
+                _ => {
+                    RequestOk::from_frame(&reply, draft).expect("REQUEST_OK");
+                }
+            }
+            assert!(
+                relay.origin.consume_broadcast("moq-test/interop").is_some(),
+                "{version}"
+            );
+
+            // A moq-lite subscriber of the relay reads the track: the relay subscribes
+            // upstream, and the publisher's objects reach it as frames.
+            relay.base.version = Version::Lite05;
+            relay.link.protocol = None;
+            let (_subscriber, origin) = moqx_net::sim::subscriber(runtime, &mut relay);
+            assert!(runtime.run_until(SECOND, || {
+                origin.consume_broadcast("moq-test/interop").is_some()
+            }));
+            let received =
+                moqx_net::sim::read_track(runtime, &origin, "moq-test/interop", "test-track");
+            let (subscribe, mut subscription) =
+                subscribe_from_relay(runtime, &mut raw, &mut control);
+            assert_eq!(subscribe.name, "test-track", "{version}");
+            let replies = subscription.as_mut().unwrap_or(&mut control);
+            replies.send(&SubscribeOk {
+                request_id: (draft != Draft::D18).then_some(subscribe.request_id),
+                track_alias: 7,
+                group_order: (draft == Draft::D14).then_some(moqx_net::moqt::GroupOrder::Ascending),
+                ..SubscribeOk::default()
+            });
+            runtime.advance(Duration::from_millis(10));
+            write_group(&mut raw, draft, 7, 0, &["hello", "world"]);
+            assert!(
+                runtime.run_until(SECOND, || received.len() == 2),
+                "{version}"
+            );
+            assert_eq!(received.texts(), ["hello", "world"], "{version}");
+
+            // The namespace withdrawn: PUBLISH_NAMESPACE_DONE, or 18's reset stream.
+            match request.as_mut() {
+                Some(stream) => stream.send.reset(0x1),
+                None if draft == Draft::D14 => control.send(&PublishNamespaceDone {
+                    publication: Publication::Namespace(announce.namespace.clone()),
+                }),
+                None => control.send(&PublishNamespaceDone {
+                    publication: Publication::Request(0),
+                }),
+            }
+            assert!(
+                runtime.run_until(SECOND, || relay
+                    .origin
+                    .consume_broadcast("moq-test/interop")
+                    .is_none()),
+                "{version}: withdrawn"
             );
         });
     }

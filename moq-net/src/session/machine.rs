@@ -33,7 +33,7 @@ const OPENS_KEPT: usize = 32;
 pub(crate) use super::context::{Context, Ending, Linger, Route};
 use super::discover::AnnounceDiscover;
 use super::moqt::{
-    self, ControlStream, MoqtBidiIncoming, MoqtState, MoqtSubscribeServe, MoqtUniIncoming,
+    self, ControlStream, MoqtBidiIncoming, MoqtState, MoqtSubscribeServe, MoqtUniIncoming, Upstream,
 };
 use super::own_wake::OwnWake;
 use super::remote::RemoteBroadcasts;
@@ -447,6 +447,10 @@ impl<R: Runtime> SessionMachine<R> {
                 Spawn::BroadcastRequests(task) => {
                     self.tasks.push(Task::BroadcastRequests(task));
                 }
+                Spawn::MoqtUpstream(request_id) => {
+                    self.tasks
+                        .push(Task::MoqtUpstream(Upstream::on_control_stream(request_id)));
+                }
                 Spawn::MoqtSubscribe(subscription) => {
                     self.tasks
                         .push(Task::MoqtSubscribe(MoqtSubscribeServe::on_control_stream(
@@ -572,6 +576,9 @@ impl<R: Runtime> SessionMachine<R> {
             }
             Open::Subscribe(task) => {
                 Task::SubscribeRemote(task.with_streams(send, recv, &mut self.context))
+            }
+            Open::MoqtUpstream(plan) => {
+                Task::MoqtUpstream(plan.with_streams(send, recv, &self.context))
             }
             Open::MoqtControl => match ControlStream::client(send, recv, &self.context) {
                 Ok(control) => Task::MoqtControl(control),

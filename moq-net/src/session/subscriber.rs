@@ -78,8 +78,13 @@ pub(crate) struct ReceivingBytes {
 }
 
 impl ReceivingBytes {
+    /// A group's share of the session's `total`, nothing yet.
+    pub(crate) fn new(total: std::sync::Arc<std::sync::atomic::AtomicU64>) -> Self {
+        Self { total, mine: 0 }
+    }
+
     /// Adds `bytes` to this group's share, unless the session's total would pass `max`.
-    fn try_add(&mut self, bytes: u64, max: u64) -> bool {
+    pub(crate) fn try_add(&mut self, bytes: u64, max: u64) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         // Only the session machine adds (one thread at a time): load and add need not be
         // one step.
@@ -248,6 +253,10 @@ fn subscribe_upstream(
 ) {
     let start = request.start();
     let producer = serve_received(request, track, cx);
+    if cx.moqt.is_some() {
+        super::moqt::subscribe_upstream(path, producer, start, cx);
+        return;
+    }
     cx.opens.push_back(Open::Subscribe(SubscribePlan {
         path: path.clone(),
         track: producer,

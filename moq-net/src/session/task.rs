@@ -10,8 +10,8 @@ use super::announce::AnnounceServe;
 use super::context::Context;
 use super::discover::AnnounceDiscover;
 use super::moqt::{
-    ControlStream, MoqtBidiIncoming, MoqtSubscribeServe, MoqtUniIncoming, RequestRefuse,
-    Subscription,
+    ControlStream, MoqtBidiIncoming, MoqtGroupRead, MoqtSubscribeServe, MoqtUniIncoming,
+    NamespaceStream, RequestRefuse, Subscription, Upstream, UpstreamPlan,
 };
 use super::publisher::{FetchServe, GroupWrite, SubscribeServe, TrackServe};
 use super::setup::{BidiIncoming, GoAwayRecv, GoAwaySend, SetupRead, SetupSend, UniIncoming};
@@ -25,6 +25,8 @@ pub(crate) enum Open {
     Setup,
     /// The client's bidirectional control stream on moq-transport 14 and 16.
     MoqtControl,
+    /// A subscription's request stream on moq-transport 18.
+    MoqtUpstream(UpstreamPlan),
     GoAway(String),
     Group(GroupWrite<()>),
     AnnounceDiscover(AnnounceDiscover<(), ()>),
@@ -55,6 +57,9 @@ pub(crate) enum Spawn {
     BroadcastRequests(BroadcastRequests),
     /// A moq-transport subscription whose replies travel on the control stream (14, 16).
     MoqtSubscribe(Subscription),
+    /// A moq-transport subscription to the peer whose SUBSCRIBE went on the control
+    /// stream (14, 16), by request id.
+    MoqtUpstream(u64),
 }
 
 /// One sub-machine.
@@ -80,6 +85,9 @@ pub(crate) enum Task<T: transport::Session> {
     MoqtBidiIncoming(MoqtBidiIncoming<T::SendStream, T::RecvStream>),
     MoqtRequestRefuse(RequestRefuse<T::SendStream, T::RecvStream>),
     MoqtSubscribe(MoqtSubscribeServe<T::SendStream, T::RecvStream>),
+    MoqtUpstream(Upstream<T::SendStream, T::RecvStream>),
+    MoqtGroupRead(MoqtGroupRead<T::RecvStream>),
+    MoqtNamespace(NamespaceStream<T::SendStream, T::RecvStream>),
 }
 
 /// What polling a sub-machine led to.
@@ -118,6 +126,9 @@ impl<T: transport::Session> Task<T> {
             Task::MoqtBidiIncoming(task) => task.poll(waiter, cx),
             Task::MoqtRequestRefuse(task) => task.poll(waiter, cx).map(done),
             Task::MoqtSubscribe(task) => task.poll(waiter, cx).map(done),
+            Task::MoqtUpstream(task) => task.poll(waiter, cx).map(done),
+            Task::MoqtGroupRead(task) => task.poll(waiter, cx).map(done),
+            Task::MoqtNamespace(task) => task.poll(waiter, cx).map(done),
         }
     }
 }

@@ -12,7 +12,10 @@
 use std::task::Poll;
 
 use super::requests::{Refuse, Request};
-use super::{ControlStream, MoqtSubscribeServe, RESET_CANCELLED, RequestRefuse};
+use super::{
+    ControlStream, MoqtGroupRead, MoqtSubscribeServe, NamespaceStream, RESET_CANCELLED,
+    RequestRefuse,
+};
 use crate::Error;
 use crate::moqt::{
     ClientSetup, Control, FETCH_HEADER, Frame, PADDING_STREAM, SubgroupHeader, int::read_int,
@@ -77,6 +80,11 @@ impl<R: RecvStream> MoqtUniIncoming<R> {
         if !data {
             tracing::debug!(kind, "a unidirectional stream of unknown type");
             return Poll::Ready(Err(Error::ProtocolViolation));
+        }
+        if SubgroupHeader::is_subgroup_type(kind, draft) {
+            return Poll::Ready(Ok(Step::Become(Box::new(Task::MoqtGroupRead(
+                MoqtGroupRead::new(reader, draft, cx),
+            )))));
         }
         tracing::debug!(kind, "stopping a data stream this side did not ask for");
         reader.stream_mut().stop(RESET_CANCELLED);
@@ -153,6 +161,13 @@ impl<S: SendStream, R: RecvStream> MoqtBidiIncoming<S, R> {
                 Ok(subscription) => {
                     let serve = MoqtSubscribeServe::on_stream(subscription, writer, reader);
                     return Poll::Ready(Ok(Step::Become(Box::new(Task::MoqtSubscribe(serve)))));
+                }
+                Err(why) => why,
+            },
+            Request::PublishNamespace(publish) => match super::namespaces::accept(publish, cx) {
+                Ok((accepted, ok)) => {
+                    let stream = NamespaceStream::new(accepted, writer, reader, ok);
+                    return Poll::Ready(Ok(Step::Become(Box::new(Task::MoqtNamespace(stream)))));
                 }
                 Err(why) => why,
             },

@@ -22,11 +22,14 @@
 //! GOAWAY and closes as each draft says.
 
 mod control;
+mod group_read;
 mod incoming;
 mod names;
+mod namespaces;
 mod requests;
 mod serve;
 mod setup;
+mod upstream;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::task::Waker;
@@ -34,9 +37,12 @@ use std::task::Waker;
 use bytes::Bytes;
 
 pub(crate) use control::ControlStream;
+pub(crate) use group_read::MoqtGroupRead;
 pub(crate) use incoming::{MoqtBidiIncoming, MoqtUniIncoming};
+pub(crate) use namespaces::NamespaceStream;
 pub(crate) use requests::RequestRefuse;
 pub(crate) use serve::{MoqtSubscribeServe, Subscription};
+pub(crate) use upstream::{Upstream, UpstreamPlan, subscribe as subscribe_upstream};
 
 use super::{SessionConfig, Side};
 use crate::Error;
@@ -82,6 +88,13 @@ pub(crate) struct MoqtState {
     /// 14, 16: the peer's subscriptions served, by request id: UNSUBSCRIBE sets the flag
     /// its sub-machine watches.
     served: HashMap<u64, moqx_kio::Producer<bool>>,
+    /// The request id of this side's next request (the client's even, the server's odd).
+    pub(crate) next_request_id: u64,
+    /// This side's subscriptions by the track alias each SUBSCRIBE_OK gave: the request
+    /// id, under which its route lives.
+    pub(crate) aliases: HashMap<u64, u64>,
+    /// 14, 16: the namespaces the peer published, by request id, until withdrawn.
+    pub(crate) published: HashMap<u64, namespaces::Accepted>,
 }
 
 impl MoqtState {
@@ -114,6 +127,12 @@ impl MoqtState {
             pending_request_ids: BTreeSet::new(),
             goaway_received: false,
             served: HashMap::new(),
+            next_request_id: match side {
+                Side::Client => 0,
+                Side::Server => 1,
+            },
+            aliases: HashMap::new(),
+            published: HashMap::new(),
         }
     }
 

@@ -22,6 +22,14 @@ pub(crate) fn path_of(namespace: &Namespace) -> Option<Path> {
     Some(Path::new(fields.join("/")))
 }
 
+/// The namespace of a broadcast path: its `/`-separated parts.
+pub(crate) fn namespace_of(path: &Path) -> Namespace {
+    if path.is_root() {
+        return Namespace::default();
+    }
+    Namespace::from_strs(path.as_str().split('/'))
+}
+
 /// The track a track name names, if it is text.
 pub(crate) fn track_of(name: &[u8]) -> Option<&str> {
     std::str::from_utf8(name).ok()
@@ -36,6 +44,8 @@ mod tests {
         let namespace = Namespace::from_strs(["chat", "room"]);
         let path = path_of(&namespace).expect("a path");
         assert_eq!(path.as_str(), "chat/room");
+        assert_eq!(namespace_of(&path), namespace);
+        assert_eq!(namespace_of(&Path::root()), Namespace::default());
     }
 
     #[test]

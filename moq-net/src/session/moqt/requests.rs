@@ -37,6 +37,8 @@ pub(super) enum Refuse {
     Unauthorized,
     /// A bound of the session: too many requests at once.
     ExcessiveLoad,
+    /// This side takes no publications (it subscribes to nothing).
+    Uninterested,
     /// Anything else.
     Internal,
 }
@@ -65,6 +67,8 @@ impl Refuse {
             // EXCESSIVE_LOAD is 18's; before it, an internal error that says why in words.
             Refuse::ExcessiveLoad if draft == Draft::D18 => 0x9,
             Refuse::ExcessiveLoad => 0x0,
+            Refuse::Uninterested if draft == Draft::D14 => 0x4,
+            Refuse::Uninterested => 0x20,
         }
     }
 
@@ -75,6 +79,7 @@ impl Refuse {
             Refuse::DoesNotExist => "does not exist",
             Refuse::Unauthorized => "unauthorized",
             Refuse::ExcessiveLoad => "too many requests at once",
+            Refuse::Uninterested => "this endpoint takes no publications",
             Refuse::Internal => "internal error",
         }
     }
@@ -279,6 +284,14 @@ pub(super) fn on_control_stream(frame: Frame, cx: &mut Context) -> Result<(), Er
                 }
                 Err(why) => why,
             },
+            Request::PublishNamespace(publish) => match super::namespaces::accept(publish, cx) {
+                Ok((_, ok)) => {
+                    // Its request id stays taken until the peer withdraws it.
+                    cx.moqt.as_mut().ok_or(Error::ProtocolViolation)?.queue(ok);
+                    return Ok(());
+                }
+                Err(why) => why,
+            },
             _ => Refuse::NotSupported,
         };
         tracing::debug!(?request, ?why, "refusing the peer's request");
@@ -288,6 +301,15 @@ pub(super) fn on_control_stream(frame: Frame, cx: &mut Context) -> Result<(), Er
         }
         return moqt.request_done();
     }
+    if Some(frame.kind) == PublishNamespaceDone::message_type(draft) {
+        let done = PublishNamespaceDone::from_frame(&frame, draft)?;
+        super::namespaces::on_done(done, cx);
+        return Ok(());
+    }
+    if super::upstream::on_reply(None, &frame, cx)? {
+        return Ok(());
+    }
+    let moqt = cx.moqt.as_mut().ok_or(Error::ProtocolViolation)?;
     if Some(frame.kind) == Unsubscribe::message_type(draft) {
         let unsubscribe = Unsubscribe::from_frame(&frame, draft)?;
         moqt.unsubscribe(unsubscribe.request_id);
