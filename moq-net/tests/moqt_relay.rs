@@ -452,3 +452,74 @@ fn a_moq_transport_publisher_reaches_a_moq_lite_subscriber_on_every_draft() {
         });
     }
 }
+
+/// A client of `relay` speaking `version`, with `config`'s roles.
+fn client_at(
+    runtime: &TestRuntime,
+    relay: &mut Relay,
+    version: Version,
+    config: moqx_net::session::SessionConfig,
+) -> moqx_net::session::Session {
+    relay.base.version = version;
+    relay.link.protocol = Some(version.alpn().to_owned());
+    let mut config = config;
+    config.version = version;
+    relay.connect(runtime, config)
+}
+
+#[test]
+fn every_pair_of_protocols_chats_through_one_relay() {
+    let versions = [
+        Version::Lite05,
+        Version::Moqt14,
+        Version::Moqt16,
+        Version::Moqt18,
+    ];
+    for publisher_version in versions {
+        for subscriber_version in versions {
+            seeded(74, |runtime| {
+                let pair = format!("{publisher_version} -> {subscriber_version}");
+                let mut relay = Relay::new();
+                let origin = moqx_net::model::Origin::new();
+                let broadcast = moqx_net::model::BroadcastProducer::new();
+                let mut track = broadcast.create_track(moqx_net::model::Track::new("messages"));
+                origin.publish("chat/room", &broadcast).unwrap();
+                let _publisher = client_at(
+                    runtime,
+                    &mut relay,
+                    publisher_version,
+                    moqx_net::session::SessionConfig::default().with_publisher(&origin),
+                );
+                assert!(
+                    runtime.run_until(SECOND, || relay
+                        .origin
+                        .consume_broadcast("chat/room")
+                        .is_some()),
+                    "{pair}: the relay learns the broadcast"
+                );
+                let local = moqx_net::model::Origin::new();
+                // Under a prefix: 14 cannot ask for every namespace.
+                let mut config =
+                    moqx_net::session::SessionConfig::default().with_subscriber(&local);
+                config.subscribe_prefix = moqx_net::model::Path::new("chat");
+                let _subscriber = client_at(runtime, &mut relay, subscriber_version, config);
+                assert!(
+                    runtime.run_until(SECOND, || local.consume_broadcast("chat/room").is_some()),
+                    "{pair}: the subscriber learns the broadcast"
+                );
+                let received = moqx_net::sim::read_track(runtime, &local, "chat/room", "messages");
+                runtime.advance(Duration::from_millis(100));
+                for (index, text) in ["one", "two", "three"].into_iter().enumerate() {
+                    moqx_net::sim::send(&mut track, index as u64, text);
+                    runtime.advance(Duration::from_millis(10));
+                }
+                assert!(
+                    runtime.run_until(SECOND, || received.len() == 3),
+                    "{pair}: {:?}",
+                    received.texts()
+                );
+                assert_eq!(received.texts(), ["one", "two", "three"], "{pair}");
+            });
+        }
+    }
+}

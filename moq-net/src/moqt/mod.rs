@@ -28,10 +28,9 @@
 //!   [`ObjectDatagram`], with each object's [`ObjectStatus`] and properties; FETCH's
 //!   stream: [`FetchHeader`] and the [`FetchObjects`] after it.
 //!
-//! This is the first layer of MOQT support: the codec. The session machine
-//! ([`crate::session`], with a [`Version::MOQT`](crate::coding::Version::MOQT) version)
-//! runs the control streams, SETUP, GOAWAY and request ids on it; serving requests comes
-//! next.
+//! This is the codec. The session machine ([`crate::session`], with a
+//! [`Version::MOQT`](crate::coding::Version::MOQT) version) speaks MOQT with it: control
+//! streams, SETUP, GOAWAY, request ids, namespaces, subscriptions and subgroup streams.
 //!
 //! Decoding is bounded and never panics, as in the moq-lite codec: every length is checked
 //! against the input and against the draft's bound, and [`DecodeError::Short`] means "need

@@ -33,7 +33,8 @@ const OPENS_KEPT: usize = 32;
 pub(crate) use super::context::{Context, Ending, Linger, Route};
 use super::discover::AnnounceDiscover;
 use super::moqt::{
-    self, ControlStream, MoqtBidiIncoming, MoqtState, MoqtSubscribeServe, MoqtUniIncoming, Upstream,
+    self, Announcer, ControlStream, MoqtBidiIncoming, MoqtState, MoqtSubscribeServe,
+    MoqtUniIncoming, Upstream,
 };
 use super::own_wake::OwnWake;
 use super::remote::RemoteBroadcasts;
@@ -447,6 +448,12 @@ impl<R: Runtime> SessionMachine<R> {
                 Spawn::BroadcastRequests(task) => {
                     self.tasks.push(Task::BroadcastRequests(task));
                 }
+                Spawn::MoqtAnnounce(announcements) => {
+                    self.tasks
+                        .push(Task::MoqtAnnouncer(Announcer::without_stream(
+                            announcements,
+                        )));
+                }
                 Spawn::MoqtUpstream(request_id) => {
                     self.tasks
                         .push(Task::MoqtUpstream(Upstream::on_control_stream(request_id)));
@@ -576,6 +583,12 @@ impl<R: Runtime> SessionMachine<R> {
             }
             Open::Subscribe(task) => {
                 Task::SubscribeRemote(task.with_streams(send, recv, &mut self.context))
+            }
+            Open::MoqtPublication(plan) => {
+                Task::MoqtPublication(plan.with_streams(send, recv, &self.context))
+            }
+            Open::MoqtNamespaceFollow(plan) => {
+                Task::MoqtNamespaceFollow(plan.with_streams(send, recv, &self.context))
             }
             Open::MoqtUpstream(plan) => {
                 Task::MoqtUpstream(plan.with_streams(send, recv, &self.context))

@@ -21,8 +21,7 @@
 //!
 //! The same machine runs IETF moq-transport sessions when [`SessionConfig::version`] is one
 //! of its drafts ([`Version::MOQT`]): their control streams, SETUP, GOAWAY and request ids
-//! (`moqt` below). Those sessions establish, drain and close as each draft says; the
-//! peer's requests are refused NOT_SUPPORTED until serving them lands.
+//! (`moqt` below), and the same model: a relay serves both protocols from one origin.
 
 mod announce;
 mod config;

@@ -10,8 +10,9 @@ use super::announce::AnnounceServe;
 use super::context::Context;
 use super::discover::AnnounceDiscover;
 use super::moqt::{
-    ControlStream, MoqtBidiIncoming, MoqtGroupRead, MoqtSubscribeServe, MoqtUniIncoming,
-    NamespaceStream, RequestRefuse, Subscription, Upstream, UpstreamPlan,
+    Announcements, Announcer, ControlStream, MoqtBidiIncoming, MoqtGroupRead, MoqtSubscribeServe,
+    MoqtUniIncoming, NamespaceFollow, NamespaceFollowPlan, NamespaceStream, Publication,
+    PublicationPlan, RequestRefuse, Subscription, Upstream, UpstreamPlan,
 };
 use super::publisher::{FetchServe, GroupWrite, SubscribeServe, TrackServe};
 use super::setup::{BidiIncoming, GoAwayRecv, GoAwaySend, SetupRead, SetupSend, UniIncoming};
@@ -27,6 +28,10 @@ pub(crate) enum Open {
     MoqtControl,
     /// A subscription's request stream on moq-transport 18.
     MoqtUpstream(UpstreamPlan),
+    /// A PUBLISH_NAMESPACE's request stream on moq-transport 18.
+    MoqtPublication(PublicationPlan),
+    /// A SUBSCRIBE_NAMESPACE's stream on moq-transport 16 and 18.
+    MoqtNamespaceFollow(NamespaceFollowPlan),
     GoAway(String),
     Group(GroupWrite<()>),
     AnnounceDiscover(AnnounceDiscover<(), ()>),
@@ -47,7 +52,12 @@ impl Open {
     pub(crate) fn is_new_request(&self) -> bool {
         matches!(
             self,
-            Open::AnnounceDiscover(_) | Open::TrackQuery(_) | Open::Subscribe(_)
+            Open::AnnounceDiscover(_)
+                | Open::TrackQuery(_)
+                | Open::Subscribe(_)
+                | Open::MoqtUpstream(_)
+                | Open::MoqtPublication(_)
+                | Open::MoqtNamespaceFollow(_)
         )
     }
 }
@@ -60,6 +70,8 @@ pub(crate) enum Spawn {
     /// A moq-transport subscription to the peer whose SUBSCRIBE went on the control
     /// stream (14, 16), by request id.
     MoqtUpstream(u64),
+    /// Announcements of this side's broadcasts that need no stream of their own.
+    MoqtAnnounce(Announcements),
 }
 
 /// One sub-machine.
@@ -88,6 +100,9 @@ pub(crate) enum Task<T: transport::Session> {
     MoqtUpstream(Upstream<T::SendStream, T::RecvStream>),
     MoqtGroupRead(MoqtGroupRead<T::RecvStream>),
     MoqtNamespace(NamespaceStream<T::SendStream, T::RecvStream>),
+    MoqtAnnouncer(Announcer<T::SendStream, T::RecvStream>),
+    MoqtPublication(Publication<T::SendStream, T::RecvStream>),
+    MoqtNamespaceFollow(NamespaceFollow<T::SendStream, T::RecvStream>),
 }
 
 /// What polling a sub-machine led to.
@@ -129,6 +144,9 @@ impl<T: transport::Session> Task<T> {
             Task::MoqtUpstream(task) => task.poll(waiter, cx).map(done),
             Task::MoqtGroupRead(task) => task.poll(waiter, cx).map(done),
             Task::MoqtNamespace(task) => task.poll(waiter, cx).map(done),
+            Task::MoqtAnnouncer(task) => task.poll(waiter, cx).map(done),
+            Task::MoqtPublication(task) => task.poll(waiter, cx).map(done),
+            Task::MoqtNamespaceFollow(task) => task.poll(waiter, cx).map(done),
         }
     }
 }

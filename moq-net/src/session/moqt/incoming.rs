@@ -13,7 +13,7 @@ use std::task::Poll;
 
 use super::requests::{Refuse, Request};
 use super::{
-    ControlStream, MoqtGroupRead, MoqtSubscribeServe, NamespaceStream, RESET_CANCELLED,
+    Announcer, ControlStream, MoqtGroupRead, MoqtSubscribeServe, NamespaceStream, RESET_CANCELLED,
     RequestRefuse,
 };
 use crate::Error;
@@ -164,6 +164,26 @@ impl<S: SendStream, R: RecvStream> MoqtBidiIncoming<S, R> {
                 }
                 Err(why) => why,
             },
+            Request::SubscribeNamespace(subscribe) => {
+                match super::Announcements::solicited(&subscribe.prefix, cx) {
+                    Some(announcements) => {
+                        let ok = crate::moqt::RequestOk {
+                            request_id: draft
+                                .has_reply_request_ids()
+                                .then_some(subscribe.request_id),
+                            ..crate::moqt::RequestOk::default()
+                        }
+                        .to_vec(draft)
+                        .map_err(|_| Error::Encode)?;
+                        let announcer =
+                            Announcer::on_stream(announcements, writer, reader, ok.into());
+                        return Poll::Ready(Ok(Step::Become(Box::new(Task::MoqtAnnouncer(
+                            announcer,
+                        )))));
+                    }
+                    None => Refuse::DoesNotExist,
+                }
+            }
             Request::PublishNamespace(publish) => match super::namespaces::accept(publish, cx) {
                 Ok((accepted, ok)) => {
                     let stream = NamespaceStream::new(accepted, writer, reader, ok);

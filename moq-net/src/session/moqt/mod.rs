@@ -16,12 +16,24 @@
 //! order closes the session with the draft's termination code
 //! ([`Termination`](crate::moqt::Termination)).
 //!
-//! What this layer does not do yet: serve requests. Every request of the peer is answered
-//! NOT_SUPPORTED (and its request id counted, so that the session goes on), data streams
-//! are stopped, and this side asks for nothing. The session establishes, drains with
-//! GOAWAY and closes as each draft says.
+//! On that, the same model as moq-lite's ([`crate::model`], one origin for both
+//! protocols):
+//!
+//! - the publisher half serves SUBSCRIBE from the published origin (`serve.rs`) and
+//!   announces its broadcasts: unsolicited PUBLISH_NAMESPACE from a client publisher, and
+//!   in answer to SUBSCRIBE_NAMESPACE (`discovery.rs`);
+//! - the subscriber half accepts PUBLISH_NAMESPACE (`namespaces.rs`), asks for namespaces
+//!   as a client (SUBSCRIBE_NAMESPACE), subscribes upstream when a local consumer wants a
+//!   track (`upstream.rs`) and reads the subgroup streams into groups (`group_read.rs`);
+//! - namespaces are broadcast paths split at `/`, objects are frames, subgroup 0 is the
+//!   group (`names.rs`, `GroupFormat::Moqt`).
+//!
+//! Not served yet, answered NOT_SUPPORTED with the session going on: FETCH, TRACK_STATUS,
+//! PUBLISH (a publisher-initiated subscription), SUBSCRIBE_TRACKS, and REQUEST_UPDATE.
+//! Object datagrams are not sent or read.
 
 mod control;
+mod discovery;
 mod group_read;
 mod incoming;
 mod names;
@@ -37,6 +49,9 @@ use std::task::Waker;
 use bytes::Bytes;
 
 pub(crate) use control::ControlStream;
+pub(crate) use discovery::{
+    Announcements, Announcer, NamespaceFollow, NamespaceFollowPlan, Publication, PublicationPlan,
+};
 pub(crate) use group_read::MoqtGroupRead;
 pub(crate) use incoming::{MoqtBidiIncoming, MoqtUniIncoming};
 pub(crate) use namespaces::NamespaceStream;
@@ -95,6 +110,9 @@ pub(crate) struct MoqtState {
     pub(crate) aliases: HashMap<u64, u64>,
     /// 14, 16: the namespaces the peer published, by request id, until withdrawn.
     pub(crate) published: HashMap<u64, namespaces::Accepted>,
+    /// 14: the peer's SUBSCRIBE_NAMESPACEs answered, by prefix: UNSUBSCRIBE_NAMESPACE
+    /// sets the flag their announcer watches.
+    namespace_subscriptions: HashMap<crate::moqt::Namespace, moqx_kio::Producer<bool>>,
 }
 
 impl MoqtState {
@@ -133,6 +151,7 @@ impl MoqtState {
             },
             aliases: HashMap::new(),
             published: HashMap::new(),
+            namespace_subscriptions: HashMap::new(),
         }
     }
 
@@ -151,6 +170,44 @@ impl MoqtState {
         match self.served.get(&request_id) {
             Some(flag) => flag.update(|unsubscribed| *unsubscribed = true),
             None => tracing::debug!(request_id, "UNSUBSCRIBE of no subscription served"),
+        }
+    }
+
+    /// The request id of this side's next request, if the peer's grant has one left (14,
+    /// 16; on 18 there is always one).
+    pub(crate) fn take_own_request_id(&mut self) -> Option<u64> {
+        let id = self.next_request_id;
+        if self.draft.has_request_id_flow_control() && id >= self.peer_max_request_id {
+            tracing::debug!(id, granted = self.peer_max_request_id, "out of request ids");
+            let blocked = crate::moqt::RequestsBlocked {
+                maximum: self.peer_max_request_id,
+            };
+            let _ = self.send(&blocked);
+            return None;
+        }
+        self.next_request_id += 2;
+        Some(id)
+    }
+
+    /// Registers the peer's SUBSCRIBE_NAMESPACE for `prefix` (14): what its
+    /// UNSUBSCRIBE_NAMESPACE will set.
+    pub(crate) fn watch_unsubscribe_namespace(
+        &mut self,
+        prefix: &crate::moqt::Namespace,
+    ) -> moqx_kio::Consumer<bool> {
+        let flag = moqx_kio::Producer::new(false);
+        let watch = flag.consume();
+        if let Some(replaced) = self.namespace_subscriptions.insert(prefix.clone(), flag) {
+            replaced.update(|done| *done = true);
+        }
+        watch
+    }
+
+    /// The peer's UNSUBSCRIBE_NAMESPACE of `prefix` (14).
+    pub(crate) fn unsubscribe_namespace(&mut self, prefix: &crate::moqt::Namespace) {
+        match self.namespace_subscriptions.remove(prefix) {
+            Some(flag) => flag.update(|done| *done = true),
+            None => tracing::debug!("UNSUBSCRIBE_NAMESPACE of no prefix followed"),
         }
     }
 

@@ -33,7 +33,7 @@ use crate::transport::{RecvStream, SendStream};
 #[derive(Debug, Clone)]
 pub(crate) struct Accepted {
     pub(crate) path: Path,
-    generation: u64,
+    pub(super) generation: u64,
 }
 
 /// Accepts `request`: the broadcast is published locally and its track requests served.
@@ -44,27 +44,8 @@ pub(super) fn accept(
 ) -> Result<(Accepted, Bytes), Refuse> {
     let draft = cx.moqt.as_ref().ok_or(Refuse::Internal)?.draft;
     let path = names::path_of(&request.namespace).ok_or(Refuse::DoesNotExist)?;
-    let origin = cx.config.subscribe.clone().ok_or(Refuse::Uninterested)?;
-    let broadcast = BroadcastProducer::on_demand();
-    // moq-transport carries no hops: the peer is the publisher, one link away.
-    broadcast.set_route(model::Route {
-        hops: Vec::new(),
-        cost: match cx.goaway {
-            true => u64::MAX,
-            false => cx.config.link_cost,
-        },
-    });
-    let generation = cx
-        .remote
-        .insert(path.clone(), broadcast, |path, broadcast| {
-            origin.publish(path.clone(), broadcast)
-        })
-        .map_err(Refuse::from_error)?;
+    let generation = publish_remote(&path, cx)?;
     tracing::debug!(%path, request_id = request.request_id, "the peer published a namespace");
-    cx.spawned.push(Spawn::BroadcastRequests(BroadcastRequests {
-        path: path.clone(),
-        generation,
-    }));
     let ok = match draft {
         Draft::D14 => PublishNamespaceOk {
             request_id: request.request_id,
@@ -92,6 +73,32 @@ pub(super) fn accept(
         );
     }
     Ok((Accepted { path, generation }, Bytes::from(ok)))
+}
+
+/// Publishes the peer's broadcast at `path` in the session's subscribe origin, its track
+/// requests served upstream; returns which publication of the path it is.
+pub(super) fn publish_remote(path: &Path, cx: &mut Context) -> Result<u64, Refuse> {
+    let origin = cx.config.subscribe.clone().ok_or(Refuse::Uninterested)?;
+    let broadcast = BroadcastProducer::on_demand();
+    // moq-transport carries no hops: the peer is the publisher, one link away.
+    broadcast.set_route(model::Route {
+        hops: Vec::new(),
+        cost: match cx.goaway {
+            true => u64::MAX,
+            false => cx.config.link_cost,
+        },
+    });
+    let generation = cx
+        .remote
+        .insert(path.clone(), broadcast, |path, broadcast| {
+            origin.publish(path.clone(), broadcast)
+        })
+        .map_err(Refuse::from_error)?;
+    cx.spawned.push(Spawn::BroadcastRequests(BroadcastRequests {
+        path: path.clone(),
+        generation,
+    }));
+    Ok(generation)
 }
 
 /// The peer withdrew a namespace: its broadcast ends here (if it is still the one

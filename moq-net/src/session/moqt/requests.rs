@@ -284,6 +284,20 @@ pub(super) fn on_control_stream(frame: Frame, cx: &mut Context) -> Result<(), Er
                 }
                 Err(why) => why,
             },
+            Request::SubscribeNamespace(subscribe) => {
+                match super::Announcements::solicited(&subscribe.prefix, cx) {
+                    Some(announcements) => {
+                        let ok = crate::moqt::SubscribeNamespaceOk {
+                            request_id: subscribe.request_id,
+                        };
+                        let moqt = cx.moqt.as_mut().ok_or(Error::ProtocolViolation)?;
+                        moqt.send(&ok)?;
+                        cx.spawned.push(Spawn::MoqtAnnounce(announcements));
+                        return Ok(());
+                    }
+                    None => Refuse::DoesNotExist,
+                }
+            }
             Request::PublishNamespace(publish) => match super::namespaces::accept(publish, cx) {
                 Ok((_, ok)) => {
                     // Its request id stays taken until the peer withdraws it.
@@ -307,6 +321,16 @@ pub(super) fn on_control_stream(frame: Frame, cx: &mut Context) -> Result<(), Er
         return Ok(());
     }
     if super::upstream::on_reply(None, &frame, cx)? {
+        return Ok(());
+    }
+    if super::discovery::on_control_reply(&frame, draft)? {
+        return Ok(());
+    }
+    if Some(frame.kind) == UnsubscribeNamespace::message_type(draft) {
+        let unsubscribe = UnsubscribeNamespace::from_frame(&frame, draft)?;
+        if let Some(moqt) = cx.moqt.as_mut() {
+            moqt.unsubscribe_namespace(&unsubscribe.prefix);
+        }
         return Ok(());
     }
     let moqt = cx.moqt.as_mut().ok_or(Error::ProtocolViolation)?;

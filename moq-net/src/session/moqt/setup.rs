@@ -124,6 +124,15 @@ pub(super) fn receive_server_setup(cx: &mut Context, setup: ServerSetup) -> Resu
     }
     moqt.peer_max_request_id = setup.options.max_request_id.unwrap_or(0);
     setup_done(cx, Setup::default());
+    // Established: a client publisher announces what it publishes, a client subscriber
+    // asks for what the server has.
+    if let Some(announcements) = super::Announcements::unsolicited(cx) {
+        cx.spawned
+            .push(crate::session::task::Spawn::MoqtAnnounce(announcements));
+    }
+    if cx.config.subscribe.is_some() {
+        super::discovery::follow(cx)?;
+    }
     Ok(())
 }
 

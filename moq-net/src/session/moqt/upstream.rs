@@ -50,23 +50,12 @@ pub(crate) fn subscribe(path: &Path, track: TrackProducer, start: Option<u64>, c
         return;
     };
     let draft = moqt.draft;
-    let request_id = moqt.next_request_id;
-    if draft.has_request_id_flow_control() && request_id >= moqt.peer_max_request_id {
-        // spec: a sender out of request ids says so (REQUESTS_BLOCKED) and waits. This
-        // side does not queue: the local consumer is refused, and may ask again.
-        tracing::debug!(
-            request_id,
-            granted = moqt.peer_max_request_id,
-            "no request id left for a subscription"
-        );
-        let blocked = crate::moqt::RequestsBlocked {
-            maximum: moqt.peer_max_request_id,
-        };
-        let _ = moqt.send(&blocked);
+    // spec: a sender out of request ids says so (REQUESTS_BLOCKED) and waits. This side
+    // does not queue: the local consumer is refused, and may ask again.
+    let Some(request_id) = moqt.take_own_request_id() else {
         track.abort(Error::BoundsExceeded);
         return;
-    }
-    moqt.next_request_id += 2;
+    };
     let name = track.track().name.clone();
     let subscribe = Subscribe {
         request_id,
