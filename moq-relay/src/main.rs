@@ -94,8 +94,9 @@ struct ServeArgs {
     /// The congestion controller: cubic, reno, or bbr2 (paces) [default: cubic].
     #[arg(long, value_name = "NAME", env = "MOQ_CONGESTION_CONTROL")]
     congestion_control: Option<String>,
-    /// A moq-lite version to accept (moq-lite-05, moq-lite-04, moq-lite-03,
-    /// moq-lite-06-wip); repeat for several, in order of preference [default: 05, 04, 03].
+    /// A protocol version to accept (moq-lite-05, moq-lite-04, moq-lite-03,
+    /// moq-lite-06-wip, moqt-18, moqt-16, moqt-14); repeat for several, in order of
+    /// preference [default: moq-lite 05, 04, 03, then moqt 18, 16, 14].
     /// (`--version` prints the relay's own version.)
     #[arg(
         long = "moq-version",

@@ -165,7 +165,7 @@ impl Relay {
         server_config.udp.gro = config.server.gro;
         server_config.udp.recv_batch = config.server.recv_batch;
         server_config.versions = config.server.parsed_versions()?;
-        tracing::info!(versions = ?server_config.versions, "accepting moq-lite versions");
+        tracing::info!(versions = ?server_config.versions, "accepting protocol versions");
         // A connection over the session limit must still reach us to be refused cleanly.
         server_config.admission = {
             let mut admission = Admission::default();

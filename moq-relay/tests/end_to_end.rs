@@ -746,3 +746,59 @@ fn example(name: &str) -> PathBuf {
     }
     path
 }
+
+/// The relay, as started with no version configured, serves IETF moq-transport clients
+/// beside moq-lite ones from one origin: `moqx` on each draft publishes to and
+/// subscribes from the other protocol, over raw QUIC and WebTransport.
+#[test]
+fn moq_transport_clients_meet_moq_lite_clients_through_the_relay() {
+    let relay = Relay::start(&["--no-http"]);
+    let pairs = [
+        ("moqt", "moqt-16", "moqt", "moq-lite-05"),
+        ("moqt", "moq-lite-05", "https", "moqt-18"),
+        ("https", "moqt-16", "moqt", "moqt-14"),
+    ];
+    for (publisher_scheme, publisher, subscriber_scheme, subscriber) in pairs {
+        let pair =
+            format!("{publisher} over {publisher_scheme} -> {subscriber} over {subscriber_scheme}");
+        let path = format!("{publisher}-to-{subscriber}");
+        let reader = relay
+            .moq(&[
+                "subscribe",
+                "--version",
+                subscriber,
+                &relay.url(subscriber_scheme, ""),
+                &path,
+            ])
+            .args(["--track", "t", "--count", "2"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut writer = relay
+            .moq(&[
+                "publish",
+                "--version",
+                publisher,
+                &relay.url(publisher_scheme, ""),
+                &path,
+            ])
+            .args(["--track", "t", "--wait", "--linger", "5"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        writer
+            .stdin
+            .as_mut()
+            .unwrap()
+            .write_all(b"one\ntwo\n")
+            .unwrap();
+        let (ok, out, err) = collect(reader);
+        assert!(ok, "{pair}: the subscriber failed: {err}");
+        assert_eq!(out, "one\ntwo\n", "{pair}");
+        let (ok, _, err) = collect(writer);
+        assert!(ok, "{pair}: the publisher failed: {err}");
+    }
+}

@@ -99,10 +99,11 @@ pub struct ServerSection {
     /// batching off. The tokio drivers only: io_uring's multishot receive has no batch
     /// size.
     pub recv_batch: usize,
-    /// The moq-lite versions it accepts, in its order of preference (`"moq-lite-05"`,
-    /// `"moq-lite-04"`, `"moq-lite-03"`, and `"moq-lite-06-wip"`, a work in progress
-    /// upstream, only if listed). A raw QUIC client gets the first of them it offers; a
-    /// WebTransport client the first of its own list that is here.
+    /// The protocol versions it accepts, in its order of preference: by default the
+    /// moq-lite versions `"moq-lite-05"`, `"moq-lite-04"`, `"moq-lite-03"`, then the IETF
+    /// moq-transport drafts `"moqt-18"`, `"moqt-16"`, `"moqt-14"` (`"moq-lite-06-wip"`, a
+    /// work in progress upstream, only if listed). A raw QUIC client gets the first of
+    /// them it offers; a WebTransport client the first of its own list that is here.
     pub versions: Vec<String>,
     /// The congestion controller of every connection: `"cubic"` (the default), `"reno"`,
     /// or `"bbr2"`, the one that paces (its packets leave spread over a round trip, not
@@ -128,7 +129,8 @@ impl Default for ServerSection {
             recv_batch: moqx_runtime::udp::RECV_BATCH,
             versions: Version::DEFAULT_OFFER
                 .iter()
-                .map(|version| version.alpn().to_owned())
+                .chain(Version::MOQT.iter().rev())
+                .map(|version| version.name().to_owned())
                 .collect(),
             congestion_control: CongestionControl::default().to_string(),
             tcp_bind: None,
