@@ -27,9 +27,10 @@ pub(crate) struct Connection {
     /// Do not verify the relay's certificate at all (loopback testing only).
     #[arg(long, conflicts_with_all = ["fingerprint", "fingerprint_file"])]
     insecure: bool,
-    /// Speak only this moq-lite version (moq-lite-05, moq-lite-04, moq-lite-03,
-    /// moq-lite-06-wip, or 05, 04, …); repeat to offer several, in order of preference
-    /// [default: 05, 04, 03; the relay picks].
+    /// Speak only this protocol version (moq-lite-05, moq-lite-04, moq-lite-03,
+    /// moq-lite-06-wip, or 05, 04, …; or an IETF moq-transport draft: moqt-18, moqt-16,
+    /// moqt-14); repeat to offer several, in order of preference [default: moq-lite 05,
+    /// 04, 03; the relay picks].
     #[arg(long = "version", value_name = "VERSION")]
     versions: Vec<Version>,
     /// Keep the session up: when the relay goes away (GOAWAY, shutdown) or the connection

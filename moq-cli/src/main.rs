@@ -2,6 +2,7 @@
 
 mod announced;
 mod client;
+mod interop;
 mod publish;
 mod subscribe;
 
@@ -42,6 +43,11 @@ enum Command {
     /// Prints the broadcasts under PREFIX as they come and go: `+path` and `-path`, one per
     /// line, starting with those already live.
     Announced(announced::AnnouncedArgs),
+    /// The IETF MoQ interop runner's test client: runs its test cases (setup-only,
+    /// announce-only, publish-namespace-done, subscribe-error, announce-subscribe,
+    /// subscribe-before-announce) against a relay on a moq-transport draft, TAP 14 on
+    /// stdout; exit 0 when all pass, 1 when one fails, 127 for a case it does not know.
+    Interop(interop::InteropArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,11 +72,17 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let command = match cli.command {
+        // Its exit code is the interop runner's contract.
+        Command::Interop(args) => return runtime.block_on(interop::run(args)),
+        command => command,
+    };
     let outcome = runtime.block_on(async {
-        match cli.command {
+        match command {
             Command::Publish(args) => publish::run(args).await,
             Command::Subscribe(args) => subscribe::run(args).await,
             Command::Announced(args) => announced::run(args).await,
+            Command::Interop(_) => Ok(()),
         }
     });
     match outcome {

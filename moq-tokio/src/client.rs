@@ -108,6 +108,48 @@ pub async fn connect(url: &str, config: ClientConfig) -> Result<Session, Error> 
     result
 }
 
+/// Connects to `url` as [`connect`] does, but starts no session: ready with the connection
+/// (its transport: streams, datagrams, close) and the session configuration the
+/// negotiation chose (the version, and the path where SETUP carries it). For protocol
+/// tools that write and read the protocol's streams themselves, such as an interop test
+/// client. Raw QUIC and WebTransport only (`moqt://`, `https://`).
+pub async fn connect_transport(
+    url: &str,
+    config: ClientConfig,
+) -> Result<
+    (
+        moqx_runtime::binding::BindingSession,
+        moqx_net::session::SessionConfig,
+    ),
+    Error,
+> {
+    let target = Target::parse(url)?;
+    if target.binding.is_qmux() {
+        return Err(moqx_runtime::client::ConnectError::Url {
+            url: moqx_net::redact::Redacted(url).to_string(),
+            problem: "a connection without a session is raw QUIC or WebTransport only (moqt://, https://)".to_owned(),
+        }
+        .into());
+    }
+    let peer = target.peer(
+        tokio::net::lookup_host((target.host.as_str(), target.port))
+            .await
+            .map_err(Error::io(format!("resolving {}", target.host)))?,
+    )?;
+    let local = Target::local_address(peer);
+    let socket =
+        UdpSocket::bind(local, &config.udp).map_err(Error::io("binding a client socket"))?;
+    let local = socket
+        .local_addr()
+        .map_err(Error::io("reading the bound address"))?;
+    let endpoint = config.endpoint(&target, local, Instant::now())?;
+    let (endpoint, _task) = driver::start(socket, endpoint, None, 1)?;
+    let connection = endpoint.connect(&target.host, peer).await?;
+    drop(endpoint);
+    let mut connecting = Connecting::new(TokioRuntime::current(), connection, peer, target, config);
+    Ok(moqx_kio::wait(|waiter| connecting.poll_transport(waiter)).await?)
+}
+
 async fn connect_in_span(url: &str, config: ClientConfig) -> Result<Session, Error> {
     let target = Target::parse(url)?;
     if target.binding.is_qmux() {

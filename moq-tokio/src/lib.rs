@@ -69,7 +69,7 @@ mod server;
 mod serving;
 mod worker;
 
-pub use client::{Client, connect};
+pub use client::{Client, connect, connect_transport};
 pub use moqx_runtime::admission::Admission;
 pub use moqx_runtime::binding::Binding;
 pub use moqx_runtime::cid::MAX_WORKERS;

@@ -108,6 +108,39 @@ where
     }
 }
 
+impl<R> Connecting<R>
+where
+    R: Runtime<Transport = BindingSession>,
+{
+    /// As [`poll`](Self::poll), but ready with the connection and the session
+    /// configuration it would start with, no session on it
+    /// ([`ClientSetup::poll_transport`]): for a protocol tool that speaks on the streams
+    /// itself. After `Ready`, `Pending` forever.
+    pub fn poll_transport(
+        &mut self,
+        waiter: &Waiter,
+    ) -> Poll<Result<(BindingSession, moqx_net::session::SessionConfig), ConnectError>> {
+        loop {
+            match &mut self.step {
+                Step::Handshake(handshake) => match handshake.poll(waiter) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Ok(setup)) => self.step = Step::Setup(Box::new(setup)),
+                    Poll::Ready(Err(error)) => {
+                        self.step = Step::Done;
+                        return Poll::Ready(Err(error));
+                    }
+                },
+                Step::Setup(setup) => {
+                    let result = std::task::ready!(setup.poll_transport(waiter));
+                    self.step = Step::Done;
+                    return Poll::Ready(result);
+                }
+                Step::Done => return Poll::Pending,
+            }
+        }
+    }
+}
+
 impl<R> Handshake<R>
 where
     R: Runtime<Transport = BindingSession>,

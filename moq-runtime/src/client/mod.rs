@@ -471,6 +471,22 @@ where
     /// Ready with the running session, not yet established: the WebTransport CONNECT
     /// done (on that binding), the version chosen.
     fn poll_session(&mut self, waiter: &Waiter) -> Poll<Result<Session, ConnectError>> {
+        let (transport, config) = std::task::ready!(self.poll_transport(waiter))?;
+        Poll::Ready(Ok(session::connect(
+            self.runtime.clone(),
+            transport,
+            config,
+        )))
+    }
+
+    /// Ready with the connection, no session on it yet, and the session configuration
+    /// it would start with (the version chosen, the path where SETUP carries it): for a
+    /// protocol tool that speaks on the streams itself (an interop test client). The
+    /// WebTransport CONNECT is done, on that binding.
+    pub fn poll_transport(
+        &mut self,
+        waiter: &Waiter,
+    ) -> Poll<Result<(BindingSession, SessionConfig), ConnectError>> {
         if let Some((transport, version)) = self.qmux.take() {
             // A WebSocket's path travelled in its upgrade request; TLS and TCP have no
             // request, so SETUP carries it.
@@ -485,11 +501,7 @@ where
                 session_config.version = version;
                 session_config
             };
-            return Poll::Ready(Ok(session::connect(
-                self.runtime.clone(),
-                transport,
-                config,
-            )));
+            return Poll::Ready(Ok((transport, config)));
         }
         let Some(connection) = &self.connection else {
             return Poll::Pending;
@@ -564,11 +576,7 @@ where
                 "this version carries no path on raw QUIC: the server sees its root, not the URL's path"
             );
         }
-        Poll::Ready(Ok(session::connect(
-            self.runtime.clone(),
-            transport,
-            config.with_version(version),
-        )))
+        Poll::Ready(Ok((transport, config.with_version(version))))
     }
 }
 

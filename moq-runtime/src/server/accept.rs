@@ -221,15 +221,16 @@ where
         self.stage = Stage::Ready;
         if let Some(request) = &webtransport {
             // The client's preference decides, among the versions we accept. A client that
-            // names none (a browser always names its versions) gets -05 if we accept it,
-            // never a work in progress it did not ask for; failing that moq-transport 14,
-            // which defines no protocol string for WebTransport.
+            // names none (a browser always names its versions) gets the first we accept
+            // of those that may come unnamed: the released moq-lite versions (never a work
+            // in progress it did not ask for) and moq-transport 14, which defines no
+            // protocol string for WebTransport. The two cannot be told apart here: the
+            // operator's order decides (moq-lite first by default).
             let offered = request.protocols();
             let chosen = match offered.is_empty() {
-                true => Version::DEFAULT_OFFER
-                    .into_iter()
-                    .chain([Version::Moqt14])
-                    .find(|version| self.versions.contains(version)),
+                true => self.versions.iter().copied().find(|version| {
+                    Version::DEFAULT_OFFER.contains(version) || *version == Version::Moqt14
+                }),
                 false => offered
                     .iter()
                     .filter_map(|protocol| Version::from_alpn(protocol))
