@@ -11,7 +11,11 @@
 //! (-06's typed START/END/RESTART with implicit ids, -03's hop counts), of TRACK_INFO and
 //! of SUBSCRIBE_OK/START/END/DROP are all reached.
 //!
-//! Input: the session's version (the first byte: -05, -04, -03, -06-wip), then a program
+//! On a moq-transport draft (14, 16, 18) the same program reaches the control streams,
+//! SETUP, request ids, SUBSCRIBE and PUBLISH_NAMESPACE handling and subgroup streams.
+//!
+//! Input: the session's version (the first byte: -05, -04, -03, -06-wip, moqt-14, -16,
+//! -18), then a program
 //! of operations, each a byte and its arguments: open a uni or bidi stream, accept one the
 //! relay opened, write the next bytes to one, finish or reset one, let time pass.
 #![no_main]
@@ -37,7 +41,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&version, data)) = data.split_first() else {
         return;
     };
-    let version = moq_fuzz::version(version);
+    let version = moq_fuzz::session_version(version);
     let runtime = TestRuntime::new(1, Instant::now());
     let origin = Origin::new();
     let live = BroadcastProducer::new();

@@ -6,8 +6,9 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`model`] | the pub/sub model: an [`Origin`](model::Origin) of broadcasts → tracks → groups → frames, shared by every session of a relay on every core |
-//! | [`coding`] | the moq-lite wire codec (-03, -04, -05, -06-wip), byte for byte as deployed peers speak it |
-//! | [`session`] | the protocol machines: a publisher half serving an origin, a subscriber half filling one |
+//! | [`coding`] | the moq-lite wire codec (-03, -04, -05, -06-wip), byte for byte as deployed peers speak it, and the protocol [`Version`](coding::Version) a session speaks |
+//! | [`moqt`] | the IETF moq-transport wire codec (drafts 14, 16, 18), beside moq-lite's |
+//! | [`session`] | the protocol machines, moq-lite and moq-transport: a publisher half serving an origin, a subscriber half filling one |
 //! | [`transport`] | the poll-based traits a QUIC (or WebTransport) connection implements for a session |
 //! | [`backoff`] | when to try a connection again (exponential, jittered), for clients and relays that redial |
 //! | [`runtime`] | the [`Runtime`](runtime::Runtime) boundary (time, timers, running a machine), and with feature `test-runtime` a deterministic virtual-time runtime with an in-memory transport |

@@ -523,3 +523,90 @@ fn every_pair_of_protocols_chats_through_one_relay() {
         }
     }
 }
+
+/// The session's bounds hold on moq-transport requests as on moq-lite's: a SUBSCRIBE past
+/// `max_subscriptions` and (18, where no request-id grant bounds them first) a
+/// SUBSCRIBE_NAMESPACE past `max_announce_requests` are refused alone (EXCESSIVE_LOAD on
+/// 18, an internal error before it) and the session goes on.
+#[test]
+fn requests_past_the_sessions_bounds_are_refused_alone() {
+    for version in [Version::Moqt16, Version::Moqt18] {
+        seeded(75, |runtime| {
+            let draft = version.draft().unwrap();
+            let mut relay = Relay::new();
+            relay.base.limits.max_subscriptions = 1;
+            relay.base.limits.max_announce_requests = 1;
+            let (_publisher, _broadcast, _track) =
+                publisher(runtime, &mut relay, "chat/room", "messages");
+            assert!(runtime.run_until(SECOND, || {
+                relay.origin.consume_broadcast("chat/room").is_some()
+            }));
+            let (mut raw, mut control) = moqt_client(runtime, &mut relay, version);
+            let excessive = if draft == Draft::D18 { 0x9 } else { 0x0 };
+
+            let mut first = subscribe(&mut raw, &mut control, 0, &["chat", "room"], "messages");
+            let reply = first
+                .as_mut()
+                .unwrap_or(&mut control)
+                .next(runtime, &mut raw)
+                .expect("a reply");
+            SubscribeOk::from_frame(&reply, draft).expect("the first is served");
+            let mut second = subscribe(&mut raw, &mut control, 2, &["chat", "room"], "messages");
+            let reply = second
+                .as_mut()
+                .unwrap_or(&mut control)
+                .next(runtime, &mut raw)
+                .expect("a reply");
+            let error = RequestError::from_frame(&reply, draft).expect("the second is refused");
+            assert_eq!(error.code, excessive, "{version}");
+
+            if draft != Draft::D18 {
+                // On 16 the grant bounds requests first: this window (two requests) is
+                // spent.
+                runtime.advance(SECOND);
+                assert_eq!(
+                    common::relay::close_code(runtime, &mut raw),
+                    None,
+                    "{version}"
+                );
+                return;
+            }
+            let waiter = Waiter::new(Waker::noop());
+            for (request_id, expect_ok) in [(4, true), (6, false)] {
+                let Poll::Ready(Ok((send, recv))) = raw.poll_open_bidi(&waiter) else {
+                    panic!("opens at once")
+                };
+                let mut stream = Stream {
+                    send,
+                    recv: Some(recv),
+                    received: Vec::new(),
+                    draft,
+                };
+                stream.send(&moqx_net::moqt::SubscribeNamespace {
+                    request_id,
+                    prefix: Namespace::from_strs(["chat"]),
+                    options: (draft == Draft::D16)
+                        .then_some(moqx_net::moqt::SubscribeOptions::Namespace),
+                    ..Default::default()
+                });
+                let reply = stream.next(runtime, &mut raw).expect("a reply");
+                match expect_ok {
+                    true => {
+                        RequestOk::from_frame(&reply, draft).expect("the first is answered");
+                    }
+                    false => {
+                        let error = RequestError::from_frame(&reply, draft).expect("refused");
+                        assert_eq!(error.code, excessive, "{version}");
+                    }
+                }
+                std::mem::forget(stream); // kept open: the request stays live
+            }
+            runtime.advance(SECOND);
+            assert_eq!(
+                common::relay::close_code(runtime, &mut raw),
+                None,
+                "{version}: the session goes on"
+            );
+        });
+    }
+}

@@ -15,7 +15,7 @@ use moqx_kio::Waiter;
 use moqx_net::Error;
 use moqx_net::coding::Version;
 use moqx_net::moqt::{
-    ClientSetup, Control, Draft, Frame, GoAway, MaxRequestId, RequestError, RequestOk, ServerSetup,
+    ClientSetup, Control, Draft, Frame, GoAway, MaxRequestId, RequestError, ServerSetup,
     SetupOptions, SubscribeNamespace, SubscribeOptions, TrackStatus, TrackStatusError,
 };
 use moqx_net::runtime::test::{TestRecvStream, TestRuntime, TestSendStream, TestTransport};
@@ -287,8 +287,9 @@ fn requests_are_refused_with_not_supported_and_the_session_goes_on() {
                 );
             }
             if draft == Draft::D16 {
-                // 16: SUBSCRIBE_NAMESPACE opens a stream of its own, answered on it (the
-                // relay has nothing published: nothing follows the REQUEST_OK).
+                // 16: SUBSCRIBE_NAMESPACE opens a stream of its own, answered on it: this
+                // relay takes no announce requests (`max_announce_requests` 0), so it is
+                // refused there, an internal error on 16 (EXCESSIVE_LOAD is 18's).
                 let Poll::Ready(Ok((mut send, recv))) = raw.poll_open_bidi(&waiter) else {
                     panic!("the test transport opens at once");
                 };
@@ -305,8 +306,8 @@ fn requests_are_refused_with_not_supported_and_the_session_goes_on() {
                     draft,
                 };
                 let reply = stream.next(runtime, &mut raw).expect("a reply");
-                let ok = RequestOk::from_frame(&reply, draft).expect("REQUEST_OK");
-                assert_eq!(ok.request_id, Some(6));
+                let error = RequestError::from_frame(&reply, draft).expect("REQUEST_ERROR");
+                assert_eq!((error.request_id, error.code), (Some(6), 0x0));
             }
             runtime.advance(SECOND);
             assert_eq!(close_code(runtime, &mut raw), None, "{version}: still open");

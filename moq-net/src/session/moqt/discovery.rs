@@ -26,6 +26,7 @@ use moqx_kio::Waiter;
 
 use super::names;
 use super::namespaces::{self, Accepted};
+use super::requests::Refuse;
 use crate::Error;
 use crate::model::{Announced, Announcement, Path};
 use crate::moqt::{
@@ -48,6 +49,8 @@ pub(crate) struct Announcer<S, R> {
 
 /// What an announcer follows and how it tells the peer, whatever carries it.
 pub(crate) struct Announcements {
+    /// In answer to the peer: counts against the session's bound on announce requests.
+    _slot: Option<crate::session::publisher::RequestSlot>,
     announced: Announced,
     /// How many namespace fields the prefix asked for has: NAMESPACE carries the rest.
     prefix_fields: usize,
@@ -102,6 +105,7 @@ impl Announcements {
         let draft = cx.moqt.as_ref()?.draft;
         let origin = cx.config.publish.as_ref()?;
         Some(Self {
+            _slot: None,
             announced: origin.announced(Path::root()),
             prefix_fields: 0,
             sink: match draft.has_request_streams() {
@@ -113,15 +117,24 @@ impl Announcements {
     }
 
     /// Announcements in answer to the peer's SUBSCRIBE_NAMESPACE for `prefix` (on the
-    /// control stream on 14, on its own stream from 16).
-    pub(super) fn solicited(prefix: &Namespace, cx: &mut Context) -> Option<Self> {
-        let moqt = cx.moqt.as_mut()?;
+    /// control stream on 14, on its own stream from 16), within the session's bound on
+    /// announce requests: each one follows the origin, at a cost per announcement.
+    pub(super) fn solicited(prefix: &Namespace, cx: &mut Context) -> Result<Self, Refuse> {
+        let moqt = cx.moqt.as_mut().ok_or(Refuse::Internal)?;
         let draft = moqt.draft;
-        let origin = cx.config.publish.as_ref()?;
-        let path = names::path_of(prefix)?;
+        let origin = cx.config.publish.as_ref().ok_or(Refuse::NotSupported)?;
+        let path = names::path_of(prefix).ok_or(Refuse::DoesNotExist)?;
+        let Some(slot) = crate::session::publisher::RequestSlot::take(
+            &cx.announce_requests,
+            cx.config.limits.max_announce_requests,
+        ) else {
+            cx.counters.announce_requests_refused += 1;
+            return Err(Refuse::ExcessiveLoad);
+        };
         let unsubscribed = (!draft.has_subscribe_namespace_stream())
             .then(|| moqt.watch_unsubscribe_namespace(prefix));
-        Some(Self {
+        Ok(Self {
+            _slot: Some(slot),
             announced: origin.announced(path),
             prefix_fields: prefix.0.len(),
             sink: match draft.has_subscribe_namespace_stream() {

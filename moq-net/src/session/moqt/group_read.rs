@@ -179,8 +179,17 @@ impl<R: RecvStream> MoqtGroupRead<R> {
         }
         let since = cx.now.saturating_duration_since(cx.epoch);
         let timestamp = u64::try_from(since.as_millis()).unwrap_or(u64::MAX);
-        if let Some(group) = self.group.as_mut() {
-            group.write_frame(Frame { timestamp, payload });
+        let frame = Frame { timestamp, payload };
+        // The group's last object with the stream's end already here (a chat message:
+        // one object, then FIN, in one packet): the frame and the end go to the group at
+        // once, so that a relay forwarding it writes them in one go, its FIN riding with
+        // the bytes rather than in a packet of its own (as moq-lite's reader does).
+        if self.buffer.is_empty() && self.stream.at_end() {
+            if let Some(group) = self.group.take() {
+                group.finish_with(frame);
+            }
+        } else if let Some(group) = self.group.as_mut() {
+            group.write_frame(frame);
         }
         Ok(Step::Progress)
     }

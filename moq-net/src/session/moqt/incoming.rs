@@ -166,7 +166,7 @@ impl<S: SendStream, R: RecvStream> MoqtBidiIncoming<S, R> {
             },
             Request::SubscribeNamespace(subscribe) => {
                 match super::Announcements::solicited(&subscribe.prefix, cx) {
-                    Some(announcements) => {
+                    Ok(announcements) => {
                         let ok = crate::moqt::RequestOk {
                             request_id: draft
                                 .has_reply_request_ids()
@@ -181,7 +181,7 @@ impl<S: SendStream, R: RecvStream> MoqtBidiIncoming<S, R> {
                             announcer,
                         )))));
                     }
-                    None => Refuse::DoesNotExist,
+                    Err(why) => why,
                 }
             }
             Request::PublishNamespace(publish) => match super::namespaces::accept(publish, cx) {

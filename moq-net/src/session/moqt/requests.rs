@@ -286,7 +286,7 @@ pub(super) fn on_control_stream(frame: Frame, cx: &mut Context) -> Result<(), Er
             },
             Request::SubscribeNamespace(subscribe) => {
                 match super::Announcements::solicited(&subscribe.prefix, cx) {
-                    Some(announcements) => {
+                    Ok(announcements) => {
                         let ok = crate::moqt::SubscribeNamespaceOk {
                             request_id: subscribe.request_id,
                         };
@@ -295,7 +295,7 @@ pub(super) fn on_control_stream(frame: Frame, cx: &mut Context) -> Result<(), Er
                         cx.spawned.push(Spawn::MoqtAnnounce(announcements));
                         return Ok(());
                     }
-                    None => Refuse::DoesNotExist,
+                    Err(why) => why,
                 }
             }
             Request::PublishNamespace(publish) => match super::namespaces::accept(publish, cx) {
