@@ -5,6 +5,10 @@
 #   benchmarks/instructions-compare.sh RELAY_A RELAY_B [relay args…]
 #   e.g. benchmarks/instructions-compare.sh /tmp/relay-A target/release/moqx-relay --driver tokio
 #
+# A_VERSIONS / B_VERSIONS (space-separated, optional) pin each side's clients to these
+# protocol versions, members taking them in turn (`moq-bench run --version`): one relay
+# binary as A and B, to compare what the protocols cost it (e.g. B_VERSIONS="05 moqt-18").
+#
 # Each round runs one relay under valgrind --tool=callgrind with `moq-bench run` offering
 # chat load (CONNS clients, rooms of ROOM, 1 msg/s each). After WARM seconds (connections
 # set up, every subscription in place) the relay's counters are zeroed, and WINDOW seconds
@@ -19,6 +23,7 @@ set -euo pipefail
 
 A=$1 B=$2
 shift 2
+A_VERSIONS=${A_VERSIONS:-} B_VERSIONS=${B_VERSIONS:-}
 PAIRS=${PAIRS:-3} CONNS=${CONNS:-100} ROOM=${ROOM:-10} WARM=${WARM:-40} WINDOW=${WINDOW:-30}
 BENCH=${MOQ_BENCH:-target/release/moq-bench}
 OUT=${OUT:-$(mktemp -d /tmp/instructions-compare.XXXXXX)}
@@ -49,14 +54,16 @@ window() {
     callgrind_control -d window "$pid" >/dev/null 2>&1
 }
 
-# Runs round $1 on relay binary $2 with the relay arguments after them; prints the
-# window's instructions.
+# Runs round $1 on relay binary $2, its clients on versions $3 (space-separated, or none),
+# with the relay arguments after them; prints the window's instructions.
 round() {
-    local label=$1 relay=$2
-    shift 2
+    local label=$1 relay=$2 versions=$3
+    shift 3
+    local pins=()
+    for version in $versions; do pins+=(--version "$version"); done
     window "$label" &
     local watcher=$!
-    "$BENCH" run --profile chat --connections "$CONNS" --room "$ROOM" --rate 1 \
+    "$BENCH" run --profile chat --connections "$CONNS" --room "$ROOM" --rate 1 "${pins[@]}" \
         --seconds $((WARM + WINDOW + 5)) --warmup-limit 600 --startup 30 \
         --relay "valgrind --tool=callgrind --callgrind-out-file=$OUT/$label.%p $relay $TEMPLATE $*" \
         >"$OUT/$label.bench.txt" 2>&1
@@ -70,8 +77,8 @@ round() {
 
 echo "$DELIVERIES deliveries per window; callgrind files in $OUT"
 for pair in $(seq "$PAIRS"); do
-    a=$(round "A$pair" "$A" "$@")
-    b=$(round "B$pair" "$B" "$@")
+    a=$(round "A$pair" "$A" "$A_VERSIONS" "$@")
+    b=$(round "B$pair" "$B" "$B_VERSIONS" "$@")
     awk -v p="$pair" -v a="$a" -v b="$b" -v d="$DELIVERIES" 'BEGIN {
         printf "pair %d: A %.0f  B %.0f instructions/delivery  B/A %.4f\n", p, a / d, b / d, b / a
     }'

@@ -9,64 +9,21 @@ use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
+use common::moqt::RawStream as Stream;
 use common::relay::raw_client;
 use common::seeded;
 use moqx_kio::Waiter;
 use moqx_net::coding::Version;
 use moqx_net::moqt::{
-    ClientSetup, Control, Draft, Frame, Namespace, Publication, PublishDone, PublishNamespace,
+    ClientSetup, Control, Draft, Namespace, Publication, PublishDone, PublishNamespace,
     PublishNamespaceDone, PublishNamespaceOk, RequestError, RequestOk, SetupOptions,
     SubgroupHeader, SubgroupObjects, Subscribe, SubscribeError, SubscribeOk, Unsubscribe,
 };
-use moqx_net::runtime::test::{TestRecvStream, TestRuntime, TestSendStream, TestTransport};
+use moqx_net::runtime::test::{TestRuntime, TestTransport};
 use moqx_net::sim::{Relay, publisher};
 use moqx_net::transport::{RecvStream, SendStream, Session as _};
 
 const SECOND: Duration = Duration::from_secs(1);
-
-/// A raw moq-transport client's request stream (18) or control stream (14, 16).
-struct Stream {
-    send: TestSendStream,
-    recv: Option<TestRecvStream>,
-    received: Vec<u8>,
-    draft: Draft,
-}
-
-impl Stream {
-    fn send<C: Control>(&mut self, message: &C) {
-        let waiter = Waiter::new(Waker::noop());
-        let bytes = message.to_vec(self.draft).unwrap();
-        let _ = self.send.poll_write(&waiter, &mut Bytes::from(bytes));
-    }
-
-    /// The next message on it (on 18's control stream, accepting the relay's), within a
-    /// second.
-    fn next(&mut self, runtime: &TestRuntime, raw: &mut TestTransport) -> Option<Frame> {
-        let waiter = Waiter::new(Waker::noop());
-        let mut frame = None;
-        runtime.run_until(SECOND, || {
-            if self.recv.is_none()
-                && let Poll::Ready(Ok(recv)) = raw.poll_accept_uni(&waiter)
-            {
-                self.recv = Some(recv);
-            }
-            if let Some(recv) = self.recv.as_mut() {
-                while let Poll::Ready(Ok(Some(chunk))) = recv.poll_read(&waiter) {
-                    self.received.extend_from_slice(&chunk);
-                }
-            }
-            let mut cursor = &self.received[..];
-            if let Ok(decoded) = Frame::decode(&mut cursor, self.draft) {
-                let used = self.received.len() - cursor.len();
-                self.received.drain(..used);
-                frame = Some(decoded);
-                return true;
-            }
-            false
-        });
-        frame
-    }
-}
 
 /// A raw client of `relay` on `version`, its SETUP exchanged: the transport, its control
 /// stream.
@@ -79,25 +36,7 @@ fn moqt_client(
     relay.base.version = version;
     relay.link.protocol = Some(version.alpn().to_owned());
     let mut raw = raw_client(runtime, relay);
-    let waiter = Waiter::new(Waker::noop());
-    let (send, recv) = if draft == Draft::D18 {
-        let Poll::Ready(Ok(send)) = raw.poll_open_uni(&waiter) else {
-            panic!("opens at once")
-        };
-        (send, None)
-    } else {
-        let Poll::Ready(Ok((send, recv))) = raw.poll_open_bidi(&waiter) else {
-            panic!("opens at once")
-        };
-        (send, Some(recv))
-    };
-    let mut control = Stream {
-        send,
-        recv,
-        received: Vec::new(),
-        draft,
-    };
-    control.send(&ClientSetup {
+    let setup = ClientSetup {
         versions: match draft {
             Draft::D14 => vec![draft.version_number()],
             _ => vec![],
@@ -106,7 +45,8 @@ fn moqt_client(
             max_request_id: (draft != Draft::D18).then_some(100),
             ..SetupOptions::default()
         },
-    });
+    };
+    let mut control = Stream::open_control(&mut raw, draft, &setup);
     control.next(runtime, &mut raw).expect("the relay's SETUP");
     (raw, control)
 }
@@ -134,12 +74,7 @@ fn subscribe(
     let Poll::Ready(Ok((send, recv))) = raw.poll_open_bidi(&waiter) else {
         panic!("opens at once")
     };
-    let mut stream = Stream {
-        send,
-        recv: Some(recv),
-        received: Vec::new(),
-        draft: control.draft,
-    };
+    let mut stream = Stream::new(send, Some(recv), control.draft);
     stream.send(&message);
     Some(stream)
 }
@@ -311,12 +246,7 @@ fn subscribe_from_relay(
         accepted.is_some()
     });
     let (send, recv) = accepted.expect("a request stream");
-    let mut stream = Stream {
-        send,
-        recv: Some(recv),
-        received: Vec::new(),
-        draft,
-    };
+    let mut stream = Stream::new(send, Some(recv), draft);
     let frame = stream.next(runtime, raw).expect("SUBSCRIBE");
     (
         Subscribe::from_frame(&frame, draft).expect("SUBSCRIBE"),
@@ -375,12 +305,7 @@ fn a_moq_transport_publisher_reaches_a_moq_lite_subscriber_on_every_draft() {
                     let Poll::Ready(Ok((send, recv))) = raw.poll_open_bidi(&waiter) else {
                         panic!("opens at once")
                     };
-                    let mut stream = Stream {
-                        send,
-                        recv: Some(recv),
-                        received: Vec::new(),
-                        draft,
-                    };
+                    let mut stream = Stream::new(send, Some(recv), draft);
                     stream.send(&announce);
                     Some(stream)
                 }
@@ -576,12 +501,7 @@ fn requests_past_the_sessions_bounds_are_refused_alone() {
                 let Poll::Ready(Ok((send, recv))) = raw.poll_open_bidi(&waiter) else {
                     panic!("opens at once")
                 };
-                let mut stream = Stream {
-                    send,
-                    recv: Some(recv),
-                    received: Vec::new(),
-                    draft,
-                };
+                let mut stream = Stream::new(send, Some(recv), draft);
                 stream.send(&moqx_net::moqt::SubscribeNamespace {
                     request_id,
                     prefix: Namespace::from_strs(["chat"]),

@@ -9,18 +9,19 @@ use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::moqt::RawStream;
 use common::relay::{close_code, raw_client};
 use common::seeded;
 use moqx_kio::Waiter;
 use moqx_net::Error;
 use moqx_net::coding::Version;
 use moqx_net::moqt::{
-    ClientSetup, Control, Draft, Frame, GoAway, MaxRequestId, RequestError, ServerSetup,
-    SetupOptions, SubscribeNamespace, SubscribeOptions, TrackStatus, TrackStatusError,
+    ClientSetup, Control, Draft, GoAway, MaxRequestId, RequestError, ServerSetup, SetupOptions,
+    SubscribeNamespace, SubscribeOptions, TrackStatus, TrackStatusError,
 };
-use moqx_net::runtime::test::{TestRecvStream, TestRuntime, TestSendStream, TestTransport};
+use moqx_net::runtime::test::{TestRuntime, TestTransport};
 use moqx_net::sim::Relay;
-use moqx_net::transport::{RecvStream, SendStream, Session as _};
+use moqx_net::transport::{SendStream, Session as _};
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -45,88 +46,16 @@ fn draft(version: Version) -> Draft {
     version.draft().expect("a moq-transport version")
 }
 
-/// The raw client's half of a control stream (14, 16: one bidi stream; 18: its own uni
-/// stream out and the relay's uni stream in).
-struct RawControl {
-    send: TestSendStream,
-    recv: Option<TestRecvStream>,
-    received: Vec<u8>,
-    draft: Draft,
-}
-
-impl RawControl {
-    /// Opens the control stream and writes `setup` on it.
-    fn open(raw: &mut TestTransport, draft: Draft, setup: &ClientSetup) -> Self {
-        let waiter = Waiter::new(Waker::noop());
-        let (send, recv) = if draft == Draft::D18 {
-            let Poll::Ready(Ok(send)) = raw.poll_open_uni(&waiter) else {
-                panic!("the test transport opens at once");
-            };
-            (send, None)
-        } else {
-            let Poll::Ready(Ok((send, recv))) = raw.poll_open_bidi(&waiter) else {
-                panic!("the test transport opens at once");
-            };
-            (send, Some(recv))
-        };
-        let mut control = Self {
-            send,
-            recv,
-            received: Vec::new(),
-            draft,
-        };
-        control.write(setup.to_vec(draft).unwrap());
-        control
-    }
-
-    fn write(&mut self, bytes: Vec<u8>) {
-        let waiter = Waiter::new(Waker::noop());
-        let _ = self.send.poll_write(&waiter, &mut Bytes::from(bytes));
-    }
-
-    fn send<C: Control>(&mut self, message: &C) {
-        self.write(message.to_vec(self.draft).unwrap());
-    }
-
-    /// The next message from the relay on its control stream (accepting its uni stream
-    /// on 18), within a second.
-    fn next(&mut self, runtime: &TestRuntime, raw: &mut TestTransport) -> Option<Frame> {
-        let waiter = Waiter::new(Waker::noop());
-        let mut frame = None;
-        runtime.run_until(SECOND, || {
-            if self.recv.is_none()
-                && let Poll::Ready(Ok(recv)) = raw.poll_accept_uni(&waiter)
-            {
-                self.recv = Some(recv);
-            }
-            if let Some(recv) = self.recv.as_mut() {
-                while let Poll::Ready(Ok(Some(chunk))) = recv.poll_read(&waiter) {
-                    self.received.extend_from_slice(&chunk);
-                }
-            }
-            let mut cursor = &self.received[..];
-            if let Ok(decoded) = Frame::decode(&mut cursor, self.draft) {
-                let used = self.received.len() - cursor.len();
-                self.received.drain(..used);
-                frame = Some(decoded);
-                return true;
-            }
-            false
-        });
-        frame
-    }
-}
-
 /// A raw client of `relay`, its control stream open with a valid SETUP, and the relay's
 /// SETUP read.
 fn established(
     runtime: &TestRuntime,
     relay: &mut Relay,
     version: Version,
-) -> (TestTransport, RawControl, ServerSetup) {
+) -> (TestTransport, RawStream, ServerSetup) {
     let draft = draft(version);
     let mut raw = raw_client(runtime, relay);
-    let mut control = RawControl::open(&mut raw, draft, &client_setup(draft));
+    let mut control = RawStream::open_control(&mut raw, draft, &client_setup(draft));
     let frame = control.next(runtime, &mut raw).expect("the relay's SETUP");
     let setup = ServerSetup::from_frame(&frame, draft).expect("a SETUP");
     (raw, control, setup)
@@ -224,7 +153,7 @@ fn draft_14_confirms_its_version_in_setup_and_grants_request_ids() {
         let mut raw = raw_client(runtime, &mut relay);
         let mut offer = client_setup(Draft::D14);
         offer.versions = vec![0xff00_000d];
-        let _control = RawControl::open(&mut raw, Draft::D14, &offer);
+        let _control = RawStream::open_control(&mut raw, Draft::D14, &offer);
         assert_eq!(
             close_code(runtime, &mut raw),
             Some(VERSION_NEGOTIATION_FAILED)
@@ -248,12 +177,7 @@ fn requests_are_refused_with_not_supported_and_the_session_goes_on() {
                     };
                     let bytes = track_status(request_id).to_vec(draft).unwrap();
                     let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
-                    let mut stream = RawControl {
-                        send,
-                        recv: Some(recv),
-                        received: Vec::new(),
-                        draft,
-                    };
+                    let mut stream = RawStream::new(send, Some(recv), draft);
                     let reply = stream.next(runtime, &mut raw).expect("a reply");
                     let error = RequestError::from_frame(&reply, draft).expect("REQUEST_ERROR");
                     assert_eq!((error.request_id, error.code), (None, 0x3));
@@ -299,12 +223,7 @@ fn requests_are_refused_with_not_supported_and_the_session_goes_on() {
                     ..SubscribeNamespace::default()
                 };
                 let _ = send.poll_write(&waiter, &mut Bytes::from(request.to_vec(draft).unwrap()));
-                let mut stream = RawControl {
-                    send,
-                    recv: Some(recv),
-                    received: Vec::new(),
-                    draft,
-                };
+                let mut stream = RawStream::new(send, Some(recv), draft);
                 let reply = stream.next(runtime, &mut raw).expect("a reply");
                 let error = RequestError::from_frame(&reply, draft).expect("REQUEST_ERROR");
                 assert_eq!((error.request_id, error.code), (Some(6), 0x0));

@@ -131,22 +131,7 @@ pub async fn connect_transport(
         }
         .into());
     }
-    let peer = target.peer(
-        tokio::net::lookup_host((target.host.as_str(), target.port))
-            .await
-            .map_err(Error::io(format!("resolving {}", target.host)))?,
-    )?;
-    let local = Target::local_address(peer);
-    let socket =
-        UdpSocket::bind(local, &config.udp).map_err(Error::io("binding a client socket"))?;
-    let local = socket
-        .local_addr()
-        .map_err(Error::io("reading the bound address"))?;
-    let endpoint = config.endpoint(&target, local, Instant::now())?;
-    let (endpoint, _task) = driver::start(socket, endpoint, None, 1)?;
-    let connection = endpoint.connect(&target.host, peer).await?;
-    drop(endpoint);
-    let mut connecting = Connecting::new(TokioRuntime::current(), connection, peer, target, config);
+    let mut connecting = open(target, config).await?;
     Ok(moqx_kio::wait(|waiter| connecting.poll_transport(waiter)).await?)
 }
 
@@ -155,6 +140,13 @@ async fn connect_in_span(url: &str, config: ClientConfig) -> Result<Session, Err
     if target.binding.is_qmux() {
         return crate::qmux::client::connect(target, config).await;
     }
+    let mut connecting = open(target, config).await?;
+    Ok(moqx_kio::wait(|waiter| connecting.poll(waiter)).await?)
+}
+
+/// Resolves `target`, binds a client socket, starts its endpoint and opens the connection:
+/// what a connection needs before its handshake, with a session on it or not.
+async fn open(target: Target, config: ClientConfig) -> Result<Connecting<TokioRuntime>, Error> {
     let peer = target.peer(
         tokio::net::lookup_host((target.host.as_str(), target.port))
             .await
@@ -173,6 +165,11 @@ async fn connect_in_span(url: &str, config: ClientConfig) -> Result<Session, Err
     let connection = endpoint.connect(&target.host, peer).await?;
     // The endpoint task keeps running while the connection lives.
     drop(endpoint);
-    let mut connecting = Connecting::new(TokioRuntime::current(), connection, peer, target, config);
-    Ok(moqx_kio::wait(|waiter| connecting.poll(waiter)).await?)
+    Ok(Connecting::new(
+        TokioRuntime::current(),
+        connection,
+        peer,
+        target,
+        config,
+    ))
 }

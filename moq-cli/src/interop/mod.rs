@@ -59,7 +59,12 @@ impl Target {
     /// A new connection to the relay with SETUP exchanged, within `patience`.
     async fn connect(&self, patience: Duration) -> Result<Peer, String> {
         if self.verbose {
-            eprintln!("# connecting to {} on {}", self.url, self.version);
+            let _ = writeln!(
+                std::io::stderr(),
+                "# connecting to {} on {}",
+                self.url,
+                self.version
+            );
         }
         Peer::connect(&self.url, self.version, self.config.clone(), patience).await
     }
@@ -69,7 +74,7 @@ impl Target {
 pub(crate) async fn run(args: InteropArgs) -> ExitCode {
     if args.list {
         for name in cases::ALL {
-            println!("{name}");
+            let _ = writeln!(std::io::stdout(), "{name}");
         }
         return ExitCode::SUCCESS;
     }
@@ -81,8 +86,11 @@ pub(crate) async fn run(args: InteropArgs) -> ExitCode {
         .unwrap_or_else(|| "https://localhost:4443".to_owned());
     let tests: Vec<String> = match args.test.or_else(|| env("TESTCASE")) {
         Some(name) if !cases::ALL.contains(&name.as_str()) => {
-            println!("TAP version 14");
-            println!("1..0 # SKIP test case {name:?} is not supported by this client");
+            let _ = writeln!(std::io::stdout(), "TAP version 14");
+            let _ = writeln!(
+                std::io::stdout(),
+                "1..0 # SKIP test case {name:?} is not supported by this client"
+            );
             return ExitCode::from(127);
         }
         Some(name) => vec![name],
@@ -92,7 +100,10 @@ pub(crate) async fn run(args: InteropArgs) -> ExitCode {
     let version = match draft.as_deref().unwrap_or("moqt-18").parse::<Version>() {
         Ok(version) if !version.is_lite() => version,
         _ => {
-            eprintln!("moqx interop: --draft must be moqt-14, moqt-16 or moqt-18");
+            let _ = writeln!(
+                std::io::stderr(),
+                "moqx interop: --draft must be moqt-14, moqt-16 or moqt-18"
+            );
             return ExitCode::from(127);
         }
     };
@@ -102,7 +113,10 @@ pub(crate) async fn run(args: InteropArgs) -> ExitCode {
         match Fingerprint::parse(text.trim()) {
             Some(fingerprint) => config.fingerprint = Some(fingerprint),
             None => {
-                eprintln!("moqx interop: --fingerprint: not a SHA-256 fingerprint (64 hex digits)");
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "moqx interop: --fingerprint: not a SHA-256 fingerprint (64 hex digits)"
+                );
                 return ExitCode::FAILURE;
             }
         }

@@ -121,6 +121,48 @@ impl Route {
 }
 
 impl Context {
+    /// Ready once subscription `id`'s track has had no local consumer for the session's
+    /// linger and was retired: the caller cancels the subscription upstream. A consumer
+    /// that comes back meanwhile keeps it; the machine wakes the caller when the wait is
+    /// over (`settle_routes`). Pending for a route that is gone.
+    pub(crate) fn poll_route_unused(
+        &mut self,
+        id: u64,
+        waiter: &moqx_kio::Waiter,
+    ) -> std::task::Poll<()> {
+        let now = self.now;
+        let linger_for = self.config.unused_track_linger;
+        let Some(route) = self.routes.get_mut(&id) else {
+            return std::task::Poll::Pending;
+        };
+        loop {
+            if route.track.poll_unused(waiter).is_pending() {
+                route.linger = None;
+                return std::task::Poll::Pending;
+            }
+            let until = match &route.linger {
+                Some(linger) => linger.until,
+                None => {
+                    let until = now + linger_for;
+                    route.linger = Some(Linger {
+                        until,
+                        wake: waiter.waker(),
+                    });
+                    until
+                }
+            };
+            if now < until {
+                return std::task::Poll::Pending;
+            }
+            // Only once retired: a subscriber may have taken the listed track just now,
+            // and then the subscription goes on.
+            if route.track.retire_if_unused() {
+                return std::task::Poll::Ready(());
+            }
+            route.linger = None;
+        }
+    }
+
     /// After the peer's GOAWAY: its routes become the costliest there are, so that every
     /// other route to its broadcasts is preferred and subscriptions move to them at a
     /// group boundary, while the ones only it serves stay served until it leaves.

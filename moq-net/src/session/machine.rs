@@ -30,7 +30,7 @@ const OPEN_GROUP_SLACK: usize = 64;
 /// once drained.
 const OPENS_KEPT: usize = 32;
 
-pub(crate) use super::context::{Context, Ending, Linger, Route};
+pub(crate) use super::context::{Context, Ending, Route};
 use super::discover::AnnounceDiscover;
 use super::moqt::{
     self, Announcer, ControlStream, MoqtBidiIncoming, MoqtState, MoqtSubscribeServe,

@@ -8,7 +8,7 @@ use std::task::Poll;
 
 use moqx_kio::Waiter;
 
-use super::machine::{Context, Ending, Linger, Open, Route};
+use super::machine::{Context, Ending, Open, Route};
 use super::stream::{Reader, Writer, encoded};
 use crate::Error;
 use crate::coding::{
@@ -61,30 +61,67 @@ pub(crate) struct GroupRead<R> {
     decoder: GroupDecoder,
     group: Option<GroupProducer>,
     finished: bool,
-    /// Frames and payload bytes received on this stream so far (against the session's
-    /// group bounds).
-    frames: u64,
-    bytes: u64,
-    /// This group's bytes in the session's count of bytes in unfinished received groups,
-    /// given back when it ends.
+    /// This group's frames and bytes so far, and its share of the session's bytes in
+    /// unfinished received groups (given back when it ends).
     receiving: ReceivingBytes,
 }
 
-/// A group stream's share of the session's bytes in unfinished received groups
+/// A received group stream against the session's group bounds: its frames and bytes so
+/// far, and its share of the session's bytes in unfinished received groups
 /// ([`max_receiving_group_bytes`](super::SessionLimits::max_receiving_group_bytes)).
 pub(crate) struct ReceivingBytes {
     total: std::sync::Arc<std::sync::atomic::AtomicU64>,
     mine: u64,
+    frames: u64,
+    bytes: u64,
 }
 
 impl ReceivingBytes {
     /// A group's share of the session's `total`, nothing yet.
     pub(crate) fn new(total: std::sync::Arc<std::sync::atomic::AtomicU64>) -> Self {
-        Self { total, mine: 0 }
+        Self {
+            total,
+            mine: 0,
+            frames: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Counts one more received frame of `size` bytes, and says whether the group stays
+    /// within the session's bounds (frames and bytes per group, bytes in unfinished groups,
+    /// the memory budget). A group is cached whole: one that never ends, or many
+    /// unfinished at once, must not grow without bound. Past a bound this group alone is
+    /// refused (counted; the caller stops it), and the session and the track go on.
+    pub(crate) fn admit(&mut self, cx: &mut Context, size: u64) -> bool {
+        cx.counters.frames_received += 1;
+        cx.counters.payload_bytes_received += size;
+        self.frames += 1;
+        self.bytes += size;
+        let no_room = cx
+            .config
+            .memory_budget
+            .as_ref()
+            .filter(|memory| !memory.has_room_for(size));
+        if let Some(memory) = no_room {
+            memory.note_frame_refused();
+        }
+        let admitted = self.frames <= cx.config.limits.max_group_frames
+            && self.bytes <= cx.config.limits.max_group_bytes
+            && no_room.is_none()
+            && self.try_add(size, cx.config.limits.max_receiving_group_bytes);
+        if !admitted {
+            tracing::debug!(
+                frames = self.frames,
+                bytes = self.bytes,
+                "stopping a group past the session's group bounds"
+            );
+            cx.counters.groups_refused += 1;
+        }
+        admitted
     }
 
     /// Adds `bytes` to this group's share, unless the session's total would pass `max`.
-    pub(crate) fn try_add(&mut self, bytes: u64, max: u64) -> bool {
+    fn try_add(&mut self, bytes: u64, max: u64) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
         // Only the session machine adds (one thread at a time): load and add need not be
         // one step.
@@ -350,35 +387,12 @@ impl<S: SendStream, R: RecvStream> SubscribeRemote<S, R> {
 impl<S: SendStream, R: RecvStream> SubscribeRemote<S, R> {
     pub(crate) fn poll(&mut self, waiter: &Waiter, cx: &mut Context) -> Poll<Result<(), Error>> {
         let (writer, reader) = &mut self.streams;
-        let Some(route) = cx.routes.get_mut(&self.id) else {
+        if !cx.routes.contains_key(&self.id) {
             return Poll::Ready(Ok(()));
-        };
+        }
         // Nobody wants the track any more: after the linger, cancel upstream (FIN) and end
-        // it locally. Only once it is retired: a subscriber may have taken the listed track
-        // just now, and then the subscription goes on.
-        loop {
-            if route.track.poll_unused(waiter).is_pending() {
-                route.linger = None;
-                break;
-            }
-            let until = match &route.linger {
-                Some(linger) => linger.until,
-                None => {
-                    let until = cx.now + cx.config.unused_track_linger;
-                    route.linger = Some(Linger {
-                        until,
-                        wake: waiter.waker(),
-                    });
-                    until
-                }
-            };
-            if cx.now < until {
-                break; // the machine wakes this sub-machine then (`settle_routes`)
-            }
-            if !route.track.retire_if_unused() {
-                route.linger = None;
-                continue; // someone came back: watch for them leaving
-            }
+        // it locally.
+        if cx.poll_route_unused(self.id, waiter).is_ready() {
             if self.unsent.is_some() {
                 // Never subscribed (a TRACK query that no SUBSCRIBE followed): the peer
                 // has seen nothing of this stream.
@@ -461,12 +475,7 @@ impl<R: RecvStream> GroupRead<R> {
             decoder,
             group: None,
             finished: false,
-            frames: 0,
-            bytes: 0,
-            receiving: ReceivingBytes {
-                total: cx.receiving_group_bytes.clone(),
-                mine: 0,
-            },
+            receiving: ReceivingBytes::new(cx.receiving_group_bytes.clone()),
         }
     }
 
@@ -498,35 +507,10 @@ impl<R: RecvStream> GroupRead<R> {
                     route.arrived += 1;
                 }
                 Ok(Some(GroupItem::Frame { timestamp, payload })) => {
-                    cx.counters.frames_received += 1;
-                    cx.counters.payload_bytes_received += payload.len() as u64;
-                    self.frames += 1;
-                    self.bytes += payload.len() as u64;
-                    let no_room = cx
-                        .config
-                        .memory_budget
-                        .as_ref()
-                        .filter(|memory| !memory.has_room_for(payload.len() as u64));
-                    if let Some(memory) = no_room {
-                        memory.note_frame_refused();
-                    }
-                    if self.frames > cx.config.limits.max_group_frames
-                        || self.bytes > cx.config.limits.max_group_bytes
-                        || no_room.is_some()
-                        || !self.receiving.try_add(
-                            payload.len() as u64,
-                            cx.config.limits.max_receiving_group_bytes,
-                        )
-                    {
+                    if !self.receiving.admit(cx, payload.len() as u64) {
                         // A group is cached whole: one that never ends, or many unfinished
                         // at once, must not grow without bound. This group alone is
                         // refused; the session and the track go on.
-                        tracing::debug!(
-                            frames = self.frames,
-                            bytes = self.bytes,
-                            "stopping a group past the session's group bounds"
-                        );
-                        cx.counters.groups_refused += 1;
                         self.stream.stop(Error::BoundsExceeded.to_code());
                         if let Some(group) = self.group.take() {
                             group.abort(Error::BoundsExceeded);

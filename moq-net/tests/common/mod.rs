@@ -4,6 +4,7 @@
 // Each test file uses part of it.
 #![allow(dead_code)]
 
+pub(crate) mod moqt;
 pub(crate) mod relay;
 
 use std::time::Instant;

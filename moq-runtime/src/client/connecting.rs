@@ -87,31 +87,9 @@ where
     /// Ready with the session, or with why there is none (the connection is closed
     /// then). After `Ready`, `Pending` forever.
     pub fn poll(&mut self, waiter: &Waiter) -> Poll<Result<Session, ConnectError>> {
-        loop {
-            match &mut self.step {
-                Step::Handshake(handshake) => match handshake.poll(waiter) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(Ok(setup)) => self.step = Step::Setup(Box::new(setup)),
-                    Poll::Ready(Err(error)) => {
-                        self.step = Step::Done;
-                        return Poll::Ready(Err(error));
-                    }
-                },
-                Step::Setup(setup) => {
-                    let result = std::task::ready!(setup.poll(waiter));
-                    self.step = Step::Done;
-                    return Poll::Ready(result);
-                }
-                Step::Done => return Poll::Pending,
-            }
-        }
+        self.poll_until(waiter, ClientSetup::poll)
     }
-}
 
-impl<R> Connecting<R>
-where
-    R: Runtime<Transport = BindingSession>,
-{
     /// As [`poll`](Self::poll), but ready with the connection and the session
     /// configuration it would start with, no session on it
     /// ([`ClientSetup::poll_transport`]): for a protocol tool that speaks on the streams
@@ -120,18 +98,27 @@ where
         &mut self,
         waiter: &Waiter,
     ) -> Poll<Result<(BindingSession, moqx_net::session::SessionConfig), ConnectError>> {
+        self.poll_until(waiter, ClientSetup::poll_transport)
+    }
+
+    /// The handshake, then `setup` until it is ready.
+    fn poll_until<T>(
+        &mut self,
+        waiter: &Waiter,
+        mut setup: impl FnMut(&mut ClientSetup<R>, &Waiter) -> Poll<Result<T, ConnectError>>,
+    ) -> Poll<Result<T, ConnectError>> {
         loop {
             match &mut self.step {
                 Step::Handshake(handshake) => match handshake.poll(waiter) {
                     Poll::Pending => return Poll::Pending,
-                    Poll::Ready(Ok(setup)) => self.step = Step::Setup(Box::new(setup)),
+                    Poll::Ready(Ok(next)) => self.step = Step::Setup(Box::new(next)),
                     Poll::Ready(Err(error)) => {
                         self.step = Step::Done;
                         return Poll::Ready(Err(error));
                     }
                 },
-                Step::Setup(setup) => {
-                    let result = std::task::ready!(setup.poll_transport(waiter));
+                Step::Setup(next) => {
+                    let result = std::task::ready!(setup(next, waiter));
                     self.step = Step::Done;
                     return Poll::Ready(result);
                 }

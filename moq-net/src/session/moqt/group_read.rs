@@ -32,10 +32,7 @@ pub(crate) struct MoqtGroupRead<R> {
     /// The object ids, once the header is read.
     objects: Option<SubgroupObjects>,
     group: Option<GroupProducer>,
-    /// Frames and payload bytes received on this stream so far (against the session's
-    /// group bounds).
-    frames: u64,
-    bytes: u64,
+    /// This group against the session's group bounds.
     receiving: ReceivingBytes,
 }
 
@@ -49,8 +46,6 @@ impl<R: RecvStream> MoqtGroupRead<R> {
             draft,
             objects: None,
             group: None,
-            frames: 0,
-            bytes: 0,
             receiving: ReceivingBytes::new(cx.receiving_group_bytes.clone()),
         }
     }
@@ -130,7 +125,8 @@ impl<R: RecvStream> MoqtGroupRead<R> {
                 size = object.payload_len,
                 "an object over the largest frame accepted"
             );
-            return self.refuse_group(cx);
+            cx.counters.groups_refused += 1;
+            return self.refuse_group();
         }
         let header_len = self.buffer.len() - cursor.len();
         let size = object.payload_len as usize;
@@ -150,32 +146,8 @@ impl<R: RecvStream> MoqtGroupRead<R> {
                 return Ok(Step::Progress);
             }
         }
-        cx.counters.frames_received += 1;
-        cx.counters.payload_bytes_received += payload.len() as u64;
-        self.frames += 1;
-        self.bytes += payload.len() as u64;
-        let no_room = cx
-            .config
-            .memory_budget
-            .as_ref()
-            .filter(|memory| !memory.has_room_for(payload.len() as u64));
-        if let Some(memory) = no_room {
-            memory.note_frame_refused();
-        }
-        if self.frames > cx.config.limits.max_group_frames
-            || self.bytes > cx.config.limits.max_group_bytes
-            || no_room.is_some()
-            || !self.receiving.try_add(
-                payload.len() as u64,
-                cx.config.limits.max_receiving_group_bytes,
-            )
-        {
-            tracing::debug!(
-                frames = self.frames,
-                bytes = self.bytes,
-                "stopping a group past the session's group bounds"
-            );
-            return self.refuse_group(cx);
+        if !self.receiving.admit(cx, payload.len() as u64) {
+            return self.refuse_group();
         }
         let since = cx.now.saturating_duration_since(cx.epoch);
         let timestamp = u64::try_from(since.as_millis()).unwrap_or(u64::MAX);
@@ -195,8 +167,7 @@ impl<R: RecvStream> MoqtGroupRead<R> {
     }
 
     /// This group alone is refused (a bound): stopped, its frames so far aborted.
-    fn refuse_group(&mut self, cx: &mut Context) -> Result<Step, Error> {
-        cx.counters.groups_refused += 1;
+    fn refuse_group(&mut self) -> Result<Step, Error> {
         self.stream.stop(RESET_CANCELLED);
         if let Some(group) = self.group.take() {
             group.abort(Error::BoundsExceeded);

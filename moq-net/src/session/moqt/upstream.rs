@@ -21,7 +21,7 @@ use crate::moqt::{
     Control, Draft, Filter, Frame, GroupOrder, Location, MessageParameters, PublishDone,
     RequestError, Subscribe, SubscribeError, SubscribeOk, Unsubscribe,
 };
-use crate::session::context::{Context, Ending, Linger, Route};
+use crate::session::context::{Context, Ending, Route};
 use crate::session::stream::{ReadError, Reader, Writer};
 use crate::session::task::{Open, Spawn};
 use crate::transport::{RecvStream, SendStream};
@@ -135,29 +135,7 @@ impl<S: SendStream, R: RecvStream> Upstream<S, R> {
         }
         // Nobody wants the track any more: after the linger, cancel upstream and end it
         // locally, unless a consumer took it meanwhile.
-        loop {
-            if route.track.poll_unused(waiter).is_pending() {
-                route.linger = None;
-                break;
-            }
-            let until = match &route.linger {
-                Some(linger) => linger.until,
-                None => {
-                    let until = cx.now + cx.config.unused_track_linger;
-                    route.linger = Some(Linger {
-                        until,
-                        wake: waiter.waker(),
-                    });
-                    until
-                }
-            };
-            if cx.now < until {
-                break; // the machine wakes this sub-machine then (`settle_routes`)
-            }
-            if !route.track.retire_if_unused() {
-                route.linger = None;
-                continue;
-            }
+        if cx.poll_route_unused(self.request_id, waiter).is_ready() {
             tracing::debug!(
                 request_id = self.request_id,
                 "unsubscribing: nobody reads the track"
