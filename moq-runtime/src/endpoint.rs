@@ -444,7 +444,17 @@ impl Endpoint {
             }
             entry.drained = self.pass;
             let connection = entry.connection.clone();
-            while let Ok(Some(sent)) = connection.send_paced(&mut self.packet, now) {
+            loop {
+                let sent = match connection.send_paced(&mut self.packet, now) {
+                    Ok(Some(sent)) => sent,
+                    Ok(None) => break,
+                    Err(error) => {
+                        // Not `Done`: quiche could not build a packet, and the connection
+                        // sends nothing until it can (a hang, if it never does).
+                        tracing::debug!(conn = connection.trace_id(), %error, "quiche could not send");
+                        break;
+                    }
+                };
                 let source = self.source(sent.info.from);
                 let packet = &self.packet[..sent.len];
                 let batches = &mut self.open_batches;

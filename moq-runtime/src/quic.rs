@@ -60,6 +60,7 @@ mod send;
 mod stall;
 #[cfg(test)]
 mod tests;
+mod unsendable;
 
 pub use parking::LossWorkarounds;
 pub use send::Datagram;
@@ -266,6 +267,8 @@ struct State {
     close_packet: Option<closing::ClosePacket>,
     /// The connection's path and the paths its peer left (`migration.rs`).
     migrations: migration::Migrations,
+    /// Paths quiche can no longer build a packet for, sent around (`unsendable.rs`).
+    unsendable: unsendable::UnsendablePaths,
     /// The sequence number of the peer's connection ID this side sends to (`cids.rs`).
     dcid_in_use: u64,
     /// Stream data or a datagram arrived since [`QuicConnection::take_heard_data`] last

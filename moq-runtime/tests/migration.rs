@@ -317,6 +317,65 @@ fn a_client_moves_as_many_times_as_the_server_keeps_paths() {
     }
 }
 
+/// A client that switches connection IDs as its NAT rebinds retires the ID it used in the
+/// first packet from its new address, so the path it left keeps an ID quiche no longer
+/// knows (quiche forgets a retired ID only on the path it was first seen on, not on one
+/// that took it over at the previous rebinding). quiche 0.30 looks that ID up for every
+/// packet it builds on the path and fails the whole `send` when it is gone
+/// (`quic/unsendable.rs`); the path left is probed (`quic/migration.rs`) and quiche
+/// picks a path to probe before any other, so every send failed and the server sent
+/// nothing more, ever: chat members of the CI soak were cut off at a rebinding that fell
+/// on their connection-ID rotation. Everything arrives, at that move and the next.
+#[test]
+fn a_client_that_switches_connection_ids_as_its_nat_rebinds_keeps_its_connection() {
+    common::show_logs();
+    let runtime = BusyRuntime::default();
+    let (client, server) = pair_keeping_client_paths(&runtime);
+    // Spare IDs both ways, as the endpoint gives them: one of the server's for the client
+    // to switch to, and the client's for each new path of the server's.
+    server
+        .issue_cid(&[5; 16], 5)
+        .expect("the server issues an ID");
+    for spare in 0..4u8 {
+        client
+            .issue_cid(&[16 + spare; 16], u128::from(16 + spare))
+            .expect("the client issues an ID");
+    }
+    let mut chat = raw_quic_chat(&runtime, &client, &server);
+    chat.publish(&runtime, &client, &server, 1, 1);
+    let mut nat = Nat::new();
+    nat.pings = true;
+    let received = &chat.received;
+    for moves in 1..=3u64 {
+        if moves == 2 {
+            assert!(
+                client.rotate_cid(),
+                "the client had no spare ID to switch to"
+            );
+        }
+        nat.rebind();
+        let mut group = chat.track.append_group();
+        group.write(moves, "hello");
+        group.finish();
+        let goal = 1 + moves;
+        let public = nat.public;
+        assert!(
+            nat.run_until(&runtime, &client, &server, &mut || {
+                received.get() == goal && server.peer_address() == Some(public)
+            }),
+            "move {moves}: the group did not arrive, or the server is not at the client's \
+             address ({:?}; {}; {:?})",
+            server.peer_address(),
+            server.close_reason(),
+            server.loss_workarounds(),
+        );
+    }
+    assert!(
+        server.loss_workarounds().unsendable_paths > 0,
+        "the path left never held a retired ID: the test no longer reproduces the defect"
+    );
+}
+
 /// A connected pair whose server keeps [`MAX_CLIENT_PATHS`] paths, as the endpoint's
 /// connections do.
 fn pair_keeping_client_paths(runtime: &BusyRuntime) -> (QuicConnection, QuicConnection) {

@@ -81,6 +81,7 @@ impl QuicConnection {
                     abandoned: false,
                     close_packet: None,
                     migrations: migration::Migrations::new(path),
+                    unsendable: Default::default(),
                     dcid_in_use: 0,
                     heard_data: false,
                 }),

@@ -146,7 +146,7 @@ impl State {
         let parked = self.open_parked + self.held_fins.len() + self.finished.parked();
         for _ in 0..parked {
             self.sends_past_parked += 1;
-            match self.conn.send(out) {
+            match self.quiche_send(out) {
                 Ok(sent) => return Ok(Some(sent)),
                 Err(quiche::Error::Done) => {}
                 Err(error) => return Err(error),
@@ -215,6 +215,9 @@ pub struct LossWorkarounds {
     /// Times the datagram carrying our CONNECTION_CLOSE was sent again, the peer still
     /// sending after it (`closing.rs`).
     pub closes_resent: u32,
+    /// Paths the peer left that quiche could no longer build a packet for (it kept a
+    /// connection ID there that the peer retired), sent around since (`unsendable.rs`).
+    pub unsendable_paths: u64,
 }
 
 /// The connection's loss recovery, as the held FINs read it (`fins.rs`).
@@ -321,6 +324,7 @@ impl super::QuicConnection {
             failed_paths_revived: state.migrations.revived(),
             fallbacks: state.migrations.fallbacks(),
             closes_resent: state.closes_resent(),
+            unsendable_paths: state.unsendable.found(),
         }
     }
 }

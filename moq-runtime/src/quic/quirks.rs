@@ -6,6 +6,8 @@
 //!   [`State::emit_before_acks`].
 //! - **Handshake probes forever after a close** (quiche 0.30): [`State::next_packet`]
 //!   abandons the connection; `tests/quiche_close_loop.rs` reproduces it.
+//! - **A path holding a connection ID the peer retired** (quiche 0.30) fails every
+//!   `send` once it is to be probed: `unsendable.rs` sends around it.
 //! - Elsewhere, for the same reason: a receive half dropped early is drained, not
 //!   stopped, because quiche never frees a stream it was asked to stop sending
 //!   (cloudflare/quiche#1968; the module documentation of `quic`), and streams are parked
@@ -53,7 +55,7 @@ impl State {
         if self.abandoned {
             return Ok(None);
         }
-        let sent = match self.conn.send(out) {
+        let sent = match self.quiche_send(out) {
             Err(quiche::Error::Done) => self.send_past_parked(out),
             sent => sent.map(Some),
         };
