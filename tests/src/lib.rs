@@ -65,6 +65,21 @@ pub trait Harness {
     fn send_errors(&self) -> u64;
 }
 
+/// The versions a harness's server accepts for a client speaking `client`: every one,
+/// the client's first. A draft-14 WebTransport client names no protocol and gets the
+/// first of the server's versions that may come unnamed, so the server prefers the
+/// client's; a client offering one version makes the order moot otherwise.
+pub fn server_versions(client: moqx_net::coding::Version) -> Vec<moqx_net::coding::Version> {
+    let mut versions = vec![client];
+    versions.extend(
+        moqx_net::coding::Version::ALL
+            .iter()
+            .copied()
+            .filter(|version| *version != client),
+    );
+    versions
+}
+
 /// Generates one `#[test]` per pair of versions for [`scenarios::across_versions`]: every
 /// pair of the released versions (-03, -04, -05) as publisher and subscriber, and -06-wip
 /// with -05 and with itself, for the harness that `$harness` makes.
@@ -98,6 +113,22 @@ macro_rules! cross_version_tests {
                 );
             }
         )*
+    };
+}
+
+/// Generates one `#[test]` per pair of [`scenarios::across_versions`] that puts each
+/// moq-transport draft (14, 16, 18) on the wire, as publisher and as subscriber, beside
+/// moq-lite and beside another draft, for the harness that `$harness` makes. For the
+/// harnesses whose binding carries moq-transport (raw QUIC, WebTransport, virtual time).
+#[macro_export]
+macro_rules! moq_transport_version_tests {
+    ($harness:expr) => {
+        $crate::cross_version_tests!(@each $harness;
+            moqt14_to_lite05: Moqt14, Lite05;
+            lite05_to_moqt16: Lite05, Moqt16;
+            moqt18_to_moqt14: Moqt18, Moqt14;
+            moqt16_to_moqt18: Moqt16, Moqt18;
+        );
     };
 }
 

@@ -9,6 +9,10 @@ mod across_versions {
     moq_conformance::cross_version_tests!(super::support::TokioHarness::new("moqt"));
 }
 
+mod moq_transport {
+    moq_conformance::moq_transport_version_tests!(super::support::TokioHarness::new("moqt"));
+}
+
 /// Through the impairment proxy, under each condition of `moq_conformance::impaired`.
 mod impaired {
     moq_conformance::impaired_tests!(|impairment, seed| {

@@ -112,7 +112,7 @@ impl Harness for UringHarness {
                 self.certificate.clone(),
                 server,
             );
-            server_config.versions = moqx_net::coding::Version::LITE.to_vec();
+            server_config.versions = moq_conformance::server_versions(client.version);
             server_config
         };
         if let Some(bytes) = self.server_send_buffer {
@@ -268,6 +268,10 @@ fn replies_come_from_the_second_ipv6_address_the_client_reached() {
 
 mod quic_across_versions {
     moq_conformance::cross_version_tests!(super::UringHarness::new("moqt", 2));
+}
+
+mod quic_moq_transport {
+    moq_conformance::moq_transport_version_tests!(super::UringHarness::new("moqt", 2));
 }
 
 /// The sums of every server worker's ring counters, and of the client's.

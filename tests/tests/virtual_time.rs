@@ -59,3 +59,9 @@ mod across_versions {
 
     moq_conformance::cross_version_tests!(VirtualTime::new());
 }
+
+mod moq_transport {
+    use super::VirtualTime;
+
+    moq_conformance::moq_transport_version_tests!(VirtualTime::new());
+}

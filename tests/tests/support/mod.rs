@@ -190,15 +190,15 @@ impl Harness for TokioHarness {
         if matches!(self.scheme, "ws" | "wss" | "tls" | "tcp") {
             return self.connect_qmux(server, client);
         }
-        // The server accepts every version (-06-wip too); the client offers only its
-        // session's, so the one it speaks is negotiated.
+        // The server accepts every version (-06-wip and moq-transport too); the client
+        // offers only its session's, so the one it speaks is negotiated.
         let config = {
             let mut server_config = ServerConfig::new(
                 self.paths.server_address(),
                 self.certificate.clone(),
                 server,
             );
-            server_config.versions = Version::LITE.to_vec();
+            server_config.versions = moq_conformance::server_versions(client.version);
             server_config
         };
         let versions = vec![client.version];
