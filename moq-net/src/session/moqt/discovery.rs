@@ -26,6 +26,7 @@ use moqx_kio::Waiter;
 
 use super::names;
 use super::namespaces::{self, Accepted};
+use super::request_stream::{StreamEnd, poll_until_end};
 use super::requests::Refuse;
 use crate::Error;
 use crate::model::{Announced, Announcement, Path};
@@ -178,25 +179,22 @@ impl<S: SendStream, R: RecvStream> Announcer<S, R> {
         }
         if let Some((_, reader)) = self.stream.as_mut() {
             // The subscriber ends its SUBSCRIBE_NAMESPACE by ending the stream.
-            loop {
-                match reader.poll_message(waiter, |buf| Frame::decode(buf, draft)) {
-                    Poll::Ready(Ok(Some(frame))) => {
-                        tracing::debug!(
-                            kind = frame.kind,
-                            "a message on a SUBSCRIBE_NAMESPACE stream, not applied"
-                        );
+            let end = poll_until_end(reader, waiter, draft, |frame| {
+                tracing::debug!(
+                    kind = frame.kind,
+                    "a message on a SUBSCRIBE_NAMESPACE stream, not applied"
+                );
+                Ok(())
+            });
+            match end {
+                Poll::Ready(StreamEnd::Finished | StreamEnd::Reset) => {
+                    if let Some((writer, _)) = self.stream.as_mut() {
+                        let _ = writer.stream_mut().finish();
                     }
-                    Poll::Ready(Ok(None)) | Poll::Ready(Err(ReadError::Stream(_))) => {
-                        if let Some((writer, _)) = self.stream.as_mut() {
-                            let _ = writer.stream_mut().finish();
-                        }
-                        return Poll::Ready(Ok(()));
-                    }
-                    Poll::Ready(Err(ReadError::Malformed(error))) => {
-                        return Poll::Ready(Err(error));
-                    }
-                    Poll::Pending => break,
+                    return Poll::Ready(Ok(()));
                 }
+                Poll::Ready(StreamEnd::Malformed(error)) => return Poll::Ready(Err(error)),
+                Poll::Pending => {}
             }
         }
         while let Poll::Ready(announcement) = self.core.announced.poll_next(waiter) {
@@ -342,25 +340,19 @@ impl<S: SendStream, R: RecvStream> Publication<S, R> {
             return Poll::Ready(Ok(()));
         }
         let draft = cx.moqt.as_ref().map_or(Draft::D18, |moqt| moqt.draft);
-        loop {
-            match self
-                .reader
-                .poll_message(waiter, |buf| Frame::decode(buf, draft))
-            {
-                Poll::Ready(Ok(Some(frame))) => {
-                    if Some(frame.kind) == RequestError::message_type(draft) {
-                        let error = RequestError::from_frame(&frame, draft)?;
-                        tracing::debug!(code = error.code, reason = %error.reason, "the peer refused a namespace");
-                    } else {
-                        tracing::debug!(kind = frame.kind, "the peer answered a namespace");
-                    }
-                }
-                Poll::Ready(Ok(None)) | Poll::Ready(Err(ReadError::Stream(_))) => {
-                    return Poll::Ready(Ok(()));
-                }
-                Poll::Ready(Err(ReadError::Malformed(error))) => return Poll::Ready(Err(error)),
-                Poll::Pending => return Poll::Pending,
+        let end = poll_until_end(&mut self.reader, waiter, draft, |frame| {
+            if Some(frame.kind) == RequestError::message_type(draft) {
+                let error = RequestError::from_frame(&frame, draft)?;
+                tracing::debug!(code = error.code, reason = %error.reason, "the peer refused a namespace");
+            } else {
+                tracing::debug!(kind = frame.kind, "the peer answered a namespace");
             }
+            Ok(())
+        });
+        match end {
+            Poll::Ready(StreamEnd::Finished | StreamEnd::Reset) => Poll::Ready(Ok(())),
+            Poll::Ready(StreamEnd::Malformed(error)) => Poll::Ready(Err(error)),
+            Poll::Pending => Poll::Pending,
         }
     }
 }

@@ -38,6 +38,7 @@ mod group_read;
 mod incoming;
 mod names;
 mod namespaces;
+mod request_stream;
 mod requests;
 mod serve;
 mod setup;

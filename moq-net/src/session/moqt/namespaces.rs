@@ -15,15 +15,16 @@ use bytes::Bytes;
 use moqx_kio::Waiter;
 
 use super::names;
+use super::request_stream::{StreamEnd, poll_until_end};
 use super::requests::Refuse;
 use crate::Error;
 use crate::model::{self, BroadcastProducer, Path};
 use crate::moqt::{
-    Control, Draft, Frame, Publication, PublishNamespace, PublishNamespaceDone, PublishNamespaceOk,
+    Control, Draft, Publication, PublishNamespace, PublishNamespaceDone, PublishNamespaceOk,
     RequestOk,
 };
 use crate::session::context::Context;
-use crate::session::stream::{ReadError, Reader, Writer};
+use crate::session::stream::{Reader, Writer};
 use crate::session::subscriber::BroadcastRequests;
 use crate::session::task::Spawn;
 use crate::transport::{RecvStream, SendStream};
@@ -170,29 +171,25 @@ impl<S: SendStream, R: RecvStream> NamespaceStream<S, R> {
             return Poll::Ready(Ok(()));
         }
         let draft = cx.moqt.as_ref().map_or(Draft::D18, |moqt| moqt.draft);
-        loop {
-            match self
-                .reader
-                .poll_message(waiter, |buf| Frame::decode(buf, draft))
-            {
-                // REQUEST_UPDATE and the like: nothing to change on an accepted namespace.
-                Poll::Ready(Ok(Some(frame))) => {
-                    tracing::debug!(
-                        kind = frame.kind,
-                        "a message on a namespace's stream, not applied"
-                    );
-                }
-                Poll::Ready(Ok(None)) | Poll::Ready(Err(ReadError::Stream(_))) => {
-                    withdraw(&self.accepted, cx);
-                    let _ = self.writer.stream_mut().finish();
-                    return Poll::Ready(Ok(()));
-                }
-                Poll::Ready(Err(ReadError::Malformed(error))) => {
-                    withdraw(&self.accepted, cx);
-                    return Poll::Ready(Err(error));
-                }
-                Poll::Pending => return Poll::Pending,
+        // REQUEST_UPDATE and the like: nothing to change on an accepted namespace.
+        let end = poll_until_end(&mut self.reader, waiter, draft, |frame| {
+            tracing::debug!(
+                kind = frame.kind,
+                "a message on a namespace's stream, not applied"
+            );
+            Ok(())
+        });
+        match end {
+            Poll::Ready(StreamEnd::Finished | StreamEnd::Reset) => {
+                withdraw(&self.accepted, cx);
+                let _ = self.writer.stream_mut().finish();
+                Poll::Ready(Ok(()))
             }
+            Poll::Ready(StreamEnd::Malformed(error)) => {
+                withdraw(&self.accepted, cx);
+                Poll::Ready(Err(error))
+            }
+            Poll::Pending => Poll::Pending,
         }
     }
 }

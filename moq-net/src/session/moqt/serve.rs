@@ -21,17 +21,17 @@ use bytes::Bytes;
 use moqx_kio::Waiter;
 
 use super::names;
+use super::request_stream::{StreamEnd, poll_until_end};
 use super::requests::Refuse;
 use crate::Error;
 use crate::model::{BroadcastConsumer, FollowedTrack, Path, PendingTrack};
 use crate::moqt::{
-    Control as ControlMessage, Draft, Filter, Frame, GroupOrder, PublishDone, Subscribe,
-    SubscribeOk,
+    Control as ControlMessage, Draft, Filter, GroupOrder, PublishDone, Subscribe, SubscribeOk,
 };
 use crate::session::context::Context;
 use crate::session::group_write::{Control, GroupWrite};
 use crate::session::publisher::RequestSlot;
-use crate::session::stream::{ReadError, Reader, Writer};
+use crate::session::stream::{Reader, Writer};
 use crate::session::task::Open;
 use crate::transport::{RecvStream, SendStream};
 
@@ -295,18 +295,14 @@ impl<S: SendStream, R: RecvStream> MoqtSubscribeServe<S, R> {
         let Some(draft) = cx.moqt.as_ref().map(|moqt| moqt.draft) else {
             return true;
         };
-        loop {
-            match reader.poll_message(waiter, |buf| Frame::decode(buf, draft)) {
-                Poll::Ready(Ok(Some(frame))) => {
-                    tracing::debug!(
-                        kind = frame.kind,
-                        "a message on a subscription's stream, not applied"
-                    );
-                }
-                Poll::Ready(Ok(None)) | Poll::Pending => return false,
-                Poll::Ready(Err(ReadError::Stream(_) | ReadError::Malformed(_))) => return true,
-            }
-        }
+        let end = poll_until_end(reader, waiter, draft, |frame| {
+            tracing::debug!(
+                kind = frame.kind,
+                "a message on a subscription's stream, not applied"
+            );
+            Ok(())
+        });
+        matches!(end, Poll::Ready(StreamEnd::Reset | StreamEnd::Malformed(_)))
     }
 
     /// Sends a reply where this subscription's replies go.
