@@ -82,8 +82,10 @@ pub struct ConnectOptions {
     /// `serverCertificateHashes`: ECDSA certificates valid for at most 14 days, as a
     /// relay's self-signed one is). Empty: the certificate must be trusted as any site's.
     pub fingerprints: Vec<[u8; 32]>,
-    /// The moq-lite versions offered as WebTransport protocols, in order of preference
-    /// (the server takes the first it has).
+    /// The versions offered, in order of preference (the server takes the first it has):
+    /// moq-lite's and moq-transport's as WebTransport protocols (moq-transport 14 has no
+    /// name: a server that names none is taken to speak the first offered), moq-lite's
+    /// alone over a WebSocket (QMux carries no moq-transport).
     pub versions: Vec<Version>,
     /// The session's configuration; its version is replaced by the negotiated one.
     pub session: SessionConfig,
@@ -152,8 +154,13 @@ pub(crate) async fn connect_webtransport(
         transport_options.set_server_certificate_hashes(&hashes);
     }
     let protocols = js_sys::Array::new();
-    for version in &options.versions {
-        protocols.push(&version.alpn().into());
+    // moq-transport 14 has no WebTransport protocol name: offered, it is named nowhere.
+    for protocol in options
+        .versions
+        .iter()
+        .filter_map(|version| version.webtransport_protocol())
+    {
+        protocols.push(&protocol.into());
     }
     transport_options.set_protocols(&protocols);
 
@@ -190,7 +197,7 @@ pub(crate) async fn connect_webtransport(
             return Err(ConnectError::Transport {
                 url: Redacted(url).to_string(),
                 reason: format!(
-                    "no moq-lite version in common: offered {:?}, the server chose {chosen:?}",
+                    "no version in common: offered {:?}, the server chose {chosen:?}",
                     options
                         .versions
                         .iter()
@@ -216,21 +223,31 @@ pub(crate) async fn connect_websocket(
     options: &ConnectOptions,
 ) -> Result<Session, ConnectError> {
     let redacted = || Redacted(url).to_string();
+    let versions: Vec<Version> = options
+        .versions
+        .iter()
+        .copied()
+        .filter(|version| version.is_lite())
+        .collect();
+    if versions.is_empty() {
+        return Err(ConnectError::Transport {
+            url: redacted(),
+            reason: "a WebSocket carries moq-lite only, and no moq-lite version was offered"
+                .to_owned(),
+        });
+    }
     tracing::debug!(url = %Redacted(url), "WebSocket: connecting");
-    let opened = crate::websocket::open(
-        url,
-        &moqx_qmux::negotiation::client_offers(&options.versions),
-    )
-    .await
-    .map_err(|reason| ConnectError::Handshake {
-        url: redacted(),
-        reason,
-    })?;
+    let opened = crate::websocket::open(url, &moqx_qmux::negotiation::client_offers(&versions))
+        .await
+        .map_err(|reason| ConnectError::Handshake {
+            url: redacted(),
+            reason,
+        })?;
     // What the server chose; none at all: QMux draft 01 and the default version, as
     // deployed relays speak to a client that names nothing.
     let chosen = match opened.protocol().as_str() {
-        "" => moqx_qmux::negotiation::chosen("qmux-01", &options.versions),
-        name => moqx_qmux::negotiation::chosen(name, &options.versions),
+        "" => moqx_qmux::negotiation::chosen("qmux-01", &versions),
+        name => moqx_qmux::negotiation::chosen(name, &versions),
     };
     let Some(negotiated) = chosen else {
         return Err(ConnectError::Transport {

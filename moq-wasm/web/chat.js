@@ -11,7 +11,9 @@
 // (`webtransport` or `websocket` alone; default: both, raced), `no-webtransport=1` (as if
 // the browser had none, like Safari: index.html deletes it before the module loads),
 // `reconnect=1` (keep a session up: a new one when the relay restarts or goes away, the
-// room carrying on over it), `log` (the library's log on the console, e.g. `debug`).
+// room carrying on over it), `versions` (the protocols offered, comma-separated, e.g.
+// `moqt-18` for IETF moq-transport; default: the library's moq-lite versions), `log` (the
+// library's log on the console, e.g. `debug`).
 //
 // A burst of messages can arrive out of order: moq-lite sends a newer group first (the
 // latest matters most in live media), so the page places each message after the ones from
@@ -121,6 +123,7 @@ async function join(name, room) {
     fingerprint,
     webSocketUrl: urls.websocket,
     transports: transport ? [transport] : undefined,
+    versions: params.get("versions")?.split(","),
     reconnect: params.get("reconnect") === "1",
   });
   await connection.established();

@@ -221,6 +221,73 @@ async fn moq_publish_publishes_and_the_page_receives_every_message() {
     page.close().await;
 }
 
+/// A page speaking IETF moq-transport (draft 18, over WebTransport) and native moq-lite
+/// clients in one room: the relay translates both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_on_moq_transport_chats_with_native_moq_lite_clients() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let relay = relay();
+    let chromium = Chromium::start();
+    let page =
+        chromium
+            .open(&relay.page_url(
+                "name=alice&room=moqt&autojoin=1&transport=webtransport&versions=moqt-18",
+            ))
+            .await;
+    let state = page.wait_connected().await;
+    assert_eq!(state["version"], "moqt-18", "{state:#}");
+
+    // The page to a moq-lite subscriber.
+    let (mut subscriber, mut lines) = subscribe_to_page(&relay, &page, "moqt").await;
+    let expected = numbered("from the page");
+    for text in &expected {
+        page.send(text).await;
+    }
+    let deadline = Instant::now() + PATIENCE;
+    while only_numbered(lines.seen(), "from the page").len() < MESSAGES {
+        assert!(
+            Instant::now() < deadline,
+            "moqx subscribe printed only {:?}",
+            lines.seen()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut received = only_numbered(lines.seen(), "from the page");
+    received.sort_by_key(|text| number(text));
+    assert_eq!(received, expected);
+    let _ = subscriber.kill();
+    let _ = subscriber.wait();
+
+    // A moq-lite publisher to the page.
+    let mut publisher = moq(
+        &relay,
+        &[
+            "publish",
+            &relay.moqt_url("moqt"),
+            "carol",
+            "--track",
+            "chat",
+            "--group-size",
+            "1",
+        ],
+    )
+    .stdin(Stdio::piped())
+    .spawn()
+    .expect("moqx publish runs");
+    let mut stdin = publisher.stdin.take().unwrap();
+    page.wait_until("the page to see carol", |state| {
+        state["people"]
+            .as_array()
+            .is_some_and(|people| people.iter().any(|p| p == "carol"))
+    })
+    .await;
+    publish_to_page(&page, &mut stdin, "carol", "from moqx publish").await;
+    drop(stdin);
+    let _ = publisher.kill();
+    let _ = publisher.wait();
+    page.close().await;
+}
+
 /// Two pages, alice and bob, joined to `room` and hearing each other.
 async fn two_pages(relay: &Relay, chromium: &Chromium, room: &str) -> (Page, Page) {
     two_pages_with(relay, chromium, room, "", "").await

@@ -41,7 +41,7 @@ impl Connection {
     /// `ws://`/`wss://` for a WebSocket alone). The second argument is the relay's
     /// certificate fingerprint (the SHA-256 it serves at `/certificate.sha256`, hex, with
     /// or without colons), pinned as a self-signed certificate must be, or an options
-    /// object: `{ fingerprint, versions: ["moq-lite-05", …], transports: ["webtransport",
+    /// object: `{ fingerprint, versions: ["moq-lite-05", "moqt-18", …], transports: ["webtransport",
     /// "websocket"], webSocketUrl, headStartMs, timeoutMs, reconnect, alternateUrls }`.
     /// WebTransport and a WebSocket are raced (WebTransport first, 500 ms ahead; 10 s
     /// for it all unless `timeoutMs`); `transport` says which won. Rejects with a
@@ -246,11 +246,11 @@ impl Connection {
         self.latest().transport.name().to_owned()
     }
 
-    /// The moq-lite version the relay chose (`"moq-lite-05"`, …; the last session's while
-    /// reconnecting).
+    /// The protocol version the relay chose, by name (`"moq-lite-05"`, `"moqt-18"`, …; the
+    /// last session's while reconnecting).
     #[wasm_bindgen(getter)]
     pub fn version(&self) -> String {
-        self.latest().session.version().alpn().to_owned()
+        self.latest().session.version().name().to_owned()
     }
 }
 

@@ -55,9 +55,8 @@ pub(crate) fn connect_options(value: &JsValue) -> Result<PageOptions, JsValue> {
         options.versions = strings(&versions, "versions")?
             .iter()
             .map(|name| {
-                Version::from_alpn(name).ok_or_else(|| {
-                    range_error(&format!("versions: unknown moq-lite version {name:?}"))
-                })
+                name.parse::<Version>()
+                    .map_err(|unknown| range_error(&format!("versions: {unknown}")))
             })
             .collect::<Result<_, _>>()?;
         if options.versions.is_empty() {
