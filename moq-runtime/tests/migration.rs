@@ -294,27 +294,40 @@ fn a_client_moves_as_many_times_as_the_server_keeps_paths() {
     chat.publish(&runtime, &client, &server, 1, 1);
     let mut nat = Nat::new();
     nat.pings = true;
-    let received = &chat.received;
     for moves in 1..MAX_CLIENT_PATHS {
-        nat.rebind();
-        let mut group = chat.track.append_group();
-        group.write(moves, "hello");
-        group.finish();
-        let goal = 1 + moves;
-        let public = nat.public;
-        // The server may give the new address up for a moment on a busy machine (an
-        // answer to its challenge late past a probe timeout) and validate it again at
-        // the client's next packet: what counts is where it ends up.
-        assert!(
-            nat.run_until(&runtime, &client, &server, &mut || {
-                received.get() == goal && server.peer_address() == Some(public)
-            }),
-            "move {moves}: the group did not arrive, or the server is not at the client's \
-             address ({:?}; {})",
-            server.peer_address(),
-            server.close_reason()
-        );
+        move_and_deliver(&mut nat, &runtime, (&client, &server), &mut chat, moves);
     }
+}
+
+/// The client's NAT rebinds (its `moves`th move), the server publishes a group, and the
+/// group arrives with the server at the client's new address.
+fn move_and_deliver(
+    nat: &mut Nat,
+    runtime: &BusyRuntime,
+    (client, server): (&QuicConnection, &QuicConnection),
+    chat: &mut common::chat::ChatSubscription,
+    moves: u64,
+) {
+    nat.rebind();
+    let mut group = chat.track.append_group();
+    group.write(moves, "hello");
+    group.finish();
+    let goal = 1 + moves;
+    let public = nat.public;
+    let received = &chat.received;
+    // The server may give the new address up for a moment on a busy machine (an answer
+    // to its challenge late past a probe timeout) and validate it again at the client's
+    // next packet: what counts is where it ends up.
+    assert!(
+        nat.run_until(runtime, client, server, &mut || {
+            received.get() == goal && server.peer_address() == Some(public)
+        }),
+        "move {moves}: the group did not arrive, or the server is not at the client's \
+         address ({:?}; {}; {:?})",
+        server.peer_address(),
+        server.close_reason(),
+        server.loss_workarounds(),
+    );
 }
 
 /// A client that switches connection IDs as its NAT rebinds retires the ID it used in the
@@ -345,7 +358,6 @@ fn a_client_that_switches_connection_ids_as_its_nat_rebinds_keeps_its_connection
     chat.publish(&runtime, &client, &server, 1, 1);
     let mut nat = Nat::new();
     nat.pings = true;
-    let received = &chat.received;
     for moves in 1..=3u64 {
         if moves == 2 {
             assert!(
@@ -353,22 +365,7 @@ fn a_client_that_switches_connection_ids_as_its_nat_rebinds_keeps_its_connection
                 "the client had no spare ID to switch to"
             );
         }
-        nat.rebind();
-        let mut group = chat.track.append_group();
-        group.write(moves, "hello");
-        group.finish();
-        let goal = 1 + moves;
-        let public = nat.public;
-        assert!(
-            nat.run_until(&runtime, &client, &server, &mut || {
-                received.get() == goal && server.peer_address() == Some(public)
-            }),
-            "move {moves}: the group did not arrive, or the server is not at the client's \
-             address ({:?}; {}; {:?})",
-            server.peer_address(),
-            server.close_reason(),
-            server.loss_workarounds(),
-        );
+        move_and_deliver(&mut nat, &runtime, (&client, &server), &mut chat, moves);
     }
     assert!(
         server.loss_workarounds().unsendable_paths > 0,

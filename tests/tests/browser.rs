@@ -157,7 +157,14 @@ async fn the_page_publishes_and_moq_subscribe_receives_every_message() {
         .await;
     page.wait_connected().await;
 
-    let (mut subscriber, mut lines) = subscribe_to_page(&relay, &page, "native-sub").await;
+    page_to_moq_subscribe(&relay, &page, "native-sub").await;
+    page.close().await;
+}
+
+/// The page (alice, joined to `room`) sends the numbered messages, and `moqx subscribe`
+/// prints every one of them.
+async fn page_to_moq_subscribe(relay: &Relay, page: &Page, room: &str) {
+    let (mut subscriber, mut lines) = subscribe_to_page(relay, page, room).await;
     let deadline = Instant::now() + PATIENCE;
     let expected = numbered("from the page");
     for text in &expected {
@@ -178,7 +185,6 @@ async fn the_page_publishes_and_moq_subscribe_receives_every_message() {
     assert_eq!(received, expected);
     let _ = subscriber.kill();
     let _ = subscriber.wait();
-    page.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -190,12 +196,18 @@ async fn moq_publish_publishes_and_the_page_receives_every_message() {
         .open(&relay.page_url("name=bob&room=native-pub&autojoin=1"))
         .await;
     page.wait_connected().await;
+    moq_publish_to_page(&relay, &page, "native-pub").await;
+    page.close().await;
+}
 
+/// `moqx publish` as carol in `room`, and the page joined there shows every numbered
+/// message it sends.
+async fn moq_publish_to_page(relay: &Relay, page: &Page, room: &str) {
     let mut publisher = moq(
-        &relay,
+        relay,
         &[
             "publish",
-            &relay.moqt_url("native-pub"),
+            &relay.moqt_url(room),
             "carol",
             "--track",
             "chat",
@@ -207,18 +219,16 @@ async fn moq_publish_publishes_and_the_page_receives_every_message() {
     .spawn()
     .expect("moqx publish runs");
     let mut stdin = publisher.stdin.take().unwrap();
-
     page.wait_until("the page to see carol", |state| {
         state["people"]
             .as_array()
             .is_some_and(|people| people.iter().any(|p| p == "carol"))
     })
     .await;
-    publish_to_page(&page, &mut stdin, "carol", "from moqx publish").await;
+    publish_to_page(page, &mut stdin, "carol", "from moqx publish").await;
     drop(stdin);
     let _ = publisher.kill();
     let _ = publisher.wait();
-    page.close().await;
 }
 
 /// A page speaking IETF moq-transport (draft 18, over WebTransport) and native moq-lite
@@ -237,54 +247,8 @@ async fn a_page_on_moq_transport_chats_with_native_moq_lite_clients() {
     let state = page.wait_connected().await;
     assert_eq!(state["version"], "moqt-18", "{state:#}");
 
-    // The page to a moq-lite subscriber.
-    let (mut subscriber, mut lines) = subscribe_to_page(&relay, &page, "moqt").await;
-    let expected = numbered("from the page");
-    for text in &expected {
-        page.send(text).await;
-    }
-    let deadline = Instant::now() + PATIENCE;
-    while only_numbered(lines.seen(), "from the page").len() < MESSAGES {
-        assert!(
-            Instant::now() < deadline,
-            "moqx subscribe printed only {:?}",
-            lines.seen()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let mut received = only_numbered(lines.seen(), "from the page");
-    received.sort_by_key(|text| number(text));
-    assert_eq!(received, expected);
-    let _ = subscriber.kill();
-    let _ = subscriber.wait();
-
-    // A moq-lite publisher to the page.
-    let mut publisher = moq(
-        &relay,
-        &[
-            "publish",
-            &relay.moqt_url("moqt"),
-            "carol",
-            "--track",
-            "chat",
-            "--group-size",
-            "1",
-        ],
-    )
-    .stdin(Stdio::piped())
-    .spawn()
-    .expect("moqx publish runs");
-    let mut stdin = publisher.stdin.take().unwrap();
-    page.wait_until("the page to see carol", |state| {
-        state["people"]
-            .as_array()
-            .is_some_and(|people| people.iter().any(|p| p == "carol"))
-    })
-    .await;
-    publish_to_page(&page, &mut stdin, "carol", "from moqx publish").await;
-    drop(stdin);
-    let _ = publisher.kill();
-    let _ = publisher.wait();
+    page_to_moq_subscribe(&relay, &page, "moqt").await;
+    moq_publish_to_page(&relay, &page, "moqt").await;
     page.close().await;
 }
 
