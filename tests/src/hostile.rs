@@ -1,5 +1,5 @@
-//! A hostile moq-lite client for the hostile-peer suite: raw quiche over a real UDP
-//! socket, sending whatever bytes a test scripts (oversized messages, floods, no SETUP at
+//! A hostile client for the hostile-peer suite (moq-lite-05 unless its ALPN names another
+//! protocol, moq-transport among them): raw quiche over a real UDP socket, sending whatever bytes a test scripts (oversized messages, floods, no SETUP at
 //! all) and reporting how the server answered: the streams it opened and the code it
 //! closed the connection with.
 //!

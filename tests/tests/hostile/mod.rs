@@ -7,4 +7,5 @@ mod announces;
 mod bed;
 mod connections;
 mod groups;
+mod moq_transport;
 mod raw;
