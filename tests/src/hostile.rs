@@ -1,7 +1,8 @@
 //! A hostile client for the hostile-peer suite (moq-lite-05 unless its ALPN names another
-//! protocol, moq-transport among them): raw quiche over a real UDP socket, sending whatever bytes a test scripts (oversized messages, floods, no SETUP at
-//! all) and reporting how the server answered: the streams it opened and the code it
-//! closed the connection with.
+//! protocol, moq-transport among them): raw quiche over a real UDP socket, sending
+//! whatever bytes a test scripts (oversized messages, floods, no SETUP at all) and
+//! reporting how the server answered: the streams it opened and the code it closed the
+//! connection with.
 //!
 //! Blocking and single-threaded: a test runs it on a blocking thread beside the relay.
 
