@@ -530,3 +530,30 @@ fn requests_past_the_sessions_bounds_are_refused_alone() {
         });
     }
 }
+
+/// Draft 14's text asks a namespace prefix for at least one field, but deployed relays
+/// send a SUBSCRIBE_NAMESPACE with none (moq-dev/moq's, to every draft-14 client): read
+/// as every namespace, it is answered and every namespace published follows.
+#[test]
+fn a_draft_14_subscribe_namespace_with_no_fields_learns_every_namespace() {
+    seeded(76, |runtime| {
+        let draft = Draft::D14;
+        let mut relay = Relay::new();
+        let (_publisher, _broadcast, _track) =
+            publisher(runtime, &mut relay, "chat/room", "messages");
+        assert!(runtime.run_until(SECOND, || {
+            relay.origin.consume_broadcast("chat/room").is_some()
+        }));
+        let (mut raw, mut control) = moqt_client(runtime, &mut relay, Version::Moqt14);
+        control.send(&moqx_net::moqt::SubscribeNamespace {
+            request_id: 0,
+            ..Default::default()
+        });
+        let reply = control.next(runtime, &mut raw).expect("a reply");
+        moqx_net::moqt::SubscribeNamespaceOk::from_frame(&reply, draft).expect("answered");
+        let announced = control.next(runtime, &mut raw).expect("an announcement");
+        let announced = PublishNamespace::from_frame(&announced, draft).expect("PUBLISH_NAMESPACE");
+        assert_eq!(announced.namespace, Namespace::from_strs(["chat", "room"]));
+        assert_eq!(common::relay::close_code(runtime, &mut raw), None);
+    });
+}

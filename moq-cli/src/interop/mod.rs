@@ -7,6 +7,7 @@
 
 mod cases;
 mod peer;
+mod unasked;
 
 use std::io::Write;
 use std::process::ExitCode;

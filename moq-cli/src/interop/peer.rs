@@ -27,6 +27,9 @@ pub(crate) struct Peer {
     control: BindingSendStream,
     control_in: Incoming,
     next_request_id: u64,
+    /// The relay's own requests answered on streams of their own (18), kept open: a
+    /// request stream's end withdraws it.
+    unasked: Vec<RequestStream>,
 }
 
 /// A stream's incoming half, read message by message.
@@ -109,6 +112,7 @@ impl Peer {
             control,
             control_in,
             next_request_id: 0,
+            unasked: Vec::new(),
         })
     }
 
@@ -125,12 +129,16 @@ impl Peer {
     }
 
     /// The next control message from the relay, within `patience`; MAX_REQUEST_ID and
-    /// REQUESTS_BLOCKED are read past.
+    /// REQUESTS_BLOCKED are read past, and the relay's unasked messages answered
+    /// (`unasked.rs`).
     pub(crate) async fn next_control(&mut self, patience: Duration) -> Result<Frame, String> {
         loop {
             let frame = self.control_in.next(self.draft, patience).await?;
             if matches!(frame.kind, 0x15 | 0x1a) && !self.draft.has_request_streams() {
                 continue; // request-id flow control
+            }
+            if super::unasked::answer(self, &frame, None).await? {
+                continue;
             }
             return Ok(frame);
         }
@@ -178,17 +186,23 @@ impl Peer {
         if !self.draft.has_request_streams() {
             return Ok((self.next_control(patience).await?, None));
         }
-        let accepted = moqx_kio::wait(|waiter| self.transport.poll_accept_bidi(waiter));
-        let (send, recv) = tokio::time::timeout(patience, accepted)
-            .await
-            .map_err(|_| "no request from the relay in time".to_owned())?
-            .map_err(|error| format!("accepting a request stream: {error}"))?;
-        let mut stream = RequestStream {
-            send,
-            replies: Incoming::new(recv),
-        };
-        let frame = stream.replies.next(self.draft, patience).await?;
-        Ok((frame, Some(stream)))
+        loop {
+            let accepted = moqx_kio::wait(|waiter| self.transport.poll_accept_bidi(waiter));
+            let (send, recv) = tokio::time::timeout(patience, accepted)
+                .await
+                .map_err(|_| "no request from the relay in time".to_owned())?
+                .map_err(|error| format!("accepting a request stream: {error}"))?;
+            let mut stream = RequestStream {
+                send,
+                replies: Incoming::new(recv),
+            };
+            let frame = stream.replies.next(self.draft, patience).await?;
+            if super::unasked::answer(self, &frame, Some(&mut stream)).await? {
+                self.unasked.push(stream);
+                continue;
+            }
+            return Ok((frame, Some(stream)));
+        }
     }
 
     /// Answers a request: on its stream (18) or the control stream.

@@ -190,8 +190,9 @@ impl Draft {
         self >= Draft::D18
     }
 
-    /// A namespace prefix (SUBSCRIBE_NAMESPACE) may be empty, every namespace (16 on); 14
-    /// asks for 1 to 32 fields.
+    /// A namespace prefix (SUBSCRIBE_NAMESPACE) may be written empty, every namespace (16
+    /// on); 14 asks for 1 to 32 fields (one with none is read all the same:
+    /// [`Namespace::decode_prefix`](super::Namespace::decode_prefix)).
     pub fn has_empty_prefix(self) -> bool {
         self >= Draft::D16
     }

@@ -76,10 +76,13 @@ impl Namespace {
     }
 
     /// Reads a namespace prefix (SUBSCRIBE_NAMESPACE and its kin): as
-    /// [`decode`](Self::decode), but from draft 16 an empty tuple (every namespace) is
-    /// allowed; 14 asks for 1 to 32 fields here too.
+    /// [`decode`](Self::decode), but an empty tuple (every namespace) is read on every
+    /// draft. Draft 14's text asks for 1 to 32 fields and closes the session on none, yet
+    /// deployed peers send none on 14 (moq-dev/moq's relay asks every draft-14 client for
+    /// its namespaces so), and the meaning is plain: it is read, and never written on 14
+    /// ([`Draft::has_empty_prefix`]).
     pub fn decode_prefix<B: Buf>(buf: &mut B, draft: Draft) -> Result<Self, DecodeError> {
-        Self::decode_with(buf, draft, usize::from(!draft.has_empty_prefix()))
+        Self::decode_with(buf, draft, 0)
     }
 
     fn decode_with<B: Buf>(
@@ -215,7 +218,8 @@ mod tests {
 
     #[test]
     fn each_draft_bounds_the_namespace_as_its_text_says() {
-        // No fields: a violation up to 16, allowed from 18; as a prefix, allowed from 16.
+        // No fields: a violation up to 16, allowed from 18; as a prefix, read on every
+        // draft (14's text forbids it, deployed peers send it).
         let empty = [0x00];
         assert!(Namespace::decode(&mut &empty[..], Draft::D14).is_err());
         assert!(Namespace::decode(&mut &empty[..], Draft::D16).is_err());
@@ -223,7 +227,10 @@ mod tests {
             Namespace::decode(&mut &empty[..], Draft::D18),
             Ok(Namespace::default())
         );
-        assert!(Namespace::decode_prefix(&mut &empty[..], Draft::D14).is_err());
+        assert_eq!(
+            Namespace::decode_prefix(&mut &empty[..], Draft::D14),
+            Ok(Namespace::default())
+        );
         assert_eq!(
             Namespace::decode_prefix(&mut &empty[..], Draft::D16),
             Ok(Namespace::default())
