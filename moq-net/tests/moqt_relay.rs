@@ -15,9 +15,10 @@ use common::seeded;
 use moqx_kio::Waiter;
 use moqx_net::coding::Version;
 use moqx_net::moqt::{
-    ClientSetup, Control, Draft, Namespace, Publication, PublishDone, PublishNamespace,
+    ClientSetup, Control, Draft, Location, Namespace, Publication, PublishDone, PublishNamespace,
     PublishNamespaceDone, PublishNamespaceOk, RequestError, RequestOk, SetupOptions,
-    SubgroupHeader, SubgroupObjects, Subscribe, SubscribeError, SubscribeOk, Unsubscribe,
+    SubgroupHeader, SubgroupObjects, Subscribe, SubscribeError, SubscribeOk, TrackStatus,
+    TrackStatusError, TrackStatusOk, Unsubscribe,
 };
 use moqx_net::runtime::test::{TestRuntime, TestTransport};
 use moqx_net::sim::{Relay, publisher};
@@ -556,4 +557,115 @@ fn a_draft_14_subscribe_namespace_with_no_fields_learns_every_namespace() {
         assert_eq!(announced.namespace, Namespace::from_strs(["chat", "room"]));
         assert_eq!(common::relay::close_code(runtime, &mut raw), None);
     });
+}
+
+/// TRACK_STATUS is answered as its draft says (14: TRACK_STATUS_OK on the control stream;
+/// 16: REQUEST_OK there; 18: REQUEST_OK on the request's stream, which then ends) with the
+/// track's largest location as the relay holds it (another subscriber reads the track),
+/// the start of its latest group; a track the publisher does not have is refused
+/// DOES_NOT_EXIST; no objects are sent and the session goes on.
+#[test]
+fn track_status_is_answered_with_the_largest_location() {
+    for version in Version::MOQT {
+        seeded(77, |runtime| {
+            let draft = version.draft().unwrap();
+            let mut relay = Relay::new();
+            let (_publisher, _broadcast, mut track) =
+                publisher(runtime, &mut relay, "chat/room", "messages");
+            assert!(runtime.run_until(SECOND, || {
+                relay.origin.consume_broadcast("chat/room").is_some()
+            }));
+            // A moq-lite subscriber reads the track: the relay holds its groups.
+            let local = moqx_net::model::Origin::new();
+            let _subscriber = client_at(
+                runtime,
+                &mut relay,
+                Version::Lite05,
+                moqx_net::session::SessionConfig::default().with_subscriber(&local),
+            );
+            assert!(runtime.run_until(SECOND, || local.consume_broadcast("chat/room").is_some()));
+            let received = moqx_net::sim::read_track(runtime, &local, "chat/room", "messages");
+            runtime.advance(Duration::from_millis(100));
+            for index in 0..3 {
+                moqx_net::sim::send(&mut track, index, "hello");
+                runtime.advance(Duration::from_millis(10));
+            }
+            assert!(runtime.run_until(SECOND, || received.len() == 3));
+            let (mut raw, mut control) = moqt_client(runtime, &mut relay, version);
+            for (request_id, name, served) in [(0, "messages", true), (2, "nothing", false)] {
+                let request = TrackStatus {
+                    request_id,
+                    namespace: Namespace::from_strs(["chat", "room"]),
+                    name: Bytes::copy_from_slice(name.as_bytes()),
+                    ..TrackStatus::default()
+                };
+                let mut own = None;
+                if draft == Draft::D18 {
+                    let waiter = Waiter::new(Waker::noop());
+                    let Poll::Ready(Ok((send, recv))) = raw.poll_open_bidi(&waiter) else {
+                        panic!("opens at once")
+                    };
+                    let mut stream = Stream::new(send, Some(recv), draft);
+                    stream.send(&request);
+                    own = Some(stream);
+                } else {
+                    control.send(&request);
+                }
+                let replies = own.as_mut().unwrap_or(&mut control);
+                let reply = replies.next(runtime, &mut raw).expect("a reply");
+                if !served {
+                    let code = match draft {
+                        Draft::D14 => {
+                            TrackStatusError::from_frame(&reply, draft)
+                                .expect("TRACK_STATUS_ERROR")
+                                .code
+                        }
+                        _ => {
+                            RequestError::from_frame(&reply, draft)
+                                .expect("REQUEST_ERROR")
+                                .code
+                        }
+                    };
+                    // DOES_NOT_EXIST: 14's TRACK_STATUS_ERROR code, REQUEST_ERROR's after.
+                    let does_not_exist = if draft == Draft::D14 { 0x4 } else { 0x10 };
+                    assert_eq!(code, does_not_exist, "{version}");
+                    continue;
+                }
+                let largest = match draft {
+                    Draft::D14 => {
+                        let ok = TrackStatusOk::from_frame(&reply, draft).expect("TRACK_STATUS_OK");
+                        assert_eq!(ok.request_id, Some(request_id));
+                        ok.parameters.largest_object
+                    }
+                    _ => {
+                        let ok = RequestOk::from_frame(&reply, draft).expect("REQUEST_OK");
+                        assert_eq!(ok.request_id, draft.has_reply_request_ids().then_some(0));
+                        ok.parameters.largest_object
+                    }
+                };
+                assert_eq!(
+                    largest,
+                    Some(Location {
+                        group: 2,
+                        object: 0
+                    }),
+                    "{version}"
+                );
+                if let Some(stream) = own.as_mut() {
+                    assert!(stream.ended(runtime), "{version}: the stream ends");
+                }
+            }
+            let waiter = Waiter::new(Waker::noop());
+            runtime.advance(SECOND);
+            assert!(
+                !matches!(raw.poll_accept_uni(&waiter), Poll::Ready(Ok(_))),
+                "{version}: no objects"
+            );
+            assert_eq!(
+                common::relay::close_code(runtime, &mut raw),
+                None,
+                "{version}"
+            );
+        });
+    }
 }

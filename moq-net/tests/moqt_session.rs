@@ -16,8 +16,8 @@ use moqx_kio::Waiter;
 use moqx_net::Error;
 use moqx_net::coding::Version;
 use moqx_net::moqt::{
-    ClientSetup, Control, Draft, GoAway, MaxRequestId, RequestError, ServerSetup, SetupOptions,
-    SubscribeNamespace, SubscribeOptions, TrackStatus, TrackStatusError,
+    ClientSetup, Control, Draft, Fetch, FetchError, FetchRange, GoAway, Location, MaxRequestId,
+    RequestError, ServerSetup, SetupOptions, SubscribeNamespace, SubscribeOptions,
 };
 use moqx_net::runtime::test::{TestRuntime, TestTransport};
 use moqx_net::sim::Relay;
@@ -75,13 +75,20 @@ fn client_setup(draft: Draft) -> ClientSetup {
     }
 }
 
-/// TRACK_STATUS: a request this side does not serve yet.
-fn track_status(request_id: u64) -> TrackStatus {
-    TrackStatus {
+/// FETCH: a request this side does not serve yet.
+fn fetch(request_id: u64) -> Fetch {
+    Fetch {
         request_id,
-        namespace: moqx_net::moqt::Namespace::from_strs(["chat"]),
-        name: Bytes::from_static(b"room"),
-        ..TrackStatus::default()
+        range: FetchRange::Standalone {
+            namespace: moqx_net::moqt::Namespace::from_strs(["chat"]),
+            name: Bytes::from_static(b"room"),
+            start: Location::default(),
+            end: Location {
+                group: 1,
+                object: 0,
+            },
+        },
+        parameters: Default::default(),
     }
 }
 
@@ -175,7 +182,7 @@ fn requests_are_refused_with_not_supported_and_the_session_goes_on() {
                     let Poll::Ready(Ok((mut send, recv))) = raw.poll_open_bidi(&waiter) else {
                         panic!("the test transport opens at once");
                     };
-                    let bytes = track_status(request_id).to_vec(draft).unwrap();
+                    let bytes = fetch(request_id).to_vec(draft).unwrap();
                     let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
                     let mut stream = RawStream::new(send, Some(recv), draft);
                     let reply = stream.next(runtime, &mut raw).expect("a reply");
@@ -183,11 +190,10 @@ fn requests_are_refused_with_not_supported_and_the_session_goes_on() {
                     assert_eq!((error.request_id, error.code), (None, 0x3));
                     continue;
                 }
-                control.send(&track_status(request_id));
+                control.send(&fetch(request_id));
                 let reply = control.next(runtime, &mut raw).expect("a reply");
                 if draft == Draft::D14 {
-                    let error =
-                        TrackStatusError::from_frame(&reply, draft).expect("TRACK_STATUS_ERROR");
+                    let error = FetchError::from_frame(&reply, draft).expect("FETCH_ERROR");
                     assert_eq!((error.request_id, error.code), (request_id, 0x3));
                 } else {
                     let error = RequestError::from_frame(&reply, draft).expect("REQUEST_ERROR");
@@ -248,11 +254,11 @@ fn request_ids_out_of_sequence_or_of_the_wrong_parity_close_the_session() {
                     panic!("the test transport opens at once");
                 };
                 std::mem::forget(recv);
-                let bytes = track_status(1).to_vec(draft).unwrap();
+                let bytes = fetch(1).to_vec(draft).unwrap();
                 let _ = send.poll_write(&waiter, &mut Bytes::from(bytes));
             } else {
                 // The first request must be 0.
-                control.send(&track_status(2));
+                control.send(&fetch(2));
             }
             assert_eq!(
                 close_code(runtime, &mut raw),

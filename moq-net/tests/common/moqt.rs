@@ -93,4 +93,27 @@ impl RawStream {
         });
         frame
     }
+
+    /// Whether the relay ends its side of the stream (its FIN) within a second, with
+    /// nothing more on it.
+    pub(crate) fn ended(&mut self, runtime: &TestRuntime) -> bool {
+        let waiter = Waiter::new(Waker::noop());
+        let mut ended = false;
+        runtime.run_until(Duration::from_secs(1), || {
+            let Some(recv) = self.recv.as_mut() else {
+                return false;
+            };
+            loop {
+                match recv.poll_read(&waiter) {
+                    Poll::Ready(Ok(Some(chunk))) => self.received.extend_from_slice(&chunk),
+                    Poll::Ready(Ok(None)) => {
+                        ended = true;
+                        return true;
+                    }
+                    _ => return false,
+                }
+            }
+        });
+        ended && self.received.is_empty()
+    }
 }

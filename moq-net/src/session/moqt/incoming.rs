@@ -157,13 +157,20 @@ impl<S: SendStream, R: RecvStream> MoqtBidiIncoming<S, R> {
         let moqt = cx.moqt.as_mut().ok_or(Error::ProtocolViolation)?;
         moqt.take_request_id(request.request_id())?;
         let why = match &request {
-            Request::Subscribe(subscribe) => match super::serve::plan(subscribe, cx) {
-                Ok(subscription) => {
-                    let serve = MoqtSubscribeServe::on_stream(subscription, writer, reader);
-                    return Poll::Ready(Ok(Step::Become(Box::new(Task::MoqtSubscribe(serve)))));
+            Request::Subscribe(_) | Request::TrackStatus(_) => {
+                let planned = match &request {
+                    Request::TrackStatus(status) => super::serve::plan(status, cx),
+                    Request::Subscribe(subscribe) => super::serve::plan(subscribe, cx),
+                    _ => Err(super::requests::Refuse::Internal),
+                };
+                match planned {
+                    Ok(subscription) => {
+                        let serve = MoqtSubscribeServe::on_stream(subscription, writer, reader);
+                        return Poll::Ready(Ok(Step::Become(Box::new(Task::MoqtSubscribe(serve)))));
+                    }
+                    Err(why) => why,
                 }
-                Err(why) => why,
-            },
+            }
             Request::SubscribeNamespace(subscribe) => {
                 match super::Announcements::solicited(&subscribe.prefix, cx) {
                     Ok(announcements) => {

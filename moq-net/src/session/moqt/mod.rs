@@ -28,8 +28,9 @@
 //! - namespaces are broadcast paths split at `/`, objects are frames, subgroup 0 is the
 //!   group (`names.rs`, `GroupFormat::Moqt`).
 //!
-//! Not served yet, answered NOT_SUPPORTED with the session going on: FETCH, TRACK_STATUS,
-//! PUBLISH (a publisher-initiated subscription), SUBSCRIBE_TRACKS, and REQUEST_UPDATE.
+//! TRACK_STATUS is served as a subscription that stops at its answer (`serve.rs`). Not
+//! served yet, answered NOT_SUPPORTED with the session going on: FETCH, PUBLISH (a
+//! publisher-initiated subscription), SUBSCRIBE_TRACKS, and REQUEST_UPDATE.
 //! Object datagrams are not sent or read.
 
 mod control;

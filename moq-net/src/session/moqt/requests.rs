@@ -1,5 +1,6 @@
 //! The peer's requests: which messages start one, the request-id rules each draft sets,
-//! and the answer (for now NOT_SUPPORTED, on the stream the draft names).
+//! and the answer, on the stream the draft names: served (SUBSCRIBE, TRACK_STATUS,
+//! SUBSCRIBE_NAMESPACE, PUBLISH_NAMESPACE) or refused (NOT_SUPPORTED for the rest).
 //!
 //! spec: § "Request ID" of each draft. On 14 and 16 the peer's request ids run in
 //! sequence (the client's even from 0, the server's odd from 1, up by two), below this
@@ -265,7 +266,7 @@ impl MoqtState {
 }
 
 /// A control message of 14 or 16 after SETUP that is not GOAWAY or request-id flow
-/// control: a request (refused, NOT_SUPPORTED), the end of one (nothing to end: ignored),
+/// control: a request (served, or refused), the end of one (nothing to end: ignored),
 /// or a reply, which answers nothing this side asked (a protocol violation).
 pub(super) fn on_control_stream(frame: Frame, cx: &mut Context) -> Result<(), Error> {
     let moqt = cx.moqt.as_mut().ok_or(Error::ProtocolViolation)?;
@@ -277,13 +278,20 @@ pub(super) fn on_control_stream(frame: Frame, cx: &mut Context) -> Result<(), Er
         }
         moqt.take_request_id(request.request_id())?;
         let why = match &request {
-            Request::Subscribe(subscribe) => match super::serve::plan(subscribe, cx) {
-                Ok(subscription) => {
-                    cx.spawned.push(Spawn::MoqtSubscribe(subscription));
-                    return Ok(());
+            Request::Subscribe(_) | Request::TrackStatus(_) => {
+                let planned = match &request {
+                    Request::TrackStatus(status) => super::serve::plan(status, cx),
+                    Request::Subscribe(subscribe) => super::serve::plan(subscribe, cx),
+                    _ => Err(Refuse::Internal),
+                };
+                match planned {
+                    Ok(subscription) => {
+                        cx.spawned.push(Spawn::MoqtSubscribe(subscription));
+                        return Ok(());
+                    }
+                    Err(why) => why,
                 }
-                Err(why) => why,
-            },
+            }
             Request::SubscribeNamespace(subscribe) => {
                 match super::Announcements::solicited(&subscribe.prefix, cx) {
                     Ok(announcements) => {

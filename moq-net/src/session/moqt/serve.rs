@@ -9,6 +9,12 @@
 //! stream and UNSUBSCRIBE ends the subscription; on 18 they travel on the request's own
 //! stream, and the subscriber resetting it ends it.
 //!
+//! TRACK_STATUS is served as a subscription that stops at its answer: once the track is
+//! there, TRACK_STATUS_OK (14) or REQUEST_OK (16, 18) with LARGEST_OBJECT (the latest
+//! group's start: the model counts groups, not the objects of one still being written;
+//! none while no group exists), and no objects. A relay resolves an on-demand track for
+//! it as for a SUBSCRIBE (the draft lets it subscribe upstream to answer).
+//!
 //! Mapped, as both sides can say it: the filter's start group (AbsoluteStart,
 //! AbsoluteRange) and end group; the subscriber priority; FORWARD 0 (no groups until the
 //! subscription ends). Not mapped: LargestObject and NextGroupStart both start at the
@@ -26,7 +32,8 @@ use super::requests::Refuse;
 use crate::Error;
 use crate::model::{BroadcastConsumer, FollowedTrack, Path, PendingTrack};
 use crate::moqt::{
-    Control as ControlMessage, Draft, Filter, GroupOrder, PublishDone, Subscribe, SubscribeOk,
+    Control as ControlMessage, Draft, Filter, GroupOrder, Location, MessageParameters, PublishDone,
+    RequestOk, Subscribe, SubscribeOk, TrackRequest, TrackStatus, TrackStatusOk,
 };
 use crate::session::context::Context;
 use crate::session::group_write::{Control, GroupWrite};
@@ -54,6 +61,8 @@ pub(crate) struct MoqtSubscribeServe<S, R> {
 pub(crate) struct Subscription {
     request_id: u64,
     draft: Draft,
+    /// A TRACK_STATUS: answered once the track is there, no objects sent.
+    status_only: bool,
     /// 14, 16: UNSUBSCRIBE sets it (through the session's registry).
     unsubscribed: Option<moqx_kio::Consumer<bool>>,
     state: State,
@@ -85,9 +94,14 @@ enum State {
     Finishing,
 }
 
-/// Starts serving `subscribe`, or says why it is refused.
-pub(super) fn plan(subscribe: &Subscribe, cx: &mut Context) -> Result<Subscription, Refuse> {
+/// Starts serving `subscribe` (a SUBSCRIBE, or a TRACK_STATUS: same layout), or says why
+/// it is refused.
+pub(super) fn plan<const TYPE: u64>(
+    subscribe: &TrackRequest<TYPE>,
+    cx: &mut Context,
+) -> Result<Subscription, Refuse> {
     let draft = cx.moqt.as_ref().ok_or(Refuse::Internal)?.draft;
+    let status_only = TrackStatus::message_type(draft) == Some(TYPE);
     let path = names::path_of(&subscribe.namespace).ok_or(Refuse::DoesNotExist)?;
     let name = names::track_of(&subscribe.name).ok_or(Refuse::DoesNotExist)?;
     if let Some(memory) = cx.config.memory_budget.as_ref().filter(|m| m.is_full()) {
@@ -108,8 +122,10 @@ pub(super) fn plan(subscribe: &Subscribe, cx: &mut Context) -> Result<Subscripti
     };
     let (broadcast, pending) = crate::session::publisher::resolve(cx, &path, name, start, true)
         .map_err(Refuse::from_error)?;
-    tracing::debug!(%path, track = name, ?start, ?end_group, "the peer subscribes");
-    cx.counters.subscriptions_served += 1;
+    tracing::debug!(%path, track = name, ?start, ?end_group, status_only, "the peer subscribes");
+    if !status_only {
+        cx.counters.subscriptions_served += 1;
+    }
     let unsubscribed = cx
         .moqt
         .as_mut()
@@ -118,6 +134,7 @@ pub(super) fn plan(subscribe: &Subscribe, cx: &mut Context) -> Result<Subscripti
     Ok(Subscription {
         request_id: subscribe.request_id,
         draft,
+        status_only,
         unsubscribed,
         state: State::Resolving {
             path,
@@ -166,6 +183,14 @@ impl<S: SendStream, R: RecvStream> MoqtSubscribeServe<S, R> {
                     broadcast,
                     pending,
                 } => match pending.poll_track(waiter) {
+                    Poll::Ready(Ok(track)) if self.core.status_only => {
+                        let status = self.core.status(track.latest());
+                        self.core.state = State::Finishing;
+                        match status {
+                            Status::Ok14(ok) => self.reply(cx, &ok)?,
+                            Status::Ok(ok) => self.reply(cx, &ok)?,
+                        }
+                    }
                     Poll::Ready(Ok(track)) => {
                         let publisher_priority = track.track().priority;
                         let track = match &cx.config.publish {
@@ -330,11 +355,18 @@ impl<S: SendStream, R: RecvStream> MoqtSubscribeServe<S, R> {
 
     /// Refuses the subscription: the draft's error, then the end.
     fn refuse(&mut self, cx: &mut Context, why: Refuse) -> Result<(), Error> {
-        let request = Subscribe {
-            request_id: self.core.request_id,
-            ..Subscribe::default()
+        let request_id = self.core.request_id;
+        let request = match self.core.status_only {
+            true => super::requests::Request::TrackStatus(TrackStatus {
+                request_id,
+                ..TrackStatus::default()
+            }),
+            false => super::requests::Request::Subscribe(Subscribe {
+                request_id,
+                ..Subscribe::default()
+            }),
         };
-        let refusal = super::requests::Request::Subscribe(request).refusal(self.core.draft, why)?;
+        let refusal = request.refusal(self.core.draft, why)?;
         self.core.state = State::Finishing;
         if let Some(refusal) = refusal {
             match self.stream.as_mut() {
@@ -372,6 +404,38 @@ impl<S: SendStream, R: RecvStream> MoqtSubscribeServe<S, R> {
         {
             // A grant failing to encode has nowhere to go but the log.
             let _ = moqt.request_done();
+        }
+    }
+}
+
+/// A TRACK_STATUS's answer on its draft.
+enum Status {
+    /// 14's TRACK_STATUS_OK.
+    Ok14(TrackStatusOk),
+    /// REQUEST_OK (16, 18).
+    Ok(RequestOk),
+}
+
+impl Subscription {
+    /// The answer to a TRACK_STATUS whose track's latest group is `latest`.
+    fn status(&self, latest: Option<u64>) -> Status {
+        let parameters = MessageParameters {
+            largest_object: latest.map(|group| Location { group, object: 0 }),
+            ..MessageParameters::default()
+        };
+        match self.draft {
+            Draft::D14 => Status::Ok14(TrackStatusOk {
+                request_id: Some(self.request_id),
+                track_alias: 0,
+                group_order: Some(GroupOrder::Ascending),
+                parameters,
+                ..TrackStatusOk::default()
+            }),
+            draft => Status::Ok(RequestOk {
+                request_id: draft.has_reply_request_ids().then_some(self.request_id),
+                parameters,
+                ..RequestOk::default()
+            }),
         }
     }
 }
