@@ -110,6 +110,11 @@ pub(crate) struct MoqtState {
     /// This side's subscriptions by the track alias each SUBSCRIBE_OK gave: the request
     /// id, under which its route lives.
     pub(crate) aliases: HashMap<u64, u64>,
+    /// Bumped each time one of this side's subscriptions is answered (an alias given) or
+    /// ends: what a data stream of an alias not known yet waits on (`group_read.rs`).
+    pub(crate) alias_news: moqx_kio::Producer<u64>,
+    /// Data streams waiting for their alias now (bounded: `group_read.rs`).
+    pub(crate) streams_awaiting_alias: usize,
     /// 14, 16: the namespaces the peer published, by request id, until withdrawn.
     pub(crate) published: HashMap<u64, namespaces::Accepted>,
     /// 14: the peer's SUBSCRIBE_NAMESPACEs answered, by prefix: UNSUBSCRIBE_NAMESPACE
@@ -152,6 +157,8 @@ impl MoqtState {
                 Side::Server => 1,
             },
             aliases: HashMap::new(),
+            alias_news: moqx_kio::Producer::new(0),
+            streams_awaiting_alias: 0,
             published: HashMap::new(),
             namespace_subscriptions: HashMap::new(),
         }

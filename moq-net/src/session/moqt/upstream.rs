@@ -229,6 +229,7 @@ pub(super) fn on_reply(
             moqt.aliases.retain(|_, id| cx.routes.contains_key(id));
         }
         moqt.aliases.insert(ok.track_alias, request_id);
+        moqt.alias_news.update(|news| *news += 1);
         return Ok(true);
     }
     if is(SubscribeError::message_type(draft)) {
@@ -286,5 +287,6 @@ fn abort(cx: &mut Context, request_id: u64, error: Error) {
     }
     if let Some(moqt) = cx.moqt.as_mut() {
         moqt.aliases.retain(|_, id| *id != request_id);
+        moqt.alias_news.update(|news| *news += 1);
     }
 }
