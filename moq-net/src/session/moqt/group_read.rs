@@ -119,11 +119,8 @@ impl<R: RecvStream> MoqtGroupRead<R> {
     fn step(&mut self, cx: &mut Context) -> Result<Step, Error> {
         let draft = self.draft;
         let Some(objects) = self.objects.as_mut() else {
-            let header = match self.awaiting.take() {
-                Some((header, news, seen)) => {
-                    self.awaiting = Some((header.clone(), news, seen));
-                    header
-                }
+            let header = match &self.awaiting {
+                Some((header, _, _)) => *header,
                 None => {
                     let mut cursor = &self.buffer[..];
                     let header = match SubgroupHeader::decode(&mut cursor, draft) {
@@ -237,7 +234,7 @@ impl<R: RecvStream> MoqtGroupRead<R> {
             );
             let news = moqt.alias_news.consume();
             let seen = *news.borrow();
-            self.awaiting = Some((header.clone(), news, seen));
+            self.awaiting = Some((*header, news, seen));
         }
         true
     }
