@@ -680,3 +680,61 @@ fn track_status_is_answered_with_the_largest_location() {
         });
     }
 }
+
+/// A SUBSCRIBE with a RENDEZVOUS_TIMEOUT (18) for a track nobody publishes yet is held:
+/// SUBSCRIBE_OK once a publisher appears within the wait, and its groups follow; TIMEOUT
+/// when the wait is over first; DOES_NOT_EXIST at once without a wait.
+#[test]
+fn a_subscribe_with_a_rendezvous_waits_for_its_publisher() {
+    seeded(78, |runtime| {
+        let draft = Draft::D18;
+        let mut relay = Relay::new();
+        // The control streams stay open (`_control`); each SUBSCRIBE has its own.
+        let (mut raw, _control) = moqt_client(runtime, &mut relay, Version::Moqt18);
+        let subscribe = |request_id: u64, name: &str, wait: Option<Duration>| Subscribe {
+            request_id,
+            namespace: Namespace::from_strs(["chat", name]),
+            name: Bytes::from_static(b"messages"),
+            parameters: moqx_net::moqt::MessageParameters {
+                rendezvous_timeout: wait,
+                ..Default::default()
+            },
+        };
+        let open = |raw: &mut TestTransport, message: &Subscribe| {
+            let waiter = Waiter::new(Waker::noop());
+            let Poll::Ready(Ok((send, recv))) = raw.poll_open_bidi(&waiter) else {
+                panic!("opens at once")
+            };
+            let mut stream = Stream::new(send, Some(recv), draft);
+            stream.send(message);
+            stream
+        };
+        let mut held = open(&mut raw, &subscribe(0, "room", Some(5 * SECOND)));
+        let mut timed_out = open(&mut raw, &subscribe(2, "empty", Some(2 * SECOND)));
+        let mut at_once = open(&mut raw, &subscribe(4, "none", None));
+
+        let reply = at_once.next(runtime, &mut raw).expect("a reply at once");
+        let error = RequestError::from_frame(&reply, draft).expect("REQUEST_ERROR");
+        assert_eq!(error.code, 0x10, "DOES_NOT_EXIST");
+
+        // A publisher appears a second into the wait.
+        runtime.advance(SECOND);
+        relay.base.version = Version::Lite05;
+        relay.link.protocol = None;
+        let (_publisher, _broadcast, mut track) =
+            publisher(runtime, &mut relay, "chat/room", "messages");
+        let reply = held.next(runtime, &mut raw).expect("SUBSCRIBE_OK");
+        SubscribeOk::from_frame(&reply, draft).expect("SUBSCRIBE_OK once published");
+        moqx_net::sim::send(&mut track, 0, "hello");
+        let (_, objects) = next_group(runtime, &mut raw, draft).expect("the group");
+        assert_eq!(objects, [Bytes::from_static(b"hello")]);
+
+        runtime.advance(2 * SECOND);
+        let reply = timed_out
+            .next(runtime, &mut raw)
+            .expect("a reply after the wait");
+        let error = RequestError::from_frame(&reply, draft).expect("REQUEST_ERROR");
+        assert_eq!(error.code, 0x2, "TIMEOUT");
+        assert_eq!(common::relay::close_code(runtime, &mut raw), None);
+    });
+}

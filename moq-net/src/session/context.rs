@@ -181,6 +181,12 @@ impl Context {
         );
     }
 
+    /// Wakes the moq-transport sub-machines whose time came; the earliest still to come.
+    pub(crate) fn settle_timed(&mut self) -> Option<Instant> {
+        let now = self.now;
+        self.moqt.as_mut().and_then(|moqt| moqt.settle_timed(now))
+    }
+
     /// Finishes the tracks of ended subscriptions whose groups all arrived or whose wait
     /// is over, wakes the subscriptions whose linger is over; returns the earliest wait
     /// still running.

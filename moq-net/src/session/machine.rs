@@ -754,6 +754,7 @@ impl<R: Runtime> Future for SessionMachine<R> {
                 .context
                 .settle_routes()
                 .into_iter()
+                .chain(this.context.settle_timed())
                 .chain(this.setup_deadline)
                 .chain(this.context.expires_at)
                 .min();

@@ -39,6 +39,7 @@ mod group_read;
 mod incoming;
 mod names;
 mod namespaces;
+mod rendezvous;
 mod request_stream;
 mod requests;
 mod serve;
@@ -115,6 +116,9 @@ pub(crate) struct MoqtState {
     pub(crate) alias_news: moqx_kio::Producer<u64>,
     /// Data streams waiting for their alias now (bounded: `group_read.rs`).
     pub(crate) streams_awaiting_alias: usize,
+    /// Sub-machines waiting for a time (a SUBSCRIBE's rendezvous), by request id: when,
+    /// and whom to wake then.
+    timed: HashMap<u64, (std::time::Instant, Option<Waker>)>,
     /// 14, 16: the namespaces the peer published, by request id, until withdrawn.
     pub(crate) published: HashMap<u64, namespaces::Accepted>,
     /// 14: the peer's SUBSCRIBE_NAMESPACEs answered, by prefix: UNSUBSCRIBE_NAMESPACE
@@ -159,9 +163,44 @@ impl MoqtState {
             aliases: HashMap::new(),
             alias_news: moqx_kio::Producer::new(0),
             streams_awaiting_alias: 0,
+            timed: HashMap::new(),
             published: HashMap::new(),
             namespace_subscriptions: HashMap::new(),
         }
+    }
+
+    /// Whether `until` has come at `now`; if not, request `request_id`'s sub-machine is
+    /// woken then (`waker`).
+    pub(crate) fn poll_time(
+        &mut self,
+        request_id: u64,
+        until: std::time::Instant,
+        now: std::time::Instant,
+        waker: Option<Waker>,
+    ) -> bool {
+        if now >= until {
+            self.timed.remove(&request_id);
+            return true;
+        }
+        self.timed.insert(request_id, (until, waker));
+        false
+    }
+
+    /// Request `request_id`'s timed wait is over early.
+    pub(crate) fn forget_time(&mut self, request_id: u64) {
+        self.timed.remove(&request_id);
+    }
+
+    /// Wakes the timed waits that are due at `now`; the earliest still running.
+    pub(crate) fn settle_timed(&mut self, now: std::time::Instant) -> Option<std::time::Instant> {
+        self.timed.retain(|_, (until, waker)| {
+            let due = *until <= now;
+            if due && let Some(waker) = waker.take() {
+                waker.wake();
+            }
+            !due
+        });
+        self.timed.values().map(|(until, _)| *until).min()
     }
 
     /// Registers the peer's subscription `request_id` (14, 16): what its UNSUBSCRIBE

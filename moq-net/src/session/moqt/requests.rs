@@ -40,6 +40,8 @@ pub(super) enum Refuse {
     ExcessiveLoad,
     /// This side takes no publications (it subscribes to nothing).
     Uninterested,
+    /// What it waited for did not come in time (a SUBSCRIBE's rendezvous).
+    Timeout,
     /// Anything else.
     Internal,
 }
@@ -62,6 +64,7 @@ impl Refuse {
         match self {
             Refuse::Internal => 0x0,
             Refuse::Unauthorized => 0x1,
+            Refuse::Timeout => 0x2,
             Refuse::NotSupported => 0x3,
             Refuse::DoesNotExist if draft == Draft::D14 => 0x4,
             Refuse::DoesNotExist => 0x10,
@@ -77,6 +80,7 @@ impl Refuse {
     fn reason(self) -> &'static str {
         match self {
             Refuse::NotSupported => "not supported by this endpoint",
+            Refuse::Timeout => "no publisher in time",
             Refuse::DoesNotExist => "does not exist",
             Refuse::Unauthorized => "unauthorized",
             Refuse::ExcessiveLoad => "too many requests at once",

@@ -9,6 +9,9 @@
 //! stream and UNSUBSCRIBE ends the subscription; on 18 they travel on the request's own
 //! stream, and the subscriber resetting it ends it.
 //!
+//! A SUBSCRIBE whose broadcast is not there yet waits for it as long as its
+//! RENDEZVOUS_TIMEOUT asks (`rendezvous.rs`).
+//!
 //! TRACK_STATUS is served as a subscription that stops at its answer: once the track is
 //! there, TRACK_STATUS_OK (14) or REQUEST_OK (16, 18) with LARGEST_OBJECT (the latest
 //! group's start: the model counts groups, not the objects of one still being written;
@@ -27,6 +30,7 @@ use bytes::Bytes;
 use moqx_kio::Waiter;
 
 use super::names;
+use super::rendezvous::Rendezvous;
 use super::request_stream::{StreamEnd, poll_until_end};
 use super::requests::Refuse;
 use crate::Error;
@@ -71,6 +75,14 @@ pub(crate) struct Subscription {
 }
 
 enum State {
+    /// Waiting for a publisher of the broadcast (a SUBSCRIBE's RENDEZVOUS_TIMEOUT, 18).
+    Rendezvous {
+        wait: Rendezvous,
+        path: Path,
+        priorities: (u8, u8),
+        end_group: Option<u64>,
+        forward: bool,
+    },
     /// Waiting for the track (an on-demand one: until upstream has it).
     Resolving {
         path: Path,
@@ -120,8 +132,38 @@ pub(super) fn plan<const TYPE: u64>(
         Some(Filter::AbsoluteRange { start, end_group }) => (Some(start.group), Some(end_group)),
         _ => (None, None),
     };
-    let (broadcast, pending) = crate::session::publisher::resolve(cx, &path, name, start, true)
-        .map_err(Refuse::from_error)?;
+    let priorities = (
+        parameters
+            .subscriber_priority
+            .unwrap_or(DEFAULT_SUBSCRIBER_PRIORITY),
+        0,
+    );
+    let forward = parameters.forward.unwrap_or(true);
+    let rendezvous = parameters
+        .rendezvous_timeout
+        .filter(|wait| !wait.is_zero() && !status_only);
+    let state = match crate::session::publisher::resolve(cx, &path, name, start, true) {
+        Ok((broadcast, pending)) => State::Resolving {
+            path: path.clone(),
+            priorities,
+            end_group,
+            forward,
+            broadcast,
+            pending,
+        },
+        Err(Error::NotFound) if rendezvous.is_some() => {
+            let wait = rendezvous.unwrap_or_default();
+            State::Rendezvous {
+                wait: Rendezvous::hold(subscribe.request_id, &path, name, start, wait, cx)
+                    .ok_or(Refuse::DoesNotExist)?,
+                path: path.clone(),
+                priorities,
+                end_group,
+                forward,
+            }
+        }
+        Err(error) => return Err(Refuse::from_error(error)),
+    };
     tracing::debug!(%path, track = name, ?start, ?end_group, status_only, "the peer subscribes");
     if !status_only {
         cx.counters.subscriptions_served += 1;
@@ -136,19 +178,7 @@ pub(super) fn plan<const TYPE: u64>(
         draft,
         status_only,
         unsubscribed,
-        state: State::Resolving {
-            path,
-            priorities: (
-                parameters
-                    .subscriber_priority
-                    .unwrap_or(DEFAULT_SUBSCRIBER_PRIORITY),
-                0,
-            ),
-            end_group,
-            forward: parameters.forward.unwrap_or(true),
-            broadcast,
-            pending,
-        },
+        state,
         _slot: slot,
     })
 }
@@ -175,6 +205,26 @@ impl<S: SendStream, R: RecvStream> MoqtSubscribeServe<S, R> {
                 return Poll::Ready(Ok(()));
             }
             match &mut self.core.state {
+                State::Rendezvous {
+                    wait,
+                    path,
+                    priorities,
+                    end_group,
+                    forward,
+                } => match wait.poll(waiter, cx) {
+                    Poll::Ready(Ok((broadcast, pending))) => {
+                        self.core.state = State::Resolving {
+                            path: path.clone(),
+                            priorities: *priorities,
+                            end_group: *end_group,
+                            forward: *forward,
+                            broadcast,
+                            pending,
+                        };
+                    }
+                    Poll::Ready(Err(why)) => self.refuse(cx, why)?,
+                    Poll::Pending => return self.poll_flush(waiter, cx),
+                },
                 State::Resolving {
                     path,
                     priorities,
@@ -395,8 +445,10 @@ impl<S: SendStream, R: RecvStream> MoqtSubscribeServe<S, R> {
     /// The subscription is over: its group writers stop if it was cancelled, its request
     /// id is done.
     fn end(&mut self, cx: &mut Context) {
-        if let State::Serving { control, .. } = &self.core.state {
-            control.update(|control| control.cancelled = true);
+        match &self.core.state {
+            State::Serving { control, .. } => control.update(|control| control.cancelled = true),
+            State::Rendezvous { wait, .. } => wait.forget(cx),
+            _ => {}
         }
         self.core.state = State::Finishing;
         if let Some(moqt) = cx.moqt.as_mut()
