@@ -23,31 +23,29 @@ pub(crate) async fn answer(
     let decoding = |name: &str, error: moqx_net::coding::DecodeError| {
         format!("the relay's {name} does not decode: {error}")
     };
-    if is(SubscribeNamespace::message_type(draft)) {
+    // A request of the relay's: its id, and whether it asks for our namespaces.
+    let request = if is(SubscribeNamespace::message_type(draft)) {
         let request = SubscribeNamespace::from_frame(frame, draft)
             .map_err(|error| decoding(SubscribeNamespace::NAME, error))?;
-        if draft == Draft::D14 {
-            let ok = SubscribeNamespaceOk {
-                request_id: request.request_id,
-            };
-            peer.answer(stream, &ok).await?;
-        } else {
-            peer.answer(stream, &request_ok(draft, request.request_id))
-                .await?;
-        }
-        return Ok(true);
-    }
-    if is(PublishNamespace::message_type(draft)) {
+        Some((request.request_id, true))
+    } else if is(PublishNamespace::message_type(draft)) {
         let request = PublishNamespace::from_frame(frame, draft)
             .map_err(|error| decoding(PublishNamespace::NAME, error))?;
-        if draft == Draft::D14 {
-            let ok = PublishNamespaceOk {
-                request_id: request.request_id,
-            };
-            peer.answer(stream, &ok).await?;
-        } else {
-            peer.answer(stream, &request_ok(draft, request.request_id))
-                .await?;
+        Some((request.request_id, false))
+    } else {
+        None
+    };
+    if let Some((request_id, subscribes)) = request {
+        match (draft, subscribes) {
+            (Draft::D14, true) => {
+                peer.answer(stream, &SubscribeNamespaceOk { request_id })
+                    .await?;
+            }
+            (Draft::D14, false) => {
+                peer.answer(stream, &PublishNamespaceOk { request_id })
+                    .await?;
+            }
+            _ => peer.answer(stream, &request_ok(draft, request_id)).await?,
         }
         return Ok(true);
     }
