@@ -7,7 +7,6 @@
 
 mod cases;
 mod peer;
-mod unasked;
 
 use std::io::Write;
 use std::process::ExitCode;

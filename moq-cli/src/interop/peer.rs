@@ -7,6 +7,8 @@
 //! as it comes, and send what a session would not (a SUBSCRIBE for a track nobody
 //! announced).
 
+mod unasked;
+
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -29,7 +31,7 @@ pub(crate) struct Peer {
     next_request_id: u64,
     /// The relay's own requests answered on streams of their own (18), kept open: a
     /// request stream's end withdraws it.
-    unasked: Vec<RequestStream>,
+    answered_requests: Vec<RequestStream>,
 }
 
 /// A stream's incoming half, read message by message.
@@ -112,7 +114,7 @@ impl Peer {
             control,
             control_in,
             next_request_id: 0,
-            unasked: Vec::new(),
+            answered_requests: Vec::new(),
         })
     }
 
@@ -130,14 +132,14 @@ impl Peer {
 
     /// The next control message from the relay, within `patience`; MAX_REQUEST_ID and
     /// REQUESTS_BLOCKED are read past, and the relay's unasked messages answered
-    /// (`unasked.rs`).
+    /// (`peer/unasked.rs`).
     pub(crate) async fn next_control(&mut self, patience: Duration) -> Result<Frame, String> {
         loop {
             let frame = self.control_in.next(self.draft, patience).await?;
             if matches!(frame.kind, 0x15 | 0x1a) && !self.draft.has_request_streams() {
                 continue; // request-id flow control
             }
-            if super::unasked::answer(self, &frame, None).await? {
+            if unasked::answer(self, &frame, None).await? {
                 continue;
             }
             return Ok(frame);
@@ -197,8 +199,8 @@ impl Peer {
                 replies: Incoming::new(recv),
             };
             let frame = stream.replies.next(self.draft, patience).await?;
-            if super::unasked::answer(self, &frame, Some(&mut stream)).await? {
-                self.unasked.push(stream);
+            if unasked::answer(self, &frame, Some(&mut stream)).await? {
+                self.answered_requests.push(stream);
                 continue;
             }
             return Ok((frame, Some(stream)));

@@ -9,7 +9,7 @@ use moqx_net::moqt::{
     PublishNamespaceDone, PublishNamespaceOk, RequestOk, SubscribeNamespace, SubscribeNamespaceOk,
 };
 
-use super::peer::{Peer, RequestStream};
+use super::{Peer, RequestStream};
 
 /// Answers `frame` if it is one of the relay's unasked messages (on `stream`, where it
 /// came on a stream of its own: 18); returns whether it was.
