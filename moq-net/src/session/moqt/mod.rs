@@ -118,7 +118,7 @@ pub(crate) struct MoqtState {
     pub(crate) streams_awaiting_alias: usize,
     /// Sub-machines waiting for a time (a SUBSCRIBE's rendezvous), by request id: when,
     /// and whom to wake then.
-    timed: HashMap<u64, (std::time::Instant, Option<Waker>)>,
+    timed: HashMap<u64, (crate::runtime::Instant, Option<Waker>)>,
     /// 14, 16: the namespaces the peer published, by request id, until withdrawn.
     pub(crate) published: HashMap<u64, namespaces::Accepted>,
     /// 14: the peer's SUBSCRIBE_NAMESPACEs answered, by prefix: UNSUBSCRIBE_NAMESPACE
@@ -174,8 +174,8 @@ impl MoqtState {
     pub(crate) fn poll_time(
         &mut self,
         request_id: u64,
-        until: std::time::Instant,
-        now: std::time::Instant,
+        until: crate::runtime::Instant,
+        now: crate::runtime::Instant,
         waker: Option<Waker>,
     ) -> bool {
         if now >= until {
@@ -192,7 +192,10 @@ impl MoqtState {
     }
 
     /// Wakes the timed waits that are due at `now`; the earliest still running.
-    pub(crate) fn settle_timed(&mut self, now: std::time::Instant) -> Option<std::time::Instant> {
+    pub(crate) fn settle_timed(
+        &mut self,
+        now: crate::runtime::Instant,
+    ) -> Option<crate::runtime::Instant> {
         self.timed.retain(|_, (until, waker)| {
             let due = *until <= now;
             if due && let Some(waker) = waker.take() {

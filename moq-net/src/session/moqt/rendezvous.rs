@@ -8,13 +8,14 @@
 //! a served one does, and watches only the announcements under its own path.
 
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use moqx_kio::Waiter;
 
 use super::requests::Refuse;
 use crate::Error;
 use crate::model::{Announced, BroadcastConsumer, Path, PendingTrack};
+use crate::runtime::Instant;
 use crate::session::context::Context;
 
 /// The longest a SUBSCRIBE is held for its publisher, whatever it asks.
