@@ -64,6 +64,7 @@ pub mod certificates;
 pub mod cid;
 pub mod client;
 pub mod cores;
+pub mod deadlines;
 pub mod driver;
 pub mod endpoint;
 pub mod qmux;

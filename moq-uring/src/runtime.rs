@@ -12,14 +12,14 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::task::{Poll, Waker};
+use std::task::Poll;
 use std::time::Instant;
 
 use moqx_kio::Waiter;
 use moqx_net::runtime::{Deadline, Runtime};
 use moqx_net::session::SessionMachine;
 use moqx_runtime::binding::BindingSession;
-use moqx_runtime::timer::TimerWheel;
+use moqx_runtime::deadlines::DeadlineSlots;
 
 use crate::executor::Executor;
 
@@ -39,23 +39,7 @@ pub struct UringDeadline {
 /// What the worker's tasks share: the executor and the deadlines.
 pub(crate) struct Local {
     pub(crate) executor: Executor,
-    pub(crate) timers: RefCell<Timers>,
-}
-
-/// The deadlines of one worker.
-pub(crate) struct Timers {
-    wheel: TimerWheel<u32>,
-    slots: Vec<TimerSlot>,
-    free: Vec<u32>,
-    /// Reused by [`expire`](Self::expire).
-    expired: Vec<u32>,
-}
-
-#[derive(Default)]
-struct TimerSlot {
-    armed: bool,
-    fired: bool,
-    waker: Option<Waker>,
+    pub(crate) timers: RefCell<DeadlineSlots>,
 }
 
 impl UringRuntime {
@@ -107,18 +91,10 @@ impl Deadline for UringDeadline {
     }
 
     fn poll(&mut self, waiter: &Waiter) -> Poll<()> {
-        let Some(slot) = self.slot else {
-            return Poll::Pending;
-        };
-        let mut timers = self.local.timers.borrow_mut();
-        let entry = &mut timers.slots[slot as usize];
-        if entry.fired {
-            return Poll::Ready(());
+        match self.slot {
+            Some(slot) => self.local.timers.borrow_mut().poll(slot, waiter),
+            None => Poll::Pending,
         }
-        if entry.armed {
-            entry.waker = waiter.waker();
-        }
-        Poll::Pending
     }
 }
 
@@ -138,72 +114,8 @@ impl Local {
     pub(crate) fn new(now: Instant, shared: std::sync::Arc<crate::executor::Shared>) -> Self {
         Self {
             executor: Executor::new(shared),
-            timers: RefCell::new(Timers::new(now)),
+            timers: RefCell::new(DeadlineSlots::new(now)),
         }
-    }
-}
-
-impl Timers {
-    fn new(now: Instant) -> Self {
-        Self {
-            wheel: TimerWheel::new(now),
-            slots: Vec::new(),
-            free: Vec::new(),
-            expired: Vec::new(),
-        }
-    }
-
-    /// The earliest armed deadline.
-    pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.wheel.next_deadline()
-    }
-
-    /// How many deadlines are armed.
-    #[cfg(test)]
-    pub(crate) fn armed(&self) -> usize {
-        self.wheel.len()
-    }
-
-    /// Fires every deadline due at `now`, waking its task.
-    pub(crate) fn expire(&mut self, now: Instant) {
-        let mut expired = std::mem::take(&mut self.expired);
-        self.wheel.expire(now, &mut expired);
-        for slot in expired.drain(..) {
-            let entry = &mut self.slots[slot as usize];
-            entry.armed = false;
-            entry.fired = true;
-            if let Some(waker) = entry.waker.take() {
-                waker.wake();
-            }
-        }
-        self.expired = expired;
-    }
-
-    fn take(&mut self) -> u32 {
-        self.free.pop().unwrap_or_else(|| {
-            self.slots.push(TimerSlot::default());
-            u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 deadlines")
-        })
-    }
-
-    fn arm(&mut self, slot: u32, at: Instant) {
-        let entry = &mut self.slots[slot as usize];
-        entry.armed = true;
-        entry.fired = false;
-        self.wheel.insert(slot, at);
-    }
-
-    fn disarm(&mut self, slot: u32) {
-        let entry = &mut self.slots[slot as usize];
-        entry.armed = false;
-        entry.fired = false;
-        entry.waker = None;
-        self.wheel.remove(slot);
-    }
-
-    fn release(&mut self, slot: u32) {
-        self.disarm(slot);
-        self.free.push(slot);
     }
 }
 
@@ -228,7 +140,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::Wake;
+    use std::task::{Wake, Waker};
     use std::time::Duration;
 
     struct CountingWaker(AtomicUsize);
