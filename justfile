@@ -17,7 +17,8 @@ check:
 loom:
     cargo xtask loom
 
-# Wall-clock benchmarks, instruction counts under callgrind, then moq-bench's every
+# Wall-clock benchmarks, instruction counts under callgrind (the micro-benchmarks, then the
+# cost meter's relay instructions per delivery), then moq-bench's every
 # profile against the relay (table, JSON lines and an SVG chart in target/moq-bench).
 bench:
     cargo xtask bench

@@ -3,7 +3,8 @@
 //! Wall-clock figures on a shared machine are noisy; instruction counts are repeatable. With
 //! `--instructions`, each benchmark runs twice under `valgrind --tool=callgrind`, for `K` and
 //! for `2K` rounds, and the difference divided by `K` is the exact cost of one round with
-//! process start-up and setup excluded.
+//! process start-up and setup excluded. Then the cost meter (`moq-meter count`) counts the
+//! relay's instructions per delivery under chat, fanout and media load.
 
 use std::path::{Path, PathBuf};
 
@@ -27,10 +28,24 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), Failure> {
         for (package, bench) in BENCH_TARGETS {
             instructions(root, package, bench)?;
         }
-        return Ok(());
+        return meter(root);
     }
     for (package, bench) in BENCH_TARGETS.iter().chain(REPORT_TARGETS) {
         cargo(root, &["bench", "-p", package, "--bench", bench]).run()?;
+    }
+    Ok(())
+}
+
+/// The workloads the cost meter counts, each with its defaults (`moq-meter count --help`).
+const METER_WORKLOADS: &[&str] = &["chat", "fanout", "media"];
+
+/// The relay's instructions per delivery under each of [`METER_WORKLOADS`], by crate and by
+/// function (the cost meter, release build).
+fn meter(root: &Path) -> Result<(), Failure> {
+    cargo(root, &["build", "--release", "-p", "moq-meter"]).run()?;
+    let binary = root.join("target").join("release").join("moq-meter");
+    for workload in METER_WORKLOADS {
+        Command::new(&binary, &["count", workload]).run()?;
     }
     Ok(())
 }

@@ -30,6 +30,7 @@ const CRATES: &[&str] = &[
     "moq-relay",
     "moq-cli",
     "moq-bench",
+    "moq-meter",
 ];
 
 /// A cycle is allowed if every module in it is one of these (folder, module prefix).
