@@ -178,6 +178,12 @@ fn run(args: &RunArgs) -> Result<(), String> {
         "deliveries: {} ({} messages measured after {warm} warm-up)",
         measured.deliveries, measured.messages
     );
+    let per_message = |n: u64| n as f64 / measured.messages.max(1) as f64;
+    println!(
+        "relay datagrams per message: {:.2} in, {:.2} out",
+        per_message(measured.datagrams_in),
+        per_message(measured.datagrams_out)
+    );
     println!("relay wall clock: {per_delivery:.2} µs per delivery (indicative only)");
     Ok(())
 }

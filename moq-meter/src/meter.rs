@@ -36,6 +36,8 @@ pub struct Meter {
     published: u64,
     /// Time spent in the relay's turns since the meter started (indicative: wall clock).
     relay_time: Duration,
+    /// Datagrams the relay received and sent since the meter started.
+    relay_datagrams: (u64, u64),
 }
 
 /// What a run measured.
@@ -47,6 +49,11 @@ pub struct Measured {
     pub deliveries: u64,
     /// Wall-clock time in the relay's turns during it (indicative only).
     pub relay_time: Duration,
+    /// Datagrams the relay received in it: more than a run of the same build had, and a
+    /// timer fired (a busy machine slowed the run past a probe timeout).
+    pub datagrams_in: u64,
+    /// Datagrams the relay sent in it.
+    pub datagrams_out: u64,
 }
 
 impl Meter {
@@ -79,6 +86,7 @@ impl Meter {
             inbox: Vec::new(),
             published: 0,
             relay_time: Duration::ZERO,
+            relay_datagrams: (0, 0),
         })
     }
 
@@ -120,7 +128,7 @@ impl Meter {
     /// Publishes `count` messages one at a time, each delivered to every reader before
     /// the next (a chat at a low rate per member).
     pub fn deliver(&mut self, count: u64) -> Result<Measured, MeterError> {
-        let before = (self.received(), self.relay_time);
+        let before = (self.received(), self.relay_time, self.relay_datagrams);
         for _ in 0..count {
             self.publish_one();
             self.settle()?;
@@ -129,6 +137,8 @@ impl Meter {
             messages: count,
             deliveries: self.received() - before.0,
             relay_time: self.relay_time - before.1,
+            datagrams_in: self.relay_datagrams.0 - before.2.0,
+            datagrams_out: self.relay_datagrams.1 - before.2.1,
         })
     }
 
@@ -193,9 +203,22 @@ impl Meter {
         }
         self.network.take(RELAY, &mut self.inbox);
         moved |= !self.inbox.is_empty();
+        self.relay_datagrams.0 += self.inbox.len() as u64;
         let started = Instant::now();
         moved |= self.relay.relay_turn_measured(&mut self.inbox, started) > 0;
         self.relay_time += started.elapsed();
+        self.relay_datagrams.1 += self
+            .relay
+            .host
+            .transmits
+            .iter()
+            .map(|transmit| {
+                transmit
+                    .contents
+                    .len()
+                    .div_ceil(transmit.segment_size.max(1)) as u64
+            })
+            .sum::<u64>();
         self.network.send(RELAY, &self.relay.host.transmits);
         moved || self.network.in_flight() > 0 || self.runtime.has_ready()
     }
