@@ -20,12 +20,14 @@
 //! address, of one size (the last may be shorter), leave as one GSO batch (DESIGN.md,
 //! "Thread-per-core").
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::task::{Wake, Waker};
 use std::time::{Duration, Instant};
+
+use foldhash::HashMap;
 
 use crate::admission::{Admission, Gate, Refused};
 use crate::cid::{CID_LEN, CidGenerator, ConnectionId};
@@ -189,7 +191,7 @@ impl Endpoint {
             cid_rotation: None,
             connections: Vec::new(),
             free: Vec::new(),
-            by_cid: HashMap::new(),
+            by_cid: HashMap::default(),
             timers: TimerWheel::new(now),
             flushed: Arc::new(FlushList::default()),
             touched: Vec::new(),
@@ -199,12 +201,12 @@ impl Endpoint {
             pending: Vec::new(),
             expired: Vec::new(),
             packet: vec![0; MAX_DATAGRAM].into_boxed_slice(),
-            open_batches: HashMap::new(),
+            open_batches: HashMap::default(),
             spare_contents: SpareBuffers::default(),
             send_failures: SendFailureLog::default(),
             stopping: false,
             reset_key: None,
-            by_reset_token: HashMap::new(),
+            by_reset_token: HashMap::default(),
         }
     }
 

@@ -36,7 +36,9 @@
 //! Create the [`QuicSession`] once the handshake is done (the negotiated protocol is read
 //! then).
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
+
+use foldhash::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Waker;

@@ -16,8 +16,9 @@
 //! Written by hand because the wheel must be driven by the loop's own clock reading and
 //! keyed by the loop's connection handles; the async runtimes' wheels are internal to them.
 
-use std::collections::HashMap;
 use std::hash::Hash;
+
+use foldhash::HashMap;
 use std::time::Instant;
 
 const SLOT_BITS: u32 = 6;
@@ -71,7 +72,7 @@ impl<K: Hash + Eq + Copy> TimerWheel<K> {
                     occupied: 0,
                 })
                 .collect(),
-            entries: HashMap::new(),
+            entries: HashMap::default(),
         }
     }
 

@@ -17,8 +17,9 @@
 //! urgent share [`LAST`], in stream ID order.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
+use foldhash::HashMap;
 use moqx_net::transport::StreamPriority;
 
 /// The most urgent level a group stream gets: behind quiche's default (127), which the
@@ -158,7 +159,7 @@ mod tests {
     #[test]
     fn newer_groups_go_first_without_moving_the_others() {
         let mut urgencies = Urgencies::default();
-        let mut levels = HashMap::new();
+        let mut levels = HashMap::default();
         let mut changes = Vec::new();
         for group in 0..20u64 {
             urgencies.set(group * 4 + 3, priority(0, group), &mut changes);
@@ -172,7 +173,7 @@ mod tests {
     #[test]
     fn a_higher_subscriber_priority_beats_a_newer_group() {
         let mut urgencies = Urgencies::default();
-        let mut levels = HashMap::new();
+        let mut levels = HashMap::default();
         let mut changes = Vec::new();
         urgencies.set(3, priority(1, 9), &mut changes);
         urgencies.set(7, priority(2, 0), &mut changes);
@@ -187,7 +188,7 @@ mod tests {
         // A long mixed run: new groups, re-prioritized streams (SUBSCRIBE_UPDATE), ends.
         let mut rng = fastrand::Rng::with_seed(7);
         let mut urgencies = Urgencies::default();
-        let mut levels = HashMap::new();
+        let mut levels = HashMap::default();
         let mut changes = Vec::new();
         let mut live: Vec<u64> = Vec::new();
         for step in 0..20_000u64 {
@@ -218,7 +219,7 @@ mod tests {
     #[test]
     fn past_the_range_the_least_urgent_share_the_last_level() {
         let mut urgencies = Urgencies::default();
-        let mut levels = HashMap::new();
+        let mut levels = HashMap::default();
         let mut changes = Vec::new();
         // Oldest first: each new one goes last, so the room below runs out.
         for group in 0..300u64 {

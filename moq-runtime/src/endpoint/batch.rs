@@ -1,7 +1,7 @@
 //! Batching datagrams out: consecutive packets to one destination, of one size (the last
 //! may be shorter), become one GSO send.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::net::{IpAddr, SocketAddr};
 
 use super::MAX_DATAGRAM;
@@ -110,7 +110,7 @@ mod tests {
             (addr(1), vec![1; 100]),
         ];
         let mut transmits = Vec::new();
-        let mut open = HashMap::new();
+        let mut open = HashMap::default();
         for (destination, packet) in &packets {
             push_packet(
                 &mut open,
@@ -133,7 +133,7 @@ mod tests {
     #[test]
     fn a_path_mtu_probe_travels_in_a_batch_of_its_own() {
         let mut transmits = Vec::new();
-        let mut open = HashMap::new();
+        let mut open = HashMap::default();
         let mut spare = SpareBuffers::default();
         for (packet, probe) in [(1200, false), (1452, true), (1200, false), (1200, false)] {
             push_packet(
@@ -155,7 +155,7 @@ mod tests {
     #[test]
     fn a_batch_holds_at_most_the_gso_segment_limit() {
         let mut transmits = Vec::new();
-        let mut open = HashMap::new();
+        let mut open = HashMap::default();
         for _ in 0..MAX_SEGMENTS + 1 {
             push_packet(
                 &mut open,
@@ -175,7 +175,7 @@ mod tests {
     #[test]
     fn a_batch_of_full_size_packets_stays_within_the_kernels_gso_payload() {
         let mut transmits = Vec::new();
-        let mut open = HashMap::new();
+        let mut open = HashMap::default();
         for _ in 0..100 {
             push_packet(
                 &mut open,

@@ -1,7 +1,9 @@
 //! [`QuicConnection`]'s methods: what the endpoint calls (packets in and out, timers,
 //! status, connection IDs, closing) and the two a stream handle calls under the lock.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
+
+use foldhash::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -34,7 +36,7 @@ impl QuicConnection {
                 state: Mutex::new(State {
                     conn,
                     server,
-                    streams: HashMap::new(),
+                    streams: HashMap::default(),
                     incoming_uni: VecDeque::new(),
                     incoming_bidi: VecDeque::new(),
                     peer_uni: PeerStreams {
