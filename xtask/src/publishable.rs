@@ -2,7 +2,7 @@
 //! its package alone with the Rust version it declares (`publishable`), and the portable
 //! crates checked for targets that are not Linux (`portable`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::cmd::{Command, Failure, cargo};
 
@@ -42,10 +42,14 @@ pub(crate) fn check_packages(root: &Path) -> Result<(), Failure> {
     }
 
     let mut unpublished = Vec::new();
+    let mut published = Vec::new();
     for member in members(&manifest) {
         let text = read(&root.join(&member).join("Cargo.toml"))?;
+        let name = package_name(&text).unwrap_or(member);
         if text.lines().any(|line| line.trim() == "publish = false") {
-            unpublished.push(package_name(&text).unwrap_or(member));
+            unpublished.push(name);
+        } else {
+            published.push(name);
         }
     }
     let mut args = vec!["package", "--workspace", "--locked", "--allow-dirty"];
@@ -55,6 +59,7 @@ pub(crate) fn check_packages(root: &Path) -> Result<(), Failure> {
     // Its own target directory: a different rustc would otherwise rebuild (and evict) the
     // workspace's own artifacts.
     let target = root.join("target").join("msrv");
+    forget_earlier_packages(&target, &published)?;
     let target = target.to_string_lossy();
     args.extend(["--target-dir", &target]);
     println!(
@@ -62,6 +67,57 @@ pub(crate) fn check_packages(root: &Path) -> Result<(), Failure> {
         unpublished.join(", ")
     );
     cargo(root, &args).env("RUSTC", &rustc).run()
+}
+
+/// Removes what an earlier `cargo package` left of our own crates, so that each is built
+/// from the package made now.
+///
+/// Cargo builds a crate's dependencies from a registry it makes of the packages (in
+/// `target/…/package/tmp-registry`), and treats them as registry crates: it unpacks each
+/// into `$CARGO_HOME/registry/src/<registry>/<name>-<version>` only if that folder is
+/// missing, and never rebuilds a registry crate whose version it has built. Our version does
+/// not change between commits, so without this a crate is checked against the code of its
+/// dependency as it was in an earlier run at the same path (a function added since is "not
+/// found"). No crate on crates.io bears these names with our version, so nothing else is
+/// removed.
+fn forget_earlier_packages(target: &Path, published: &[String]) -> Result<(), Failure> {
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cargo")))
+        .ok_or_else(|| Failure("neither CARGO_HOME nor HOME is set".into()))?;
+    // One folder per registry under `registry/src`, each with the crates unpacked from it;
+    // one folder per built unit under `.fingerprint`.
+    let mut folders: Vec<PathBuf> = children(&cargo_home.join("registry").join("src"));
+    folders.push(target.join("debug").join(".fingerprint"));
+    let stale = folders
+        .iter()
+        .flat_map(|folder| children(folder))
+        .filter(|path| {
+            path.file_name()
+                .is_some_and(|name| is_package_of(&name.to_string_lossy(), published))
+        });
+    for path in stale {
+        std::fs::remove_dir_all(&path)
+            .map_err(|e| Failure(format!("removing {}: {e}", path.display())))?;
+    }
+    Ok(())
+}
+
+/// The entries of a folder (none if it cannot be read: nothing was left there).
+fn children(folder: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(folder)
+        .map(|entries| entries.flatten().map(|entry| entry.path()).collect())
+        .unwrap_or_default()
+}
+
+/// Whether a folder name is `<name>-<version or hash>` for one of `names`.
+fn is_package_of(folder: &str, names: &[String]) -> bool {
+    names.iter().any(|name| {
+        folder
+            .strip_prefix(name.as_str())
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_alphanumeric()))
+    })
 }
 
 /// `cargo check` of the portable crates for each of [`OTHER_TARGETS`] (the target's
@@ -119,6 +175,16 @@ mod tests {
 
     const MANIFEST: &str = "[workspace]\nmembers = [\n    \"kio\",\n    \"moq-net\",\n]\n\n\
                             [workspace.package]\nrust-version = \"1.88\"\n";
+
+    #[test]
+    fn only_folders_of_our_packages_are_forgotten() {
+        let ours = ["moqx-net".to_owned(), "moqx-runtime".to_owned()];
+        assert!(is_package_of("moqx-net-0.1.0", &ours));
+        assert!(is_package_of("moqx-runtime-5f2a9c1e", &ours));
+        assert!(!is_package_of("moqx-netx-0.1.0", &ours));
+        assert!(!is_package_of("moqx-net", &ours));
+        assert!(!is_package_of("quiche-0.24.6", &ours));
+    }
 
     #[test]
     fn the_members_and_the_rust_version_are_read_from_the_manifest() {
