@@ -141,6 +141,36 @@ pub trait Session {
 
     /// The connection's counters.
     fn stats(&self) -> TransportStats;
+
+    /// A reader of [`stats`](Self::stats) that any thread may call while the connection
+    /// lives, if the transport can give one: a session's handle then reads the counters
+    /// when asked, and its machine need not copy them out on every turn (a turn per
+    /// message is the chat hot path). `None` (the default): the machine copies them.
+    fn stats_reader(&self) -> Option<StatsReader> {
+        None
+    }
+}
+
+/// Reads a connection's counters from any thread ([`Session::stats_reader`]).
+#[derive(Clone)]
+pub struct StatsReader(std::sync::Arc<dyn Fn() -> TransportStats + Send + Sync>);
+
+impl StatsReader {
+    /// A reader that calls `read`.
+    pub fn new(read: impl Fn() -> TransportStats + Send + Sync + 'static) -> Self {
+        Self(std::sync::Arc::new(read))
+    }
+
+    /// The connection's counters now.
+    pub fn read(&self) -> TransportStats {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for StatsReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatsReader").finish_non_exhaustive()
+    }
 }
 
 /// The sending half of a stream.

@@ -284,6 +284,10 @@ impl Session for BindingSession {
     fn stats(&self) -> TransportStats {
         either_session!(self, session => session.stats())
     }
+
+    fn stats_reader(&self) -> Option<moqx_net::transport::StatsReader> {
+        either_session!(self, session => session.stats_reader())
+    }
 }
 
 impl SendStream for BindingSendStream {

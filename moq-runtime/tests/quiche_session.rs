@@ -72,7 +72,7 @@ fn a_broadcast_flows_over_real_quic_between_two_sessions() {
         SessionConfig::default().with_publisher(&published),
     );
     let discovered = Origin::new();
-    let _client_session = session::connect(runtime.clone(), client.session().into(), {
+    let client_session = session::connect(runtime.clone(), client.session().into(), {
         let mut session_config = SessionConfig::default();
         session_config.subscribe = Some(discovered.clone());
         session_config.path = Some("/".into());
@@ -122,6 +122,20 @@ fn a_broadcast_flows_over_real_quic_between_two_sessions() {
     assert!(received.iter().any(|frame| frame == "12:00:00"));
     assert!(received.iter().any(|frame| frame == "12:00:01"));
     assert!(received.contains(&big));
+
+    // The handle reads the connection's counters while the session runs, and keeps the
+    // last reading once it ended.
+    let live = client_session.stats();
+    assert!(live.bytes_received > 1 << 20, "{live:?}");
+    assert!(live.rtt.is_some(), "{live:?}");
+    client_session.close(moqx_net::Error::Cancel);
+    assert!(
+        run_until(&runtime, &client, &server, || client_session.is_closed()),
+        "the session closes"
+    );
+    let last = client_session.stats();
+    assert!(last.bytes_received >= live.bytes_received, "{last:?}");
+    assert!(last.bytes_sent >= live.bytes_sent, "{last:?}");
 }
 
 #[test]

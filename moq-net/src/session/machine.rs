@@ -87,6 +87,9 @@ pub struct SessionMachine<R: Runtime> {
     open_groups: VecDeque<(usize, u64, u64)>,
     /// How many group streams are open and not finished.
     open_group_count: usize,
+    /// Whether the machine copies the transport's counters into the snapshot each turn:
+    /// the transport gave the handle no reader of its own.
+    reads_stats_itself: bool,
 }
 
 impl<R: Runtime> SessionMachine<R> {
@@ -176,7 +179,9 @@ impl<R: Runtime> SessionMachine<R> {
             protocol = context.config.version.name()
         );
         span.in_scope(|| tracing::debug!("session started"));
+        let reads_stats_itself = shared.stats_reader.lock().is_none();
         Self {
+            reads_stats_itself,
             transport,
             context,
             tasks: TaskSet::new(),
@@ -249,6 +254,10 @@ impl<R: Runtime> SessionMachine<R> {
         self.shared.state.update(|state| {
             state.closed.get_or_insert(error);
         });
+        let reader = self.shared.stats_reader.lock().take();
+        if let Some(reader) = reader {
+            self.shared.snapshot.lock().transport = reader.read();
+        }
         if lost {
             self.context.remote.lose_all();
         }
@@ -638,11 +647,16 @@ impl<R: Runtime> SessionMachine<R> {
         self.context.counters.open_group_entries = self.open_groups.len() as u64;
         self.context.counters.upstream_subscriptions = self.context.routes.len() as u64;
         self.context.counters.announced_broadcasts = self.context.remote.len() as u64;
-        let transport = self.transport.stats();
-        *self.shared.snapshot.lock() = super::Snapshot {
-            transport,
-            counters: self.context.counters,
-        };
+        if self.reads_stats_itself {
+            let transport = self.transport.stats();
+            *self.shared.snapshot.lock() = super::Snapshot {
+                transport,
+                counters: self.context.counters,
+            };
+        } else {
+            // The handle reads the transport's counters itself (`Session::stats`).
+            self.shared.snapshot.lock().counters = self.context.counters;
+        }
         if let Some(setup) = self.context.peer_setup.take() {
             self.shared
                 .state

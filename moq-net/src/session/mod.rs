@@ -129,9 +129,14 @@ pub(crate) struct Shared {
     version: Version,
     /// Written by the handle (a close or GOAWAY request) and by the machine (the outcome).
     state: moqx_kio::Producer<State>,
-    /// The transport's and the machine's counters, refreshed by the machine once per turn
-    /// (one lock for both: a turn per message is the chat hot path).
+    /// The machine's counters, refreshed by it once per turn, and the transport's: read
+    /// through [`stats_reader`](Self::stats_reader) while the session runs where the
+    /// transport has a reader, else refreshed by the machine too.
     snapshot: moqx_kio::sync::Mutex<Snapshot>,
+    /// The transport's counters, read when the handle asks; taken by the machine when the
+    /// session ends (with a last reading into the snapshot), so that a handle kept after
+    /// the session does not keep its connection.
+    stats_reader: moqx_kio::sync::Mutex<Option<crate::transport::StatsReader>>,
 }
 
 #[derive(Debug, Default)]
@@ -170,6 +175,9 @@ fn start<R: Runtime>(
         version: config.version,
         state: moqx_kio::Producer::new(State::default()),
         snapshot: moqx_kio::sync::Mutex::new(Snapshot::default()),
+        stats_reader: moqx_kio::sync::Mutex::new(crate::transport::Session::stats_reader(
+            &transport,
+        )),
     });
     let machine = SessionMachine::new(runtime.clone(), transport, config, side, shared.clone());
     runtime.spawn(machine);
@@ -308,9 +316,15 @@ impl Session {
         self.shared.state.borrow().transport_closed.clone()
     }
 
-    /// The transport's counters as of the machine's last turn.
+    /// The transport's counters: read now while the session runs (over a transport that
+    /// can be read from any thread: QUIC, WebTransport), else as of the machine's last
+    /// turn.
     pub fn stats(&self) -> crate::transport::TransportStats {
-        self.shared.snapshot.lock().transport
+        let reader = self.shared.stats_reader.lock().clone();
+        match reader {
+            Some(reader) => reader.read(),
+            None => self.shared.snapshot.lock().transport,
+        }
     }
 
     /// The session's frame and subscription counters as of the machine's last turn.

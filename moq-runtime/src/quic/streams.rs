@@ -7,11 +7,12 @@ use std::time::Instant;
 use bytes::{Buf, Bytes};
 use moqx_kio::Waiter;
 use moqx_net::transport::{
-    RecvStream, SendStream, Session, StreamError, StreamPriority, TransportError, TransportStats,
+    RecvStream, SendStream, Session, StatsReader, StreamError, StreamPriority, TransportError,
+    TransportStats,
 };
 
 use super::fins::LastWrite;
-use super::{QuicRecvStream, QuicSendStream, QuicSession};
+use super::{QuicConnection, QuicRecvStream, QuicSendStream, QuicSession};
 
 impl QuicSession {
     pub(super) fn send_half(&self, id: u64) -> QuicSendStream {
@@ -154,18 +155,28 @@ impl Session for QuicSession {
     }
 
     fn stats(&self) -> TransportStats {
-        let state = self.connection.shared.state.lock();
-        let stats = state.conn.stats();
-        let path = super::migration::active_path(&state.conn);
-        TransportStats {
-            rtt: path.as_ref().map(|p| p.rtt),
-            bytes_sent: stats.sent_bytes,
-            bytes_received: stats.recv_bytes,
-            packets_lost: stats.lost as u64,
-            estimated_bitrate: path.and_then(|p| p.delivery_rate.checked_mul(8)),
-            peer_migrations: state.migrations.moves(),
-            path_fallbacks: state.migrations.fallbacks(),
-        }
+        transport_stats(&self.connection)
+    }
+
+    fn stats_reader(&self) -> Option<StatsReader> {
+        let connection = self.connection.clone();
+        Some(StatsReader::new(move || transport_stats(&connection)))
+    }
+}
+
+/// The counters of `connection`, read under its lock.
+fn transport_stats(connection: &QuicConnection) -> TransportStats {
+    let state = connection.shared.state.lock();
+    let stats = state.conn.stats();
+    let path = super::migration::active_path(&state.conn);
+    TransportStats {
+        rtt: path.as_ref().map(|p| p.rtt),
+        bytes_sent: stats.sent_bytes,
+        bytes_received: stats.recv_bytes,
+        packets_lost: stats.lost as u64,
+        estimated_bitrate: path.and_then(|p| p.delivery_rate.checked_mul(8)),
+        peer_migrations: state.migrations.moves(),
+        path_fallbacks: state.migrations.fallbacks(),
     }
 }
 

@@ -311,6 +311,10 @@ impl Session for WebTransportSession {
     fn stats(&self) -> TransportStats {
         self.inner.stats()
     }
+
+    fn stats_reader(&self) -> Option<moqx_net::transport::StatsReader> {
+        self.inner.stats_reader()
+    }
 }
 
 fn stream_to_transport(error: StreamError) -> TransportError {
