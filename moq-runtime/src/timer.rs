@@ -16,9 +16,6 @@
 //! Written by hand because the wheel must be driven by the loop's own clock reading and
 //! keyed by the loop's connection handles; the async runtimes' wheels are internal to them.
 
-use std::hash::Hash;
-
-use foldhash::HashMap;
 use std::time::Instant;
 
 const SLOT_BITS: u32 = 6;
@@ -32,6 +29,33 @@ const LEVELS: usize = 6;
 const MAX_HOLD_TICKS: u64 =
     (1 << (SLOT_BITS as usize * LEVELS)) - (1 << (SLOT_BITS as usize * (LEVELS - 1))) - 1;
 
+/// A timer's key: a small, dense index (a connection's slot in its endpoint, a deadline's
+/// slot in its loop). The wheel keeps its timers in a table indexed by it, so that setting
+/// a timer (after every packet) hashes nothing; the table is as long as the largest key
+/// ever set.
+pub trait WheelKey: Copy + Eq {
+    /// The key's place in the table.
+    fn index(self) -> usize;
+}
+
+impl WheelKey for usize {
+    fn index(self) -> usize {
+        self
+    }
+}
+
+impl WheelKey for u32 {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl WheelKey for u16 {
+    fn index(self) -> usize {
+        usize::from(self)
+    }
+}
+
 /// Timers keyed by `K` (a connection handle), with millisecond resolution.
 #[derive(Debug)]
 pub struct TimerWheel<K> {
@@ -39,7 +63,9 @@ pub struct TimerWheel<K> {
     /// Ticks (milliseconds since `origin`) processed so far.
     elapsed: u64,
     levels: Vec<Level<K>>,
-    entries: HashMap<K, Entry>,
+    /// Each key's timer, at the key's index.
+    entries: Vec<Option<Entry>>,
+    len: usize,
 }
 
 #[derive(Debug)]
@@ -60,7 +86,7 @@ struct Entry {
     index: usize,
 }
 
-impl<K: Hash + Eq + Copy> TimerWheel<K> {
+impl<K: WheelKey> TimerWheel<K> {
     /// An empty wheel whose clock starts at `now`.
     pub fn new(now: Instant) -> Self {
         Self {
@@ -72,18 +98,19 @@ impl<K: Hash + Eq + Copy> TimerWheel<K> {
                     occupied: 0,
                 })
                 .collect(),
-            entries: HashMap::default(),
+            entries: Vec::new(),
+            len: 0,
         }
     }
 
     /// How many timers are set.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.len
     }
 
     /// Whether no timer is set.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len == 0
     }
 
     /// Sets `key`'s timer to `at`, replacing any it had. A time already past expires on the
@@ -92,11 +119,7 @@ impl<K: Hash + Eq + Copy> TimerWheel<K> {
         let when = self.ticks_ceil(at).max(self.elapsed);
         // Most moves land on the tick the timer already has (a connection's timeout is
         // re-read after every packet): nothing to do then.
-        if self
-            .entries
-            .get(&key)
-            .is_some_and(|entry| entry.when == when)
-        {
+        if self.entry(key).is_some_and(|entry| entry.when == when) {
             return;
         }
         self.remove(key);
@@ -105,14 +128,14 @@ impl<K: Hash + Eq + Copy> TimerWheel<K> {
 
     /// Cancels `key`'s timer; returns whether it had one.
     pub fn remove(&mut self, key: K) -> bool {
-        let Some(entry) = self.entries.remove(&key) else {
+        let Some(entry) = self.take_entry(key) else {
             return false;
         };
         let level = &mut self.levels[entry.level];
         let slot = &mut level.slots[entry.slot];
         slot.swap_remove(entry.index);
         if let Some(&moved) = slot.get(entry.index)
-            && let Some(moved) = self.entries.get_mut(&moved)
+            && let Some(moved) = self.entries.get_mut(moved.index()).and_then(Option::as_mut)
         {
             moved.index = entry.index;
         }
@@ -141,7 +164,7 @@ impl<K: Hash + Eq + Copy> TimerWheel<K> {
             let keys = std::mem::take(&mut self.levels[level].slots[slot]);
             self.levels[level].occupied &= !(1 << slot);
             for key in keys {
-                let Some(entry) = self.entries.remove(&key) else {
+                let Some(entry) = self.take_entry(key) else {
                     continue;
                 };
                 if entry.when <= self.elapsed {
@@ -151,8 +174,7 @@ impl<K: Hash + Eq + Copy> TimerWheel<K> {
                     // far deadline held at the top level moves along it.
                     self.place(key, entry.when);
                     debug_assert!(
-                        self.entries
-                            .get(&key)
+                        self.entry(key)
                             .is_none_or(|placed| (placed.level, placed.slot) != (level, slot)),
                         "a timer went back into the slot just taken: the wheel would spin"
                     );
@@ -170,15 +192,33 @@ impl<K: Hash + Eq + Copy> TimerWheel<K> {
         slots.slots[slot].push(key);
         slots.occupied |= 1 << slot;
         let index = slots.slots[slot].len() - 1;
-        self.entries.insert(
-            key,
-            Entry {
+        let at = key.index();
+        if at >= self.entries.len() {
+            self.entries.resize(at + 1, None);
+        }
+        if self.entries[at]
+            .replace(Entry {
                 when,
                 level,
                 slot,
                 index,
-            },
-        );
+            })
+            .is_none()
+        {
+            self.len += 1;
+        }
+    }
+
+    /// `key`'s timer, if it has one.
+    fn entry(&self, key: K) -> Option<&Entry> {
+        self.entries.get(key.index()).and_then(Option::as_ref)
+    }
+
+    /// Takes `key`'s timer out of the table (not out of its slot).
+    fn take_entry(&mut self, key: K) -> Option<Entry> {
+        let entry = self.entries.get_mut(key.index()).and_then(Option::take)?;
+        self.len -= 1;
+        Some(entry)
     }
 
     /// The earliest occupied slot: its level, index, and first tick. Timers at a lower level
@@ -203,14 +243,23 @@ impl<K: Hash + Eq + Copy> TimerWheel<K> {
         None
     }
 
+    /// Whole milliseconds from the origin to `at`, rounded up (in 64-bit arithmetic: the
+    /// 128-bit division of `Duration::as_nanos` is a call of its own, on every timer set).
     fn ticks_ceil(&self, at: Instant) -> u64 {
-        let nanos = at.saturating_duration_since(self.origin).as_nanos();
-        u64::try_from(nanos.div_ceil(1_000_000)).unwrap_or(u64::MAX)
+        let since = at.saturating_duration_since(self.origin);
+        since
+            .as_secs()
+            .saturating_mul(1000)
+            .saturating_add(u64::from(since.subsec_nanos().div_ceil(1_000_000)))
     }
 
+    /// Whole milliseconds from the origin to `at`, rounded down.
     fn ticks_floor(&self, at: Instant) -> u64 {
-        let millis = at.saturating_duration_since(self.origin).as_millis();
-        u64::try_from(millis).unwrap_or(u64::MAX)
+        let since = at.saturating_duration_since(self.origin);
+        since
+            .as_secs()
+            .saturating_mul(1000)
+            .saturating_add(u64::from(since.subsec_millis()))
     }
 }
 
@@ -234,7 +283,7 @@ mod tests {
     #[test]
     fn timers_expire_in_order_never_early() {
         let start = Instant::now();
-        let mut wheel = TimerWheel::new(start);
+        let mut wheel = TimerWheel::<u16>::new(start);
         wheel.insert(1, start + 5 * MS);
         wheel.insert(2, start + 70 * MS);
         wheel.insert(3, start + Duration::from_secs(10));
@@ -255,23 +304,24 @@ mod tests {
     #[test]
     fn moving_and_cancelling_a_timer() {
         let start = Instant::now();
-        let mut wheel = TimerWheel::new(start);
-        wheel.insert("a", start + 10 * MS);
-        wheel.insert("b", start + 10 * MS);
-        wheel.insert("a", start + 30 * MS); // moved
-        assert!(wheel.remove("b"));
-        assert!(!wheel.remove("b"));
+        let mut wheel = TimerWheel::<u16>::new(start);
+        wheel.insert(0_u16, start + 10 * MS);
+        wheel.insert(1, start + 10 * MS);
+        wheel.insert(0, start + 30 * MS); // moved
+        assert!(wheel.remove(1));
+        assert!(!wheel.remove(1));
         let mut expired = Vec::new();
         wheel.expire(start + 20 * MS, &mut expired);
         assert!(expired.is_empty());
         wheel.expire(start + 30 * MS, &mut expired);
-        assert_eq!(expired, ["a"]);
+        assert_eq!(expired, [0]);
+        assert!(wheel.is_empty());
     }
 
     #[test]
     fn a_past_deadline_expires_at_once_and_a_far_one_is_held() {
         let start = Instant::now();
-        let mut wheel = TimerWheel::new(start + Duration::from_secs(1));
+        let mut wheel = TimerWheel::<u16>::new(start + Duration::from_secs(1));
         wheel.insert(1, start);
         let mut expired = Vec::new();
         wheel.expire(start + Duration::from_secs(1), &mut expired);
@@ -286,7 +336,7 @@ mod tests {
     #[test]
     fn a_deadline_years_away_neither_spins_the_wheel_nor_fires_early() {
         let start = Instant::now();
-        let mut wheel = TimerWheel::new(start);
+        let mut wheel = TimerWheel::<u16>::new(start);
         let mut expired = Vec::new();
         let now = start + Duration::from_millis(123_456);
         wheel.expire(now, &mut expired);
@@ -316,7 +366,7 @@ mod tests {
             steps in proptest::collection::vec(0u64..(1 << 38), 1..40),
         ) {
             let start = Instant::now();
-            let mut wheel = TimerWheel::new(start);
+            let mut wheel = TimerWheel::<usize>::new(start);
             let mut expired = Vec::new();
             wheel.expire(start + Duration::from_millis(offset), &mut expired);
             let mut model = BTreeMap::new();
@@ -344,7 +394,7 @@ mod tests {
         #[test]
         fn behaves_like_a_sorted_map(ops in proptest::collection::vec((0u8..3, 0u16..64, 0u64..300_000), 1..200)) {
             let start = Instant::now();
-            let mut wheel = TimerWheel::new(start);
+            let mut wheel = TimerWheel::<u16>::new(start);
             let mut model: BTreeMap<u16, u64> = BTreeMap::new();
             let mut now_ms = 0u64;
             for (op, key, value) in ops {
