@@ -234,6 +234,12 @@ pub fn usage_of(pid: u32) -> Result<Usage, String> {
             voluntary += status_field(&text, "voluntary_ctxt_switches:").unwrap_or(0);
             involuntary += status_field(&text, "nonvoluntary_ctxt_switches:").unwrap_or(0);
             let schedstat = std::fs::read_to_string(task.path().join("schedstat")).ok();
+            if schedstat.is_none() && !task.path().exists() {
+                // The thread ended since the listing: its time is the process's now
+                // (what its siblings' schedstat does not count, `stat` would only
+                // approximate), and its absence is no reason to fall back.
+                continue;
+            }
             on_cpu_ns = match (
                 on_cpu_ns,
                 schedstat.as_deref().and_then(on_cpu_from_schedstat),
@@ -354,13 +360,23 @@ mod tests {
 
     #[test]
     fn this_process_can_be_measured() {
-        // Spend a little CPU first: nanosecond accounting sees it.
+        // Spend CPU until it shows: at once with nanosecond accounting (schedstat), after
+        // a clock tick where only `stat`'s ticks are there. However slow the machine, the
+        // count grows, so the loop ends; a reader that never sees it fails here.
+        let mut usage = usage_of(std::process::id()).unwrap();
         let mut x = 0u64;
-        for i in 0..1_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(std::hint::black_box(i));
+        for round in 0u64..10_000 {
+            if usage.cpu_seconds > 0.0 {
+                break;
+            }
+            for i in 0..1_000_000u64 {
+                x = x
+                    .wrapping_mul(31)
+                    .wrapping_add(std::hint::black_box(i ^ round));
+            }
+            usage = usage_of(std::process::id()).unwrap();
         }
         std::hint::black_box(x);
-        let usage = usage_of(std::process::id()).unwrap();
         assert!(usage.rss_bytes > 0);
         assert!(usage.cpu_seconds > 0.0);
         let later = Usage {
