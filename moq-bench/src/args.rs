@@ -164,6 +164,9 @@ pub(crate) enum Profile {
     FanoutChat,
     /// One publisher of media-sized frames to N subscribers.
     FanoutMedia,
+    /// Connections that only listen: each member's session asks for its room's
+    /// announcements and nobody publishes (what an idle connection costs the relay).
+    Idle,
 }
 
 impl Profile {
@@ -173,6 +176,7 @@ impl Profile {
             Profile::Media => "media",
             Profile::FanoutChat => "fanout-chat",
             Profile::FanoutMedia => "fanout-media",
+            Profile::Idle => "idle",
         }
     }
 }
@@ -183,10 +187,10 @@ pub(crate) struct LoadArgs {
     /// The load shape.
     #[arg(long, value_enum, default_value = "chat")]
     pub(crate) profile: Profile,
-    /// chat: client connections.
+    /// chat and idle: client connections.
     #[arg(long, default_value_t = 1000)]
     pub(crate) connections: usize,
-    /// chat: members per room.
+    /// chat and idle: members per room.
     #[arg(long, default_value_t = 10)]
     pub(crate) room: usize,
     /// media and fanout: subscribers of the one publisher.
@@ -287,6 +291,7 @@ impl LoadArgs {
                 },
                 self.seconds,
             ),
+            Profile::Idle => Workload::idle(self.connections, self.room, self.seconds),
             Profile::FanoutChat => Workload::fanout(
                 self.subscribers,
                 Stream {

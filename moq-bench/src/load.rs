@@ -41,6 +41,15 @@ pub struct Stream {
     pub frames_per_group: u64,
 }
 
+impl Stream {
+    /// What an idle workload's (absent) publishers would write.
+    pub const IDLE: Stream = Stream {
+        frame_bytes: 1,
+        rate: 1.0,
+        frames_per_group: 1,
+    };
+}
+
 /// Who connects: rooms of members, each member a session that publishes, subscribes to the
 /// rest of its room, or both.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,6 +79,16 @@ impl Workload {
             stream,
             seconds,
         }
+    }
+
+    /// `connections` members in rooms of `room_size` that only listen for their room's
+    /// announcements: nobody publishes, so nothing is delivered.
+    pub fn idle(connections: usize, room_size: usize, seconds: f64) -> Self {
+        let mut workload = Self::chat(connections, room_size, Stream::IDLE, seconds);
+        for member in workload.rooms.iter_mut().flatten() {
+            *member = (false, true);
+        }
+        workload
     }
 
     /// One publisher and `subscribers` subscribers in one room.
@@ -668,5 +687,20 @@ mod tests {
         assert_eq!(workload.publishers(), 1);
         assert_eq!(workload.pairs(), 100);
         assert_eq!(Workload::audience(&workload.rooms[0], false), 100);
+    }
+
+    #[test]
+    fn idle_members_only_listen() {
+        let workload = Workload::idle(25, 10, 1.0);
+        assert_eq!(workload.connections(), 25);
+        assert_eq!(workload.publishers(), 0);
+        assert_eq!(workload.pairs(), 0);
+        assert!(
+            workload
+                .rooms
+                .iter()
+                .flatten()
+                .all(|&member| member == (false, true))
+        );
     }
 }

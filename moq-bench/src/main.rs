@@ -282,9 +282,19 @@ async fn compare(args: CompareArgs) -> Result<(), String> {
             side.push(record);
         }
     }
-    for metric in ["relay_cpu_us_per_delivery", "latency_p50_us"] {
+    // An idle round delivers nothing: only its memory compares.
+    let metrics: &[&str] = match args.load.profile {
+        Profile::Idle => &["relay_rss_bytes_per_connection"],
+        _ => &[
+            "relay_cpu_us_per_delivery",
+            "latency_p50_us",
+            "relay_rss_bytes_per_connection",
+        ],
+    };
+    for &metric in metrics {
         let value = |record: &RunRecord| match metric {
             "relay_cpu_us_per_delivery" => record.relay.cpu_us_per_delivery,
+            "relay_rss_bytes_per_connection" => record.relay.rss_bytes_per_connection as f64,
             _ => record.latency_us.p50 as f64,
         };
         let paired = Paired::of(

@@ -44,7 +44,7 @@ pub struct RunRecord {
     pub expected: u64,
     /// Deliveries that arrived.
     pub delivered: u64,
-    /// `1 - delivered / expected`.
+    /// `1 - delivered / expected` (0 when nothing was expected).
     pub loss: f64,
     /// Send-to-receive latency of every delivery, in microseconds.
     pub latency_us: Latency,
@@ -104,7 +104,7 @@ pub struct RssSample {
 pub struct ProcessCost {
     /// User plus system CPU seconds.
     pub cpu_seconds: f64,
-    /// CPU microseconds per delivered frame.
+    /// CPU microseconds per delivered frame (0 when nothing was delivered: an idle round).
     pub cpu_us_per_delivery: f64,
     /// CPU use as a share of one core (1.0 is one core busy).
     pub cores: f64,
@@ -134,7 +134,8 @@ pub struct ComparisonRecord {
     pub a: String,
     /// Relay B's command.
     pub b: String,
-    /// What was compared: `relay_cpu_us_per_delivery` or `latency_p50_us`.
+    /// What was compared: `relay_cpu_us_per_delivery`, `latency_p50_us` or
+    /// `relay_rss_bytes_per_connection`.
     pub metric: String,
     /// B / A per pair, median, spread and flags.
     pub paired: Paired,

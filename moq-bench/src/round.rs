@@ -185,7 +185,12 @@ async fn measure(
     let connections = workload.connections() as u64;
     let cost = |usage: Usage, start: &Usage, rss_idle: u64| ProcessCost {
         cpu_seconds: usage.cpu_seconds,
-        cpu_us_per_delivery: usage.cpu_seconds * 1e6 / delivered.max(1) as f64,
+        // Nothing delivered (an idle round): no cost per delivery to speak of.
+        cpu_us_per_delivery: if delivered == 0 {
+            0.0
+        } else {
+            usage.cpu_seconds * 1e6 / delivered as f64
+        },
         cores: usage.cpu_seconds / elapsed.max(1e-9),
         voluntary_switches: usage.voluntary_switches,
         involuntary_switches: usage.involuntary_switches,
@@ -208,7 +213,11 @@ async fn measure(
         offered,
         expected,
         delivered,
-        loss: 1.0 - delivered as f64 / expected.max(1) as f64,
+        loss: if expected == 0 {
+            0.0
+        } else {
+            1.0 - delivered as f64 / expected as f64
+        },
         latency_us: latency,
         relay: cost(relay_cost, &relay_before, idle.rss_bytes),
         client: ProcessCost {
