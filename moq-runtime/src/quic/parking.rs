@@ -47,8 +47,9 @@ use super::State;
 /// The least urgent level there is, given incrementally: after every stream of ours.
 const PARKED: u8 = u8::MAX;
 
-/// The urgency quiche gives a stream nobody prioritized (control streams keep it).
-const DEFAULT_URGENCY: u8 = 127;
+/// The urgency quiche gives a stream nobody prioritized (control streams keep it), given
+/// incrementally ([`State::open`] sets it to make a stream exist).
+pub(super) const DEFAULT_URGENCY: u8 = 127;
 
 impl State {
     /// Parks every send stream quiche has if the connection lost a packet, or

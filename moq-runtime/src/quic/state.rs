@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use moqx_kio::Waiter;
 use moqx_net::transport::TransportError;
 
-use super::{MAX_QUEUED_DATAGRAMS, READ_CHUNK, SMALL_READ, State, StreamEntry, Wakes};
+use super::{MAX_QUEUED_DATAGRAMS, READ_CHUNK, SMALL_READ, State, StreamEntry, Wakes, parking};
 
 impl State {
     /// After the connection changed (`received`: a datagram arrived, the only thing that
@@ -462,8 +462,10 @@ impl State {
     }
 
     /// Opens the next local stream. quiche counts a stream against the peer's limit only
-    /// once it exists, so it is made to exist now (an empty write puts nothing on the
-    /// wire): opening several before writing any cannot overrun the limit.
+    /// once it exists, so it is made to exist now: opening several before writing any
+    /// cannot overrun the limit. Giving it quiche's own default priority does that and
+    /// nothing else (nothing goes on the wire); an empty write would do the same and go
+    /// through quiche's whole send path for it.
     pub(super) fn open(&mut self, bidi: bool) -> u64 {
         let counter = if bidi {
             &mut self.next_bidi
@@ -472,7 +474,9 @@ impl State {
         };
         let id = *counter;
         *counter += 4;
-        let _ = self.conn.stream_send(id, &[], false);
+        let _ = self
+            .conn
+            .stream_priority(id, parking::DEFAULT_URGENCY, true);
         self.streams.insert(
             id,
             StreamEntry {

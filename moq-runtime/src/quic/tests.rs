@@ -41,8 +41,12 @@ fn pump(from: &QuicConnection, to: &QuicConnection) {
 
 /// A client and a server connection over raw QUIC, before their handshake.
 fn unconnected() -> (QuicConnection, QuicConnection) {
+    unconnected_with(&QuicLimits::default())
+}
+
+/// The same, both sides configured with `limits`.
+fn unconnected_with(limits: &QuicLimits) -> (QuicConnection, QuicConnection) {
     let certificate = Certificate::self_signed(&["localhost".into()]).unwrap();
-    let limits = QuicLimits::default();
     let versions = [Version::Lite05];
     let (client_address, server_address) = (
         "127.0.0.1:4000".parse().unwrap(),
@@ -54,7 +58,7 @@ fn unconnected() -> (QuicConnection, QuicConnection) {
             &quiche::ConnectionId::from_ref(&[3; 16]),
             client_address,
             server_address,
-            &mut client_config(Binding::Quic, &versions, false, &limits).unwrap(),
+            &mut client_config(Binding::Quic, &versions, false, limits).unwrap(),
         )
         .unwrap(),
     );
@@ -64,7 +68,7 @@ fn unconnected() -> (QuicConnection, QuicConnection) {
             None,
             server_address,
             client_address,
-            &mut server_config(&certificate, &limits, &versions).unwrap(),
+            &mut server_config(&certificate, limits, &versions).unwrap(),
         )
         .unwrap(),
     );
@@ -73,7 +77,13 @@ fn unconnected() -> (QuicConnection, QuicConnection) {
 
 /// A client and a server connection, handshake done, over raw QUIC.
 fn pair() -> (QuicConnection, QuicConnection) {
-    let (client, server) = unconnected();
+    handshake(unconnected())
+}
+
+/// `(client, server)` after their handshake.
+fn handshake(
+    (client, server): (QuicConnection, QuicConnection),
+) -> (QuicConnection, QuicConnection) {
     for _ in 0..10 {
         pump(&client, &server);
         pump(&server, &client);
@@ -179,4 +189,54 @@ fn the_handshake_wakes_its_waiter_once_it_completes() {
     }
     assert!(wakes.0.load(Ordering::Relaxed) >= 1, "woken");
     assert_eq!(client.poll_established(&waiter), Poll::Ready(true));
+}
+
+/// A stream counts against the peer's limit from its open, before anything is written on
+/// it: opening more than the peer allows waits for its credit instead of overrunning it.
+#[test]
+fn streams_opened_before_any_write_count_against_the_peers_limit() {
+    let limits = QuicLimits {
+        max_streams: 3,
+        ..QuicLimits::default()
+    };
+    let (client, server) = handshake(unconnected_with(&limits));
+    let (credit, waiter) = counting();
+    let mut session = client.session();
+    let mut opened: Vec<_> = (0..3)
+        .map(|_| match session.poll_open_uni(&waiter) {
+            Poll::Ready(Ok(send)) => send,
+            _ => panic!("the peer allows three"),
+        })
+        .collect();
+    assert!(
+        session.poll_open_uni(&waiter).is_pending(),
+        "a fourth waits for credit"
+    );
+    // Each carries its bytes to its end; the server reads them all, and its MAX_STREAMS
+    // lets the fourth open.
+    for (index, send) in opened.iter_mut().enumerate() {
+        let mut bytes = Bytes::from(format!("stream {index}"));
+        assert!(send.poll_write(&waiter, &mut bytes).is_ready());
+        send.finish().unwrap();
+    }
+    pump(&client, &server);
+    let mut server_session = server.session();
+    for _ in 0..3 {
+        let Poll::Ready(Ok(mut recv)) = server_session.poll_accept_uni(&waiter) else {
+            panic!("every opened stream arrived");
+        };
+        while let Poll::Ready(Ok(Some(_))) = recv.poll_read(&waiter) {}
+    }
+    for _ in 0..4 {
+        pump(&server, &client);
+        pump(&client, &server);
+    }
+    assert!(
+        credit.0.load(Ordering::Relaxed) > 0,
+        "the credit woke the opener"
+    );
+    assert!(
+        session.poll_open_uni(&waiter).is_ready(),
+        "the fourth opens once the peer gave credit"
+    );
 }
