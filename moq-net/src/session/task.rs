@@ -48,17 +48,18 @@ impl Open {
         matches!(self, Open::Group(_))
     }
 
-    /// Whether this starts a new exchange with the peer (as opposed to continuing one).
-    pub(crate) fn is_new_request(&self) -> bool {
-        matches!(
-            self,
-            Open::AnnounceDiscover(_)
-                | Open::TrackQuery(_)
-                | Open::Subscribe(_)
-                | Open::MoqtUpstream(_)
-                | Open::MoqtPublication(_)
-                | Open::MoqtNamespaceFollow(_)
-        )
+    /// What new exchange with the peer this starts, for the log; `None` if it continues
+    /// one.
+    pub(crate) fn request_name(&self) -> Option<&'static str> {
+        match self {
+            Open::AnnounceDiscover(_) => Some("announcement interest"),
+            Open::TrackQuery(_) => Some("track query"),
+            Open::Subscribe(_) => Some("subscription"),
+            Open::MoqtUpstream(_) => Some("subscription (moq-transport)"),
+            Open::MoqtPublication(_) => Some("namespace publication (moq-transport)"),
+            Open::MoqtNamespaceFollow(_) => Some("namespace subscription (moq-transport)"),
+            _ => None,
+        }
     }
 }
 
