@@ -63,7 +63,14 @@ pub(crate) async fn run(args: SubscribeArgs) -> Result<(), String> {
                 return ended(session.closed().await);
             }
             close(&session).await;
-            outcome
+            // A track that ended after the relay's GOAWAY (a SUBSCRIBE it came before is
+            // never sent): say so, and what follows a relay that goes away.
+            match (outcome, session.peer_goaway()) {
+                (Err(error), Some(_)) => Err(format!(
+                    "{error} (the relay is going away: it sent GOAWAY; --reconnect follows the track to a new session)"
+                )),
+                (outcome, _) => outcome,
+            }
         }
         error = session.closed() => ended(error),
         _ = tokio::signal::ctrl_c() => {
