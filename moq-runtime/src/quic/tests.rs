@@ -8,7 +8,7 @@ use std::task::{Poll, Wake, Waker};
 use bytes::Bytes;
 use moqx_kio::Waiter;
 use moqx_net::coding::Version;
-use moqx_net::transport::{RecvStream, SendStream, Session};
+use moqx_net::transport::{RecvStream, SendStream, Session, StreamPriority};
 
 use super::{QuicConnection, QuicRecvStream};
 use crate::binding::Binding;
@@ -238,5 +238,51 @@ fn streams_opened_before_any_write_count_against_the_peers_limit() {
     assert!(
         session.poll_open_uni(&waiter).is_ready(),
         "the fourth opens once the peer gave credit"
+    );
+}
+
+/// Group streams go in moq-lite's order from their first packet: of two groups written
+/// together, the newer one's bytes go first (quiche alone would send the older, lower
+/// stream ID first).
+#[test]
+fn a_newer_group_stream_is_sent_before_an_older_one() {
+    let (client, server) = pair();
+    let waiter = Waiter::new(Waker::noop());
+    let mut session = client.session();
+    let mut open = |group| match session.poll_open_uni(&waiter) {
+        Poll::Ready(Ok(mut send)) => {
+            send.set_priority(StreamPriority {
+                subscriber: 0,
+                group,
+            });
+            send
+        }
+        _ => panic!("a stream opens at once"),
+    };
+    let (mut older, mut newer) = (open(1), open(2));
+    // More than one packet each: the first packet holds only the more urgent stream.
+    for (send, byte) in [(&mut older, b'o'), (&mut newer, b'n')] {
+        let mut bytes = Bytes::from(vec![byte; 4_000]);
+        assert!(send.poll_write(&waiter, &mut bytes).is_ready());
+    }
+    let mut buffer = [0u8; 65_536];
+    let Ok(Some((len, info))) = client.send(&mut buffer) else {
+        panic!("a packet to send");
+    };
+    server.recv(&mut buffer[..len], info.from, info.to).unwrap();
+    let mut server_session = server.session();
+    let Poll::Ready(Ok(mut first)) = server_session.poll_accept_uni(&waiter) else {
+        panic!("a stream arrived");
+    };
+    let Poll::Ready(Ok(Some(read))) = first.poll_read(&waiter) else {
+        panic!("its bytes arrived");
+    };
+    assert!(
+        read.iter().all(|&byte| byte == b'n'),
+        "the newer group first"
+    );
+    assert!(
+        server_session.poll_accept_uni(&waiter).is_pending(),
+        "the older group waits for the next packet"
     );
 }
