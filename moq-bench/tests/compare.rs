@@ -8,49 +8,57 @@ use std::process::Command;
 
 use common::relay_binary;
 
-#[test]
-fn compare_alternates_two_relays_and_pairs_their_rounds() {
+/// The relay binary's command line for `compare`, with `extra` arguments.
+fn relay_command(extra: &str) -> String {
     let relay = relay_binary().display().to_string();
-    let command = |extra: &str| {
-        format!(
-            "{relay} --bind 127.0.0.1:{{port}} --no-http --fingerprint-file {{fingerprint_file}} {extra}"
-        )
-    };
+    format!(
+        "{relay} --bind 127.0.0.1:{{port}} --no-http --fingerprint-file {{fingerprint_file}} {extra}"
+    )
+}
+
+/// Runs `moq-bench compare` with `args` (and a JSON file), expects it to succeed, and
+/// returns what it printed and its JSON lines.
+fn compare(args: &[&str]) -> (String, Vec<serde_json::Value>) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("compare.jsonl");
     let output = Command::new(env!("CARGO_BIN_EXE_moq-bench"))
-        .args([
-            "compare",
-            "--profile",
-            "fanout-chat",
-            "--subscribers",
-            "2",
-            "--seconds",
-            "0.5",
-        ])
-        .args([
-            "--pairs",
-            "5",
-            "--a",
-            &command(""),
-            "--b",
-            &command("--cache-groups 4"),
-        ])
+        .arg("compare")
+        .args(args)
         .arg("--json")
         .arg(&json)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
         "{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&json)
+    let lines = std::fs::read_to_string(&json)
         .unwrap()
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
+    (stdout, lines)
+}
+
+#[test]
+fn compare_alternates_two_relays_and_pairs_their_rounds() {
+    let (a, b) = (relay_command(""), relay_command("--cache-groups 4"));
+    let (stdout, lines) = compare(&[
+        "--profile",
+        "fanout-chat",
+        "--subscribers",
+        "2",
+        "--seconds",
+        "0.5",
+        "--pairs",
+        "5",
+        "--a",
+        &a,
+        "--b",
+        &b,
+    ]);
     let runs: Vec<&serde_json::Value> = lines.iter().filter(|l| l["kind"] == "run").collect();
     let labels: Vec<&str> = runs.iter().map(|r| r["label"].as_str().unwrap()).collect();
     assert_eq!(labels, ["a", "b", "a", "b", "a", "b", "a", "b", "a", "b"]);
@@ -78,7 +86,10 @@ fn compare_alternates_two_relays_and_pairs_their_rounds() {
             "relay_rss_bytes_per_connection"
         ]
     );
-    for verdict in verdicts {
+    // Every pair has a CPU and a latency ratio. (Three connections may grow the relay's
+    // resident memory by nothing a page shows, and a pair without memory on A has no
+    // ratio: the memory verdict is only checked to be there.)
+    for verdict in &verdicts[..2] {
         let ratios = verdict["paired"]["ratios"].as_array().unwrap();
         assert_eq!(ratios.len(), 5, "{verdict}");
         assert!(verdict["paired"]["median"].as_f64().unwrap() > 0.0);
@@ -90,30 +101,23 @@ fn compare_alternates_two_relays_and_pairs_their_rounds() {
 /// counted lost, and only the relay's memory per connection is compared.
 #[test]
 fn an_idle_comparison_compares_memory_alone() {
-    let relay = relay_binary().display().to_string();
-    let command = format!(
-        "{relay} --bind 127.0.0.1:{{port}} --no-http --fingerprint-file {{fingerprint_file}}"
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("idle.jsonl");
-    let output = Command::new(env!("CARGO_BIN_EXE_moq-bench"))
-        .args(["compare", "--profile", "idle", "--connections", "12"])
-        .args(["--room", "5", "--seconds", "0.3", "--pairs", "1"])
-        .args(["--a", &command, "--b", &command, "--json"])
-        .arg(&json)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&json)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let relay = relay_command("");
+    let (_, lines) = compare(&[
+        "--profile",
+        "idle",
+        "--connections",
+        "12",
+        "--room",
+        "5",
+        "--seconds",
+        "0.3",
+        "--pairs",
+        "1",
+        "--a",
+        &relay,
+        "--b",
+        &relay,
+    ]);
     let runs: Vec<&serde_json::Value> = lines.iter().filter(|l| l["kind"] == "run").collect();
     assert_eq!(runs.len(), 2);
     for run in runs {

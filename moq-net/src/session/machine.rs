@@ -405,20 +405,9 @@ impl<R: Runtime> SessionMachine<R> {
         // Both queues keep their allocations from turn to turn.
         let mut waiting = std::mem::take(&mut self.spare_opens);
         while let Some(open) = self.context.opens.pop_front() {
-            if self.context.goaway
-                && let Some(request) = open.request_name()
-            {
-                // After the peer's GOAWAY no new request starts; dropping one cancels it
-                // (a track request is answered NotFound; a subscription whose track
-                // query went out but whose SUBSCRIBE did not ends its track). Groups of
-                // running subscriptions still go out.
-                tracing::debug!(
-                    request,
-                    "the peer is going away: a request not sent yet is dropped"
-                );
-                drop(open);
+            let Some(open) = open.unless_going_away(self.context.goaway) else {
                 continue;
-            }
+            };
             let uni = open.is_uni();
             if (uni && uni_blocked) || (!uni && bidi_blocked) {
                 waiting.push_back(open);

@@ -48,9 +48,27 @@ impl Open {
         matches!(self, Open::Group(_))
     }
 
+    /// `None` if the peer is `going_away` and this would start a new request: after the
+    /// peer's GOAWAY no new request starts, and dropping one cancels it (a track request
+    /// is answered NotFound; a subscription whose track query went out but whose
+    /// SUBSCRIBE did not ends its track). Groups of running subscriptions still go out.
+    pub(crate) fn unless_going_away(self, going_away: bool) -> Option<Self> {
+        let request = self.request_name().filter(|_| going_away);
+        match request {
+            Some(request) => {
+                tracing::debug!(
+                    request,
+                    "the peer is going away: a request not sent yet is dropped"
+                );
+                None
+            }
+            None => Some(self),
+        }
+    }
+
     /// What new exchange with the peer this starts, for the log; `None` if it continues
     /// one.
-    pub(crate) fn request_name(&self) -> Option<&'static str> {
+    fn request_name(&self) -> Option<&'static str> {
         match self {
             Open::AnnounceDiscover(_) => Some("announcement interest"),
             Open::TrackQuery(_) => Some("track query"),
