@@ -41,15 +41,6 @@ pub struct Stream {
     pub frames_per_group: u64,
 }
 
-impl Stream {
-    /// What an idle workload's (absent) publishers would write.
-    pub const IDLE: Stream = Stream {
-        frame_bytes: 1,
-        rate: 1.0,
-        frames_per_group: 1,
-    };
-}
-
 /// Who connects: rooms of members, each member a session that publishes, subscribes to the
 /// rest of its room, or both.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,7 +75,13 @@ impl Workload {
     /// `connections` members in rooms of `room_size` that only listen for their room's
     /// announcements: nobody publishes, so nothing is delivered.
     pub fn idle(connections: usize, room_size: usize, seconds: f64) -> Self {
-        let mut workload = Self::chat(connections, room_size, Stream::IDLE, seconds);
+        // Nobody publishes: the stream is never written.
+        let unused = Stream {
+            frame_bytes: 1,
+            rate: 1.0,
+            frames_per_group: 1,
+        };
+        let mut workload = Self::chat(connections, room_size, unused, seconds);
         for member in workload.rooms.iter_mut().flatten() {
             *member = (false, true);
         }

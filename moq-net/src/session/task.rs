@@ -53,17 +53,19 @@ impl Open {
     /// is answered NotFound; a subscription whose track query went out but whose
     /// SUBSCRIBE did not ends its track). Groups of running subscriptions still go out.
     pub(crate) fn unless_going_away(self, going_away: bool) -> Option<Self> {
-        let request = self.request_name().filter(|_| going_away);
-        match request {
-            Some(request) => {
-                tracing::debug!(
-                    request,
-                    "the peer is going away: a request not sent yet is dropped"
-                );
-                None
-            }
-            None => Some(self),
+        // Every open of every group passes here: nothing more than a flag while the peer
+        // stays.
+        if !going_away {
+            return Some(self);
         }
+        let Some(request) = self.request_name() else {
+            return Some(self);
+        };
+        tracing::debug!(
+            request,
+            "the peer is going away: a request not sent yet is dropped"
+        );
+        None
     }
 
     /// What new exchange with the peer this starts, for the log; `None` if it continues
