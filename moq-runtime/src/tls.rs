@@ -199,17 +199,19 @@ fn invalid(path: &Path, problem: &'static str) -> TlsError {
 mod tests {
     use super::*;
 
-    fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("moq-tls-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// A directory of the test's own, removed when dropped.
+    fn temp_dir(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("moq-tls-{name}-"))
+            .tempdir()
+            .unwrap()
     }
 
     #[test]
     fn a_self_signed_certificate_round_trips_through_pem_files_with_its_fingerprint() {
         let made = Certificate::self_signed(&["localhost".into(), "127.0.0.1".into()]).unwrap();
         let dir = temp_dir("roundtrip");
-        let (chain, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+        let (chain, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
         std::fs::write(&chain, made.chain_pem()).unwrap();
         std::fs::write(&key, made.key_pem()).unwrap();
         let loaded = Certificate::from_pem_files(&chain, &key).unwrap();
@@ -244,19 +246,19 @@ mod tests {
     #[test]
     fn bad_files_are_named_with_what_is_wrong() {
         let dir = temp_dir("bad");
-        let missing = dir.join("missing.pem");
+        let missing = dir.path().join("missing.pem");
         let error = Certificate::from_pem_files(&missing, &missing).unwrap_err();
         assert!(error.to_string().contains("missing.pem"), "{error}");
 
-        let not_pem = dir.join("not.pem");
+        let not_pem = dir.path().join("not.pem");
         std::fs::write(&not_pem, "hello").unwrap();
         let made = Certificate::self_signed(&["localhost".into()]).unwrap();
-        let key = dir.join("key.pem");
+        let key = dir.path().join("key.pem");
         std::fs::write(&key, made.key_pem()).unwrap();
         let error = Certificate::from_pem_files(&not_pem, &key).unwrap_err();
         assert!(error.to_string().contains("not.pem"), "{error}");
 
-        let chain = dir.join("chain.pem");
+        let chain = dir.path().join("chain.pem");
         std::fs::write(&chain, made.chain_pem()).unwrap();
         let error = Certificate::from_pem_files(&chain, &chain).unwrap_err();
         assert!(error.to_string().contains("PRIVATE KEY"), "{error}");

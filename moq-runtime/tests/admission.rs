@@ -24,7 +24,7 @@ fn client_at(address: &str) -> (Endpoint, SocketAddr) {
 }
 
 fn server(name: &str, admission: Admission) -> Endpoint {
-    let (chain, key) = certificate_files(name);
+    let (_certificate_dir, chain, key) = certificate_files(name);
     let mut server = Endpoint::new(config(Some((&chain, &key))), SERVER, 1, 100, Instant::now());
     server.set_gate(Gate::new(admission, Instant::now()));
     // As every server's endpoint has (`ServerConfig::endpoint`). (With a raw quiche
@@ -214,7 +214,7 @@ fn workers_sharing_a_gate_share_its_caps_and_its_retry_key() {
         },
         Instant::now(),
     );
-    let (chain, key) = certificate_files("shared-gate");
+    let (_certificate_dir, chain, key) = certificate_files("shared-gate");
     let mut workers: Vec<Endpoint> = (0..2u8)
         .map(|worker| {
             let mut endpoint = Endpoint::new(

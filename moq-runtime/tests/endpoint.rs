@@ -92,7 +92,7 @@ fn established(
 }
 
 fn endpoints(name: &str) -> (Endpoint, Endpoint) {
-    let (chain, key) = certificate_files(name);
+    let (_certificate_dir, chain, key) = certificate_files(name);
     let now = Instant::now();
     let client = Endpoint::new(config(None), CLIENT, 0, 100, now);
     let server = Endpoint::new(config(Some((&chain, &key))), SERVER, 3, 100, now);
@@ -312,7 +312,7 @@ fn a_client_rotating_connection_ids_uses_a_new_one_each_time() {
 fn a_client_gives_its_server_a_connection_id_for_each_path_it_keeps() {
     let runtime = BusyRuntime::default();
     // The limits of `moqx_runtime::quiche_config`'s client and server configurations.
-    let (chain, key) = certificate_files("client-cids");
+    let (_certificate_dir, chain, key) = certificate_files("client-cids");
     let mut client_config = config(None);
     client_config.set_active_connection_id_limit(MAX_CLIENT_PATHS);
     let mut server_config = config(Some((&chain, &key)));
@@ -346,7 +346,7 @@ fn a_client_whose_server_goes_silent_pings_it_a_few_times_further_apart() {
     let runtime = BusyRuntime::default();
     // Idle timeouts of a minute, so that the keep-alive (a third of that) comes after the
     // last of the PINGs.
-    let (chain, key) = certificate_files("silence-probe");
+    let (_certificate_dir, chain, key) = certificate_files("silence-probe");
     let idle = |mut config: quiche::Config| {
         config.set_max_idle_timeout(60_000);
         config
@@ -433,7 +433,7 @@ fn a_client_whose_server_goes_silent_pings_it_a_few_times_further_apart() {
 /// on its own worker).
 #[test]
 fn a_restarted_server_resets_its_lost_connections_at_their_next_packet() {
-    let (chain, key_file) = certificate_files("stateless-reset");
+    let (_certificate_dir, chain, key_file) = certificate_files("stateless-reset");
     let key = StatelessResetKey::from_secret(b"the server's persistent secret");
     let other_key = StatelessResetKey::from_secret(b"another server's secret");
     // (the restarted server's key, its worker, whether the client is reset)

@@ -21,7 +21,7 @@ use moqx_runtime::quic::QuicConnection;
 
 #[test]
 fn a_broadcast_flows_over_real_quic_between_two_sessions() {
-    let (chain, key) = certificate_files("flow");
+    let (_certificate_dir, chain, key) = certificate_files("flow");
 
     let client_addr: SocketAddr = "127.0.0.1:4000".parse().unwrap();
     let server_addr: SocketAddr = "127.0.0.1:4433".parse().unwrap();

@@ -88,19 +88,20 @@ impl BusyRuntime {
 }
 
 /// A fresh self-signed certificate for `localhost`, written to a temporary directory of
-/// its own: (chain file, key file). Its own: tests running side by side in one process
-/// with the same `name` once shared one, and a test read a file another was writing
-/// (`TlsFail`).
-pub(crate) fn certificate_files(name: &str) -> (PathBuf, PathBuf) {
-    static WRITTEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// its own: (the directory, chain file, key file). Keep the directory bound for as long
+/// as the files are read: dropping it removes them. Its own: tests running side by side
+/// in one process with the same `name` once shared one, and a test read a file another
+/// was writing (`TlsFail`).
+pub(crate) fn certificate_files(name: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let certificate = Certificate::self_signed(&["localhost".into()]).unwrap();
-    let n = WRITTEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("moq-quiche-{name}-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (chain, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("moq-quiche-{name}-"))
+        .tempdir()
+        .unwrap();
+    let (chain, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
     std::fs::write(&chain, certificate.chain_pem()).unwrap();
     std::fs::write(&key, certificate.key_pem()).unwrap();
-    (chain, key)
+    (dir, chain, key)
 }
 
 /// A quiche configuration for moq-lite-05: a server's with `certificate`, a client's
@@ -205,7 +206,7 @@ pub(crate) fn connected_pair_measuring(
     first_rtt: Duration,
     configure: impl FnOnce(&mut quiche::Config),
 ) -> (QuicConnection, QuicConnection) {
-    let (chain, key) = certificate_files(name);
+    let (_certificate_dir, chain, key) = certificate_files(name);
     let mut server_config = config_with_alpn(Some((&chain, &key)), &[b"moq-lite-05", b"h3"]);
     configure(&mut server_config);
     let client_addr: SocketAddr = CLIENT_ADDRESS.parse().unwrap();
