@@ -33,6 +33,7 @@ pub mod network;
 pub mod relay;
 pub mod workload;
 
+use members::Transport;
 use meter::{Measured, Meter};
 use workload::Workload;
 
@@ -77,10 +78,15 @@ pub enum MeterError {
     },
 }
 
-/// Sets up `workload`, delivers `warm` messages, then `messages` more after
-/// [`measurement_starts`]; returns what the measured part delivered.
-pub fn run(workload: Workload, warm: u64, messages: u64) -> Result<Measured, MeterError> {
-    let mut meter = Meter::new(workload)?;
+/// Sets up `workload` with its members on `transport`, delivers `warm` messages, then
+/// `messages` more after [`measurement_starts`]; returns what the measured part delivered.
+pub fn run(
+    workload: Workload,
+    transport: Transport,
+    warm: u64,
+    messages: u64,
+) -> Result<Measured, MeterError> {
+    let mut meter = Meter::new(workload, transport)?;
     meter.set_up()?;
     tracing::debug!(sessions = meter.relay_sessions(), "set up");
     meter.deliver(warm)?;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use moq_meter::callgrind::Profile;
+use moq_meter::members::Transport;
 use moq_meter::workload::Workload;
 
 /// The deterministic cost meter: a relay and its clients in one process.
@@ -72,6 +73,27 @@ struct RunArgs {
     /// Messages measured (default: the workload's own).
     #[arg(long)]
     messages: Option<u64>,
+    /// How the members reach the relay: `moqt` (raw QUIC) or `https` (WebTransport, as
+    /// browsers and the deployed relay's own clients do).
+    #[arg(long, value_enum, default_value_t = Scheme::Moqt)]
+    scheme: Scheme,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Scheme {
+    /// moq-lite over raw QUIC.
+    Moqt,
+    /// moq-lite over WebTransport.
+    Https,
+}
+
+impl Scheme {
+    fn transport(self) -> Transport {
+        match self {
+            Self::Moqt => Transport::Quic,
+            Self::Https => Transport::WebTransport,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -164,6 +186,12 @@ impl RunArgs {
                 args.extend([flag.to_owned(), value.to_string()]);
             }
         }
+        if self.scheme != Scheme::Moqt {
+            args.extend([
+                "--scheme".to_owned(),
+                format!("{:?}", self.scheme).to_lowercase(),
+            ]);
+        }
         args
     }
 }
@@ -171,9 +199,14 @@ impl RunArgs {
 fn run(args: &RunArgs) -> Result<(), String> {
     let workload = args.workload();
     let (warm, messages) = args.messages(&workload);
-    let measured = moq_meter::run(workload.clone(), warm, messages).map_err(|e| e.to_string())?;
+    let measured = moq_meter::run(workload.clone(), args.scheme.transport(), warm, messages)
+        .map_err(|e| e.to_string())?;
     let per_delivery = measured.relay_time.as_secs_f64() * 1e6 / measured.deliveries.max(1) as f64;
-    println!("{}", workload.describe());
+    println!(
+        "{}, over {}",
+        workload.describe(),
+        args.scheme.transport().describe()
+    );
     println!(
         "deliveries: {} ({} messages measured after {warm} warm-up)",
         measured.deliveries, measured.messages

@@ -23,6 +23,35 @@ pub const TRACK: &str = "messages";
 /// How long a member's handshake may take (real time: see [`Member::connect`]).
 const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
+/// How the members reach the relay.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Transport {
+    /// moq-lite over raw QUIC (`moqt://`).
+    #[default]
+    Quic,
+    /// moq-lite over WebTransport over HTTP/3 (`https://`): what browsers and the
+    /// deployed relay's own clients use.
+    WebTransport,
+}
+
+impl Transport {
+    /// The URL of the relay at `port` over this transport.
+    fn url(self, port: u16) -> String {
+        match self {
+            Self::Quic => format!("moqt://localhost:{port}/"),
+            Self::WebTransport => format!("https://localhost:{port}/"),
+        }
+    }
+
+    /// Its name in a report.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Quic => "raw QUIC",
+            Self::WebTransport => "WebTransport",
+        }
+    }
+}
+
 /// One client of the relay.
 #[derive(Debug)]
 pub struct Member {
@@ -61,16 +90,17 @@ pub struct Role {
 }
 
 impl Member {
-    /// A member at `address` connecting to the relay at `relay` with `role`, its tasks on
-    /// `runtime`.
+    /// A member at `address` connecting to the relay at `relay` over `transport` with
+    /// `role`, its tasks on `runtime`.
     pub fn connect(
         address: SocketAddr,
         relay: SocketAddr,
+        transport: Transport,
         role: Role,
         runtime: &LocalRuntime,
         now: Instant,
     ) -> Result<Self, MeterError> {
-        let target = Target::parse(&format!("moqt://localhost:{}/", relay.port()))?;
+        let target = Target::parse(&transport.url(relay.port()))?;
         // Under callgrind everything runs fifty times slower, and a hundred handshakes
         // take the real seconds they take: the meter waits for them.
         let mut config = ClientConfig::default()

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use crate::MeterError;
 use crate::local::LocalRuntime;
-use crate::members::Member;
+use crate::members::{Member, Transport};
 use crate::network::{Datagram, Network};
 use crate::relay::Relay;
 use crate::workload::Workload;
@@ -57,9 +57,9 @@ pub struct Measured {
 }
 
 impl Meter {
-    /// Starts the relay and connects every member of `workload` (not yet set up: see
-    /// [`set_up`](Self::set_up)).
-    pub fn new(workload: Workload) -> Result<Self, MeterError> {
+    /// Starts the relay and connects every member of `workload` over `transport` (not yet
+    /// set up: see [`set_up`](Self::set_up)).
+    pub fn new(workload: Workload, transport: Transport) -> Result<Self, MeterError> {
         workload.check().map_err(MeterError::Workload)?;
         let now = Instant::now();
         let mut network = Network::default();
@@ -73,7 +73,7 @@ impl Meter {
             .map(|(index, role)| {
                 let address = member_address(index);
                 network.attach(address);
-                Member::connect(address, RELAY, role, &runtime, now)
+                Member::connect(address, RELAY, transport, role, &runtime, now)
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {

@@ -1,6 +1,7 @@
 //! Every workload of the meter delivers every message exactly once, through the real
 //! relay configuration over quiche: a count is only worth what the run it counts did.
 
+use moq_meter::members::Transport;
 use moq_meter::workload::Workload;
 
 #[test]
@@ -10,8 +11,19 @@ fn a_small_chat_delivers_every_message_to_every_other_member_of_its_room() {
         room: 3,
         size: 100,
     };
-    let measured = moq_meter::run(workload, 6, 12).expect("the run");
+    let measured = moq_meter::run(workload, Transport::Quic, 6, 12).expect("the run");
     assert_eq!(measured.messages, 12);
+    assert_eq!(measured.deliveries, 12 * 2, "each message to the 2 others");
+}
+
+#[test]
+fn a_small_chat_over_webtransport_delivers_every_message() {
+    let workload = Workload::Chat {
+        members: 6,
+        room: 3,
+        size: 100,
+    };
+    let measured = moq_meter::run(workload, Transport::WebTransport, 6, 12).expect("the run");
     assert_eq!(measured.deliveries, 12 * 2, "each message to the 2 others");
 }
 
@@ -21,7 +33,7 @@ fn fanout_delivers_every_message_to_every_subscriber() {
         subscribers: 5,
         size: 100,
     };
-    let measured = moq_meter::run(workload, 2, 10).expect("the run");
+    let measured = moq_meter::run(workload, Transport::Quic, 2, 10).expect("the run");
     assert_eq!(measured.deliveries, 10 * 5);
 }
 
@@ -33,7 +45,7 @@ fn media_delivers_every_frame_of_groups_larger_than_a_packet() {
         group_frames: 4,
     };
     // Warm-up and measurement both cross group boundaries.
-    let measured = moq_meter::run(workload, 3, 9).expect("the run");
+    let measured = moq_meter::run(workload, Transport::Quic, 3, 9).expect("the run");
     assert_eq!(measured.deliveries, 9 * 3);
 }
 
@@ -44,6 +56,8 @@ fn a_malformed_workload_is_refused_naming_the_parameter() {
         room: 3,
         size: 100,
     };
-    let error = moq_meter::run(workload, 1, 1).unwrap_err().to_string();
+    let error = moq_meter::run(workload, Transport::Quic, 1, 1)
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("members"), "{error}");
 }
