@@ -261,3 +261,86 @@ fn a_malformed_connect_gets_400_and_a_closed_connection_naming_the_problem() {
     assert_eq!(code, 0x10e, "H3_MESSAGE_ERROR");
     assert!(reason.contains("malformed CONNECT"), "{reason}");
 }
+
+/// Reads every uni stream `session` accepts until `streams` of them ended, pumping
+/// `client` and `server`; their contents in the order they ended.
+fn read_uni_streams(
+    runtime: &BusyRuntime,
+    client: &moqx_runtime::quic::QuicConnection,
+    server: &moqx_runtime::quic::QuicConnection,
+    session: &mut impl Session,
+    streams: usize,
+    mut write: impl FnMut() -> bool,
+) -> Vec<Vec<u8>> {
+    let waiter = Waiter::new(Waker::noop());
+    let mut open = Vec::new();
+    let mut ended = Vec::new();
+    assert!(run_until(runtime, client, server, || {
+        let written = write();
+        while let Poll::Ready(result) = session.poll_accept_uni(&waiter) {
+            open.push((result.expect("a stream"), Vec::new()));
+        }
+        open.retain_mut(|(stream, read)| {
+            loop {
+                match stream.poll_read(&waiter) {
+                    Poll::Ready(Ok(Some(chunk))) => read.extend_from_slice(&chunk),
+                    Poll::Ready(Ok(None)) => {
+                        ended.push(std::mem::take(read));
+                        return false;
+                    }
+                    Poll::Ready(Err(error)) => panic!("a stream failed: {error}"),
+                    Poll::Pending => return true,
+                }
+            }
+        });
+        written && ended.len() == streams
+    }));
+    ended
+}
+
+#[test]
+fn a_uni_streams_header_goes_with_its_first_write_whatever_its_size_or_end() {
+    let runtime = BusyRuntime::default();
+    let (client, server, mut client_session, mut server_session) =
+        established(&runtime, "wt-first-write");
+    let waiter = Waiter::new(Waker::noop());
+    let mut open = || match client_session.poll_open_uni(&waiter) {
+        Poll::Ready(Ok(stream)) => stream,
+        other => panic!("a uni stream opens at once: {:?}", other.map(|r| r.err())),
+    };
+    // Finished with nothing written: the header and the FIN alone.
+    let mut empty = open();
+    empty.finish().unwrap();
+    // A small last write: header, bytes and FIN in one.
+    let mut small = open();
+    let mut small_data = Bytes::from_static(b"one write");
+    // A first write larger than what is copied behind the header, larger than the
+    // stream's first window too: written over several polls.
+    let mut large = open();
+    let large_payload: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+    let mut large_data = Bytes::from(large_payload.clone());
+    let mut large_done = false;
+    let mut small_done = false;
+    let mut ended = read_uni_streams(&runtime, &client, &server, &mut server_session, 3, || {
+        if !small_done {
+            small_done = small
+                .poll_write_final(&waiter, &mut small_data)
+                .map(|r| r.unwrap())
+                .is_ready();
+        }
+        if !large_done
+            && large
+                .poll_write(&waiter, &mut large_data)
+                .map(|r| r.unwrap())
+                .is_ready()
+        {
+            large.finish().unwrap();
+            large_done = true;
+        }
+        small_done && large_done
+    });
+    ended.sort_by_key(Vec::len);
+    assert_eq!(ended[0], b"");
+    assert_eq!(ended[1], b"one write");
+    assert!(ended[2] == large_payload, "the large stream arrives whole");
+}

@@ -33,7 +33,9 @@ pub struct WebTransportSession {
     protocol: Option<String>,
     /// Why the session ended, once it did through the CONNECT stream.
     closed: Option<TransportError>,
-    opening_uni: Option<(QuicSendStream, Bytes)>,
+    /// The header of every stream this side opens one way (made once: each stream
+    /// shares it).
+    uni_header: Bytes,
     opening_bidi: Option<(QuicSendStream, QuicRecvStream, Bytes)>,
     /// The quarter stream id every datagram starts with.
     datagram_prefix: Bytes,
@@ -58,7 +60,7 @@ impl WebTransportSession {
             connect,
             protocol,
             closed: None,
-            opening_uni: None,
+            uni_header: uni_header(id),
             opening_bidi: None,
             datagram_prefix: datagram_prefix.freeze(),
         }
@@ -151,26 +153,16 @@ impl Session for WebTransportSession {
         if let Some(error) = &self.closed {
             return Poll::Ready(Err(error.clone()));
         }
-        if self.opening_uni.is_none() {
-            let stream = match self.inner.poll_open_uni(waiter) {
-                Poll::Ready(Ok(stream)) => stream,
-                Poll::Ready(Err(error)) => return Poll::Ready(Err(self.map_close(error))),
-                Poll::Pending => return Poll::Pending,
-            };
-            self.opening_uni = Some((stream, uni_header(self.id)));
-        }
-        let Some((stream, header)) = &mut self.opening_uni else {
-            return Poll::Pending;
-        };
-        match stream.poll_write(waiter, header) {
+        // The stream header goes out with the stream's first write, in the same STREAM
+        // frame (and quiche call): written on its own, it cost a write of its own and
+        // queued the stream before its priority was set (`stream.rs`).
+        match self.inner.poll_open_uni(waiter) {
+            Poll::Ready(Ok(stream)) => Poll::Ready(Ok(WebTransportSendStream::with_header(
+                stream,
+                self.uni_header.clone(),
+            ))),
+            Poll::Ready(Err(error)) => Poll::Ready(Err(self.map_close(error))),
             Poll::Pending => Poll::Pending,
-            Poll::Ready(result) => {
-                let (stream, _) = self.opening_uni.take().expect("checked above");
-                Poll::Ready(match result {
-                    Ok(()) => Ok(WebTransportSendStream::new(stream)),
-                    Err(error) => Err(stream_to_transport(error)),
-                })
-            }
         }
     }
 
