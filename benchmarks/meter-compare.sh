@@ -11,7 +11,8 @@
 # Counts are repeatable within 1 % on a quiet machine (BENCHMARKS.md, "Issue 31"). quiche
 # reads the real clock, so a busy machine can slow a run under callgrind past a probe
 # timeout: that run's "relay datagrams per message" is higher than its pair's, and its
-# count is void. PAIRS (default 1) pairs per workload; OUT keeps every report.
+# count is void. PAIRS (default 1) pairs per workload; OUT keeps every report; METER_ARGS
+# go to every count (`METER_ARGS="--scheme https"`: members on WebTransport).
 set -euo pipefail
 
 A=$1 B=$2
@@ -19,6 +20,7 @@ shift 2
 WORKLOADS=${*:-chat fanout media}
 PAIRS=${PAIRS:-1}
 OUT=${OUT:-$(mktemp -d /tmp/meter-compare.XXXXXX)}
+read -r -a METER_ARGS <<< "${METER_ARGS:-}"
 mkdir -p "$OUT"
 
 per_delivery() { sed -n 's/^relay instructions: .* \([0-9]*\) per delivery$/\1/p' "$1"; }
@@ -29,7 +31,7 @@ for workload in $WORKLOADS; do
         for side in A B; do
             meter=$A
             [ "$side" = B ] && meter=$B
-            "$meter" count "$workload" > "$OUT/$workload-$pair-$side.txt"
+            "$meter" count "$workload" "${METER_ARGS[@]}" > "$OUT/$workload-$pair-$side.txt"
         done
         a=$(per_delivery "$OUT/$workload-$pair-A.txt")
         b=$(per_delivery "$OUT/$workload-$pair-B.txt")

@@ -5,26 +5,21 @@ use moq_meter::members::Transport;
 use moq_meter::workload::Workload;
 
 #[test]
-fn a_small_chat_delivers_every_message_to_every_other_member_of_its_room() {
-    let workload = Workload::Chat {
-        members: 6,
-        room: 3,
-        size: 100,
-    };
-    let measured = moq_meter::run(workload, Transport::Quic, 6, 12).expect("the run");
-    assert_eq!(measured.messages, 12);
-    assert_eq!(measured.deliveries, 12 * 2, "each message to the 2 others");
-}
-
-#[test]
-fn a_small_chat_over_webtransport_delivers_every_message() {
-    let workload = Workload::Chat {
-        members: 6,
-        room: 3,
-        size: 100,
-    };
-    let measured = moq_meter::run(workload, Transport::WebTransport, 6, 12).expect("the run");
-    assert_eq!(measured.deliveries, 12 * 2, "each message to the 2 others");
+fn a_small_chat_delivers_every_message_to_every_other_member_of_its_room_on_each_transport() {
+    for transport in [Transport::Quic, Transport::WebTransport] {
+        let workload = Workload::Chat {
+            members: 6,
+            room: 3,
+            size: 100,
+        };
+        let measured = moq_meter::run(workload, transport, 6, 12).expect("the run");
+        assert_eq!(measured.messages, 12, "{transport:?}");
+        assert_eq!(
+            measured.deliveries,
+            12 * 2,
+            "{transport:?}: each to the 2 others"
+        );
+    }
 }
 
 #[test]
