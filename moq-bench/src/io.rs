@@ -27,6 +27,9 @@ pub struct DriverCounters {
     pub send_calls: u64,
     /// Send operations the kernel refused (0 from a relay that does not count them).
     pub send_errors: u64,
+    /// Times the workers waited for work (0 from a relay or driver that does not count
+    /// them).
+    pub parks: u64,
 }
 
 /// The relay's I/O over a measured window, per delivery and per operation.
@@ -46,6 +49,10 @@ pub struct RelayIo {
     /// 0 from a relay that does not count them).
     #[serde(default)]
     pub send_errors: u64,
+    /// Datagrams received per time a worker waited for work: what one wake-up handled
+    /// (`None` from a relay or driver that does not count its parks).
+    #[serde(default)]
+    pub datagrams_per_park: Option<f64>,
 }
 
 impl RelayIo {
@@ -75,6 +82,15 @@ impl RelayIo {
                 receives,
             ),
             send_errors: after.send_errors.saturating_sub(before.send_errors),
+            datagrams_per_park: match after.parks.saturating_sub(before.parks) {
+                0 => None,
+                parks => Some(per(
+                    after
+                        .datagrams_received
+                        .saturating_sub(before.datagrams_received),
+                    parks,
+                )),
+            },
         }
     }
 }
@@ -133,6 +149,7 @@ pub fn parse_metrics(text: &str) -> DriverCounters {
             "moq_relay_worker_datagrams_sent_total" => counters.datagrams_sent += value,
             "moq_relay_worker_send_calls_total" => counters.send_calls += value,
             "moq_relay_send_errors_total" => counters.send_errors += value,
+            "moq_relay_worker_parks_total" => counters.parks += value,
             _ => {}
         }
     }
@@ -192,6 +209,8 @@ mod tests {
             moq_relay_worker_datagrams_sent_total{worker=\"0\"} 40\n\
             moq_relay_worker_send_calls_total{worker=\"0\"} 4\n\
             moq_relay_send_errors_total 2\n\
+            moq_relay_worker_parks_total{worker=\"0\"} 6\n\
+            moq_relay_worker_parks_total{worker=\"1\"} 1\n\
             moq_relay_sessions 2\n";
         assert_eq!(
             parse_metrics(page),
@@ -201,6 +220,7 @@ mod tests {
                 datagrams_sent: 40,
                 send_calls: 4,
                 send_errors: 2,
+                parks: 7,
             }
         );
     }
@@ -226,8 +246,16 @@ mod tests {
             datagrams_sent: 300,
             send_calls: 100,
             send_errors: 1,
+            parks: 40,
         };
         let io = RelayIo::of(before, after, Some(400), 200);
+        assert_eq!(io.datagrams_per_park, Some(2.5));
+        let uncounted = DriverCounters { parks: 0, ..after };
+        assert_eq!(
+            RelayIo::of(before, uncounted, None, 200).datagrams_per_park,
+            None,
+            "a driver that does not count its parks reports none"
+        );
         assert_eq!(io.send_errors, 1);
         assert_eq!(io.syscalls_per_delivery, Some(2.0));
         assert_eq!(io.datagrams_per_send, 3.0);

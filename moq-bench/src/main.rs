@@ -356,7 +356,7 @@ async fn ablation(args: AblationArgs) -> Result<(), String> {
     }
     println!();
     println!(
-        "{:<34} {:>11} {:>9} {:>10} {:>10} {:>9} {:>9} {:>8}",
+        "{:<34} {:>11} {:>9} {:>10} {:>10} {:>9} {:>9} {:>10} {:>8}",
         "configuration",
         "relay µs/d",
         "loss",
@@ -364,12 +364,13 @@ async fn ablation(args: AblationArgs) -> Result<(), String> {
         "sends/d",
         "dgram/snd",
         "dgram/rcv",
+        "dgram/park",
         "p50 ms"
     );
     for (label, record) in &rows {
         let io = record.relay_io.clone().unwrap_or_default();
         println!(
-            "{:<34} {:>11.2} {:>8.2}% {:>10} {:>10.3} {:>9.2} {:>9.2} {:>8.2}",
+            "{:<34} {:>11.2} {:>8.2}% {:>10} {:>10.3} {:>9.2} {:>9.2} {:>10} {:>8.2}",
             label,
             record.relay.cpu_us_per_delivery,
             record.loss * 100.0,
@@ -378,6 +379,8 @@ async fn ablation(args: AblationArgs) -> Result<(), String> {
             io.send_calls_per_delivery,
             io.datagrams_per_send,
             io.datagrams_per_receive,
+            io.datagrams_per_park
+                .map_or_else(|| "n/a".to_owned(), |per| format!("{per:.2}")),
             record.latency_us.p50 as f64 / 1000.0,
         );
     }

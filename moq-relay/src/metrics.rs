@@ -547,6 +547,12 @@ impl Metrics {
             &per_worker(|c| c.send_calls.load(Ordering::Relaxed)),
         );
         metric(
+            "worker_parks_total",
+            "counter",
+            "Times each driver worker ran out of work and waited for a datagram, a timer or another worker (0 from the multi-threaded tokio driver, which cannot count them): worker_datagrams_total over it is what one wake-up handles.",
+            &per_worker(|c| c.parks.load(Ordering::Relaxed)),
+        );
+        metric(
             "announce_listeners",
             "gauge",
             "Announcement listeners now (sessions' announce streams, and the relay's own).",

@@ -196,6 +196,16 @@ fn serves_every_binding_pair_on_two_workers(relay: &Relay) {
         metrics.contains("moq_relay_worker_datagrams_total{worker=\"1\"}"),
         "{metrics}"
     );
+    // Each worker waited for work between the rounds, and counted it.
+    for worker in ["0", "1"] {
+        let prefix = format!("moq_relay_worker_parks_total{{worker=\"{worker}\"}} ");
+        let parks: u64 = metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no parks for worker {worker} in:\n{metrics}"));
+        assert!(parks > 0, "worker {worker} never parked:\n{metrics}");
+    }
 }
 
 /// The io_uring relay, as an operator starts it: the CLI round trips over every binding

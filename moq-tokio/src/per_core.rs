@@ -117,8 +117,14 @@ impl WorkerThread {
         if let Err(error) = moqx_runtime::cores::pin_current_thread(self.cpu) {
             tracing::warn!(%error, "running unpinned");
         }
+        let counters = self.endpoint.counters();
         let runtime = match tokio::runtime::Builder::new_current_thread()
             .enable_all()
+            .on_thread_park(move || {
+                counters
+                    .parks
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            })
             .build()
         {
             Ok(runtime) => runtime,

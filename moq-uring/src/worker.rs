@@ -411,6 +411,9 @@ impl Loop {
         tracing::trace!(in_ms = ?deadline.map(|at| at.saturating_duration_since(Instant::now()).as_millis()), "parking");
         self.counters.add(&self.counters.enters, 1);
         self.counters.add(&self.counters.parks, 1);
+        for port in self.core.ports.borrow().entries.iter().flatten() {
+            port.io_counters().parks.fetch_add(1, Ordering::Relaxed);
+        }
         ring::submit_and_wait(&self.ring, deadline, &self.clock)?;
         unparker.running();
         Ok(())

@@ -33,4 +33,9 @@ pub struct EndpointCounters {
     /// Stateless resets sent: answers to short-header packets for a connection this
     /// endpoint no longer has (it restarted, or the connection closed).
     pub stateless_resets: AtomicU64,
+    /// Times the thread that runs this endpoint ran out of work and waited (parked) for a
+    /// datagram, a timer or a wake from another thread: `datagrams` over it is what one
+    /// wake-up handles. 0 from a driver that cannot count them (the multi-threaded tokio
+    /// driver, whose threads serve every connection).
+    pub parks: AtomicU64,
 }
