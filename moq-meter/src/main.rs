@@ -75,25 +75,8 @@ struct RunArgs {
     messages: Option<u64>,
     /// How the members reach the relay: `moqt` (raw QUIC) or `https` (WebTransport, as
     /// browsers and the deployed relay's own clients do).
-    #[arg(long, value_enum, default_value_t = Scheme::Moqt)]
-    scheme: Scheme,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Scheme {
-    /// moq-lite over raw QUIC.
-    Moqt,
-    /// moq-lite over WebTransport.
-    Https,
-}
-
-impl Scheme {
-    fn transport(self) -> Transport {
-        match self {
-            Self::Moqt => Transport::Quic,
-            Self::Https => Transport::WebTransport,
-        }
-    }
+    #[arg(long, value_enum, default_value_t = Transport::Quic)]
+    scheme: Transport,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -186,11 +169,8 @@ impl RunArgs {
                 args.extend([flag.to_owned(), value.to_string()]);
             }
         }
-        if self.scheme != Scheme::Moqt {
-            args.extend([
-                "--scheme".to_owned(),
-                format!("{:?}", self.scheme).to_lowercase(),
-            ]);
+        if let Some(scheme) = self.scheme.to_possible_value() {
+            args.extend(["--scheme".to_owned(), scheme.get_name().to_owned()]);
         }
         args
     }
@@ -199,14 +179,10 @@ impl RunArgs {
 fn run(args: &RunArgs) -> Result<(), String> {
     let workload = args.workload();
     let (warm, messages) = args.messages(&workload);
-    let measured = moq_meter::run(workload.clone(), args.scheme.transport(), warm, messages)
-        .map_err(|e| e.to_string())?;
+    let measured =
+        moq_meter::run(workload.clone(), args.scheme, warm, messages).map_err(|e| e.to_string())?;
     let per_delivery = measured.relay_time.as_secs_f64() * 1e6 / measured.deliveries.max(1) as f64;
-    println!(
-        "{}, over {}",
-        workload.describe(),
-        args.scheme.transport().describe()
-    );
+    println!("{}, over {}", workload.describe(), args.scheme.describe());
     println!(
         "deliveries: {} ({} messages measured after {warm} warm-up)",
         measured.deliveries, measured.messages

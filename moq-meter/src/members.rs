@@ -23,14 +23,16 @@ pub const TRACK: &str = "messages";
 /// How long a member's handshake may take (real time: see [`Member::connect`]).
 const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
-/// How the members reach the relay.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// How the members reach the relay (on the command line, by its URL scheme).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Transport {
     /// moq-lite over raw QUIC (`moqt://`).
     #[default]
+    #[value(name = "moqt")]
     Quic,
     /// moq-lite over WebTransport over HTTP/3 (`https://`): what browsers and the
     /// deployed relay's own clients use.
+    #[value(name = "https")]
     WebTransport,
 }
 

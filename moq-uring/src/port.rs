@@ -47,13 +47,13 @@ pub(crate) enum Role {
 }
 
 impl Port {
-    /// A port sending with GSO or not, with at most `max_send_bytes` in flight (see
-    /// [`flush`](Self::flush)).
     /// The endpoint's counters.
     pub(crate) fn io_counters(&self) -> &moqx_runtime::endpoint::EndpointCounters {
         &self.io_counters
     }
 
+    /// A port sending with GSO or not, with at most `max_send_bytes` in flight (see
+    /// [`flush`](Self::flush)).
     pub(crate) fn new(
         socket: UdpSocket,
         endpoint: Endpoint,
