@@ -265,8 +265,9 @@ struct State {
     /// Sends nothing more, and counts as closed.
     abandoned: bool,
     /// The datagram that carried our CONNECTION_CLOSE, sent again if the peer goes on
-    /// sending (`closing.rs`).
-    close_packet: Option<closing::ClosePacket>,
+    /// sending (`closing.rs`). Boxed: only a closing connection has one, and every open
+    /// connection would carry its 150 bytes.
+    close_packet: Option<Box<closing::ClosePacket>>,
     /// The connection's path and the paths its peer left (`migration.rs`).
     migrations: migration::Migrations,
     /// Paths quiche can no longer build a packet for, sent around (`unsendable.rs`).

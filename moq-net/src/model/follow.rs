@@ -43,8 +43,7 @@ struct Follow {
     /// The view the track was resolved through.
     origin: Origin,
     path: Path,
-    name: String,
-    /// The track's properties, as the route read first gave them.
+    /// The track's properties (its name among them), as the route read first gave them.
     properties: Track,
     /// The peer this track is served to: routes through it are never used.
     exclude: u64,
@@ -54,8 +53,10 @@ struct Follow {
     /// The path's changes, and the count last looked at; `None` once the path has none.
     changes: Option<super::origin::RouteChanges>,
     seen: u64,
-    /// The track on a better route of the same publisher, while it resolves.
-    next: Option<Next>,
+    /// The track on a better route of the same publisher, while it resolves (boxed, as
+    /// the fields below that are rarely used: a relay holds one `Follow` per served
+    /// subscription, and most never move).
+    next: Option<Box<Next>>,
     /// The groups delivered lately: after a splice, the ones the new route sends again
     /// are skipped, and it is asked for the first one missing.
     delivered: Delivered,
@@ -69,7 +70,7 @@ struct Follow {
     /// (an application's subscription across its own reconnects), instead of ending.
     persistent: bool,
     /// While the path has no route: its announcements, to see it come back.
-    returning: Option<super::origin::Announced>,
+    returning: Option<Box<super::origin::Announced>>,
 }
 
 /// How far below the last delivered group the first group of a new route may be and
@@ -107,7 +108,6 @@ impl FollowedTrack {
         let changes = origin.route_changes(path.clone());
         let seen = changes.as_ref().map_or(0, |changes| changes.count());
         let properties = track.track().clone();
-        let name = properties.name.clone();
         let route = source.route();
         Self {
             track,
@@ -115,7 +115,6 @@ impl FollowedTrack {
             follow: Some(Box::new(Follow {
                 origin: origin.clone(),
                 path,
-                name,
                 properties,
                 exclude,
                 source,
@@ -181,7 +180,7 @@ impl FollowedTrack {
                             let next = follow.next.take().expect("just polled");
                             tracing::debug!(
                                 path = %follow.path,
-                                track = %follow.name,
+                                track = %follow.properties.name,
                                 from = ?follow.route.hops,
                                 to = ?next.route.hops,
                                 resume = ?follow.delivered.first_missing(),
@@ -196,7 +195,7 @@ impl FollowedTrack {
                             follow.spliced = true;
                         }
                         Poll::Ready(Err(error)) => {
-                            tracing::debug!(path = %follow.path, track = %follow.name, %error, "the other route refused the track");
+                            tracing::debug!(path = %follow.path, track = %follow.properties.name, %error, "the other route refused the track");
                             follow.next = None;
                         }
                         Poll::Pending => {}
@@ -227,7 +226,7 @@ impl FollowedTrack {
                         {
                             // Its sequence started over: a new generation at the path,
                             // which the subscriber hears of as a new announcement.
-                            tracing::debug!(path = %follow.path, track = %follow.name, sequence, ?highest, "the new route's groups restarted: the subscription ends");
+                            tracing::debug!(path = %follow.path, track = %follow.properties.name, sequence, ?highest, "the new route's groups restarted: the subscription ends");
                             return Poll::Ready(Ok(None));
                         }
                         if follow.spliced_once && follow.delivered.contains(sequence) {
@@ -241,7 +240,7 @@ impl FollowedTrack {
                 Poll::Ready(Err(error)) => match self.follow.as_deref_mut() {
                     None => return Poll::Ready(Err(error)),
                     Some(follow) => {
-                        tracing::debug!(path = %follow.path, track = %follow.name, %error, "the route the subscription read from failed");
+                        tracing::debug!(path = %follow.path, track = %follow.properties.name, %error, "the route the subscription read from failed");
                         follow.failed = Some(error);
                         // Another route of the publisher, if there is one now.
                         follow.reconsider(false);
@@ -271,11 +270,11 @@ impl Follow {
         let path = self.path.clone();
         let origin = self.origin.clone();
         if self.returning.is_none() {
-            tracing::debug!(path = %self.path, track = %self.name, "no route left: waiting for the publisher to come back");
+            tracing::debug!(path = %self.path, track = %self.properties.name, "no route left: waiting for the publisher to come back");
         }
         let returning = self
             .returning
-            .get_or_insert_with(|| origin.announced(path.clone()));
+            .get_or_insert_with(|| Box::new(origin.announced(path.clone())));
         // Published meanwhile (between the end and this listener)?
         if let Some(changes) = origin.route_changes(path.clone()) {
             self.returning = None;
@@ -365,7 +364,7 @@ impl Follow {
         }
         let route = best.route();
         if !route.same_publisher(&self.route) {
-            tracing::debug!(path = %self.path, track = %self.name, ours = ?self.route.hops, theirs = ?route.hops, "another publisher's broadcast at the path: not moving there");
+            tracing::debug!(path = %self.path, track = %self.properties.name, ours = ?self.route.hops, theirs = ?route.hops, "another publisher's broadcast at the path: not moving there");
             // Another publisher took the path: a replacement, not a splice. A track whose
             // route is gone has nothing left to wait for.
             self.next = None;
@@ -379,13 +378,13 @@ impl Follow {
         // published while the old one was failing.
         let pending = match self.delivered.first_missing() {
             Some(start) => best.resume_track(&self.properties, start),
-            None => best.subscribe_track(&self.name),
+            None => best.subscribe_track(&self.properties.name),
         };
-        self.next = Some(Next {
+        self.next = Some(Box::new(Next {
             broadcast: best,
             route,
             pending,
-        });
+        }));
     }
 }
 

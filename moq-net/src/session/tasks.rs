@@ -77,6 +77,13 @@ impl<T> TaskSet<T> {
             }
             None => {
                 let index = self.slots.len();
+                if index == self.slots.capacity() {
+                    // A session's slots live as long as it does and a slot is a few
+                    // hundred bytes: grow by a quarter, not the doubling `push` would do
+                    // (a chat member's session holds about 20 slots; doubling left it
+                    // room for 32).
+                    self.slots.reserve_exact((index / 4).max(4));
+                }
                 let waker = Waker::from(Arc::new(SlotWaker {
                     index,
                     ready: self.ready.clone(),
@@ -159,5 +166,25 @@ impl Wake for SlotWaker {
 impl<T> std::fmt::Debug for TaskSet<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TaskSet").field("len", &self.len).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TaskSet;
+
+    #[test]
+    fn slots_grow_by_a_quarter_not_by_doubling() {
+        let mut tasks = TaskSet::new();
+        for task in 0..17u32 {
+            tasks.push(task);
+        }
+        // Doubling would hold room for 32.
+        assert!(tasks.slots.capacity() <= 20, "{}", tasks.slots.capacity());
+        for task in 17..1000u32 {
+            tasks.push(task);
+        }
+        assert_eq!(tasks.len(), 1000);
+        assert!(tasks.slots.capacity() <= 1250, "{}", tasks.slots.capacity());
     }
 }

@@ -61,7 +61,7 @@ impl State {
             // quiche set its timer to close for good three probe timeouts from now (a
             // floor, should a stall have eaten them all: then quiche closes first).
             let every = (self.conn.timeout().unwrap_or_default() / 3).max(MIN_EVERY);
-            self.close_packet = Some(ClosePacket {
+            self.close_packet = Some(Box::new(ClosePacket {
                 bytes: packet.to_vec(),
                 info,
                 received: 0,
@@ -69,7 +69,7 @@ impl State {
                 resent_on_timer: 0,
                 every,
                 resend_at: Some(Instant::now() + every),
-            });
+            }));
         }
     }
 
