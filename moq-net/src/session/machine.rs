@@ -22,9 +22,7 @@ use std::task::{Context as TaskContext, Poll, Waker};
 
 use moqx_kio::Waiter;
 
-/// Entries of finished groups the open-group queue may hold beyond twice the open ones
-/// before it is swept.
-const OPEN_GROUP_SLACK: usize = 64;
+mod group_bounds;
 
 /// Stream opens whose room a session keeps between turns; a burst past it gives the rest back
 /// once drained.
@@ -475,80 +473,6 @@ impl<R: Runtime> SessionMachine<R> {
         progress
     }
 
-    /// Keeps at most [`max_queued_groups`](SessionLimits::max_queued_groups) groups waiting
-    /// for stream credit, dropping the oldest (counted): a subscriber that withholds credit
-    /// loses groups instead of making the session hold every one it is sent.
-    fn drop_oldest_groups(&mut self, waiting: &mut VecDeque<Open>) {
-        let queued = waiting.iter().filter(|open| open.is_group()).count();
-        let max = self.context.config.limits.max_queued_groups;
-        if queued <= max {
-            return;
-        }
-        let mut excess = queued - max;
-        waiting.retain(|open| {
-            if excess > 0 && open.is_group() {
-                excess -= 1;
-                return false;
-            }
-            true
-        });
-        let dropped = (queued - max) as u64;
-        self.context.counters.groups_dropped += dropped;
-        tracing::debug!(
-            dropped,
-            waiting = max,
-            "the peer gives no stream credit: dropping its oldest groups"
-        );
-    }
-
-    /// Keeps at most [`max_queued_groups`](SessionLimits::max_queued_groups) group streams
-    /// open and unfinished, resetting the oldest (Lagged, counted as dropped): a subscriber
-    /// that lets streams open but gives them no data credit would otherwise make the
-    /// session hold every group it is sent, each kept alive by its unfinished stream.
-    fn bound_open_groups(&mut self) {
-        // Forget the front entries of groups that finished.
-        while let Some(&(index, id, sequence)) = self.open_groups.front() {
-            if self.is_open_group(index, id, sequence) {
-                break;
-            }
-            self.open_groups.pop_front();
-        }
-        // And those further back once they outnumber the open groups: one group that
-        // stays open at the front must not keep an entry for every group sent after it
-        // (review finding F2). Amortized O(1) per group.
-        if self.open_groups.len() > 2 * self.open_group_count + OPEN_GROUP_SLACK {
-            let mut open_groups = std::mem::take(&mut self.open_groups);
-            open_groups.retain(|&(index, id, sequence)| self.is_open_group(index, id, sequence));
-            self.open_groups = open_groups;
-        }
-        while self.open_group_count > self.context.config.limits.max_queued_groups {
-            let Some((index, id, sequence)) = self.open_groups.pop_front() else {
-                break;
-            };
-            if !self.is_open_group(index, id, sequence) {
-                continue;
-            }
-            if let Some(Task::GroupWrite(mut group)) = self.tasks.remove(index) {
-                group.evict(Error::Lagged);
-            }
-            self.open_group_count -= 1;
-            self.context.counters.groups_dropped += 1;
-            tracing::debug!(
-                id,
-                sequence,
-                "the peer does not read its group streams: resetting the oldest"
-            );
-        }
-    }
-
-    /// Whether task `index` is the group stream of subscription `id`, group `sequence`.
-    fn is_open_group(&mut self, index: usize, id: u64, sequence: u64) -> bool {
-        matches!(
-            self.tasks.get_mut(index),
-            Some((Task::GroupWrite(group), _)) if group.names() == (id, sequence)
-        )
-    }
-
     /// Opens the stream `open` needs; gives it back if the transport cannot open one now.
     #[allow(clippy::result_large_err)]
     fn open(&mut self, open: Open, waiter: &Waiter) -> Result<Option<Task<R::Transport>>, Open> {
@@ -618,7 +542,8 @@ impl<R: Runtime> SessionMachine<R> {
                 match task.poll(waiter, &mut self.context) {
                     Poll::Pending => break,
                     Poll::Ready(Ok(Step::Done)) => {
-                        if let Some(Task::GroupWrite(_)) = self.tasks.remove(index) {
+                        let group = |task: &Task<R::Transport>| matches!(task, Task::GroupWrite(_));
+                        if self.tasks.finish(index, group) == Some(true) {
                             self.open_group_count -= 1;
                         }
                         break;
@@ -637,6 +562,25 @@ impl<R: Runtime> SessionMachine<R> {
         if std::mem::take(&mut self.context.sources_changed) {
             self.own.woken.store(true, Ordering::Release);
         }
+        if let Some(setup) = self.context.peer_setup.take() {
+            self.shared
+                .state
+                .update(|state| state.peer_setup = Some(setup));
+        }
+        if self.context.goaway && !self.context.routes_priced_out {
+            self.context.price_out_routes();
+        }
+        if let Some(uri) = self.context.goaway_uri.take() {
+            self.shared
+                .state
+                .update(|state| state.peer_goaway = Some(uri));
+        }
+        Ok(progress)
+    }
+
+    /// Copies the session's counters where its handle reads them: once per turn, as the
+    /// turn ends (not on each pass of its loop: a copy of the counters under a lock).
+    fn publish_counters(&mut self) {
         self.context.counters.subscriptions_active =
             self.context.subscriptions.load(Ordering::Relaxed) as u64;
         self.context.counters.open_group_streams = self.open_group_count as u64;
@@ -653,20 +597,6 @@ impl<R: Runtime> SessionMachine<R> {
             // The handle reads the transport's counters itself (`Session::stats`).
             self.shared.snapshot.lock().counters = self.context.counters;
         }
-        if let Some(setup) = self.context.peer_setup.take() {
-            self.shared
-                .state
-                .update(|state| state.peer_setup = Some(setup));
-        }
-        if self.context.goaway && !self.context.routes_priced_out {
-            self.context.price_out_routes();
-        }
-        if let Some(uri) = self.context.goaway_uri.take() {
-            self.shared
-                .state
-                .update(|state| state.peer_goaway = Some(uri));
-        }
-        Ok(progress)
     }
 }
 
@@ -709,79 +639,85 @@ impl<R: Runtime> Future for SessionMachine<R> {
         };
         // The clock is read once per turn.
         this.context.now = this.runtime.now();
+        let turn = this.turn(&waiter, cx.waker());
+        this.publish_counters();
+        this.waiter = Some(waiter);
+        turn
+    }
+}
+
+impl<R: Runtime> SessionMachine<R> {
+    /// One turn: every source and sub-machine that was woken, until none makes progress.
+    fn turn(&mut self, waiter: &Waiter, parent: &Waker) -> Poll<()> {
         loop {
-            if this.done {
+            if self.done {
                 return Poll::Ready(());
             }
-            if let Some(error) = this.context.refused.take() {
-                this.close(error);
+            if let Some(error) = self.context.refused.take() {
+                self.close(error);
             }
-            if this.closing.is_some() {
-                let closed = this.poll_closing(&waiter);
-                this.waiter = Some(waiter);
-                return closed;
+            if self.closing.is_some() {
+                return self.poll_closing(waiter);
             }
             // The machine's own sources only when they fired: most turns are a sub-machine
             // (a stream) waking, and re-polling the transport's queues on each costs.
             let mut progress = false;
-            if this.own.woken.swap(false, Ordering::AcqRel) {
-                progress |= this.poll_sources(&waiter);
+            if self.own.woken.swap(false, Ordering::AcqRel) {
+                progress |= self.poll_sources(waiter);
             }
-            if this.done || this.closing.is_some() {
+            if self.done || self.closing.is_some() {
                 continue;
             }
-            progress |= this.start_requested(&waiter);
-            match this.poll_tasks(cx.waker()) {
+            progress |= self.start_requested(waiter);
+            match self.poll_tasks(parent) {
                 Ok(tasks_progress) => progress |= tasks_progress,
                 Err(error) => {
-                    this.close(error);
+                    self.close(error);
                     continue;
                 }
             }
             // A server whose client has not sent SETUP in time gives up on it: a connection
             // that never says who it is must not hold a session slot forever.
-            if let Some(until) = this.setup_deadline {
-                if this.context.setup_received {
-                    this.setup_deadline = None;
-                } else if this.context.now >= until {
+            if let Some(until) = self.setup_deadline {
+                if self.context.setup_received {
+                    self.setup_deadline = None;
+                } else if self.context.now >= until {
                     tracing::debug!("no SETUP from the client in time");
-                    this.close(Error::Timeout);
+                    self.close(Error::Timeout);
                     continue;
                 }
             }
             // A client let in for a while (its token's lifetime) is let go when it ends.
-            if this
+            if self
                 .context
                 .expires_at
-                .is_some_and(|at| this.context.now >= at)
+                .is_some_and(|at| self.context.now >= at)
             {
                 tracing::debug!("the session's authorization expired");
-                this.close(Error::Unauthorized);
+                self.close(Error::Unauthorized);
                 continue;
             }
             // Ended subscriptions whose trailing groups arrived (or whose wait is over).
-            let next = this
+            let next = self
                 .context
                 .settle_routes()
                 .into_iter()
-                .chain(this.context.settle_timed())
-                .chain(this.setup_deadline)
-                .chain(this.context.expires_at)
+                .chain(self.context.settle_timed())
+                .chain(self.setup_deadline)
+                .chain(self.context.expires_at)
                 .min();
-            if next != this.armed {
-                this.armed = next;
-                this.deadline.set(next);
+            if next != self.armed {
+                self.armed = next;
+                self.deadline.set(next);
             }
-            if next.is_some() && this.deadline.poll(&waiter).is_ready() {
-                this.context.now = this.runtime.now();
+            if next.is_some() && self.deadline.poll(waiter).is_ready() {
+                self.context.now = self.runtime.now();
                 progress = true;
             }
             if !progress {
-                break;
+                return Poll::Pending;
             }
         }
-        this.waiter = Some(waiter);
-        Poll::Pending
     }
 }
 
